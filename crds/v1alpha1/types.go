@@ -1,0 +1,158 @@
+// Package v1alpha1 holds the Go types of the PavProvisioner custom resource
+// (pav.albertofaria.github.io/v1alpha1).
+//
+// Everything under spec except provisioningModes may be a Jinja template, and a
+// template may even replace a list or an object (`{% set yaml = true %}`), so the
+// phase sections keep their fields as untyped JSON values (Value). The typed,
+// evaluated form of each phase lives in package templating.
+package v1alpha1
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+const (
+	GroupName = "pav.albertofaria.github.io"
+	Version   = "v1alpha1"
+	Kind      = "PavProvisioner"
+	Resource  = "pavprovisioners"
+	ShortName = "pav"
+)
+
+// SchemeGroupVersion is the API group and version of PavProvisioner.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+// GroupVersionResource identifies PavProvisioners for dynamic clients and informers.
+var GroupVersionResource = SchemeGroupVersion.WithResource(Resource)
+
+// ProvisioningMode is Dynamic (StorageClass) or Static (PersistentVolume written by a user).
+type ProvisioningMode string
+
+const (
+	Dynamic ProvisioningMode = "Dynamic"
+	Static  ProvisioningMode = "Static"
+)
+
+// PavProvisioner is a volume provisioner written as pod templates. Cluster-scoped.
+type PavProvisioner struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PavProvisionerSpec   `json:"spec"`
+	Status PavProvisionerStatus `json:"status,omitempty"`
+}
+
+// PavProvisionerSpec is the user's definition, unevaluated.
+type PavProvisionerSpec struct {
+	ProvisioningModes []ProvisioningMode `json:"provisioningModes"`
+	VolumeValidation  *VolumeValidation  `json:"volumeValidation,omitempty"`
+	VolumeCreation    *VolumeCreation    `json:"volumeCreation,omitempty"`
+	VolumeDeletion    *VolumeDeletion    `json:"volumeDeletion,omitempty"`
+	VolumeStaging     *VolumeStaging     `json:"volumeStaging,omitempty"`
+	VolumeUnstaging   *VolumeUnstaging   `json:"volumeUnstaging,omitempty"`
+}
+
+// VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.
+type VolumeValidation struct {
+	VolumeModes *Value `json:"volumeModes,omitempty"`
+	AccessModes *Value `json:"accessModes,omitempty"`
+	MinCapacity *Value `json:"minCapacity,omitempty"`
+	MaxCapacity *Value `json:"maxCapacity,omitempty"`
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// VolumeCreation: how a volume is created (dynamic provisioning only).
+type VolumeCreation struct {
+	Handle      *Value `json:"handle,omitempty"`
+	Capacity    *Value `json:"capacity,omitempty"`
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+	// NodeAffinity is a PaV-Go addition to the spec: a VolumeNodeAffinity that is
+	// set on the created PersistentVolume (e.g. for node-local volumes).
+	NodeAffinity *Value `json:"nodeAffinity,omitempty"`
+}
+
+// VolumeDeletion: how a dynamically provisioned volume is deleted.
+type VolumeDeletion struct {
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// VolumeStaging: how a volume is made available on a node. podTemplate is mandatory.
+type VolumeStaging struct {
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// VolumeUnstaging: how the effects of staging are reverted.
+type VolumeUnstaging struct {
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// PavProvisionerStatus is written by the controller.
+type PavProvisionerStatus struct {
+	// ObservedGeneration is the generation the conditions describe.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (valid, CSIDriver in place). Valid (templates compile, literals typed).
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types and reasons reported in status.
+const (
+	ConditionReady = "Ready"
+	ConditionValid = "Valid"
+)
+
+// PavProvisionerList is a list of PavProvisioners.
+type PavProvisionerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PavProvisioner `json:"items"`
+}
+
+// HasMode reports whether the provisioner supports the given provisioning mode.
+func (p *PavProvisioner) HasMode(m ProvisioningMode) bool {
+	for _, x := range p.Spec.ProvisioningModes {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Value is an arbitrary JSON value (string, number, bool, null, list, object)
+// whose strings are Jinja templates. Object holds the decoded value with the
+// types of k8s.io/apimachinery/pkg/util/json: map[string]interface{},
+// []interface{}, string, int64, float64, bool or nil.
+type Value struct {
+	Object interface{}
+}
+
+// NewValue wraps a JSON-like Go value.
+func NewValue(v interface{}) *Value { return &Value{Object: v} }
+
+func (v Value) MarshalJSON() ([]byte, error) { return json.Marshal(v.Object) }
+
+func (v *Value) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		v.Object = nil
+		return nil
+	}
+	var obj interface{}
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
+		return fmt.Errorf("decoding template value: %w", err)
+	}
+	v.Object = obj
+	return nil
+}
+
+func (v *Value) DeepCopy() *Value {
+	if v == nil {
+		return nil
+	}
+	return &Value{Object: runtime.DeepCopyJSONValue(v.Object)}
+}

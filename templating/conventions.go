@@ -1,0 +1,77 @@
+package templating
+
+// Conventions shared by every PaV process: how PaV's own pods, finalizers and
+// annotations are named, and where pods' /pav directories live on the nodes.
+// Keep every such name here so that the controller and the node plugin agree.
+
+// Phase names a step of a volume's life. Each phase has its own spec section,
+// its own Jinja context and its own pod.
+type Phase string
+
+const (
+	PhaseValidation Phase = "validation"
+	PhaseCreation   Phase = "creation"
+	PhaseDeletion   Phase = "deletion"
+	PhaseStaging    Phase = "staging"
+	PhaseUnstaging  Phase = "unstaging"
+)
+
+const prefix = "pav.albertofaria.github.io/"
+
+// Labels on every pod PaV creates.
+const (
+	LabelProvisioner = prefix + "provisioner" // PavProvisioner name
+	LabelPhase       = prefix + "phase"       // a Phase
+	LabelVolume      = prefix + "volume"      // PersistentVolume name (pvc-<claim uid> for dynamic provisioning)
+	LabelClaimUID    = prefix + "claim-uid"   // UID of the PVC (validation/creation/deletion pods)
+	LabelStagingID   = prefix + "staging-id"  // hash of (volume, target path) for staging/unstaging pods
+)
+
+// Annotations.
+const (
+	// On staging and unstaging pods: what the unstaging phase needs to know.
+	AnnotationClaim      = prefix + "claim"       // "<namespace>/<name>" of the PVC
+	AnnotationTargetPath = prefix + "target-path" // kubelet's target path
+	AnnotationReadOnly   = prefix + "read-only"   // "true" or "false"
+
+	// On terminated validation/creation/deletion pods, written by the node plugin of
+	// the node the pod ran on, from the files the pod left in /pav.
+	AnnotationResultsCollected = prefix + "results-collected" // "true" once /pav was read
+	AnnotationResultHandle     = prefix + "result-handle"     // content of /pav/handle, if present
+	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present
+	AnnotationResultError      = prefix + "result-error"      // content of /pav/error, if present
+
+	// On PersistentVolumes PaV created: snapshots of the claim and class at
+	// creation time, so that deletion can be evaluated after both are gone.
+	AnnotationClaimSnapshot = prefix + "claim-snapshot" // JSON of the PVC
+	AnnotationClassSnapshot = prefix + "class-snapshot" // JSON of the StorageClass
+	// AnnotationSelectedNode on PersistentVolumes: the node chosen by the scheduler
+	// (WaitForFirstConsumer), for the deletion phase's selectedNodeName.
+	AnnotationSelectedNode = prefix + "selected-node"
+)
+
+// Finalizers.
+const (
+	FinalizerProvisioner = prefix + "provisioner" // on PavProvisioners while volumes exist
+	FinalizerClaim       = prefix + "claim"       // on PVCs while PaV provisions for them
+	FinalizerVolume      = prefix + "volume"      // on PVs PaV created, until the volume is deleted
+)
+
+// The /pav protocol: the directory every container of a PaV pod sees at /pav,
+// and the files in it.
+const (
+	PavMountPath  = "/pav"
+	PavVolumeName = "pav"
+
+	FileHandle   = "handle"
+	FileCapacity = "capacity"
+	FileReady    = "ready"
+	FileVolume   = "volume"
+	FileError    = "error" // PaV-Go addition: a message explaining a failure
+)
+
+// PodDirRoot is the host directory under which each PaV pod gets its own /pav
+// directory. It sits under kubelet's root dir, which kubelet keeps rshared, so
+// mounts made in a pod's /pav with Bidirectional propagation reach the host.
+// (PavProvisioner names are DNS labels, so no driver's plugin dir can collide.)
+const PodDirRoot = "/var/lib/kubelet/plugins/pav.albertofaria.github.io/pods"
