@@ -1,19 +1,37 @@
-// Command pav is PaV's single binary: controller, node plugin and authoring tools.
+// Command pav is PaV's single binary: the controller, the node plugin, and the
+// offline authoring tools. Each subcommand lives in its own file and registers
+// itself on rootCmd from an init function.
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+var rootCmd = &cobra.Command{
+	Use:           "pav",
+	Short:         "PaV (Pods-as-Volumes): volume provisioners written as pod templates",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func init() {
+	rootCmd.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print PaV's version",
+		Args:  cobra.NoArgs,
+		Run:   func(cmd *cobra.Command, args []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "version" {
-		fmt.Println(version)
-		return
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
 	}
-	fmt.Fprintln(os.Stderr, "usage: pav {controller|node|render|validate|version}")
-	os.Exit(2)
 }
