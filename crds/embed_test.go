@@ -1,0 +1,86 @@
+package crds
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+func TestManifest(t *testing.T) {
+	u, err := Unstructured()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetName() != Name || u.GetKind() != "CustomResourceDefinition" {
+		t.Fatalf("got %s %s", u.GetKind(), u.GetName())
+	}
+	str := func(path ...string) string {
+		s, _, err := unstructured.NestedString(u.Object, path...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if g := str("spec", "group"); g != v1alpha1.GroupName {
+		t.Errorf("group %q", g)
+	}
+	if s := str("spec", "scope"); s != "Cluster" {
+		t.Errorf("scope %q", s)
+	}
+	if p := str("spec", "names", "plural"); p != v1alpha1.Resource {
+		t.Errorf("plural %q", p)
+	}
+	if k := str("spec", "names", "kind"); k != v1alpha1.Kind {
+		t.Errorf("kind %q", k)
+	}
+	short, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "names", "shortNames")
+	if !reflect.DeepEqual(short, []string{v1alpha1.ShortName}) {
+		t.Errorf("shortNames %v", short)
+	}
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	if len(versions) != 1 {
+		t.Fatalf("%d versions", len(versions))
+	}
+	v := versions[0].(map[string]interface{})
+	if v["name"] != v1alpha1.Version {
+		t.Errorf("version %v", v["name"])
+	}
+	if _, ok, _ := unstructured.NestedMap(v, "subresources", "status"); !ok {
+		t.Error("no status subresource")
+	}
+	spec, ok, _ := unstructured.NestedMap(v, "schema", "openAPIV3Schema", "properties", "spec")
+	if !ok {
+		t.Fatal("no spec schema")
+	}
+	req, _, _ := unstructured.NestedStringSlice(spec, "required")
+	if !reflect.DeepEqual(req, []string{"provisioningModes", "volumeStaging"}) {
+		t.Errorf("spec.required %v", req)
+	}
+	// Each section's fields match the Go types exactly, every one of any type.
+	sections := map[string][]string{
+		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
+		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate"},
+		"volumeDeletion":   {"podTemplate"},
+		"volumeStaging":    {"podTemplate"},
+		"volumeUnstaging":  {"podTemplate"},
+	}
+	for s, fields := range sections {
+		props, ok, _ := unstructured.NestedMap(spec, "properties", s, "properties")
+		if !ok {
+			t.Errorf("no schema for %s", s)
+			continue
+		}
+		if len(props) != len(fields) {
+			t.Errorf("%s: %d fields, want %d", s, len(props), len(fields))
+		}
+		for _, f := range fields {
+			p, ok := props[f].(map[string]interface{})
+			if !ok || p["x-kubernetes-preserve-unknown-fields"] != true || p["type"] != nil {
+				t.Errorf("%s.%s: want any value, got %v", s, f, props[f])
+			}
+		}
+	}
+}
