@@ -1,0 +1,532 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Event reasons on claims (the first two as the external-provisioner uses them).
+const (
+	reasonProvisioning          = "Provisioning"
+	reasonProvisioningSucceeded = "ProvisioningSucceeded"
+	reasonProvisioningFailed    = "ProvisioningFailed"
+	reasonValidationFailed      = "ValidationFailed"
+	reasonCleanupFailed         = "VolumeCleanupFailed"
+)
+
+// claimSync is one sync of one claim.
+type claimSync struct {
+	c     *Controller
+	key   string
+	pvc   *corev1.PersistentVolumeClaim
+	p     *v1alpha1.PavProvisioner
+	class *storagev1.StorageClass
+	pods  map[templating.Phase]*corev1.Pod
+}
+
+// claimTarget resolves which provisioner a claim is for: its class's
+// provisioner, else the annotation the PV controller sets.
+func (c *Controller) claimTarget(pvc *corev1.PersistentVolumeClaim) (string, *storagev1.StorageClass) {
+	var class *storagev1.StorageClass
+	if n := pvc.Spec.StorageClassName; n != nil && *n != "" {
+		if sc, err := c.classes.Get(*n); err == nil {
+			class = sc
+			return sc.Provisioner, class
+		}
+	}
+	if v := pvc.Annotations[annStorageProvisioner]; v != "" {
+		return v, nil
+	}
+	return pvc.Annotations[annBetaStorageProvider], nil
+}
+
+func (c *Controller) syncClaim(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pvc, err := c.claims.PersistentVolumeClaims(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.claimBackoff.succeeded(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	provName, class := c.claimTarget(pvc)
+	p := c.provisioner(provName)
+	ours := hasFinalizer(pvc, templating.FinalizerClaim)
+	if p == nil && !ours {
+		return nil // not a PaV claim (or its PavProvisioner does not exist yet)
+	}
+	if d := c.claimBackoff.wait(key); d > 0 {
+		c.claimQueue.AddAfter(key, d)
+		return nil
+	}
+	s := &claimSync{c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
+	if pvc.DeletionTimestamp != nil {
+		if !ours {
+			return nil
+		}
+		return s.deleted(ctx)
+	}
+	return s.provision(ctx)
+}
+
+// claimPods are the validation/creation/deletion pods PaV runs for a claim
+// while it has no PV (pods working on an existing PV carry LabelVolume).
+func (c *Controller) claimPods(pvc *corev1.PersistentVolumeClaim) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, pod := range c.podsBy(indexClaimUID, string(pvc.UID)) {
+		switch phaseOf(pod) {
+		case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion:
+			if pod.Labels[templating.LabelVolume] == "" {
+				out = append(out, pod)
+			}
+		}
+	}
+	return out
+}
+
+func (s *claimSync) event(eventType, reason, format string, args ...interface{}) {
+	s.c.recorder.Eventf(s.pvc, eventType, reason, format, args...)
+}
+
+// fail reports a failed attempt and schedules the next one with backoff.
+func (s *claimSync) fail(reason, format string, args ...interface{}) error {
+	msg := fmt.Sprintf(format, args...)
+	s.event(corev1.EventTypeWarning, reason, "%s", msg)
+	return s.retryLater(msg)
+}
+
+// retryLater schedules the next attempt with backoff (failure already reported).
+func (s *claimSync) retryLater(msg string) error {
+	d := s.c.claimBackoff.failed(s.key)
+	s.c.claimQueue.AddAfter(s.key, d)
+	s.c.metrics.operation("provision", "failure", 0)
+	return fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)
+}
+
+func (s *claimSync) request() Request {
+	return Request{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode]}
+}
+
+// anyPodGoing: a pod of a previous attempt is still being deleted; its name
+// is needed again, so wait for it to go (its deletion requeues the claim).
+func (s *claimSync) anyPodGoing() bool {
+	for _, pod := range s.pods {
+		if pod.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
+	name := volumeName(s.pvc)
+	if _, err := s.c.volumes.Get(name); err == nil {
+		return true, nil
+	}
+	if !live {
+		return false, nil
+	}
+	// The cache may lag behind a PV this controller just created.
+	_, err := s.c.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return false, err
+}
+
+func (s *claimSync) provision(ctx context.Context) error {
+	pvc := s.pvc
+	if pvc.Spec.VolumeName != "" {
+		return s.finish(ctx)
+	}
+	if ok, _ := s.volumeExists(ctx, false); ok {
+		return s.finish(ctx)
+	}
+	if s.p == nil {
+		// Our finalizer, but the PavProvisioner is gone: nothing can run.
+		return s.finish(ctx)
+	}
+	if s.anyPodGoing() {
+		return nil
+	}
+	if len(s.pods) == 0 {
+		// Preconditions are checked only before an attempt starts; an attempt
+		// in progress is always carried to its end.
+		if s.p.DeletionTimestamp != nil {
+			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "PavProvisioner %q is being deleted and provisions no new volumes", s.p.Name)
+			return nil
+		}
+		if !s.p.HasMode(v1alpha1.Dynamic) {
+			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", s.p.Name, v1alpha1.Dynamic)
+			return nil
+		}
+		if s.class == nil {
+			return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+		}
+		if pvc.Spec.Selector != nil {
+			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "claims with spec.selector are not supported by PaV provisioners")
+			return nil
+		}
+		if pvc.Spec.DataSource != nil || pvc.Spec.DataSourceRef != nil {
+			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "claims with a data source (cloning, snapshots, populators) are not supported by PaV provisioners")
+			return nil
+		}
+	} else if s.class == nil {
+		return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+	}
+	if s.class.VolumeBindingMode != nil && *s.class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
+		pvc.Annotations[annSelectedNode] == "" {
+		return nil // the scheduler has not picked a node yet; its annotation requeues the claim
+	}
+
+	switch {
+	case s.pods[templating.PhaseDeletion] != nil:
+		return s.afterFailedCreation(ctx, s.pods[templating.PhaseDeletion])
+	case s.pods[templating.PhaseCreation] != nil:
+		return s.creationPodState(ctx, s.pods[templating.PhaseCreation])
+	case s.pods[templating.PhaseValidation] != nil:
+		return s.validationPodState(ctx, s.pods[templating.PhaseValidation])
+	}
+	return s.start(ctx)
+}
+
+// start begins a new attempt: validation.
+func (s *claimSync) start(ctx context.Context) error {
+	if ok, err := s.volumeExists(ctx, true); err != nil {
+		return err
+	} else if ok {
+		return s.finish(ctx)
+	}
+	vc, err := s.c.engine.Validation(ctx, s.p, s.request())
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeValidation of PavProvisioner %q: %v", s.p.Name, err)
+	}
+	if vc.Unsatisfied != nil {
+		return s.fail(reasonProvisioningFailed, "PavProvisioner %q cannot provision this claim: %v", s.p.Name, vc.Unsatisfied)
+	}
+	s.event(corev1.EventTypeNormal, reasonProvisioning, "PavProvisioner %q is provisioning a volume for claim %q", s.p.Name, s.key)
+	if vc.PodTemplate != nil {
+		return s.runPod(ctx, templating.PhaseValidation, vc.PodTemplate)
+	}
+	return s.startCreation(ctx)
+}
+
+// runPod starts a pod for the claim, after making sure the claim holds PaV's
+// finalizer (so a deleted claim stays readable until PaV has cleaned up).
+func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *corev1.PodTemplateSpec) error {
+	if err := s.addFinalizer(ctx); err != nil {
+		return err
+	}
+	err := s.c.createPod(ctx, tmpl, PodOptions{
+		Provisioner: s.p.Name,
+		Phase:       phase,
+		ClaimUID:    string(s.pvc.UID),
+		Annotations: map[string]string{templating.AnnotationClaim: s.key},
+	})
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "%v", err)
+	}
+	return nil
+}
+
+func (s *claimSync) validationPodState(ctx context.Context, pod *corev1.Pod) error {
+	r := s.c.examine(ctx, pod)
+	if !r.done {
+		s.recheck(r)
+		return nil
+	}
+	s.c.metrics.podDone(pod, r.succeeded)
+	if !r.succeeded {
+		s.event(corev1.EventTypeWarning, reasonValidationFailed, "validation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
+		if err := s.c.deletePod(ctx, pod); err != nil {
+			return err
+		}
+		return s.retryLater("validation failed")
+	}
+	return s.startCreation(ctx)
+}
+
+// startCreation runs the creation pod, or creates the volume directly when
+// the provisioner has none.
+func (s *claimSync) startCreation(ctx context.Context) error {
+	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
+	}
+	if cc.PodTemplate != nil {
+		if err := s.runPod(ctx, templating.PhaseCreation, cc.PodTemplate); err != nil {
+			return err
+		}
+		// The creation pod now records the progress; the validation pod is done with.
+		if v := s.pods[templating.PhaseValidation]; v != nil {
+			return s.c.deletePod(ctx, v)
+		}
+		return nil
+	}
+	handle, capacity, err := s.handleAndCapacity(cc, podOutcome{}, false)
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "%v", err)
+	}
+	return s.createVolume(ctx, cc, handle, capacity, false)
+}
+
+func (s *claimSync) handleAndCapacity(cc *CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
+	handle, err := chooseHandle(cc.Handle, r.handle, volumeName(s.pvc))
+	if err != nil {
+		return "", resource.Quantity{}, err
+	}
+	capacity, err := chooseCapacity(cc.Capacity, r.capacity, hadPod)
+	if err != nil {
+		return "", resource.Quantity{}, err
+	}
+	if err := checkCapacity(capacity, s.pvc); err != nil {
+		return "", resource.Quantity{}, err
+	}
+	return handle, capacity, nil
+}
+
+func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
+	if v := s.pods[templating.PhaseValidation]; v != nil {
+		// Left over from a crash between creating this pod and deleting that one.
+		if err := s.c.deletePod(ctx, v); err != nil {
+			return err
+		}
+	}
+	r := s.c.examine(ctx, pod)
+	if !r.done {
+		s.recheck(r)
+		return nil
+	}
+	s.c.metrics.podDone(pod, r.succeeded)
+	if !r.succeeded {
+		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message))
+	}
+	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
+	if err != nil {
+		return s.creationFailed(ctx, fmt.Sprintf("evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err))
+	}
+	handle, capacity, err := s.handleAndCapacity(cc, r, true)
+	if err != nil {
+		return s.creationFailed(ctx, err.Error())
+	}
+	return s.createVolume(ctx, cc, handle, capacity, true)
+}
+
+// creationFailed reports a failed creation and, as the spec says, runs the
+// deletion pod (if any) to revert whatever the creation pod did.
+func (s *claimSync) creationFailed(ctx context.Context, msg string) error {
+	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
+	tmpl, err := s.c.engine.Deletion(ctx, s.p, s.request())
+	if err != nil {
+		return s.fail(reasonCleanupFailed, "evaluating spec.volumeDeletion of PavProvisioner %q to clean up after the failed creation: %v", s.p.Name, err)
+	}
+	if tmpl == nil {
+		if err := s.deleteAllPods(ctx); err != nil {
+			return err
+		}
+		return s.retryLater(msg)
+	}
+	if err := s.runPod(ctx, templating.PhaseDeletion, tmpl); err != nil {
+		return err
+	}
+	return nil
+}
+
+// afterFailedCreation waits for the deletion pod that reverts a failed
+// creation, then ends the attempt.
+func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) error {
+	r := s.c.examine(ctx, pod)
+	if !r.done {
+		s.recheck(r)
+		return nil
+	}
+	s.c.metrics.podDone(pod, r.succeeded)
+	if !r.succeeded {
+		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s, run to revert the failed creation, failed too: %s", pod.Namespace, pod.Name, r.message)
+	}
+	if err := s.deleteAllPods(ctx); err != nil {
+		return err
+	}
+	return s.retryLater("creation failed")
+}
+
+func (s *claimSync) createVolume(ctx context.Context, cc *CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
+	pv, err := buildVolume(volumeSpec{
+		Provisioner:  s.p.Name,
+		PVC:          s.pvc,
+		Class:        s.class,
+		Handle:       handle,
+		Capacity:     capacity,
+		NodeAffinity: cc.NodeAffinity,
+		SelectedNode: s.pvc.Annotations[annSelectedNode],
+	})
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)
+	}
+	_, err = s.c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		existing, gerr := s.c.kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if existing.Spec.ClaimRef == nil || existing.Spec.ClaimRef.UID != s.pvc.UID {
+			return s.fail(reasonProvisioningFailed, "PersistentVolume %s already exists and is not bound to this claim", pv.Name)
+		}
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		// The volume exists but cannot be represented (e.g. a bad handle): undo it.
+		msg := fmt.Sprintf("the API server rejected PersistentVolume %s: %v", pv.Name, err)
+		if hadPod {
+			return s.creationFailed(ctx, msg)
+		}
+		return s.fail(reasonProvisioningFailed, "%s", msg)
+	case err != nil:
+		// Transient: the creation pod stays as the record of the created
+		// volume, so the next attempt only retries the PV.
+		return s.fail(reasonProvisioningFailed, "creating PersistentVolume %s: %v", pv.Name, err)
+	default:
+		klog.InfoS("Provisioned volume", "claim", s.key, "volume", pv.Name, "handle", handle, "capacity", capacity.String())
+		s.event(corev1.EventTypeNormal, reasonProvisioningSucceeded, "Successfully provisioned volume %s (handle %q, capacity %s)", pv.Name, handle, capacity.String())
+		s.c.metrics.operation("provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
+	}
+	return s.finish(ctx)
+}
+
+// finish ends PaV's work on a claim: its pods go, then its finalizer.
+func (s *claimSync) finish(ctx context.Context) error {
+	if err := s.deleteAllPods(ctx); err != nil {
+		return err
+	}
+	if err := s.removeFinalizer(ctx); err != nil {
+		return err
+	}
+	s.c.claimBackoff.succeeded(s.key)
+	return nil
+}
+
+func (s *claimSync) deleteAllPods(ctx context.Context) error {
+	for _, pod := range s.pods {
+		if err := s.c.deletePod(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleted handles a claim being deleted while PaV still holds its finalizer:
+// a creation in progress is allowed to end, and whatever it created is
+// deleted before the claim may go.
+func (s *claimSync) deleted(ctx context.Context) error {
+	if s.anyPodGoing() {
+		return nil
+	}
+	if ok, err := s.volumeExists(ctx, true); err != nil {
+		return err
+	} else if ok {
+		// The PV exists: the volume path deletes it once it is released.
+		return s.finish(ctx)
+	}
+	if del := s.pods[templating.PhaseDeletion]; del != nil {
+		r := s.c.examine(ctx, del)
+		if !r.done {
+			s.recheck(r)
+			return nil
+		}
+		s.c.metrics.podDone(del, r.succeeded)
+		if !r.succeeded {
+			s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s failed: %s", del.Namespace, del.Name, r.message)
+			if err := s.c.deletePod(ctx, del); err != nil {
+				return err
+			}
+			return s.retryLater("deletion failed")
+		}
+		return s.finish(ctx)
+	}
+	cre := s.pods[templating.PhaseCreation]
+	if cre == nil {
+		return s.finish(ctx) // nothing was created
+	}
+	r := s.c.examine(ctx, cre)
+	if !r.done {
+		s.recheck(r)
+		return nil
+	}
+	if s.p == nil {
+		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "the PavProvisioner is gone; cannot run a deletion pod for what creation pod %s/%s created", cre.Namespace, cre.Name)
+		return s.finish(ctx)
+	}
+	if s.class == nil {
+		return s.fail(reasonCleanupFailed, "StorageClass %q not found; it is needed to delete what creation pod %s/%s created", ptrString(s.pvc.Spec.StorageClassName), cre.Namespace, cre.Name)
+	}
+	tmpl, err := s.c.engine.Deletion(ctx, s.p, s.request())
+	if err != nil {
+		return s.fail(reasonCleanupFailed, "evaluating spec.volumeDeletion of PavProvisioner %q: %v", s.p.Name, err)
+	}
+	if tmpl == nil {
+		return s.finish(ctx)
+	}
+	return s.runPod(ctx, templating.PhaseDeletion, tmpl)
+}
+
+func (s *claimSync) recheck(r podOutcome) {
+	if r.recheck > 0 {
+		s.c.claimQueue.AddAfter(s.key, r.recheck)
+	}
+}
+
+func (s *claimSync) addFinalizer(ctx context.Context) error {
+	if hasFinalizer(s.pvc, templating.FinalizerClaim) {
+		return nil
+	}
+	pvc := s.pvc.DeepCopy()
+	pvc.Finalizers = append(pvc.Finalizers, templating.FinalizerClaim)
+	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("adding finalizer to claim %s: %w", s.key, err)
+	}
+	s.pvc = updated
+	return nil
+}
+
+func (s *claimSync) removeFinalizer(ctx context.Context) error {
+	if !hasFinalizer(s.pvc, templating.FinalizerClaim) {
+		return nil
+	}
+	pvc := s.pvc.DeepCopy()
+	pvc.Finalizers = withoutFinalizer(pvc.Finalizers, templating.FinalizerClaim)
+	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing finalizer from claim %s: %w", s.key, err)
+	}
+	s.pvc = updated
+	return nil
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

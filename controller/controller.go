@@ -1,0 +1,485 @@
+// Package controller implements `pav controller`: dynamic provisioning and
+// deletion of volumes for every PavProvisioner, following the external
+// provisioner protocol (storage-classes design) on client-go informers and
+// workqueues, and the PavProvisioners' own lifecycle (status, CSIDriver,
+// finalizer).
+//
+// All state lives in API objects: a finalizer on the claim while PaV works
+// for it, PaV's pods (deterministic names, one per claim and phase) and the
+// PersistentVolume with snapshots of the claim and class. A controller killed
+// at any point picks the work up again from those objects.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Well-known annotations of the PV/PVC protocol.
+const (
+	annProvisionedBy       = "pv.kubernetes.io/provisioned-by"
+	annStorageProvisioner  = "volume.kubernetes.io/storage-provisioner"
+	annBetaStorageProvider = "volume.beta.kubernetes.io/storage-provisioner"
+	annSelectedNode        = "volume.kubernetes.io/selected-node"
+)
+
+// Indexer names.
+const (
+	indexClaimUID    = "claimUID"
+	indexVolume      = "volume"
+	indexProvisioner = "provisioner"
+	indexCSIDriver   = "csiDriver"
+)
+
+// Config configures a Controller.
+type Config struct {
+	Kube   kubernetes.Interface
+	Pav    *v1alpha1.Client
+	Engine Engine
+
+	// ClaimWorkers, VolumeWorkers and ProvisionerWorkers: parallel syncs.
+	ClaimWorkers, VolumeWorkers, ProvisionerWorkers int
+	// RetryStart and RetryMax bound the per-item exponential backoff.
+	RetryStart, RetryMax time.Duration
+	// ResultsTimeout: how long a terminated pod may wait for the node plugin
+	// to collect its /pav results before the controller gives up on them.
+	ResultsTimeout time.Duration
+	// Resync is the informers' resync period (0: none).
+	Resync time.Duration
+	// Metrics, if non-nil, records operations.
+	Metrics *Metrics
+	// Identity names this controller in Events.
+	Identity string
+}
+
+func (c *Config) setDefaults() {
+	if c.ClaimWorkers <= 0 {
+		c.ClaimWorkers = 16
+	}
+	if c.VolumeWorkers <= 0 {
+		c.VolumeWorkers = 16
+	}
+	if c.ProvisionerWorkers <= 0 {
+		c.ProvisionerWorkers = 4
+	}
+	if c.RetryStart <= 0 {
+		c.RetryStart = time.Second
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Minute
+	}
+	if c.ResultsTimeout <= 0 {
+		c.ResultsTimeout = 2 * time.Minute
+	}
+	if c.Identity == "" {
+		c.Identity = "pav-controller"
+	}
+}
+
+// Controller provisions and deletes volumes for all PavProvisioners.
+type Controller struct {
+	cfg    Config
+	kube   kubernetes.Interface
+	pav    *v1alpha1.Client
+	engine Engine
+
+	factory    informers.SharedInformerFactory
+	podFactory informers.SharedInformerFactory
+
+	claims       corelisters.PersistentVolumeClaimLister
+	volumes      corelisters.PersistentVolumeLister
+	classes      storagelisters.StorageClassLister
+	csiDrivers   storagelisters.CSIDriverLister
+	pods         corelisters.PodLister
+	provInformer cache.SharedIndexInformer
+	podIndexer   cache.Indexer
+	pvIndexer    cache.Indexer
+	synced       []cache.InformerSynced
+
+	claimQueue       workqueue.TypedRateLimitingInterface[string]
+	volumeQueue      workqueue.TypedRateLimitingInterface[string]
+	provisionerQueue workqueue.TypedRateLimitingInterface[string]
+
+	claimBackoff  *backoff
+	volumeBackoff *backoff
+
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	metrics     *Metrics
+
+	readyMu sync.Mutex
+	ready   bool
+}
+
+// Scheme knows the built-in types and PavProvisioner (for Events on it).
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	Scheme.AddKnownTypes(v1alpha1.SchemeGroupVersion, &v1alpha1.PavProvisioner{}, &v1alpha1.PavProvisionerList{})
+	metav1.AddToGroupVersion(Scheme, v1alpha1.SchemeGroupVersion)
+}
+
+// New builds a Controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	cfg.setDefaults()
+	if cfg.Kube == nil || cfg.Pav == nil || cfg.Engine == nil {
+		return nil, fmt.Errorf("controller config needs Kube, Pav and Engine")
+	}
+	c := &Controller{
+		cfg:           cfg,
+		kube:          cfg.Kube,
+		pav:           cfg.Pav,
+		engine:        cfg.Engine,
+		claimBackoff:  newBackoff(cfg.RetryStart, cfg.RetryMax),
+		volumeBackoff: newBackoff(cfg.RetryStart, cfg.RetryMax),
+		metrics:       cfg.Metrics,
+	}
+	if c.metrics == nil {
+		c.metrics = NewMetrics(nil)
+	}
+
+	// Only short requeues go through the rate limiter (conflicts, stale
+	// caches); real failures use the per-item backoff above.
+	newQueue := func(name string) workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, cfg.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	}
+	c.claimQueue = newQueue("claims")
+	c.volumeQueue = newQueue("volumes")
+	c.provisionerQueue = newQueue("provisioners")
+
+	c.factory = informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
+	c.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = templating.LabelPhase }))
+
+	claimInf := c.factory.Core().V1().PersistentVolumeClaims()
+	pvInf := c.factory.Core().V1().PersistentVolumes()
+	scInf := c.factory.Storage().V1().StorageClasses()
+	csiInf := c.factory.Storage().V1().CSIDrivers()
+	podInf := c.podFactory.Core().V1().Pods()
+
+	if err := podInf.Informer().AddIndexers(cache.Indexers{
+		indexClaimUID:    labelIndex(templating.LabelClaimUID),
+		indexVolume:      labelIndex(templating.LabelVolume),
+		indexProvisioner: labelIndex(templating.LabelProvisioner),
+	}); err != nil {
+		return nil, err
+	}
+	if err := pvInf.Informer().AddIndexers(cache.Indexers{indexCSIDriver: func(obj interface{}) ([]string, error) {
+		pv, ok := obj.(*corev1.PersistentVolume)
+		if !ok || pv.Spec.CSI == nil {
+			return nil, nil
+		}
+		return []string{pv.Spec.CSI.Driver}, nil
+	}}); err != nil {
+		return nil, err
+	}
+
+	c.claims = claimInf.Lister()
+	c.volumes = pvInf.Lister()
+	c.classes = scInf.Lister()
+	c.csiDrivers = csiInf.Lister()
+	c.pods = podInf.Lister()
+	c.podIndexer = podInf.Informer().GetIndexer()
+	c.pvIndexer = pvInf.Informer().GetIndexer()
+	c.provInformer = v1alpha1.NewInformer(cfg.Pav, cfg.Resync)
+
+	c.synced = []cache.InformerSynced{
+		claimInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced,
+		csiInf.Informer().HasSynced, podInf.Informer().HasSynced, c.provInformer.HasSynced,
+	}
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{claimInf.Informer(), c.funcs(c.onClaim)},
+		{pvInf.Informer(), c.funcs(c.onVolume)},
+		{scInf.Informer(), c.funcs(c.onClass)},
+		{csiInf.Informer(), c.funcs(c.onCSIDriver)},
+		{podInf.Informer(), c.funcs(c.onPod)},
+		{c.provInformer, c.funcs(c.onProvisioner)},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, err
+		}
+	}
+
+	c.broadcaster = record.NewBroadcaster()
+	c.recorder = c.broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: cfg.Identity})
+	return c, nil
+}
+
+func labelIndex(label string) cache.IndexFunc {
+	return func(obj interface{}) ([]string, error) {
+		m, err := metaAccessor(obj)
+		if err != nil {
+			return nil, nil
+		}
+		if v, ok := m.GetLabels()[label]; ok && v != "" {
+			return []string{v}, nil
+		}
+		return nil, nil
+	}
+}
+
+func metaAccessor(obj interface{}) (metav1.Object, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return m, nil
+}
+
+// funcs turns a single "something changed" callback into an event handler.
+func (c *Controller) funcs(f func(obj interface{})) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    f,
+		UpdateFunc: func(_, n interface{}) { f(n) },
+		DeleteFunc: func(o interface{}) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			f(o)
+		},
+	}
+}
+
+// Ready reports whether the caches have synced and workers run.
+func (c *Controller) Ready() bool {
+	c.readyMu.Lock()
+	defer c.readyMu.Unlock()
+	return c.ready
+}
+
+// Run starts the informers and workers and blocks until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.claimQueue.ShutDown()
+	defer c.volumeQueue.ShutDown()
+	defer c.provisionerQueue.ShutDown()
+
+	c.broadcaster.StartStructuredLogging(3)
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	defer c.broadcaster.Shutdown()
+
+	c.factory.Start(ctx.Done())
+	c.podFactory.Start(ctx.Done())
+	go c.provInformer.Run(ctx.Done())
+	defer c.factory.Shutdown()
+	defer c.podFactory.Shutdown()
+
+	klog.InfoS("Waiting for informer caches to sync")
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("caches did not sync: %w", ctx.Err())
+	}
+	c.metrics.registerInFlight(c)
+
+	var wg sync.WaitGroup
+	run := func(n int, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wait.UntilWithContext(ctx, func(ctx context.Context) {
+					for c.processNext(ctx, q, sync) {
+					}
+				}, time.Second)
+			}()
+		}
+	}
+	run(c.cfg.ClaimWorkers, c.claimQueue, c.syncClaim)
+	run(c.cfg.VolumeWorkers, c.volumeQueue, c.syncVolume)
+	run(c.cfg.ProvisionerWorkers, c.provisionerQueue, c.syncProvisioner)
+
+	c.readyMu.Lock()
+	c.ready = true
+	c.readyMu.Unlock()
+	klog.InfoS("Controller started", "claimWorkers", c.cfg.ClaimWorkers, "volumeWorkers", c.cfg.VolumeWorkers)
+
+	<-ctx.Done()
+	c.claimQueue.ShutDown()
+	c.volumeQueue.ShutDown()
+	c.provisionerQueue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// errRequeue asks for a quick retry that is not a failure (e.g. a conflict
+// with a concurrent writer, or a cache that has not caught up yet).
+type requeueError struct{ reason string }
+
+func (e requeueError) Error() string { return "requeue: " + e.reason }
+
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	err := sync(ctx, key)
+	switch {
+	case err == nil:
+		q.Forget(key)
+	case isTransient(err):
+		klog.V(4).InfoS("Requeueing", "key", key, "reason", err)
+		q.AddRateLimited(key)
+	default:
+		// Failures already went through the item's backoff (and were reported
+		// as Events); the sync scheduled the retry itself.
+		klog.V(2).InfoS("Sync failed", "key", key, "err", err)
+	}
+	return true
+}
+
+func isTransient(err error) bool {
+	if _, ok := err.(requeueError); ok {
+		return true
+	}
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+}
+
+// --- event handlers: map every change to the work items it affects ---
+
+func (c *Controller) onClaim(obj interface{}) {
+	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		c.enqueueClaim(pvc)
+	}
+}
+
+func (c *Controller) enqueueClaim(pvc *corev1.PersistentVolumeClaim) {
+	key, err := cache.MetaNamespaceKeyFunc(pvc)
+	if err == nil {
+		c.claimQueue.Add(key)
+	}
+}
+
+func (c *Controller) onVolume(obj interface{}) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	c.volumeQueue.Add(pv.Name)
+	if pv.Spec.CSI != nil {
+		c.provisionerQueue.Add(pv.Spec.CSI.Driver)
+	}
+	// A claim waiting for its PV to show up in the cache (or for the PV to go).
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		c.claimQueue.Add(ref.Namespace + "/" + ref.Name)
+	}
+}
+
+func (c *Controller) onClass(obj interface{}) {
+	sc, ok := obj.(*storagev1.StorageClass)
+	if !ok {
+		return
+	}
+	c.enqueueClaimsWhere(func(pvc *corev1.PersistentVolumeClaim) bool {
+		return pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == sc.Name
+	})
+}
+
+func (c *Controller) onCSIDriver(obj interface{}) {
+	if d, ok := obj.(*storagev1.CSIDriver); ok {
+		c.provisionerQueue.Add(d.Name)
+	}
+}
+
+func (c *Controller) onPod(obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	l := pod.Labels
+	if p := l[templating.LabelProvisioner]; p != "" {
+		c.provisionerQueue.Add(p)
+	}
+	if pvc := pod.Annotations[templating.AnnotationClaim]; pvc != "" && templating.Phase(l[templating.LabelPhase]) != templating.PhaseStaging && templating.Phase(l[templating.LabelPhase]) != templating.PhaseUnstaging {
+		c.claimQueue.Add(pvc)
+	}
+	if v := l[templating.LabelVolume]; v != "" {
+		c.volumeQueue.Add(v)
+	}
+}
+
+func (c *Controller) onProvisioner(obj interface{}) {
+	p, ok := obj.(*v1alpha1.PavProvisioner)
+	if !ok {
+		return
+	}
+	c.provisionerQueue.Add(p.Name)
+	// Claims may have been waiting for this provisioner (or must now learn
+	// that it is going away).
+	c.enqueueClaimsWhere(func(pvc *corev1.PersistentVolumeClaim) bool {
+		return pvc.Spec.VolumeName == "" || pvc.DeletionTimestamp != nil
+	})
+}
+
+func (c *Controller) enqueueClaimsWhere(pred func(*corev1.PersistentVolumeClaim) bool) {
+	all, err := c.claims.List(everything)
+	if err != nil {
+		return
+	}
+	for _, pvc := range all {
+		if pred(pvc) {
+			c.enqueueClaim(pvc)
+		}
+	}
+}
+
+// provisioner returns the PavProvisioner named name from the cache, or nil.
+func (c *Controller) provisioner(name string) *v1alpha1.PavProvisioner {
+	if name == "" {
+		return nil
+	}
+	obj, exists, err := c.provInformer.GetStore().GetByKey(name)
+	if err != nil || !exists {
+		return nil
+	}
+	p, _ := obj.(*v1alpha1.PavProvisioner)
+	return p
+}
+
+// podsBy lists PaV pods from the index.
+func (c *Controller) podsBy(index, value string) []*corev1.Pod {
+	objs, err := c.podIndexer.ByIndex(index, value)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}

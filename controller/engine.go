@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Engine is what the controller needs from PavProvisioner evaluation. The
+// production implementation wraps package templating (see templating.go);
+// tests may substitute a literal one. Keeping the surface this small lets the
+// reconcile logic be read and tested without Jinja in the way.
+type Engine interface {
+	// Validate checks a whole PavProvisioner (the same check the admission
+	// webhook runs) and returns every problem with its field path.
+	Validate(p *v1alpha1.PavProvisioner) field.ErrorList
+
+	// Validation evaluates spec.volumeValidation for a claim and checks the
+	// claim against it. A non-nil Unsatisfied in the result means the claim
+	// asks for something the provisioner does not offer.
+	Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*ValidationConfig, error)
+	// Creation evaluates spec.volumeCreation.
+	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*CreationConfig, error)
+	// Deletion evaluates spec.volumeDeletion; a nil template means no pod.
+	Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, error)
+
+	// PodName is the deterministic name of the pod of a phase for a key (the
+	// claim UID for validation/creation/deletion).
+	PodName(phase templating.Phase, key string) string
+	// NewHostDir picks the host directory that becomes a new pod's /pav.
+	NewHostDir(podName string) string
+	// BuildPod turns an evaluated pod template into the pod PaV creates.
+	BuildPod(tmpl *corev1.PodTemplateSpec, opts PodOptions) (*corev1.Pod, error)
+}
+
+// Request identifies the volume a dynamic-provisioning phase is evaluated for.
+type Request struct {
+	PVC   *corev1.PersistentVolumeClaim
+	Class *storagev1.StorageClass
+	// SelectedNodeName is the node the scheduler chose (WaitForFirstConsumer),
+	// else "". Exposed to templates as an extra context variable.
+	SelectedNodeName string
+}
+
+// ValidationConfig is the evaluated spec.volumeValidation.
+type ValidationConfig struct {
+	// Unsatisfied explains why the claim does not fit volumeModes,
+	// accessModes, minCapacity or maxCapacity; nil when it fits.
+	Unsatisfied error
+	PodTemplate *corev1.PodTemplateSpec
+}
+
+// CreationConfig is the evaluated spec.volumeCreation.
+type CreationConfig struct {
+	Handle       *string
+	Capacity     *resource.Quantity
+	PodTemplate  *corev1.PodTemplateSpec
+	NodeAffinity *corev1.VolumeNodeAffinity
+}
+
+// PodOptions say what a PaV pod is for.
+type PodOptions struct {
+	Provisioner string
+	Phase       templating.Phase
+	Name        string
+	Volume      string // PV name
+	ClaimUID    string
+	NodeName    string // pins the pod (WaitForFirstConsumer); "" lets the scheduler choose
+	HostDir     string
+	Annotations map[string]string
+}

@@ -1,0 +1,232 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+var everything = labels.Everything()
+
+// logTailLines is how much of a failed container's log goes into a message.
+const logTailLines = 10
+
+// podOutcome is what the controller concluded about one of its run-to-completion pods.
+type podOutcome struct {
+	// done: terminated and its /pav results collected (or given up on).
+	done      bool
+	succeeded bool
+	// message explains a failure.
+	message string
+	// handle and capacity are the contents of /pav/handle and /pav/capacity, if the pod wrote them.
+	handle, capacity *string
+	// recheck > 0: not done yet, look again after this long even if nothing changes.
+	recheck time.Duration
+}
+
+func terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// terminationTime is when the pod's last container ended (best effort).
+func terminationTime(pod *corev1.Pod) time.Time {
+	var t time.Time
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if s := cs.State.Terminated; s != nil && s.FinishedAt.Time.After(t) {
+				t = s.FinishedAt.Time
+			}
+		}
+	}
+	if t.IsZero() {
+		for _, cond := range pod.Status.Conditions {
+			if cond.LastTransitionTime.Time.After(t) {
+				t = cond.LastTransitionTime.Time
+			}
+		}
+	}
+	if t.IsZero() {
+		t = pod.CreationTimestamp.Time
+	}
+	return t
+}
+
+// examinePod decides whether a PaV pod is done. A pod counts as done only
+// once it terminated AND the node plugin collected its /pav files
+// (AnnotationResultsCollected); only then are the results known and may the
+// pod be deleted. If no node plugin collects them within resultsTimeout (e.g.
+// the node runs no `pav node`), the controller stops waiting: the pod's
+// phase decides, except that a creation pod then counts as failed, because
+// its handle and capacity files would be silently ignored.
+func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, logs func(container string) (string, error)) podOutcome {
+	if !terminated(pod) {
+		return podOutcome{}
+	}
+	out := podOutcome{done: true, succeeded: pod.Status.Phase == corev1.PodSucceeded}
+	ann := pod.Annotations
+	var note string
+	if ann[templating.AnnotationResultsCollected] != "true" {
+		elapsed := now.Sub(terminationTime(pod))
+		if elapsed < resultsTimeout {
+			return podOutcome{recheck: resultsTimeout - elapsed}
+		}
+		note = fmt.Sprintf("the files pod %s/%s left in /pav were not collected within %v (is PaV's node plugin running on node %q?)",
+			pod.Namespace, pod.Name, resultsTimeout, pod.Spec.NodeName)
+		if out.succeeded && templating.Phase(pod.Labels[templating.LabelPhase]) == templating.PhaseCreation {
+			out.succeeded = false
+			out.message = note
+			return out
+		}
+	} else {
+		if v, ok := ann[templating.AnnotationResultHandle]; ok {
+			out.handle = &v
+		}
+		if v, ok := ann[templating.AnnotationResultCapacity]; ok {
+			out.capacity = &v
+		}
+	}
+	if !out.succeeded {
+		out.message = failureMessage(pod, logs)
+		if note != "" {
+			out.message += "; " + note
+		}
+	}
+	return out
+}
+
+// failureMessage explains why a pod failed, preferring what the pod itself
+// said: /pav/error, else the failed container's termination message and exit
+// code, else the exit code and the last lines of its log.
+func failureMessage(pod *corev1.Pod, logs func(container string) (string, error)) string {
+	if msg := strings.TrimSpace(pod.Annotations[templating.AnnotationResultError]); msg != "" {
+		return msg
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			head := fmt.Sprintf("container %q exited with code %d", cs.Name, t.ExitCode)
+			if t.Reason != "" && t.Reason != "Error" {
+				head += " (" + t.Reason + ")"
+			}
+			if msg := strings.TrimSpace(t.Message); msg != "" {
+				return head + ": " + msg
+			}
+			if logs != nil {
+				if tail, err := logs(cs.Name); err == nil && strings.TrimSpace(tail) != "" {
+					return head + "; last lines of its log:\n" + strings.TrimRight(tail, "\n")
+				}
+			}
+			return head
+		}
+	}
+	switch {
+	case pod.Status.Reason != "" && pod.Status.Message != "":
+		return fmt.Sprintf("pod %s/%s failed: %s: %s", pod.Namespace, pod.Name, pod.Status.Reason, pod.Status.Message)
+	case pod.Status.Message != "":
+		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Message)
+	case pod.Status.Reason != "":
+		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Reason)
+	}
+	return fmt.Sprintf("pod %s/%s failed", pod.Namespace, pod.Name)
+}
+
+// examine is examinePod with the controller's clock, timeout and log access.
+func (c *Controller) examine(ctx context.Context, pod *corev1.Pod) podOutcome {
+	return examinePod(pod, time.Now(), c.cfg.ResultsTimeout, func(container string) (string, error) {
+		return c.logTail(ctx, pod, container)
+	})
+}
+
+func (c *Controller) logTail(ctx context.Context, pod *corev1.Pod, container string) (string, error) {
+	lines := int64(logTailLines)
+	limit := int64(4096)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rc, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: container, TailLines: &lines, LimitBytes: &limit,
+	}).Stream(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
+}
+
+// createPod creates a PaV pod from an evaluated template. A pod of the same
+// (deterministic) name that already exists is this pod: the cache just has
+// not seen it yet.
+func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts PodOptions) error {
+	opts.Name = c.engine.PodName(opts.Phase, podKey(opts))
+	opts.HostDir = c.engine.NewHostDir(opts.Name)
+	pod, err := c.engine.BuildPod(tmpl, opts)
+	if err != nil {
+		return fmt.Errorf("building the %s pod: %w", opts.Phase, err)
+	}
+	created, err := c.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating the %s pod %s/%s: %w", opts.Phase, pod.Namespace, pod.Name, err)
+	}
+	klog.V(2).InfoS("Created pod", "pod", klog.KObj(created), "phase", opts.Phase)
+	c.metrics.podStarted(opts.Phase)
+	return nil
+}
+
+// podKey is what a pod's deterministic name derives from: the PV name for the
+// deletion of an existing PV, else the claim UID.
+func podKey(opts PodOptions) string {
+	if opts.Volume != "" {
+		return opts.Volume
+	}
+	return opts.ClaimUID
+}
+
+// deletePod removes a PaV pod. Terminated pods are removed at once (their
+// containers are gone and their results collected); others get their grace period.
+func (c *Controller) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	if pod.DeletionTimestamp != nil && !terminated(pod) {
+		return nil
+	}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
+	if terminated(pod) {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+func phaseOf(pod *corev1.Pod) templating.Phase {
+	return templating.Phase(pod.Labels[templating.LabelPhase])
+}
+
+// byPhase picks, among pods, the one of each phase.
+func byPhase(pods []*corev1.Pod) map[templating.Phase]*corev1.Pod {
+	m := make(map[templating.Phase]*corev1.Pod, len(pods))
+	for _, p := range pods {
+		m[phaseOf(p)] = p
+	}
+	return m
+}

@@ -1,0 +1,219 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Condition reasons and Event reasons on PavProvisioners.
+const (
+	reasonValid          = "Valid"
+	reasonInvalid        = "InvalidSpec"
+	reasonReady          = "Ready"
+	reasonCSIDriverError = "CSIDriverConflict"
+	reasonTerminating    = "Terminating"
+)
+
+// desiredCSIDriver is the CSIDriver object kubelet needs for a provisioner:
+// no attach step, pod info on mount (the node plugin needs the client pod),
+// persistent volumes only.
+func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
+	f, t := false, true
+	policy := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
+	return &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   p.Name,
+			Labels: map[string]string{templating.LabelProvisioner: p.Name},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.SchemeGroupVersion.String(),
+				Kind:       v1alpha1.Kind,
+				Name:       p.Name,
+				UID:        p.UID,
+			}},
+		},
+		Spec: storagev1.CSIDriverSpec{
+			AttachRequired:       &f,
+			PodInfoOnMount:       &t,
+			RequiresRepublish:    &f,
+			StorageCapacity:      &f,
+			FSGroupPolicy:        &policy,
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		},
+	}
+}
+
+func csiDriverMatches(have, want *storagev1.CSIDriver) bool {
+	return equality.Semantic.DeepEqual(have.Spec.AttachRequired, want.Spec.AttachRequired) &&
+		equality.Semantic.DeepEqual(have.Spec.PodInfoOnMount, want.Spec.PodInfoOnMount) &&
+		equality.Semantic.DeepEqual(have.Spec.VolumeLifecycleModes, want.Spec.VolumeLifecycleModes)
+}
+
+func ownedBy(m metav1.Object, p *v1alpha1.PavProvisioner) bool {
+	for _, o := range m.GetOwnerReferences() {
+		if o.Kind == v1alpha1.Kind && o.Name == p.Name && o.UID == p.UID {
+			return true
+		}
+	}
+	return false
+}
+
+func ownedByAnyProvisioner(m metav1.Object) bool {
+	for _, o := range m.GetOwnerReferences() {
+		if o.Kind == v1alpha1.Kind && strings.HasPrefix(o.APIVersion, v1alpha1.GroupName+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
+	p := c.provisioner(name)
+	if p == nil {
+		// Gone: its CSIDriver must go too (garbage collection would also do it).
+		if d, err := c.csiDrivers.Get(name); err == nil && ownedByAnyProvisioner(d) {
+			return c.deleteCSIDriver(ctx, d)
+		}
+		return nil
+	}
+	if p.DeletionTimestamp != nil {
+		return c.provisionerTerminating(ctx, p)
+	}
+	if !hasFinalizer(p, templating.FinalizerProvisioner) {
+		cp := p.DeepCopy()
+		cp.Finalizers = append(cp.Finalizers, templating.FinalizerProvisioner)
+		updated, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("adding finalizer to PavProvisioner %s: %w", name, err)
+		}
+		p = updated
+	}
+
+	status := &p.DeepCopy().Status
+	status.ObservedGeneration = p.Generation
+	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: reasonValid,
+		Message: "the spec is valid", ObservedGeneration: p.Generation}
+	if errs := c.engine.Validate(p); len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, e := range errs {
+			msgs = append(msgs, e.Error())
+		}
+		valid.Status, valid.Reason = metav1.ConditionFalse, reasonInvalid
+		valid.Message = truncate(strings.Join(msgs, "; "), 4000)
+	}
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasonReady,
+		Message: "the provisioner is ready", ObservedGeneration: p.Generation}
+	if valid.Status != metav1.ConditionTrue {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonInvalid, "the spec is invalid (see condition Valid)"
+	}
+	if msg, err := c.ensureCSIDriver(ctx, p); err != nil {
+		return err
+	} else if msg != "" {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonCSIDriverError, msg
+	}
+
+	old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
+	if valid.Status == metav1.ConditionFalse && (old == nil || old.Status != valid.Status || old.Message != valid.Message) {
+		c.recorder.Event(p, corev1.EventTypeWarning, reasonInvalid, valid.Message)
+	}
+	meta.SetStatusCondition(&status.Conditions, valid)
+	meta.SetStatusCondition(&status.Conditions, ready)
+	return c.updateProvisionerStatus(ctx, p, status)
+}
+
+func (c *Controller) updateProvisionerStatus(ctx context.Context, p *v1alpha1.PavProvisioner, status *v1alpha1.PavProvisionerStatus) error {
+	if equality.Semantic.DeepEqual(&p.Status, status) {
+		return nil
+	}
+	cp := p.DeepCopy()
+	cp.Status = *status
+	if _, err := c.pav.UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating status of PavProvisioner %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// ensureCSIDriver creates or repairs the provisioner's CSIDriver. A non-empty
+// message means a problem the user must fix (a foreign CSIDriver of that name).
+func (c *Controller) ensureCSIDriver(ctx context.Context, p *v1alpha1.PavProvisioner) (string, error) {
+	want := desiredCSIDriver(p)
+	have, err := c.csiDrivers.Get(p.Name)
+	if apierrors.IsNotFound(err) {
+		_, err := c.kube.StorageV1().CSIDrivers().Create(ctx, want, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating CSIDriver %s: %w", p.Name, err)
+		}
+		klog.InfoS("Created CSIDriver", "name", p.Name)
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !ownedByAnyProvisioner(have) {
+		return fmt.Sprintf("a CSIDriver named %q exists and is not managed by PaV; delete it or rename the PavProvisioner", p.Name), nil
+	}
+	if !ownedBy(have, p) || !csiDriverMatches(have, want) {
+		// Left by an earlier PavProvisioner of the same name, or changed:
+		// most CSIDriver fields are immutable, so replace it.
+		return "", c.deleteCSIDriver(ctx, have)
+	}
+	return "", nil
+}
+
+func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver) error {
+	err := c.kube.StorageV1().CSIDrivers().Delete(ctx, d.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting CSIDriver %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// provisionerTerminating holds a deleted PavProvisioner until none of its
+// volumes and pods are left, then removes what it owns and lets it go.
+func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
+	if !hasFinalizer(p, templating.FinalizerProvisioner) {
+		return nil
+	}
+	vols, _ := c.pvIndexer.ByIndex(indexCSIDriver, p.Name)
+	pods := c.podsBy(indexProvisioner, p.Name)
+	if len(vols) > 0 || len(pods) > 0 {
+		status := &p.DeepCopy().Status
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasonTerminating,
+			Message:            fmt.Sprintf("being deleted; waiting for %d PersistentVolume(s) and %d pod(s) of this provisioner to go", len(vols), len(pods)),
+			ObservedGeneration: p.Generation,
+		})
+		return c.updateProvisionerStatus(ctx, p, status)
+	}
+	if d, err := c.csiDrivers.Get(p.Name); err == nil && ownedBy(d, p) {
+		if err := c.deleteCSIDriver(ctx, d); err != nil {
+			return err
+		}
+	}
+	cp := p.DeepCopy()
+	cp.Finalizers = withoutFinalizer(cp.Finalizers, templating.FinalizerProvisioner)
+	if _, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer from PavProvisioner %s: %w", p.Name, err)
+	}
+	klog.InfoS("PavProvisioner released", "name", p.Name)
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

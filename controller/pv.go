@@ -1,0 +1,211 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+// volumeName is the PV name for a claim; the UID makes a second PV for the
+// same claim impossible (the API server rejects the duplicate name).
+func volumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + string(pvc.UID) }
+
+// chooseHandle applies the spec's order: volumeCreation.handle, else the
+// creation pod's /pav/handle, else pvc-<uid>.
+func chooseHandle(field *string, file *string, defaultHandle string) (string, error) {
+	if field != nil {
+		if *field == "" {
+			return "", fmt.Errorf("spec.volumeCreation.handle evaluated to an empty string")
+		}
+		return *field, nil
+	}
+	if file != nil {
+		h := strings.TrimSpace(*file)
+		if h == "" {
+			return "", fmt.Errorf("the creation pod wrote an empty /pav/%s", templating.FileHandle)
+		}
+		return h, nil
+	}
+	return defaultHandle, nil
+}
+
+// chooseCapacity applies the spec's order: volumeCreation.capacity, else the
+// creation pod's /pav/capacity; one of them must be there.
+func chooseCapacity(field *resource.Quantity, file *string, hadPod bool) (resource.Quantity, error) {
+	if field != nil {
+		return field.DeepCopy(), nil
+	}
+	if file != nil {
+		s := strings.TrimSpace(*file)
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return resource.Quantity{}, fmt.Errorf("the creation pod wrote %q to /pav/%s, which is not a capacity (e.g. 1073741824 or 1Gi): %v", s, templating.FileCapacity, err)
+		}
+		return q, nil
+	}
+	if hadPod {
+		return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and the creation pod did not write /pav/%s", templating.FileCapacity)
+	}
+	return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and there is no creation pod to write /pav/%s", templating.FileCapacity)
+}
+
+// checkCapacity enforces the protocol: never smaller than requested, and not
+// above the claim's limit when it has one.
+func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim) error {
+	if capacity.Sign() <= 0 {
+		return fmt.Errorf("the volume's capacity %s is not positive", capacity.String())
+	}
+	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && capacity.Cmp(req) < 0 {
+		return fmt.Errorf("the volume's capacity %s is less than the %s the claim requests", capacity.String(), req.String())
+	}
+	if lim, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok && capacity.Cmp(lim) > 0 {
+		return fmt.Errorf("the volume's capacity %s exceeds the claim's limit of %s", capacity.String(), lim.String())
+	}
+	return nil
+}
+
+// snapshot is the JSON of an object as the API returns it, minus managed fields.
+func snapshot(obj interface{}) (string, error) {
+	b, err := json.Marshal(obj)
+	return string(b), err
+}
+
+func claimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
+	c := pvc.DeepCopy()
+	c.ManagedFields = nil
+	c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
+	return snapshot(c)
+}
+
+func classSnapshot(sc *storagev1.StorageClass) (string, error) {
+	c := sc.DeepCopy()
+	c.ManagedFields = nil
+	c.APIVersion, c.Kind = "storage.k8s.io/v1", "StorageClass"
+	return snapshot(c)
+}
+
+// volumeSpec is everything buildVolume needs.
+type volumeSpec struct {
+	Provisioner  string
+	PVC          *corev1.PersistentVolumeClaim
+	Class        *storagev1.StorageClass
+	Handle       string
+	Capacity     resource.Quantity
+	NodeAffinity *corev1.VolumeNodeAffinity
+	SelectedNode string
+}
+
+// buildVolume makes the PV for a provisioned claim, bound to it, following
+// the external-provisioner protocol, plus what deletion will need later
+// (snapshots of claim and class, selected node) since both may be gone then.
+func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
+	pvcJSON, err := claimSnapshot(s.PVC)
+	if err != nil {
+		return nil, err
+	}
+	scJSON, err := classSnapshot(s.Class)
+	if err != nil {
+		return nil, err
+	}
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	if s.Class.ReclaimPolicy != nil {
+		reclaim = *s.Class.ReclaimPolicy
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if s.PVC.Spec.VolumeMode != nil {
+		mode = *s.PVC.Spec.VolumeMode
+	}
+	ann := map[string]string{
+		annProvisionedBy:                   s.Provisioner,
+		templating.AnnotationClaimSnapshot: pvcJSON,
+		templating.AnnotationClassSnapshot: scJSON,
+	}
+	if s.SelectedNode != "" {
+		ann[templating.AnnotationSelectedNode] = s.SelectedNode
+	}
+	var attrs map[string]string
+	if len(s.Class.Parameters) > 0 {
+		attrs = make(map[string]string, len(s.Class.Parameters))
+		for k, v := range s.Class.Parameters {
+			attrs[k] = v
+		}
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        volumeName(s.PVC),
+			Annotations: ann,
+			Finalizers:  []string{templating.FinalizerVolume},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: s.Capacity},
+			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), s.PVC.Spec.AccessModes...),
+			ClaimRef: &corev1.ObjectReference{
+				Kind:       "PersistentVolumeClaim",
+				APIVersion: "v1",
+				Namespace:  s.PVC.Namespace,
+				Name:       s.PVC.Name,
+				UID:        s.PVC.UID,
+			},
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              s.Class.Name,
+			MountOptions:                  append([]string(nil), s.Class.MountOptions...),
+			VolumeMode:                    &mode,
+			NodeAffinity:                  s.NodeAffinity.DeepCopy(),
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver:           s.Provisioner,
+				VolumeHandle:     s.Handle,
+				VolumeAttributes: attrs,
+			}},
+		},
+	}
+	return pv, nil
+}
+
+// requestFromVolume rebuilds a deletion request from what the PV stored.
+func requestFromVolume(pv *corev1.PersistentVolume) (Request, error) {
+	var req Request
+	pvcJSON, ok := pv.Annotations[templating.AnnotationClaimSnapshot]
+	if !ok {
+		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, templating.AnnotationClaimSnapshot)
+	}
+	scJSON, ok := pv.Annotations[templating.AnnotationClassSnapshot]
+	if !ok {
+		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, templating.AnnotationClassSnapshot)
+	}
+	req.PVC = &corev1.PersistentVolumeClaim{}
+	if err := json.Unmarshal([]byte(pvcJSON), req.PVC); err != nil {
+		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", templating.AnnotationClaimSnapshot, pv.Name, err)
+	}
+	req.Class = &storagev1.StorageClass{}
+	if err := json.Unmarshal([]byte(scJSON), req.Class); err != nil {
+		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", templating.AnnotationClassSnapshot, pv.Name, err)
+	}
+	req.SelectedNodeName = pv.Annotations[templating.AnnotationSelectedNode]
+	return req, nil
+}
+
+func hasFinalizer(m metav1.Object, f string) bool {
+	for _, x := range m.GetFinalizers() {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutFinalizer(list []string, f string) []string {
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if x != f {
+			out = append(out, x)
+		}
+	}
+	return out
+}

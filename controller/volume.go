@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+const reasonVolumeFailedDelete = "VolumeFailedDelete"
+
+// syncVolume deletes released PVs that PaV provisioned with reclaim policy
+// Delete: deletion pod (if any), then the PV. A failed deletion pod is
+// retried with backoff: the spec leaves such a volume to manual
+// intervention, and retrying (as Kubernetes' own deleters do) keeps that
+// possible (fix the backend or the PavProvisioner, and the next try
+// succeeds) while an Event on the PV says what went wrong.
+func (c *Controller) syncVolume(ctx context.Context, name string) error {
+	pv, err := c.volumes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.volumeBackoff.succeeded(name)
+		return c.collectVolumePods(ctx, name)
+	}
+	if err != nil {
+		return err
+	}
+	if !hasFinalizer(pv, templating.FinalizerVolume) {
+		return c.collectVolumePods(ctx, name)
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		// Retain (or anything else): the volume is the user's to deal with;
+		// only don't stand in the way of deleting the PV object.
+		if pv.DeletionTimestamp != nil {
+			return c.removeVolumeFinalizer(ctx, pv)
+		}
+		return nil
+	}
+	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
+	if !released && !(pv.DeletionTimestamp != nil && pv.Status.Phase != corev1.VolumeBound) {
+		return nil
+	}
+	if d := c.volumeBackoff.wait(name); d > 0 {
+		c.volumeQueue.AddAfter(name, d)
+		return nil
+	}
+	var del *corev1.Pod
+	for _, pod := range c.podsBy(indexVolume, name) {
+		switch phaseOf(pod) {
+		case templating.PhaseStaging, templating.PhaseUnstaging:
+			// Still staged somewhere: deleting now would pull the volume
+			// from under a client; the pod's removal requeues us.
+			klog.V(3).InfoS("Volume still staged; deletion waits", "volume", name, "pod", klog.KObj(pod))
+			return nil
+		case templating.PhaseDeletion:
+			del = pod
+		}
+	}
+	provName := pv.Annotations[annProvisionedBy]
+	p := c.provisioner(provName)
+	fail := func(format string, args ...interface{}) error {
+		msg := fmt.Sprintf(format, args...)
+		c.recorder.Event(pv, corev1.EventTypeWarning, reasonVolumeFailedDelete, msg)
+		d := c.volumeBackoff.failed(name)
+		c.volumeQueue.AddAfter(name, d)
+		c.metrics.operation("delete", "failure", 0)
+		return fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)
+	}
+	if del != nil {
+		if del.DeletionTimestamp != nil && !terminated(del) {
+			return nil
+		}
+		r := c.examine(ctx, del)
+		if !r.done {
+			if r.recheck > 0 {
+				c.volumeQueue.AddAfter(name, r.recheck)
+			}
+			return nil
+		}
+		c.metrics.podDone(del, r.succeeded)
+		if !r.succeeded {
+			if err := c.deletePod(ctx, del); err != nil {
+				return err
+			}
+			return fail("deletion pod %s/%s failed: %s", del.Namespace, del.Name, r.message)
+		}
+		return c.volumeDeleted(ctx, pv, del)
+	}
+	if p == nil {
+		return fail("PavProvisioner %q not found; it is needed to delete the volume", provName)
+	}
+	req, err := requestFromVolume(pv)
+	if err != nil {
+		return fail("%v", err)
+	}
+	tmpl, err := c.engine.Deletion(ctx, p, req)
+	if err != nil {
+		return fail("evaluating spec.volumeDeletion of PavProvisioner %q: %v", p.Name, err)
+	}
+	if tmpl == nil {
+		return c.volumeDeleted(ctx, pv, nil)
+	}
+	claimUID := string(req.PVC.UID)
+	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
+		claimUID = string(pv.Spec.ClaimRef.UID)
+	}
+	ns, n := req.PVC.Namespace, req.PVC.Name
+	err = c.createPod(ctx, tmpl, PodOptions{
+		Provisioner: p.Name,
+		Phase:       templating.PhaseDeletion,
+		Volume:      name,
+		ClaimUID:    claimUID,
+		Annotations: map[string]string{templating.AnnotationClaim: ns + "/" + n},
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	return nil
+}
+
+// volumeDeleted removes the PV of a deleted volume: delete the object (it
+// stays, held by our finalizer), drop the finalizer, then the deletion pod.
+// A crash before the last step leaves only a finished pod, which
+// collectVolumePods removes once the PV is gone.
+func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVolume, del *corev1.Pod) error {
+	if pv.DeletionTimestamp == nil {
+		err := c.kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
+		}
+	}
+	if err := c.removeVolumeFinalizer(ctx, pv); err != nil {
+		return err
+	}
+	if del != nil {
+		if err := c.deletePod(ctx, del); err != nil {
+			return err
+		}
+	}
+	klog.InfoS("Deleted volume", "volume", pv.Name)
+	c.volumeBackoff.succeeded(pv.Name)
+	c.metrics.operation("delete", "success", 0)
+	return nil
+}
+
+func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if !hasFinalizer(pv, templating.FinalizerVolume) {
+		return nil
+	}
+	// Re-read: the Delete above changed the object.
+	cur, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !hasFinalizer(cur, templating.FinalizerVolume) {
+		return nil
+	}
+	cur.Finalizers = withoutFinalizer(cur.Finalizers, templating.FinalizerVolume)
+	_, err = c.kube.CoreV1().PersistentVolumes().Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer from PersistentVolume %s: %w", pv.Name, err)
+	}
+	return nil
+}
+
+// collectVolumePods removes finished deletion pods of a PV that is gone.
+func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
+	for _, pod := range c.podsBy(indexVolume, name) {
+		if phaseOf(pod) == templating.PhaseDeletion && c.examine(ctx, pod).done {
+			if err := c.deletePod(ctx, pod); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
