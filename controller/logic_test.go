@@ -1,0 +1,286 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+func strp(s string) *string { return &s }
+
+func TestBackoff(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := newBackoff(time.Second, 5*time.Minute)
+	b.now = func() time.Time { return now }
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300}
+	for i, w := range want {
+		if got := b.failed("k"); got != w*time.Second {
+			t.Fatalf("failure %d: delay %v, want %v", i+1, got, w*time.Second)
+		}
+	}
+	if got := b.wait("k"); got != 300*time.Second {
+		t.Errorf("wait = %v, want 300s", got)
+	}
+	now = now.Add(301 * time.Second)
+	if got := b.wait("k"); got != 0 {
+		t.Errorf("wait after the delay = %v, want 0", got)
+	}
+	if b.wait("other") != 0 || b.failures("other") != 0 {
+		t.Errorf("unrelated key is backed off")
+	}
+	b.succeeded("k")
+	if got := b.failed("k"); got != time.Second {
+		t.Errorf("after success the delay restarts at 1s, got %v", got)
+	}
+}
+
+func TestChooseHandle(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		field, file *string
+		want        string
+		wantErr     bool
+	}{
+		{"field wins", strp("f"), strp("file"), "f", false},
+		{"file", nil, strp("from-file\n"), "from-file", false},
+		{"default", nil, nil, "pvc-1", false},
+		{"empty field", strp(""), nil, "", true},
+		{"empty file", nil, strp(" \n"), "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := chooseHandle(tc.field, tc.file, "pvc-1")
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("got %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestChooseCapacity(t *testing.T) {
+	q := resource.MustParse("2Gi")
+	for _, tc := range []struct {
+		name    string
+		field   *resource.Quantity
+		file    *string
+		hadPod  bool
+		want    string
+		wantErr string
+	}{
+		{"field wins", &q, strp("1"), true, "2Gi", ""},
+		{"file bytes", nil, strp("1073741824\n"), true, "1073741824", ""},
+		{"file suffix", nil, strp("1Gi"), true, "1Gi", ""},
+		{"file garbage", nil, strp("lots"), true, "", "not a capacity"},
+		{"missing with pod", nil, nil, true, "", "did not write /pav/capacity"},
+		{"missing without pod", nil, nil, false, "", "no creation pod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := chooseCapacity(tc.field, tc.file, tc.hadPod)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Cmp(resource.MustParse(tc.want)) != 0 {
+				t.Errorf("got %v, %v; want %s", got.String(), err, tc.want)
+			}
+		})
+	}
+}
+
+func claim(req, limit string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1", Annotations: map[string]string{"a": "b"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(req)}},
+		},
+	}
+	if limit != "" {
+		pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(limit)}
+	}
+	return pvc
+}
+
+func TestCheckCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		capacity, req, limit string
+		ok                   bool
+	}{
+		{"1Gi", "1Gi", "", true},
+		{"2Gi", "1Gi", "", true},
+		{"1073741823", "1Gi", "", false},
+		{"2Gi", "1Gi", "2Gi", true},
+		{"3Gi", "1Gi", "2Gi", false},
+		{"0", "0", "", false},
+	} {
+		err := checkCapacity(resource.MustParse(tc.capacity), claim(tc.req, tc.limit))
+		if (err == nil) != tc.ok {
+			t.Errorf("capacity %s, request %s, limit %q: error %v, want ok=%v", tc.capacity, tc.req, tc.limit, err, tc.ok)
+		}
+	}
+}
+
+func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
+	retain := corev1.PersistentVolumeReclaimRetain
+	block := corev1.PersistentVolumeBlock
+	pvc := claim("1Gi", "")
+	pvc.Spec.VolumeMode = &block
+	pvc.Spec.StorageClassName = strp("sc")
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov",
+		Parameters: map[string]string{"k": "v"}, ReclaimPolicy: &retain, MountOptions: []string{"ro"}}
+	aff := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
+	pv, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("2Gi"), NodeAffinity: aff, SelectedNode: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]bool{
+		"name":          pv.Name == "pvc-u1",
+		"claimRef":      pv.Spec.ClaimRef.UID == "u1" && pv.Spec.ClaimRef.Name == "c" && pv.Spec.ClaimRef.Namespace == "ns",
+		"provisionedBy": pv.Annotations[annProvisionedBy] == "prov",
+		"class":         pv.Spec.StorageClassName == "sc",
+		"mode":          *pv.Spec.VolumeMode == block,
+		"access":        len(pv.Spec.AccessModes) == 1 && pv.Spec.AccessModes[0] == corev1.ReadWriteOnce,
+		"capacity":      pv.Spec.Capacity.Storage().Cmp(resource.MustParse("2Gi")) == 0,
+		"reclaim":       pv.Spec.PersistentVolumeReclaimPolicy == retain,
+		"mountOptions":  len(pv.Spec.MountOptions) == 1,
+		"csi":           pv.Spec.CSI.Driver == "prov" && pv.Spec.CSI.VolumeHandle == "h" && pv.Spec.CSI.VolumeAttributes["k"] == "v",
+		"affinity":      pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
+		"finalizer":     hasFinalizer(pv, templating.FinalizerVolume),
+		"selectedNode":  pv.Annotations[templating.AnnotationSelectedNode] == "n1",
+	}
+	for k, ok := range checks {
+		if !ok {
+			t.Errorf("%s wrong in %+v", k, pv)
+		}
+	}
+	req, err := requestFromVolume(pv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.PVC.UID != "u1" || req.PVC.Annotations["a"] != "b" || req.PVC.ManagedFields != nil || req.PVC.Kind != "PersistentVolumeClaim" {
+		t.Errorf("claim snapshot: %+v", req.PVC)
+	}
+	if req.Class.Name != "sc" || req.Class.Parameters["k"] != "v" || req.SelectedNodeName != "n1" {
+		t.Errorf("class snapshot: %+v, node %q", req.Class, req.SelectedNodeName)
+	}
+
+	// Default reclaim policy is Delete, default mode Filesystem.
+	sc.ReclaimPolicy = nil
+	pvc.Spec.VolumeMode = nil
+	pv, _ = buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
+		t.Errorf("defaults: %v %v", pv.Spec.PersistentVolumeReclaimPolicy, *pv.Spec.VolumeMode)
+	}
+	if _, ok := pv.Annotations[templating.AnnotationSelectedNode]; ok {
+		t.Errorf("selected node annotation without a selected node")
+	}
+}
+
+func TestRequestFromVolumeErrors(t *testing.T) {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}}
+	if _, err := requestFromVolume(pv); err == nil {
+		t.Error("no snapshots: no error")
+	}
+	pv.Annotations = map[string]string{templating.AnnotationClaimSnapshot: "{", templating.AnnotationClassSnapshot: "{}"}
+	if _, err := requestFromVolume(pv); err == nil {
+		t.Error("bad JSON: no error")
+	}
+}
+
+func failedPod(ann map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann},
+		Status:     corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: statuses},
+	}
+}
+
+func exited(name string, code int32, msg string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}}}
+}
+
+func TestFailureMessage(t *testing.T) {
+	logs := func(string) (string, error) { return "line1\nline2\n", nil }
+	noLogs := func(string) (string, error) { return "", errors.New("no kubelet") }
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		logs func(string) (string, error)
+		want string
+	}{
+		{"pav error file wins", failedPod(map[string]string{templating.AnnotationResultError: "disk full\n"}, exited("c", 1, "msg")), logs, "disk full"},
+		{"termination message", failedPod(nil, exited("ok", 0, ""), exited("c", 3, "bad param\n")), logs, `container "c" exited with code 3: bad param`},
+		{"log tail", failedPod(nil, exited("c", 2, "")), logs, "container \"c\" exited with code 2; last lines of its log:\nline1\nline2"},
+		{"exit code only", failedPod(nil, exited("c", 2, "")), noLogs, `container "c" exited with code 2`},
+		{"pod reason", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "too slow"}}, logs, "pod ns/p failed: DeadlineExceeded: too slow"},
+		{"nothing known", failedPod(nil), logs, "pod ns/p failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failureMessage(tc.pod, tc.logs); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExaminePod(t *testing.T) {
+	now := time.Unix(10000, 0)
+	finished := metav1.NewTime(now.Add(-10 * time.Second))
+	mk := func(phase corev1.PodPhase, pavPhase templating.Phase, ann map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann, Labels: map[string]string{templating.LabelPhase: string(pavPhase)}},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "c",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: map[bool]int32{true: 0, false: 1}[phase == corev1.PodSucceeded], FinishedAt: finished}}}}},
+		}
+	}
+	collected := map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultHandle: "h", templating.AnnotationResultCapacity: "1Gi"}
+
+	if r := examinePod(mk(corev1.PodRunning, templating.PhaseCreation, nil), now, time.Minute, nil); r.done || r.recheck != 0 {
+		t.Errorf("running pod: %+v", r)
+	}
+	r := examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, nil), now, time.Minute, nil)
+	if r.done || r.recheck != 50*time.Second {
+		t.Errorf("uncollected pod within the timeout: %+v", r)
+	}
+	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, collected), now, time.Minute, nil)
+	if !r.done || !r.succeeded || *r.handle != "h" || *r.capacity != "1Gi" {
+		t.Errorf("collected pod: %+v", r)
+	}
+	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, nil), now, 5*time.Second, nil)
+	if !r.done || r.succeeded || !strings.Contains(r.message, "not collected") {
+		t.Errorf("uncollected creation pod after the timeout must fail: %+v", r)
+	}
+	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseValidation, nil), now, 5*time.Second, nil)
+	if !r.done || !r.succeeded {
+		t.Errorf("uncollected validation pod after the timeout keeps its phase: %+v", r)
+	}
+	r = examinePod(mk(corev1.PodFailed, templating.PhaseDeletion, map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultError: "nope"}), now, time.Minute, nil)
+	if !r.done || r.succeeded || r.message != "nope" {
+		t.Errorf("failed pod: %+v", r)
+	}
+}
+
+func TestDesiredCSIDriver(t *testing.T) {
+	p := provisionerFixture("prov")
+	d := desiredCSIDriver(p)
+	if d.Name != "prov" || *d.Spec.AttachRequired || !*d.Spec.PodInfoOnMount ||
+		len(d.Spec.VolumeLifecycleModes) != 1 || d.Spec.VolumeLifecycleModes[0] != storagev1.VolumeLifecyclePersistent {
+		t.Errorf("CSIDriver: %+v", d.Spec)
+	}
+	if !ownedBy(d, p) || !ownedByAnyProvisioner(d) {
+		t.Errorf("owner reference: %+v", d.OwnerReferences)
+	}
+	if !csiDriverMatches(d, desiredCSIDriver(p)) {
+		t.Error("a desired CSIDriver does not match itself")
+	}
+}
