@@ -1,0 +1,199 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+// Path is where the webhook answers AdmissionReviews for PavProvisioners.
+const Path = "/validate-pavprovisioner"
+
+// ValidateFunc checks a PavProvisioner (templating.Validate).
+type ValidateFunc func(p *v1alpha1.PavProvisioner) field.ErrorList
+
+// Handler validates PavProvisioners on CREATE and UPDATE. Updates that do not
+// touch the spec (metadata such as finalizers, status) and updates of an
+// object being deleted are always allowed, so a provisioner that an older PaV
+// accepted can still be cleaned up.
+type Handler struct {
+	Validate ValidateFunc
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
+		http.Error(w, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	resp := h.review(review.Request)
+	resp.UID = review.Request.UID
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	if out.APIVersion == "" {
+		out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&out)
+}
+
+func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	allow := &admissionv1.AdmissionResponse{Allowed: true}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return allow
+	}
+	var p v1alpha1.PavProvisioner
+	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+		return deny(apierrors.NewBadRequest(fmt.Sprintf("decoding PavProvisioner: %v", err)).Status())
+	}
+	if req.Operation == admissionv1.Update {
+		var old v1alpha1.PavProvisioner
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil {
+			if p.DeletionTimestamp != nil || equality.Semantic.DeepEqual(old.Spec, p.Spec) {
+				return allow
+			}
+		}
+	}
+	if errs := h.Validate(&p); len(errs) > 0 {
+		gk := schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.Kind}
+		return deny(apierrors.NewInvalid(gk, p.Name, errs).Status())
+	}
+	return allow
+}
+
+func deny(s metav1.Status) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{Allowed: false, Result: &s}
+}
+
+// Server serves the webhook over TLS with certificates from a Secret and
+// keeps the CA bundle of the ValidatingWebhookConfiguration up to date.
+type Server struct {
+	Kube              kubernetes.Interface
+	Namespace         string // of the Secret and Service
+	SecretName        string
+	ServiceName       string
+	WebhookConfigName string
+	Addr              string
+	Handler           http.Handler
+
+	ready atomic.Bool
+}
+
+// Ready reports whether the server is serving with a certificate.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Run obtains the certificate, starts serving and keeps the CA bundle in
+// place (re-patching if someone re-applies the manifest) until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var certs *Certs
+	err := retry(ctx, func() error {
+		var err error
+		certs, err = EnsureSecret(ctx, s.Kube, s.Namespace, s.SecretName, DNSNames(s.ServiceName, s.Namespace))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
+	if err != nil {
+		return fmt.Errorf("loading webhook certificate: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("webhook listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, s.Handler)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	s.ready.Store(true)
+	klog.InfoS("Serving admission webhook", "addr", s.Addr)
+
+	if s.WebhookConfigName != "" {
+		go s.keepCABundle(ctx, certs.CACert)
+	}
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// keepCABundle patches the CA bundle now and whenever the configuration changes.
+func (s *Server) keepCABundle(ctx context.Context, ca []byte) {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + s.WebhookConfigName
+	}))
+	trigger := make(chan struct{}, 1)
+	poke := func(interface{}) {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	inf := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n interface{}) { poke(n) }})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-trigger:
+			if err := retry(ctx, func() error { return PatchCABundle(ctx, s.Kube, s.WebhookConfigName, ca) }); err != nil {
+				klog.ErrorS(err, "Patching the webhook CA bundle")
+			}
+		}
+	}
+}
+
+func retry(ctx context.Context, f func() error) error {
+	delay := 500 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		klog.ErrorS(err, "Webhook setup failed; retrying", "in", delay)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		if delay < 30*time.Second {
+			delay *= 2
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+func TestGenerateUsable(t *testing.T) {
+	names := DNSNames("pav-webhook", "pav")
+	now := time.Now()
+	c, err := Generate(names, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.usable(names, now) {
+		t.Error("fresh certificate not usable")
+	}
+	if c.usable(DNSNames("other", "pav"), now) {
+		t.Error("certificate usable for another service")
+	}
+	if c.usable(names, now.Add(5*365*24*time.Hour)) {
+		t.Error("certificate usable near its expiry")
+	}
+}
+
+func TestEnsureSecretReusesAndRenews(t *testing.T) {
+	kube := fake.NewSimpleClientset()
+	ctx := context.Background()
+	names := DNSNames("svc", "pav")
+	a, err := EnsureSecret(ctx, kube, "pav", "cert", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EnsureSecret(ctx, kube, "pav", "cert", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Cert, b.Cert) {
+		t.Error("second call replaced a usable certificate")
+	}
+	c, err := EnsureSecret(ctx, kube, "pav", "cert", DNSNames("renamed", "pav"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a.Cert, c.Cert) {
+		t.Error("certificate for the wrong names kept")
+	}
+}
+
+func TestPatchCABundle(t *testing.T) {
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "pav"},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "a"}, {Name: "b"}},
+	}
+	kube := fake.NewSimpleClientset(cfg)
+	if err := PatchCABundle(context.Background(), kube, "pav", []byte("CA")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(context.Background(), "pav", metav1.GetOptions{})
+	for _, w := range got.Webhooks {
+		if string(w.ClientConfig.CABundle) != "CA" {
+			t.Errorf("webhook %s: caBundle %q", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+}
+
+func TestHandler(t *testing.T) {
+	h := &Handler{Validate: func(p *v1alpha1.PavProvisioner) field.ErrorList {
+		if len(p.Spec.ProvisioningModes) == 0 {
+			return field.ErrorList{field.Required(field.NewPath("spec", "provisioningModes"), "")}
+		}
+		return nil
+	}}
+	valid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}
+	invalid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	invalidWithFinalizer := invalid.DeepCopy()
+	invalidWithFinalizer.Finalizers = []string{"x"}
+	deleting := invalid.DeepCopy()
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	invalid2 := invalid.DeepCopy()
+	invalid2.Spec.VolumeStaging = &v1alpha1.VolumeStaging{}
+
+	for _, tc := range []struct {
+		name     string
+		op       admissionv1.Operation
+		obj, old *v1alpha1.PavProvisioner
+		allowed  bool
+	}{
+		{"create valid", admissionv1.Create, valid, nil, true},
+		{"create invalid", admissionv1.Create, invalid, nil, false},
+		{"update to invalid spec", admissionv1.Update, invalid2, valid, false},
+		{"metadata-only update of an invalid object", admissionv1.Update, invalidWithFinalizer, invalid, true},
+		{"update while deleting", admissionv1.Update, deleting, valid, true},
+		{"delete", admissionv1.Delete, invalid, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &admissionv1.AdmissionRequest{UID: "uid-1", Operation: tc.op, Object: raw(tc.obj)}
+			if tc.old != nil {
+				req.OldObject = raw(tc.old)
+			}
+			body, _ := json.Marshal(&admissionv1.AdmissionReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
+			var out admissionv1.AdmissionReview
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatalf("response %q: %v", rec.Body.String(), err)
+			}
+			if out.Response.UID != "uid-1" || out.Response.Allowed != tc.allowed {
+				t.Fatalf("response %+v, want allowed=%v", out.Response, tc.allowed)
+			}
+			if !tc.allowed && !bytes.Contains([]byte(out.Response.Result.Message), []byte("spec.provisioningModes")) {
+				t.Errorf("denial does not name the field: %q", out.Response.Result.Message)
+			}
+		})
+	}
+}
+
+func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
+	b, _ := json.Marshal(p)
+	return runtime.RawExtension{Raw: b}
+}
