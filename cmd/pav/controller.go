@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	goflag "flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/controller"
+	"github.com/albertofaria/pav/controller/webhook"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+type controllerOptions struct {
+	kubeconfig    string
+	qps           float32
+	burst         int
+	claimWorkers  int
+	volumeWorkers int
+	retryStart    time.Duration
+	retryMax      time.Duration
+	resultsWait   time.Duration
+	resync        time.Duration
+	httpAddr      string
+
+	leaderElection bool
+	leaseNamespace string
+	leaseName      string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+
+	webhookAddr    string
+	webhookSecret  string
+	webhookService string
+	webhookConfig  string
+}
+
+func init() {
+	o := controllerOptions{}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "pav"
+	}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run PaV's controller: dynamic provisioning and deletion for all PavProvisioners, and the admission webhook",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return runController(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster configuration)")
+	f.Float32Var(&o.qps, "kube-api-qps", 200, "client-side rate limit on Kubernetes API requests per second")
+	f.IntVar(&o.burst, "kube-api-burst", 400, "client-side burst of Kubernetes API requests")
+	f.IntVar(&o.claimWorkers, "claim-workers", 16, "claims synced in parallel")
+	f.IntVar(&o.volumeWorkers, "volume-workers", 16, "volumes synced in parallel")
+	f.DurationVar(&o.retryStart, "retry-interval-start", time.Second, "first retry delay after a failed provisioning or deletion; doubles per failure")
+	f.DurationVar(&o.retryMax, "retry-interval-max", 5*time.Minute, "maximum retry delay")
+	f.DurationVar(&o.resultsWait, "results-timeout", 2*time.Minute, "how long a terminated PaV pod waits for the node plugin to collect its /pav files")
+	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (a safety net; all work is event-driven)")
+	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz, /readyz and /metrics (empty: disabled)")
+	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
+	f.StringVar(&o.leaseNamespace, "leader-election-namespace", ns, "namespace of the leader election Lease")
+	f.StringVar(&o.leaseName, "leader-election-name", "pav-controller", "name of the leader election Lease")
+	f.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second, "")
+	f.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "")
+	f.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "")
+	f.StringVar(&o.webhookAddr, "webhook-address", ":9443", "address of the PavProvisioner admission webhook (empty: disabled)")
+	f.StringVar(&o.webhookSecret, "webhook-secret", "pav-webhook-cert", "Secret (in the leader election namespace) holding the webhook's CA and certificate")
+	f.StringVar(&o.webhookService, "webhook-service", "pav-webhook", "Service through which the API server reaches the webhook")
+	f.StringVar(&o.webhookConfig, "webhook-configuration", "pav.albertofaria.github.io", "ValidatingWebhookConfiguration whose caBundle the controller maintains (empty: leave alone)")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	f.AddGoFlagSet(klogFlags)
+	rootCmd.AddCommand(cmd)
+}
+
+func restConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.UserAgent = "pav-controller/" + version
+	return cfg, nil
+}
+
+func runController(ctx context.Context, o controllerOptions) error {
+	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pav, err := v1alpha1.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	engine := controller.NewTemplatingEngine(kube)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctrl, err := controller.New(controller.Config{
+		Kube: kube, Pav: pav, Engine: engine,
+		ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
+		RetryStart: o.retryStart, RetryMax: o.retryMax,
+		ResultsTimeout: o.resultsWait, Resync: o.resync,
+		Metrics: controller.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
+
+	// The webhook runs on every replica (the Service may route to any).
+	var wh *webhook.Server
+	if o.webhookAddr != "" {
+		wh = &webhook.Server{
+			Kube: kube, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
+			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
+			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate},
+		}
+		go func() {
+			if err := wh.Run(ctx); err != nil {
+				klog.ErrorS(err, "Admission webhook stopped")
+				os.Exit(1)
+			}
+		}()
+	}
+
+	var elector *leaderelection.LeaderElector
+	if o.httpAddr != "" {
+		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			// Ready = able to answer admission reviews; only the leader runs
+			// the reconcilers, so they do not count (standbys must be ready too).
+			if wh != nil && !wh.Ready() {
+				http.Error(w, "webhook not serving yet", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Addr: o.httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				klog.ErrorS(err, "HTTP endpoint stopped")
+				os.Exit(1)
+			}
+		}()
+		defer srv.Close()
+		if o.leaderElection {
+			elector, err = newElector(kube, o, watchdog, ctrl)
+			if err != nil {
+				return err
+			}
+		}
+	} else if o.leaderElection {
+		elector, err = newElector(kube, o, nil, ctrl)
+		if err != nil {
+			return err
+		}
+	}
+
+	if elector == nil {
+		return ctrl.Run(ctx)
+	}
+	elector.Run(ctx)
+	return nil
+}
+
+func newElector(kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, ctrl *controller.Controller) (*leaderelection.LeaderElector, error) {
+	host, _ := os.Hostname()
+	id := host + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return nil, err
+	}
+	lec := leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Became leader", "identity", id)
+				if err := ctrl.Run(ctx); err != nil {
+					klog.ErrorS(err, "Controller stopped")
+					os.Exit(1)
+				}
+			},
+			OnStoppedLeading: func() {
+				// Informers and queues cannot be restarted: exit and let
+				// the Deployment restart this replica as a standby.
+				klog.InfoS("Leadership lost or released; exiting", "identity", id)
+				klog.Flush()
+				os.Exit(0)
+			},
+		},
+	}
+	if watchdog != nil {
+		lec.WatchDog = watchdog
+	}
+	return leaderelection.NewLeaderElector(lec)
+}

@@ -1,0 +1,43 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// errNoTemplating: package templating's evaluation API has not landed yet.
+var errNoTemplating = errors.New("template evaluation is not available in this build")
+
+// NewTemplatingEngine is the production Engine, backed by package templating.
+func NewTemplatingEngine(kube kubernetes.Interface) Engine { return &templatingEngine{kube: kube} }
+
+type templatingEngine struct{ kube kubernetes.Interface }
+
+func (e *templatingEngine) Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
+	return field.ErrorList{field.InternalError(field.NewPath("spec"), errNoTemplating)}
+}
+
+func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*ValidationConfig, error) {
+	return nil, errNoTemplating
+}
+
+func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*CreationConfig, error) {
+	return nil, errNoTemplating
+}
+
+func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, error) {
+	return nil, errNoTemplating
+}
+
+func (e *templatingEngine) PodName(phase templating.Phase, key string) string { return "" }
+func (e *templatingEngine) NewHostDir(podName string) string                  { return "" }
+func (e *templatingEngine) BuildPod(tmpl *corev1.PodTemplateSpec, opts PodOptions) (*corev1.Pod, error) {
+	return nil, errNoTemplating
+}
