@@ -1,0 +1,170 @@
+package templating
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// PodName is the deterministic name of the pod of a phase for a key (the
+// claim UID for validation/creation/deletion, the staging ID for staging and
+// unstaging): "pav-<phase>-<key>", or "pav-<phase>-<32 hex digits of
+// sha256(key)>" when key has characters a pod name cannot hold or the name
+// would be longer than 63 characters.
+func PodName(phase Phase, key string) string {
+	name := "pav-" + string(phase) + "-" + key
+	if key != "" && len(name) <= validation.DNS1123LabelMaxLength && len(validation.IsDNS1123Label(name)) == 0 {
+		return name
+	}
+	return "pav-" + string(phase) + "-" + hash(key, 32)
+}
+
+// LabelValue maps any string to a valid label value: itself when it already
+// is one, else a 40-hex-digit hash of it. BuildPod applies it to the values
+// of the labels it sets, so select pods with LabelValue(x), not x (PV names
+// of static volumes may be up to 253 characters long).
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	return hash(s, 40)
+}
+
+func hash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// NewHostDir returns a fresh host directory for a new pod's /pav: under
+// PodDirRoot, the pod's name plus a random suffix, so that each incarnation
+// of a pod (same name, recreated) starts with an empty /pav.
+func NewHostDir(podName string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return PodDirRoot + "/" + podName + "." + hex.EncodeToString(b[:])
+}
+
+// PodOptions say what a pod PaV creates is for.
+type PodOptions struct {
+	Provisioner string // PavProvisioner name
+	Phase       Phase
+	Name        string // pod name, usually PodName(Phase, key)
+	Volume      string // PersistentVolume name, if known
+	ClaimUID    string // PVC UID, if relevant
+	StagingID   string // staging/unstaging pods
+	NodeName    string // pins the pod to a node (staging/unstaging), "" leaves it to the template/scheduler
+	HostDir     string // host directory mounted at /pav, usually NewHostDir(Name)
+	Annotations map[string]string
+}
+
+// BuildPod turns an evaluated pod template into the pod PaV creates:
+//   - namespace from the template's metadata.namespace, else "default"; name o.Name;
+//   - the template's labels plus PaV's (provisioner, phase, volume, claim UID,
+//     staging ID; values passed through LabelValue), which win;
+//   - the template's annotations plus o.Annotations, which win;
+//   - spec.nodeName = o.NodeName when set;
+//   - restartPolicy Never unless the template says OnFailure;
+//   - a hostPath volume "pav" (DirectoryOrCreate at o.HostDir) mounted at
+//     /pav in every container and init container, with Bidirectional
+//     propagation for privileged containers (so mounts made under /pav reach
+//     the host) and HostToContainer otherwise;
+//   - terminationMessagePolicy FallbackToLogsOnError when unset, so that a
+//     failed container always explains itself.
+//
+// The template is not modified.
+func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
+	t = t.DeepCopy()
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        o.Name,
+			Namespace:   t.Namespace,
+			Labels:      t.Labels,
+			Annotations: t.Annotations,
+			Finalizers:  t.Finalizers,
+		},
+		Spec: t.Spec,
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	set := func(k, v string) {
+		if v != "" {
+			pod.Labels[k] = LabelValue(v)
+		}
+	}
+	set(LabelProvisioner, o.Provisioner)
+	set(LabelPhase, string(o.Phase))
+	set(LabelVolume, o.Volume)
+	set(LabelClaimUID, o.ClaimUID)
+	set(LabelStagingID, o.StagingID)
+	if len(o.Annotations) > 0 {
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		for k, v := range o.Annotations {
+			pod.Annotations[k] = v
+		}
+	}
+
+	s := &pod.Spec
+	if o.NodeName != "" {
+		s.NodeName = o.NodeName
+	}
+	if s.RestartPolicy != corev1.RestartPolicyOnFailure {
+		s.RestartPolicy = corev1.RestartPolicyNever
+	}
+	// Validation rejects a volume "pav" or a mount at /pav; drop any anyway so
+	// that the pod is always valid.
+	vols := s.Volumes[:0]
+	for _, v := range s.Volumes {
+		if v.Name != PavVolumeName {
+			vols = append(vols, v)
+		}
+	}
+	dirType := corev1.HostPathDirectoryOrCreate
+	s.Volumes = append(vols, corev1.Volume{
+		Name: PavVolumeName,
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: o.HostDir,
+			Type: &dirType,
+		}},
+	})
+	for _, list := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range list {
+			prepareContainer(&list[i])
+		}
+	}
+	return pod
+}
+
+func prepareContainer(c *corev1.Container) {
+	mounts := c.VolumeMounts[:0]
+	for _, m := range c.VolumeMounts {
+		if path.Clean("/"+m.MountPath) != PavMountPath {
+			mounts = append(mounts, m)
+		}
+	}
+	prop := corev1.MountPropagationHostToContainer
+	if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+		prop = corev1.MountPropagationBidirectional
+	}
+	c.VolumeMounts = append(mounts, corev1.VolumeMount{
+		Name:             PavVolumeName,
+		MountPath:        PavMountPath,
+		MountPropagation: &prop,
+	})
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	}
+}
