@@ -1,0 +1,144 @@
+//go:build e2e
+
+package examples
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const clientTimeout = 3 * time.Minute
+
+// TestHelloWorld is what make demo shows: the staging pod writes a greeting
+// and the client pod reads it.
+func TestHelloWorld(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("hello-world", "provisioner.yaml"), "hello-world")
+	sw.lap("provisioner Ready")
+	deleteAtEnd(t, "storageclass", "hello-world")
+	ns := newNamespace(t)
+	k(t, "-n", ns, "apply", "-f", example("hello-world", "usage.yaml"))
+	out := waitPodDone(t, ns, "hello-world-client", clientTimeout)
+	sw.lap("client pod read the volume")
+	mustContain(t, out, "Hello world!")
+	k(t, "-n", ns, "delete", "pod", "hello-world-client", "--wait=true")
+	noPavPodsLeft(t, "hello-world")
+	sw.lap("client gone, volume unstaged")
+}
+
+// TestHostDirectory checks the node-local provisioner: the directory exists on
+// the node, the PV has node affinity for the selected node, a second pod sees
+// the first one's data, and deleting the claim removes the directory.
+func TestHostDirectory(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	deleteAtEnd(t, "storageclass", "host-directory")
+	ns := newNamespace(t)
+	k(t, "-n", ns, "apply", "-f", example("host-directory", "usage.yaml"))
+	out := waitPodDone(t, ns, "host-directory-client", clientTimeout)
+	sw.lap("client pod wrote the volume")
+	mustContain(t, out, "written by host-directory-client")
+
+	pv := pvOf(t, ns, "host-directory")
+	handle, _ := field(pv, "spec", "csi", "volumeHandle").(string)
+	node := strings.TrimSpace(k(t, "-n", ns, "get", "pod", "host-directory-client", "-o", "jsonpath={.spec.nodeName}"))
+	terms, _ := field(pv, "spec", "nodeAffinity", "required", "nodeSelectorTerms").([]interface{})
+	if len(terms) != 1 || !strings.Contains(k(t, "get", "pv", field(pv, "metadata", "name").(string), "-o", "jsonpath={.spec.nodeAffinity}"), `"`+node+`"`) {
+		t.Fatalf("PV node affinity %v does not name node %s", field(pv, "spec", "nodeAffinity"), node)
+	}
+	// The local cluster's node is this machine.
+	dir := filepath.Join("/var/lib/pav-examples/host-directory", handle)
+	data, err := os.ReadFile(filepath.Join(dir, "hello"))
+	if err != nil {
+		t.Fatalf("volume directory on the node: %v", err)
+	}
+	mustContain(t, string(data), "written by host-directory-client")
+
+	// A second client sees the data (and is scheduled to the same node by the PV's affinity).
+	second := strings.NewReplacer("name: host-directory-client", "name: host-directory-reader",
+		`echo "written by $(hostname)" > /data/hello && cat /data/hello`, "cat /data/hello").
+		Replace(readFile(t, example("host-directory", "usage.yaml")))
+	applyStdin(t, ns, onlyDoc(t, second, "kind: Pod"))
+	mustContain(t, waitPodDone(t, ns, "host-directory-reader", clientTimeout), "written by host-directory-client")
+	sw.lap("second client read the data")
+
+	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
+	k(t, "-n", ns, "delete", "pvc", "host-directory", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("volume directory %s still exists after the claim was deleted (err=%v)", dir, err)
+	}
+	noPavPodsLeft(t, "host-directory")
+	sw.lap("claim deleted, directory removed")
+}
+
+// TestLoopBlock checks Block volumes: the device has exactly the capacity of
+// the PV, data goes through, and no loop device stays attached.
+func TestLoopBlock(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("loop-block", "provisioner.yaml"), "loop-block")
+	deleteAtEnd(t, "storageclass", "loop-block")
+	ns := newNamespace(t)
+	// An odd size, to see the rounding up to whole sectors reported as the capacity.
+	usage := strings.Replace(readFile(t, example("loop-block", "usage.yaml")), "storage: 64Mi", "storage: 1000000", 1)
+	applyStdin(t, ns, usage)
+	out := waitPodDone(t, ns, "loop-block-client", clientTimeout)
+	sw.lap("client pod used the block device")
+	mustContain(t, out, "size: 1000448")
+	mustContain(t, out, "read back: hello, block device")
+	pv := pvOf(t, ns, "loop-block")
+	if c := field(pv, "spec", "capacity", "storage"); c != "1000448" {
+		t.Fatalf("PV capacity = %v, want 1000448 (1000000 rounded up to 512-byte sectors)", c)
+	}
+	handle, _ := field(pv, "spec", "csi", "volumeHandle").(string)
+	img := filepath.Join("/var/lib/pav-examples/loop-block", handle+".img")
+
+	k(t, "-n", ns, "delete", "pod", "loop-block-client", "--wait=true")
+	noPavPodsLeft(t, "loop-block")
+	if out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME", "-j", img).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("loop device(s) %s still attached to %s after unstaging", strings.TrimSpace(string(out)), img)
+	}
+	sw.lap("unstaged, loop device detached")
+	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	if _, err := os.Stat(img); !os.IsNotExist(err) {
+		t.Fatalf("backing file %s still exists after the claim was deleted (err=%v)", img, err)
+	}
+	sw.lap("claim deleted, file removed")
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func applyStdin(t *testing.T, ns, manifest string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := kubectl(ctx, manifest, "-n", ns, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onlyDoc returns the documents of a multi-document manifest that contain marker.
+func onlyDoc(t *testing.T, manifest, marker string) string {
+	t.Helper()
+	var keep []string
+	for _, doc := range strings.Split(manifest, "\n---\n") {
+		if strings.Contains(doc, marker) {
+			keep = append(keep, doc)
+		}
+	}
+	if len(keep) == 0 {
+		t.Fatalf("no document with %q", marker)
+	}
+	return strings.Join(keep, "\n---\n")
+}

@@ -1,0 +1,279 @@
+//go:build e2e
+
+// Package examples runs every example under examples/ end to end on a cluster
+// where PaV is installed (make deploy), the way its README tells a user to:
+// kubectl create the PavProvisioner and the usage manifest, wait for the client
+// pod, check what it saw, delete everything and check nothing is left behind.
+//
+// Run with: flock /tmp/pav-e2e.lock go test -tags e2e ./test/e2e/examples/
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+// repoRoot is the repository's root directory (test binaries run in their package directory).
+var repoRoot = func() string {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	return root
+}()
+
+func example(parts ...string) string {
+	return filepath.Join(append([]string{repoRoot, "examples"}, parts...)...)
+}
+
+// kubectl runs kubectl against the test cluster (framework.Kubectl); a non-empty
+// stdin is passed as a manifest file in place of "-".
+func kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	if stdin != "" {
+		f, err := os.CreateTemp("", "manifest-*.yaml")
+		if err != nil {
+			return "", err
+		}
+		defer os.Remove(f.Name())
+		if _, err := f.WriteString(stdin); err != nil {
+			return "", err
+		}
+		f.Close()
+		for i, a := range args {
+			if a == "-" {
+				args[i] = f.Name()
+			}
+		}
+	}
+	return framework.Kubectl(ctx, args...)
+}
+
+// k runs kubectl and fails the test on error.
+func k(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := kubectl(ctx, "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kq runs kubectl and returns its output, ignoring errors (for probes and diagnostics).
+func kq(args ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, _ := kubectl(ctx, "", args...)
+	return out
+}
+
+// eventually polls cond every 500 ms until it returns true or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != "" {
+			last = state
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s (last state: %s)", timeout, what, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// stopwatch logs how long each step of a test took.
+type stopwatch struct {
+	t     *testing.T
+	start time.Time
+	last  time.Time
+}
+
+func newStopwatch(t *testing.T) *stopwatch {
+	now := time.Now()
+	return &stopwatch{t: t, start: now, last: now}
+}
+
+func (s *stopwatch) lap(step string) {
+	now := time.Now()
+	s.t.Logf("timing: %-40s %6.2fs (total %6.2fs)", step, now.Sub(s.last).Seconds(), now.Sub(s.start).Seconds())
+	s.last = now
+}
+
+// installProvisioner creates a PavProvisioner from file and removes it when the
+// test ends (after everything registered later, e.g. the namespace, is gone).
+func installProvisioner(t *testing.T, file, name string) {
+	t.Helper()
+	k(t, "apply", "-f", file)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, "", "delete", "pavprovisioner", name, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+			t.Errorf("deleting PavProvisioner %s: %v", name, err)
+		}
+	})
+	// The controller reports Ready once the provisioner is valid and registered.
+	eventually(t, 60*time.Second, "PavProvisioner "+name+" to be Ready", func() (bool, string) {
+		s := kq("get", "pavprovisioner", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return s == "True", "Ready=" + s
+	})
+}
+
+// newNamespace creates the test's namespace (framework.New). At the end it
+// dumps what PaV and Kubernetes said if the test failed, deletes the namespace
+// and waits for every PV that was bound to one of its claims to be gone, so that
+// the PavProvisioner (registered for deletion earlier, hence deleted later) can go.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	f := framework.New(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.Dump()
+			dumpDiagnostics(t, f.Namespace)
+		}
+		deleteNamespaceAndVolumes(t, f.Namespace)
+	})
+	return f.Namespace
+}
+
+// namespaceNamed creates a namespace with a fixed name (an example's server
+// namespace, named in its StorageClass), deleted when the test ends.
+func namespaceNamed(t *testing.T, ns string) string {
+	t.Helper()
+	kq("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s") // a leftover of an aborted run
+	k(t, "create", "namespace", ns)
+	eventually(t, time.Minute, "the default ServiceAccount of "+ns, func() (bool, string) {
+		return kq("-n", ns, "get", "serviceaccount", "default", "-o", "name") != "", ""
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpDiagnostics(t, ns)
+		}
+		deleteNamespaceAndVolumes(t, ns)
+	})
+	return ns
+}
+
+func deleteNamespaceAndVolumes(t *testing.T, ns string) {
+	pvs := strings.Fields(kq("-n", ns, "get", "pvc", "-o", "jsonpath={.items[*].spec.volumeName}"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := kubectl(ctx, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+		t.Errorf("deleting namespace %s: %v", ns, err)
+	}
+	for _, pv := range pvs {
+		waitGone(t, 2*time.Minute, "pv", pv, "")
+	}
+}
+
+// deleteAtEnd deletes the cluster-scoped objects of a manifest
+// (StorageClasses) when the test ends.
+func deleteAtEnd(t *testing.T, kind string, names ...string) {
+	t.Cleanup(func() {
+		for _, n := range names {
+			kq("delete", kind, n, "--ignore-not-found")
+		}
+	})
+}
+
+func waitGone(t *testing.T, timeout time.Duration, kind, name, ns string) {
+	t.Helper()
+	args := []string{"get", kind, name, "--ignore-not-found", "-o", "name"}
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.TrimSpace(kq(args...)) == "" {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("%s %s still exists after %v", kind, name, timeout)
+}
+
+// waitPodDone waits for a run-to-completion pod to succeed and returns its log.
+func waitPodDone(t *testing.T, ns, pod string, timeout time.Duration) string {
+	t.Helper()
+	eventually(t, timeout, "pod "+ns+"/"+pod+" to succeed", func() (bool, string) {
+		phase := kq("-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		if phase == "Failed" {
+			t.Fatalf("pod %s/%s failed:\n%s", ns, pod, kq("-n", ns, "logs", pod))
+		}
+		return phase == "Succeeded", "phase=" + phase
+	})
+	return k(t, "-n", ns, "logs", pod)
+}
+
+// pvOf returns the PersistentVolume bound to a claim, decoded.
+func pvOf(t *testing.T, ns, claim string) map[string]interface{} {
+	t.Helper()
+	name := strings.TrimSpace(k(t, "-n", ns, "get", "pvc", claim, "-o", "jsonpath={.spec.volumeName}"))
+	if name == "" {
+		t.Fatalf("claim %s/%s is not bound", ns, claim)
+	}
+	var pv map[string]interface{}
+	if err := json.Unmarshal([]byte(k(t, "get", "pv", name, "-o", "json")), &pv); err != nil {
+		t.Fatal(err)
+	}
+	return pv
+}
+
+// field walks a decoded object, e.g. field(pv, "spec", "csi", "volumeHandle").
+func field(obj interface{}, path ...string) interface{} {
+	for _, p := range path {
+		m, ok := obj.(map[string]interface{})
+		if !ok {
+			return nil
+		}
+		obj = m[p]
+	}
+	return obj
+}
+
+// dumpDiagnostics logs what a user would look at when a volume fails: the
+// claims, pods and events of the namespace, PaV's own pods and their logs, and
+// the logs of PaV's controller and node agents.
+func dumpDiagnostics(t *testing.T, ns string) {
+	t.Logf("---- diagnostics for namespace %s ----", ns)
+	t.Logf("claims:\n%s", kq("-n", ns, "describe", "pvc"))
+	t.Logf("pods:\n%s", kq("-n", ns, "describe", "pods"))
+	t.Logf("events:\n%s", kq("-n", ns, "get", "events", "--sort-by=.lastTimestamp"))
+	t.Logf("PaV's pods:\n%s", kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase", "-o", "wide", "--show-labels"))
+	for _, line := range strings.Split(strings.TrimSpace(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`)), "\n") {
+		if nsName := strings.SplitN(line, "/", 2); len(nsName) == 2 {
+			t.Logf("log of %s:\n%s", line, kq("-n", nsName[0], "logs", nsName[1], "--all-containers"))
+		}
+	}
+	t.Logf("controller-agent log (tail):\n%s", kq("-n", "pav", "logs", "deployment/controller-agent", "--tail=60"))
+	t.Logf("node-agent log (tail):\n%s", kq("-n", "pav", "logs", "daemonset/node-agent", "--tail=60"))
+}
+
+// noPavPodsLeft checks that PaV removed all the pods it made for a provisioner.
+func noPavPodsLeft(t *testing.T, provisioner string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "PaV's pods of "+provisioner+" to be removed", func() (bool, string) {
+		out := strings.TrimSpace(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/provisioner="+provisioner, "-o", "name"))
+		return out == "", out
+	})
+}
+
+func mustContain(t *testing.T, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Fatalf("output %q does not contain %q", got, want)
+	}
+}

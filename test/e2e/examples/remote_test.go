@@ -1,0 +1,186 @@
+//go:build e2e
+
+package examples
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitPodReady waits for a long-running pod (an example's server) to be Ready.
+func waitPodReady(t *testing.T, ns, pod string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "pod "+ns+"/"+pod+" to be Ready", func() (bool, string) {
+		s := kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return s == "True", "Ready=" + s
+	})
+}
+
+func randomSecret(t *testing.T) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// TestSSHFS runs the example's SSH server, mounts a new remote directory per
+// claim with sshfs, and checks the data lands on the server and the directory
+// goes when the claim does.
+func TestSSHFS(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
+	deleteAtEnd(t, "storageclass", "sshfs")
+	srv := namespaceNamed(t, "pav-example-sshfs")
+
+	// The README's commands: a key pair, then a Secret holding both halves.
+	key := filepath.Join(t.TempDir(), "sshfs-key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pav-sshfs-example", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	k(t, "-n", srv, "create", "secret", "generic", "sshfs-key", "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+key, "--from-file=ssh-publickey="+key+".pub")
+	k(t, "apply", "-f", example("sshfs", "server.yaml"))
+	waitPodReady(t, srv, "ssh-server")
+	sw.lap("SSH server Ready")
+
+	ns := newNamespace(t)
+	k(t, "-n", ns, "apply", "-f", example("sshfs", "usage.yaml"))
+	out := waitPodDone(t, ns, "sshfs-client", clientTimeout)
+	sw.lap("client pod wrote through sshfs")
+	mustContain(t, out, "hello over ssh")
+
+	pv := pvOf(t, ns, "sshfs")
+	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
+	mustContain(t, k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/hello"), "hello over ssh")
+
+	k(t, "-n", ns, "delete", "pod", "sshfs-client", "--wait=true")
+	noPavPodsLeft(t, "sshfs")
+	sw.lap("unstaged (sshfs pod stopped)")
+	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	if out := kq("-n", srv, "exec", "ssh-server", "--", "ls", "-A", "/srv/sshfs"); strings.TrimSpace(out) != "" {
+		t.Fatalf("remote directories left after the claim was deleted: %s", out)
+	}
+	sw.lap("claim deleted, remote directory removed")
+}
+
+// TestGocryptfs stacks the encryption middleware on a host-directory claim:
+// the client sees plaintext, the inner volume holds only ciphertext.
+func TestGocryptfs(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
+	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
+	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
+	ns := newNamespace(t)
+	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	k(t, "-n", ns, "apply", "-f", example("gocryptfs", "usage.yaml"))
+	out := waitPodDone(t, ns, "gocryptfs-client", clientTimeout)
+	sw.lap("client pod wrote through gocryptfs")
+	mustContain(t, out, "top secret")
+
+	outer := pvOf(t, ns, "gocryptfs")
+	inner := pvOf(t, ns, "gocryptfs-inner")
+	cipherDir := filepath.Join("/var/lib/pav-examples/host-directory",
+		field(inner, "spec", "csi", "volumeHandle").(string), field(outer, "spec", "csi", "volumeHandle").(string))
+	if _, err := os.Stat(filepath.Join(cipherDir, "gocryptfs.conf")); err != nil {
+		t.Fatalf("no gocryptfs directory in the inner volume: %v", err)
+	}
+	_ = filepath.Walk(cipherDir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		if strings.Contains(info.Name(), "secret") {
+			t.Errorf("plaintext file name in the inner volume: %s", path)
+		}
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), "top secret") {
+			t.Errorf("plaintext content in the inner volume: %s", path)
+		}
+		return nil
+	})
+
+	k(t, "-n", ns, "delete", "pod", "gocryptfs-client", "--wait=true")
+	noPavPodsLeft(t, "gocryptfs")
+	sw.lap("unstaged (gocryptfs pod stopped)")
+	// The encrypted claim goes before the inner one: its deletion pod mounts the inner claim.
+	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
+	if _, err := os.Stat(cipherDir); !os.IsNotExist(err) {
+		t.Fatalf("encrypted directory %s still exists after the claim was deleted (err=%v)", cipherDir, err)
+	}
+	sw.lap("claim deleted, ciphertext removed")
+}
+
+// TestS3Bucket runs versitygw, gets a new bucket for one claim and the existing
+// bucket for another, and checks objects and bucket lifetimes through the S3 API.
+func TestS3Bucket(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("s3-bucket", "provisioner.yaml"), "s3-bucket")
+	deleteAtEnd(t, "storageclass", "s3-bucket", "s3-existing-bucket")
+	srv := namespaceNamed(t, "pav-example-s3")
+	k(t, "-n", srv, "create", "secret", "generic", "s3-credentials",
+		"--from-literal=accessKeyId=pav-example", "--from-literal=secretAccessKey="+randomSecret(t))
+	k(t, "apply", "-f", example("s3-bucket", "server.yaml"))
+	waitPodReady(t, srv, "s3-server")
+	sw.lap("S3 server Ready")
+
+	// s3 runs rclone inside the server pod with the given secret key ("" = the real one).
+	s3 := func(secretKey string, args ...string) (string, error) {
+		if secretKey == "" {
+			secretKey = "$ROOT_SECRET_KEY"
+		}
+		script := `AWS_ACCESS_KEY_ID=$ROOT_ACCESS_KEY AWS_SECRET_ACCESS_KEY=` + secretKey +
+			` rclone --config /dev/null --s3-provider Other --s3-env-auth --s3-endpoint http://127.0.0.1:7070 --s3-region us-east-1 --retries 1 --low-level-retries 1 "$@"`
+		return kubectl(t.Context(), "", append([]string{"-n", srv, "exec", "s3-server", "--", "bash", "-c", script, "s3"}, args...)...)
+	}
+	if _, err := s3("wrong-key", "lsd", ":s3:"); err == nil {
+		t.Fatal("the S3 server accepted a wrong secret key; the example's credentials would be meaningless")
+	}
+
+	ns := newNamespace(t)
+	k(t, "-n", ns, "apply", "-f", example("s3-bucket", "usage.yaml"))
+	out := waitPodDone(t, ns, "s3-client", clientTimeout)
+	sw.lap("client pod used both buckets")
+	mustContain(t, out, "new bucket: hello from a pod")
+	mustContain(t, out, "existing bucket: Hello from a bucket that existed before the claim.")
+
+	newPV := pvOf(t, ns, "s3-new")
+	bucket := field(newPV, "spec", "csi", "volumeHandle").(string)
+	existingPV := pvOf(t, ns, "s3-existing")
+	if h := field(existingPV, "spec", "csi", "volumeHandle"); h != "existing-bucket" {
+		t.Fatalf("brownfield volume handle = %v, want existing-bucket", h)
+	}
+	got, err := s3("", "cat", ":s3:"+bucket+"/hello.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, got, "hello from a pod")
+
+	k(t, "-n", ns, "delete", "pod", "s3-client", "--wait=true")
+	noPavPodsLeft(t, "s3-bucket")
+	sw.lap("unstaged (s3fs pods stopped)")
+	k(t, "-n", ns, "delete", "pvc", "--all", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(newPV, "metadata", "name").(string), "")
+	waitGone(t, 2*time.Minute, "pv", field(existingPV, "metadata", "name").(string), "")
+	buckets, err := s3("", "lsf", ":s3:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buckets, bucket) {
+		t.Fatalf("greenfield bucket %s still exists after its claim was deleted: %s", bucket, buckets)
+	}
+	mustContain(t, buckets, "existing-bucket")
+	got, err = s3("", "cat", ":s3:existing-bucket/welcome.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, got, "existed before the claim")
+	sw.lap("claims deleted: new bucket removed, existing bucket kept")
+}
