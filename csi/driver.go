@@ -1,0 +1,202 @@
+// Package csi makes every PavProvisioner a CSI driver on its node: for each
+// provisioner name it serves the CSI Identity and Node services on
+// <kubelet dir>/plugins/<name>/csi.sock and registers that socket with kubelet
+// through the plugin registration API (<kubelet dir>/plugins_registry), in
+// process, without node-driver-registrar. CSI node RPCs do not carry the
+// driver name, hence one socket per name.
+//
+// PaV volumes need no attach and no separate NodeStage step: NodePublishVolume
+// runs the staging pod and bind-mounts its /pav/volume at the target path, and
+// NodeUnpublishVolume undoes that. This package only speaks CSI (argument
+// checks, status codes, serialisation per volume); the work is a Stager's.
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/klog/v2"
+)
+
+// PublishRequest is a validated NodePublishVolume request.
+type PublishRequest struct {
+	VolumeID   string
+	TargetPath string
+	// Block: the volume is a raw block device and TargetPath a file.
+	Block bool
+	// ReadOnly: the request is read-only or the access mode is a reader-only one.
+	ReadOnly bool
+	// VolumeContext holds the PV's volumeAttributes and, because the
+	// CSIDriver has podInfoOnMount, csi.storage.k8s.io/pod.* keys.
+	VolumeContext map[string]string
+}
+
+// Stager does the actual staging and unstaging of volumes. Errors carrying a
+// gRPC status are returned as they are; others become Internal.
+type Stager interface {
+	// Publish makes the volume available at req.TargetPath; idempotent.
+	Publish(ctx context.Context, driver string, req *PublishRequest) error
+	// Unpublish undoes Publish; idempotent, and succeeds for unknown volumes.
+	Unpublish(ctx context.Context, driver, volumeID, targetPath string) error
+}
+
+// Keys kubelet adds to the volume context of drivers with podInfoOnMount.
+const (
+	ContextPodName        = "csi.storage.k8s.io/pod.name"
+	ContextPodNamespace   = "csi.storage.k8s.io/pod.namespace"
+	ContextPodUID         = "csi.storage.k8s.io/pod.uid"
+	ContextServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
+	ContextEphemeral      = "csi.storage.k8s.io/ephemeral"
+)
+
+// Driver serves the CSI Identity and Node services for one driver name.
+type Driver struct {
+	csi.UnimplementedIdentityServer
+	csi.UnimplementedNodeServer
+
+	name    string
+	version string
+	nodeID  string
+	stager  Stager
+
+	// inflight serialises operations per (volume, target path): kubelet
+	// never issues two at once for one target, but a retry may overlap a
+	// call that is still running after kubelet's deadline expired.
+	mu       sync.Mutex
+	inflight map[string]bool
+}
+
+// NewDriver returns the servers of driver name on node nodeID.
+func NewDriver(name, version, nodeID string, stager Stager) *Driver {
+	return &Driver{name: name, version: version, nodeID: nodeID, stager: stager, inflight: map[string]bool{}}
+}
+
+// Name is the driver (PavProvisioner) name.
+func (d *Driver) Name() string { return d.name }
+
+func (d *Driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: d.name, VendorVersion: d.version}, nil
+}
+
+// GetPluginCapabilities: none. There is no controller service (PaV's
+// controller provisions through the API, not through CSI) and no topology
+// (a volume's node affinity, if any, is on its PV).
+func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	return &csi.GetPluginCapabilitiesResponse{}, nil
+}
+
+func (d *Driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}
+
+func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: d.nodeID}, nil
+}
+
+// NodeGetCapabilities: none. Without STAGE_UNSTAGE_VOLUME kubelet calls
+// NodePublishVolume once per pod and target path, which is exactly one
+// staging pod per client pod as the PaV spec describes; a per-node stage step
+// would need reference counting across pods and a second kind of state.
+func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	return &csi.NodeGetCapabilitiesResponse{}, nil
+}
+
+func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	case req.GetTargetPath() == "":
+		return nil, status.Error(codes.InvalidArgument, "target path missing in request")
+	case req.GetVolumeCapability() == nil:
+		return nil, status.Error(codes.InvalidArgument, "volume capability missing in request")
+	}
+	vc := req.GetVolumeCapability()
+	if vc.GetBlock() == nil && vc.GetMount() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume capability must be block or mount")
+	}
+	if vc.GetAccessMode() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume capability has no access mode")
+	}
+	readOnly := req.GetReadonly()
+	switch vc.GetAccessMode().GetMode() {
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		readOnly = true
+	}
+	if !d.begin(req.GetVolumeId(), req.GetTargetPath()) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetTargetPath())
+	}
+	defer d.end(req.GetVolumeId(), req.GetTargetPath())
+	err := d.stager.Publish(ctx, d.name, &PublishRequest{
+		VolumeID:      req.GetVolumeId(),
+		TargetPath:    req.GetTargetPath(),
+		Block:         vc.GetBlock() != nil,
+		ReadOnly:      readOnly,
+		VolumeContext: req.GetVolumeContext(),
+	})
+	if err != nil {
+		klog.ErrorS(err, "NodePublishVolume failed", "driver", d.name, "volume", req.GetVolumeId(), "target", req.GetTargetPath())
+		return nil, toStatus(err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	case req.GetTargetPath() == "":
+		return nil, status.Error(codes.InvalidArgument, "target path missing in request")
+	}
+	if !d.begin(req.GetVolumeId(), req.GetTargetPath()) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetTargetPath())
+	}
+	defer d.end(req.GetVolumeId(), req.GetTargetPath())
+	if err := d.stager.Unpublish(ctx, d.name, req.GetVolumeId(), req.GetTargetPath()); err != nil {
+		klog.ErrorS(err, "NodeUnpublishVolume failed", "driver", d.name, "volume", req.GetVolumeId(), "target", req.GetTargetPath())
+		return nil, toStatus(err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (d *Driver) begin(volumeID, target string) bool {
+	key := volumeID + "\x00" + target
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inflight[key] {
+		return false
+	}
+	d.inflight[key] = true
+	return true
+}
+
+func (d *Driver) end(volumeID, target string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.inflight, volumeID+"\x00"+target)
+}
+
+// toStatus keeps a status error's code; a context error becomes
+// DeadlineExceeded or Canceled (kubelet treats both as "maybe still in
+// progress" and calls again); anything else is Internal.
+func toStatus(err error) error {
+	if s, ok := status.FromError(err); ok {
+		return s.Err()
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return status.Error(se.GRPCStatus().Code(), err.Error())
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return status.Error(codes.Internal, fmt.Sprint(err))
+}

@@ -1,0 +1,352 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// fakeStager stages volumes created through fakeController by creating the
+// target (directory or file) and remembering it.
+type fakeStager struct {
+	mu        sync.Mutex
+	volumes   map[string]bool
+	published map[string]*PublishRequest // by target path
+	block     chan struct{}              // if set, Publish waits on it
+	err       error
+}
+
+func newFakeStager() *fakeStager {
+	return &fakeStager{volumes: map[string]bool{}, published: map[string]*PublishRequest{}}
+}
+
+func (f *fakeStager) Publish(ctx context.Context, driver string, req *PublishRequest) error {
+	if f.block != nil {
+		<-f.block
+	}
+	if f.err != nil {
+		return f.err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.volumes[req.VolumeID] {
+		return status.Errorf(codes.NotFound, "volume %s not found", req.VolumeID)
+	}
+	if p, ok := f.published[req.TargetPath]; ok {
+		if p.VolumeID != req.VolumeID || p.ReadOnly != req.ReadOnly || p.Block != req.Block {
+			return status.Errorf(codes.AlreadyExists, "%s is published differently", req.TargetPath)
+		}
+		return nil
+	}
+	if req.Block {
+		if err := os.WriteFile(req.TargetPath, nil, 0o600); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(req.TargetPath, 0o750); err != nil {
+		return err
+	}
+	f.published[req.TargetPath] = req
+	return nil
+}
+
+func (f *fakeStager) Unpublish(ctx context.Context, driver, volumeID, targetPath string) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.published, targetPath)
+	if err := os.RemoveAll(targetPath); err != nil {
+		return err
+	}
+	return nil
+}
+
+// fakeController lets csi-sanity create volumes for the node tests; PaV
+// itself has no controller service (only the test advertises one).
+type fakeController struct {
+	csi.UnimplementedControllerServer
+	s     *fakeStager
+	sizes map[string]int64
+}
+
+func (c *fakeController) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "capabilities missing")
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if !c.s.volumes[req.GetVolumeId()] {
+		return nil, status.Error(codes.NotFound, "no such volume")
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeCapabilities: req.GetVolumeCapabilities()}}, nil
+}
+
+func (c *fakeController) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
+		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
+	}}}, nil
+}
+
+func (c *fakeController) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name missing")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "capabilities missing")
+	}
+	// Volume IDs are hashes: csi-sanity uses 128-character names.
+	sum := sha256.Sum256([]byte(req.GetName()))
+	id := hex.EncodeToString(sum[:16])
+	size := req.GetCapacityRange().GetRequiredBytes()
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.sizes == nil {
+		c.sizes = map[string]int64{}
+	}
+	if old, ok := c.sizes[id]; ok && old != size {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with another size", req.GetName())
+	}
+	c.sizes[id] = size
+	c.s.volumes[id] = true
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}}, nil
+}
+
+func (c *fakeController) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing")
+	}
+	c.s.mu.Lock()
+	delete(c.s.volumes, req.GetVolumeId())
+	delete(c.sizes, req.GetVolumeId())
+	c.s.mu.Unlock()
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// withController advertises the test's controller service.
+type withController struct{ *Driver }
+
+func (w withController) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
+	}}}, nil
+}
+
+func TestSanity(t *testing.T) {
+	dir, err := os.MkdirTemp("", "pav-sanity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	stager := newFakeStager()
+	d := NewDriver("sanity.example", "test", "node1", stager)
+	sock := filepath.Join(dir, "csi.sock")
+	lis, err := listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	csi.RegisterIdentityServer(srv, withController{d})
+	csi.RegisterNodeServer(srv, d)
+	csi.RegisterControllerServer(srv, &fakeController{s: stager})
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	cfg := sanity.NewTestConfig()
+	cfg.Address = "unix:" + sock
+	cfg.TargetPath = filepath.Join(dir, "target")
+	cfg.StagingPath = filepath.Join(dir, "staging")
+	cfg.IdempotentCount = 2
+	sanity.Test(t, cfg)
+}
+
+func dial(t *testing.T, sock string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func TestNodePublishArguments(t *testing.T) {
+	mountCap := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	blockROCap := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY},
+	}
+	tests := []struct {
+		name      string
+		req       *csi.NodePublishVolumeRequest
+		stagerErr error
+		code      codes.Code
+		want      *PublishRequest
+	}{
+		{name: "no volume id", req: &csi.NodePublishVolumeRequest{TargetPath: "/t", VolumeCapability: mountCap}, code: codes.InvalidArgument},
+		{name: "no target", req: &csi.NodePublishVolumeRequest{VolumeId: "v", VolumeCapability: mountCap}, code: codes.InvalidArgument},
+		{name: "no capability", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t"}, code: codes.InvalidArgument},
+		{name: "no access type", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: &csi.VolumeCapability{
+			AccessMode: mountCap.AccessMode}}, code: codes.InvalidArgument},
+		{name: "mount", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap,
+			VolumeContext: map[string]string{ContextPodName: "p"}},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", VolumeContext: map[string]string{ContextPodName: "p"}}},
+		{name: "readonly flag", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap, Readonly: true},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", ReadOnly: true}},
+		{name: "reader-only access mode, block", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: blockROCap},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", ReadOnly: true, Block: true}},
+		{name: "stager status kept", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
+			stagerErr: status.Error(codes.FailedPrecondition, "static validation failed"), code: codes.FailedPrecondition},
+		{name: "wrapped status kept", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
+			stagerErr: fmt.Errorf("context: %w", status.Error(codes.NotFound, "no PV")), code: codes.NotFound},
+		{name: "deadline", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
+			stagerErr: fmt.Errorf("waiting: %w", context.DeadlineExceeded), code: codes.DeadlineExceeded},
+		{name: "plain error is internal", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
+			stagerErr: errors.New("boom"), code: codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recordingStager{err: tt.stagerErr}
+			d := NewDriver("d", "v", "n", rec)
+			_, err := d.NodePublishVolume(context.Background(), tt.req)
+			if got := status.Code(err); got != tt.code {
+				t.Fatalf("code = %v (%v), want %v", got, err, tt.code)
+			}
+			if tt.want != nil {
+				if rec.last == nil {
+					t.Fatal("stager not called")
+				}
+				got := *rec.last
+				if got.VolumeContext == nil {
+					got.VolumeContext = nil
+				}
+				if fmt.Sprint(got) != fmt.Sprint(*tt.want) {
+					t.Errorf("stager got %+v, want %+v", got, *tt.want)
+				}
+			}
+		})
+	}
+}
+
+type recordingStager struct {
+	err  error
+	last *PublishRequest
+}
+
+func (r *recordingStager) Publish(_ context.Context, _ string, req *PublishRequest) error {
+	r.last = req
+	return r.err
+}
+func (r *recordingStager) Unpublish(context.Context, string, string, string) error { return r.err }
+
+func TestConcurrentCallsAreAborted(t *testing.T) {
+	s := newFakeStager()
+	s.volumes["v"] = true
+	s.block = make(chan struct{})
+	d := NewDriver("d", "v", "n", s)
+	target := filepath.Join(t.TempDir(), "t")
+	req := &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target, VolumeCapability: &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}}
+	done := make(chan error)
+	go func() { _, err := d.NodePublishVolume(context.Background(), req); done <- err }()
+	// Wait until the first call holds the volume.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		d.mu.Lock()
+		n := len(d.inflight)
+		d.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := d.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: target}); status.Code(err) != codes.Aborted {
+		t.Errorf("overlapping call: %v, want Aborted", err)
+	}
+	close(s.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManagerRegistration(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	// A stale socket from a previous incarnation must not stop us.
+	if err := os.MkdirAll(filepath.Join(dir, "plugins_registry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.RegistrationSocket("prov"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("prov"); err != nil {
+		t.Fatalf("second Add: %v", err)
+	}
+	ctx := context.Background()
+	reg := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket("prov")))
+	info, err := reg.GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Type != registerapi.CSIPlugin || info.Name != "prov" || info.Endpoint != filepath.Join(dir, "plugins/prov/csi.sock") ||
+		len(info.SupportedVersions) != 1 || info.SupportedVersions[0] != "1.0.0" {
+		t.Errorf("GetInfo = %+v", info)
+	}
+	// What kubelet does next: NodeGetInfo on the endpoint, then report back.
+	conn := dial(t, info.Endpoint)
+	ni, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+	if err != nil || ni.NodeId != "node1" {
+		t.Fatalf("NodeGetInfo = %v, %v", ni, err)
+	}
+	pi, err := csi.NewIdentityClient(conn).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+	if err != nil || pi.Name != "prov" || pi.VendorVersion != "1.2.3" {
+		t.Fatalf("GetPluginInfo = %v, %v", pi, err)
+	}
+	if _, err := reg.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Registered("prov"):
+	default:
+		t.Error("Registered not closed after kubelet's success notification")
+	}
+	if got := m.Names(); len(got) != 1 || got[0] != "prov" {
+		t.Errorf("Names = %v", got)
+	}
+	m.Remove("prov")
+	for _, p := range []string{m.RegistrationSocket("prov"), m.CSISocket("prov"), filepath.Dir(m.CSISocket("prov"))} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after Remove (%v)", p, err)
+		}
+	}
+	m.Remove("prov") // idempotent
+}

@@ -1,0 +1,255 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+// Collector hands the files that validation, creation and deletion pods
+// leave in /pav to the controller: once such a pod on this node has
+// terminated, it copies /pav/handle, /pav/capacity and /pav/error into the
+// pod's annotations, marks the pod collected, and removes the pod's host
+// directory. The controller only reads the annotations, so it never needs
+// access to the node's filesystem.
+type Collector struct {
+	kube       kubernetes.Interface
+	pods       corelisters.PodLister
+	podsSynced cache.InformerSynced
+	mounter    mount.Interface
+	root       string
+	// orphanMinAge protects directories of pods being created right now
+	// (the staging code creates the directory before the pod).
+	orphanMinAge time.Duration
+	queue        workqueue.TypedRateLimitingInterface[string]
+}
+
+// collectedPhases are the phases whose results the controller reads.
+var collectedPhases = map[templating.Phase]bool{
+	templating.PhaseValidation: true,
+	templating.PhaseCreation:   true,
+	templating.PhaseDeletion:   true,
+}
+
+// NewCollector registers on podInformer, which must only see PaV pods bound to this node.
+func NewCollector(kube kubernetes.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string) *Collector {
+	c := &Collector{
+		kube:         kube,
+		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),
+		podsSynced:   podInformer.HasSynced,
+		mounter:      mounter,
+		root:         root,
+		orphanMinAge: time.Minute,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "results"}),
+	}
+	enqueue := func(obj interface{}) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || !collectedPhases[templating.Phase(pod.Labels[templating.LabelPhase])] || !terminated(pod) {
+			return
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+	})
+	return c
+}
+
+// Run processes terminated pods until ctx ends, and sweeps orphan
+// directories once the cache is synced and then every ten minutes.
+func (c *Collector) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.podsSynced) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx) {
+			}
+		}, time.Second)
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.SweepOrphans(time.Now()); err != nil {
+			klog.ErrorS(err, "Sweeping orphan /pav directories")
+		}
+	}, 10*time.Minute)
+}
+
+func (c *Collector) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		klog.ErrorS(err, "Collecting pod results", "pod", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Collector) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	pod, err := c.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil // its directory, if any, is an orphan now
+	}
+	if err != nil {
+		return err
+	}
+	return c.Collect(ctx, pod)
+}
+
+// Collect copies a terminated pod's results into its annotations, then
+// removes its host directory. It is idempotent: a pod already collected
+// only gets its directory removed (a crash may have come in between).
+func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
+	if !terminated(pod) || !collectedPhases[templating.Phase(pod.Labels[templating.LabelPhase])] {
+		return nil
+	}
+	dir, err := podHostDir(pod, c.root)
+	if err != nil {
+		// Not ours to read; still mark it so the controller does not wait.
+		klog.InfoS("Not reading pod's /pav", "pod", klog.KObj(pod), "reason", err)
+		dir = ""
+	}
+	if pod.Annotations[templating.AnnotationResultsCollected] != "true" {
+		ann := map[string]interface{}{templating.AnnotationResultsCollected: "true"}
+		if dir != "" {
+			results, err := readResults(dir)
+			if err != nil {
+				return err
+			}
+			for k, v := range results {
+				ann[k] = v
+			}
+		}
+		patch, _ := json.Marshal(map[string]interface{}{
+			"metadata": map[string]interface{}{"annotations": ann},
+		})
+		_, err := c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			// Gone already (the controller gave up waiting): drop the directory.
+		} else if err != nil {
+			return fmt.Errorf("annotating pod %s/%s with its results: %w", pod.Namespace, pod.Name, err)
+		} else {
+			klog.V(2).InfoS("Collected pod results", "pod", klog.KObj(pod), "dir", dir)
+		}
+	}
+	if dir == "" {
+		return nil
+	}
+	return cleanupDir(c.mounter, dir)
+}
+
+// readResults reads handle, capacity and error from a pod's host directory.
+// A file the pod did not write (or left empty) yields no annotation. A file
+// PaV refuses to read becomes the error annotation, so the failure is explained.
+func readResults(dir string) (map[string]string, error) {
+	out := map[string]string{}
+	files := []struct {
+		name, annotation string
+		max              int
+	}{
+		{templating.FileHandle, templating.AnnotationResultHandle, maxHandleBytes},
+		{templating.FileCapacity, templating.AnnotationResultCapacity, maxCapacityBytes},
+		{templating.FileError, templating.AnnotationResultError, maxErrorBytes},
+	}
+	var refused []string
+	for _, f := range files {
+		s, exists, err := readResultFile(dir, f.name, f.max)
+		if err != nil {
+			if exists {
+				refused = append(refused, err.Error())
+				continue
+			}
+			return nil, err
+		}
+		if s != "" {
+			out[f.annotation] = s
+		}
+	}
+	if len(refused) > 0 {
+		msg := fmt.Sprintf("PaV refused to read the pod's results: %v", refused)
+		if e := out[templating.AnnotationResultError]; e != "" {
+			msg = e + "\n" + msg
+		}
+		out[templating.AnnotationResultError] = msg
+	}
+	return out, nil
+}
+
+// SweepOrphans removes directories under the root that no PaV pod on this
+// node references any more (their pod was deleted before its results were
+// collected, or the node plugin crashed in between). Directories younger
+// than orphanMinAge are kept: their pod may be being created right now.
+func (c *Collector) SweepOrphans(now time.Time) error {
+	entries, err := os.ReadDir(c.root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", c.root, err)
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	inUse := map[string]bool{}
+	for _, pod := range pods {
+		if dir, err := podHostDir(pod, c.root); err == nil {
+			inUse[dir] = true
+		}
+	}
+	var errs []error
+	for _, e := range entries {
+		dir := filepath.Join(c.root, e.Name())
+		if inUse[dir] {
+			continue
+		}
+		info, err := os.Lstat(dir)
+		if err != nil || now.Sub(info.ModTime()) < c.orphanMinAge {
+			continue
+		}
+		klog.InfoS("Removing orphan /pav directory", "dir", dir)
+		if err := cleanupDir(c.mounter, dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,225 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+func pavPod(name string, phase templating.Phase, podPhase corev1.PodPhase, hostDir string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "default",
+			Labels: map[string]string{templating.LabelPhase: string(phase)},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "node1",
+			Volumes: []corev1.Volume{{
+				Name:         templating.PavVolumeName,
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir}},
+			}},
+		},
+		Status: corev1.PodStatus{Phase: podPhase},
+	}
+}
+
+func newTestCollector(t *testing.T, root string, pods ...*corev1.Pod) (*Collector, *fake.Clientset, *mount.FakeMounter) {
+	t.Helper()
+	var objs []runtime.Object
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	kube := fake.NewSimpleClientset(objs...)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	m := mount.NewFakeMounter(nil)
+	c := NewCollector(kube, inf, m, root)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return c, kube, m
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCollect(t *testing.T) {
+	root := t.TempDir()
+	tests := []struct {
+		name       string
+		phase      templating.Phase
+		podPhase   corev1.PodPhase
+		files      map[string]string
+		symlinks   map[string]string
+		preMounted bool
+		want       map[string]string // expected annotations; nil = no patch
+		dirGone    bool
+	}{
+		{
+			name: "creation succeeded with handle and capacity", phase: templating.PhaseCreation, podPhase: corev1.PodSucceeded,
+			files: map[string]string{"handle": "vol-1\n", "capacity": " 1Gi \n", "error": ""},
+			want: map[string]string{
+				templating.AnnotationResultsCollected: "true",
+				templating.AnnotationResultHandle:     "vol-1",
+				templating.AnnotationResultCapacity:   "1Gi",
+			},
+			dirGone: true,
+		},
+		{
+			name: "validation failed with error file", phase: templating.PhaseValidation, podPhase: corev1.PodFailed,
+			files: map[string]string{"error": "size too large\n"},
+			want: map[string]string{
+				templating.AnnotationResultsCollected: "true",
+				templating.AnnotationResultError:      "size too large",
+			},
+			dirGone: true,
+		},
+		{
+			name: "symlinked handle is refused", phase: templating.PhaseCreation, podPhase: corev1.PodSucceeded,
+			symlinks: map[string]string{"handle": "/etc/hostname"},
+			want: map[string]string{
+				templating.AnnotationResultsCollected: "true",
+				templating.AnnotationResultError:      "PaV refused to read the pod's results: [/pav/handle is a symbolic link; PaV only reads regular files]",
+			},
+			dirGone: true,
+		},
+		{
+			name: "leftover mount is unmounted before removal", phase: templating.PhaseDeletion, podPhase: corev1.PodSucceeded,
+			preMounted: true,
+			want:       map[string]string{templating.AnnotationResultsCollected: "true"},
+			dirGone:    true,
+		},
+		{
+			name: "running pod is left alone", phase: templating.PhaseCreation, podPhase: corev1.PodRunning,
+			files: map[string]string{"handle": "x"},
+		},
+		{
+			name: "staging pod is left alone", phase: templating.PhaseStaging, podPhase: corev1.PodSucceeded,
+			files: map[string]string{"handle": "x"},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(root, "pod-"+string(rune('a'+i)))
+			if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for n, c := range tt.files {
+				writeFile(t, filepath.Join(dir, n), c)
+			}
+			for n, target := range tt.symlinks {
+				if err := os.Symlink(target, filepath.Join(dir, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := pavPod("p", tt.phase, tt.podPhase, dir)
+			c, kube, m := newTestCollector(t, root, pod)
+			if tt.preMounted {
+				m.MountPoints = []mount.MountPoint{{Device: "tmpfs", Path: filepath.Join(dir, "sub"), Type: "tmpfs"}}
+			}
+			if err := c.Collect(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			got, err := kube.CoreV1().Pods("default").Get(context.Background(), "p", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == nil {
+				if len(got.Annotations) != 0 {
+					t.Errorf("annotations = %v, want none", got.Annotations)
+				}
+			} else {
+				for k, v := range tt.want {
+					if got.Annotations[k] != v {
+						t.Errorf("annotation %s = %q, want %q", k, got.Annotations[k], v)
+					}
+				}
+				if len(got.Annotations) != len(tt.want) {
+					t.Errorf("annotations = %v, want %v", got.Annotations, tt.want)
+				}
+			}
+			_, statErr := os.Stat(dir)
+			if gone := os.IsNotExist(statErr); gone != tt.dirGone {
+				t.Errorf("dir gone = %v, want %v", gone, tt.dirGone)
+			}
+			if tt.preMounted && len(m.MountPoints) != 0 {
+				t.Errorf("mounts left: %v", m.MountPoints)
+			}
+		})
+	}
+}
+
+func TestCollectRefusesDirOutsideRoot(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "handle"), "secret")
+	pod := pavPod("p", templating.PhaseCreation, corev1.PodSucceeded, outside)
+	c, kube, _ := newTestCollector(t, root, pod)
+	if err := c.Collect(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := kube.CoreV1().Pods("default").Get(context.Background(), "p", metav1.GetOptions{})
+	if got.Annotations[templating.AnnotationResultHandle] != "" || got.Annotations[templating.AnnotationResultsCollected] != "true" {
+		t.Errorf("annotations = %v", got.Annotations)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "handle")); err != nil {
+		t.Errorf("file outside the root was touched: %v", err)
+	}
+}
+
+func TestReadResultFileCapsSize(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "error"), strings.Repeat("x", maxErrorBytes+100))
+	s, ok, err := readResultFile(dir, "error", maxErrorBytes)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if !strings.HasSuffix(s, "(truncated)") || len(s) > maxErrorBytes+20 {
+		t.Errorf("len %d, suffix %q", len(s), s[len(s)-15:])
+	}
+}
+
+func TestSweepOrphans(t *testing.T) {
+	root := t.TempDir()
+	used := filepath.Join(root, "used")
+	oldOrphan := filepath.Join(root, "old-orphan")
+	youngOrphan := filepath.Join(root, "young-orphan")
+	for _, d := range []string{used, oldOrphan, youngOrphan} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{used, oldOrphan} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _, _ := newTestCollector(t, root, pavPod("p", templating.PhaseStaging, corev1.PodRunning, used))
+	if err := c.SweepOrphans(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for d, wantExists := range map[string]bool{used: true, oldOrphan: false, youngOrphan: true} {
+		_, err := os.Stat(d)
+		if exists := err == nil; exists != wantExists {
+			t.Errorf("%s exists = %v, want %v", filepath.Base(d), exists, wantExists)
+		}
+	}
+}
