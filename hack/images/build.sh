@@ -1,0 +1,79 @@
+#!/bin/bash
+# build.sh [pause|test|pav|all]... - build the local images as OCI tarballs in $IMAGES_DIR
+# (default _output/images), without Docker. Import them with hack/cluster/load-images.sh.
+#
+#   pause  registry.k8s.io/pause:3.10 (the name containerd's sandbox_image expects)
+#   test   busybox-static + bash, as pav-test:latest, busybox:latest, ubuntu:20.04, alpine:3.15
+#   pav    $IMAGE (default pav:latest): cmd/pav (CGO_ENABLED=0) on busybox-static, entrypoint /pav
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+IMAGES_DIR=${IMAGES_DIR:-$REPO/_output/images}
+TOOLS=$REPO/_output/bin
+IMAGE=${IMAGE:-pav:latest}
+VERSION=${VERSION:-$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo dev)}
+mkdir -p "$IMAGES_DIR" "$TOOLS"
+export CGO_ENABLED=0
+
+# fullname NAME: the name containerd stores for a short docker-style name
+fullname() {
+  local n=$1
+  case ${n%%/*} in
+    *.*|*:*|localhost) [ "${n#*/}" != "$n" ] && { echo "$n"; return; } ;;
+  esac
+  [ "${n#*/}" = "$n" ] && n=library/$n
+  echo "docker.io/$n"
+}
+
+(cd "$REPO" && go build -trimpath -ldflags '-s -w' -o "$TOOLS/" ./hack/tools/mkimg ./hack/tools/pause)
+MKIMG=$TOOLS/mkimg
+
+# busybox_rootfs DIR: busybox-static with every applet linked, plus minimal /etc.
+busybox_rootfs() {
+  local r=$1 a
+  rm -rf "$r"
+  mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,etc,tmp,root,var,home,dev,proc,sys,mnt,run}
+  chmod 1777 "$r/tmp"
+  [ -x /bin/busybox ] || { echo "busybox-static is missing: apt-get install busybox-static" >&2; exit 1; }
+  cp /bin/busybox "$r/bin/busybox"
+  for a in $(/bin/busybox --list-full); do [ -e "$r/$a" ] || ln -s /bin/busybox "$r/$a"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n' > "$r/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' > "$r/etc/group"
+  : > "$r/etc/hosts"
+}
+
+build_pause() {
+  local r=$IMAGES_DIR/rootfs-pause
+  rm -rf "$r"; mkdir -p "$r"
+  cp "$TOOLS/pause" "$r/pause"
+  "$MKIMG" -rootfs "$r" -name registry.k8s.io/pause:3.10 -entrypoint /pause -out "$IMAGES_DIR/pause.tar"
+}
+
+build_test() {
+  local r=$IMAGES_DIR/rootfs-test l
+  busybox_rootfs "$r"
+  # real bash (PaV's examples and tests use bash), with the libraries it links
+  rm -f "$r/bin/bash"; cp -L /bin/bash "$r/bin/bash"
+  for l in $(ldd /bin/bash | grep -o '/[^ ]*'); do
+    mkdir -p "$r$(dirname "$l")"; cp -L "$l" "$r$l"
+  done
+  "$MKIMG" -rootfs "$r" -cmd sh -out "$IMAGES_DIR/test.tar" -name \
+    docker.io/library/pav-test:latest,docker.io/library/busybox:latest,docker.io/library/ubuntu:20.04,docker.io/library/alpine:3.15
+}
+
+build_pav() {
+  local r=$IMAGES_DIR/rootfs-pav
+  busybox_rootfs "$r"   # the node plugin runs mount/umount (k8s.io/mount-utils) and sh
+  (cd "$REPO" && go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$r/pav" ./cmd/pav)
+  "$MKIMG" -rootfs "$r" -entrypoint /pav -out "$IMAGES_DIR/pav.tar" -name "$(fullname "$IMAGE")"
+}
+
+[ $# = 0 ] && set -- all
+for what in "$@"; do
+  case $what in
+    pause) build_pause ;;
+    test) build_test ;;
+    pav) build_pav ;;
+    all) build_pause; build_test; build_pav ;;
+    *) echo "usage: $0 [pause|test|pav|all]..." >&2; exit 2 ;;
+  esac
+done
