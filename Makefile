@@ -49,6 +49,13 @@ image: ## build the PaV image with Docker (same contents as `make images`' pav.t
 
 # deploy: owned by the controller engineer (installs deployment.yaml with $(IMAGE)).
 
+# ---------------------------------------------------------------- examples
+.PHONY: examples-images demo
+examples-images: ## build the examples' images (Debian packages, versitygw) into _output/images; then make cluster-load
+	examples/images.sh
+demo: ## bring the local cluster up if none is reachable, install PaV, run examples/hello-world, print what it read
+	examples/demo.sh
+
 # ---------------------------------------------------------------- tests
 .PHONY: test test-unit test-integration e2e e2e-build
 test: test-unit test-integration ## unit, integration, then e2e tests (brings the cluster up, loads images)

@@ -18,8 +18,17 @@ if ! k get --raw /readyz >/dev/null 2>&1; then
   make cluster-up
 fi
 
-say "building and installing PaV (make images cluster-load deploy)"
-flock /tmp/pav-e2e.lock make images cluster-load deploy
+say "building PaV's image (make images)"
+make images
+
+# Only one e2e run or PaV (re)install may touch the cluster at a time.
+say "waiting for the cluster lock (/tmp/pav-e2e.lock)"
+exec 9> /tmp/pav-e2e.lock
+flock 9
+export PAV_E2E_LOCKED=1
+
+say "installing PaV (make cluster-load deploy)"
+make cluster-load deploy
 
 cleanup() {
   say "cleaning up"
