@@ -1,0 +1,816 @@
+//go:build integration
+
+// Integration tests of the controller against a real kube-apiserver and etcd
+// (no kubelet, scheduler or kube-controller-manager). The tests play the
+// missing parts: kubelet (pod status), PaV's node plugin (the result
+// annotations on terminated pods) and the PV controller (status.phase
+// Released on PVs whose claim is gone).
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/albertofaria/pav/controller"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+const timeout = 30 * time.Second
+
+type env struct {
+	t    *testing.T
+	ctx  context.Context
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	pav  *v1alpha1.Client
+	ns   string
+
+	mu         sync.Mutex
+	stopCtrl   context.CancelFunc
+	ctrlDone   chan struct{}
+	engine     controller.Engine
+	workerOpts controller.Config
+}
+
+var nsCounter int
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cfg := apiServer(t)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pav, err := v1alpha1.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	nsCounter++
+	ns := fmt.Sprintf("t%d-%s", nsCounter, strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	if len(ns) > 60 {
+		ns = ns[:60]
+	}
+	ns = strings.TrimRight(ns, "-")
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pav, ns: ns, engine: testEngine()}
+	t.Cleanup(e.stopController)
+	return e
+}
+
+// startController runs a controller until stopController (or the test's end).
+func (e *env) startController() {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, err := controller.New(controller.Config{
+		Kube: e.kube, Pav: e.pav, Engine: e.engine,
+		RetryStart: 200 * time.Millisecond, RetryMax: 2 * time.Second,
+		ResultsTimeout: time.Minute,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			e.t.Errorf("controller: %v", err)
+		}
+	}()
+	e.stopCtrl, e.ctrlDone = cancel, done
+}
+
+func (e *env) stopController() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopCtrl != nil {
+		e.stopCtrl()
+		<-e.ctrlDone
+		e.stopCtrl = nil
+	}
+}
+
+func (e *env) waitFor(what string, cond func() (bool, error)) {
+	e.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(e.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		e.t.Fatalf("timed out waiting for %s (last error: %v)\nevents:\n%s", what, last, e.events())
+	}
+}
+
+func (e *env) events() string {
+	list, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, ev := range list.Items {
+		if ev.Namespace == e.ns || ev.InvolvedObject.Namespace == "" {
+			fmt.Fprintf(&b, "  %s %s/%s %s: %s\n", ev.Type, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+		}
+	}
+	return b.String()
+}
+
+// --- object builders ---
+
+func value(v interface{}) *v1alpha1.Value { return v1alpha1.NewValue(v) }
+
+// podTemplate is a run-to-completion pod template as JSON-like data.
+func podTemplate(ns string) map[string]interface{} {
+	md := map[string]interface{}{}
+	if ns != "" {
+		md["namespace"] = ns
+	}
+	return map[string]interface{}{
+		"metadata": md,
+		"spec": map[string]interface{}{
+			"containers": []interface{}{map[string]interface{}{"name": "main", "image": "busybox", "command": []interface{}{"true"}}},
+		},
+	}
+}
+
+func (e *env) provisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)) *v1alpha1.PavProvisioner {
+	e.t.Helper()
+	p := &v1alpha1.PavProvisioner{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.PavProvisionerSpec{
+			ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic},
+			VolumeStaging:     &v1alpha1.VolumeStaging{PodTemplate: value(podTemplate(""))},
+		},
+	}
+	if mutate != nil {
+		mutate(&p.Spec)
+	}
+	out, err := e.pav.Create(e.ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating PavProvisioner: %v", err)
+	}
+	e.t.Cleanup(func() { e.forceDeleteProvisioner(name) })
+	return out
+}
+
+// forceDeleteProvisioner removes a provisioner even if the controller is gone.
+func (e *env) forceDeleteProvisioner(name string) {
+	ctx := context.Background()
+	_ = e.pav.Delete(ctx, name, metav1.DeleteOptions{})
+	if p, err := e.pav.Get(ctx, name, metav1.GetOptions{}); err == nil {
+		p.Finalizers = nil
+		_, _ = e.pav.Update(ctx, p, metav1.UpdateOptions{})
+	}
+}
+
+func (e *env) class(name, provisioner string, mutate func(*storagev1.StorageClass)) *storagev1.StorageClass {
+	e.t.Helper()
+	sc := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: name},
+		Provisioner: provisioner,
+		Parameters:  map[string]string{"color": "blue"},
+	}
+	if mutate != nil {
+		mutate(sc)
+	}
+	out, err := e.kube.StorageV1().StorageClasses().Create(e.ctx, sc, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.kube.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return out
+}
+
+func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	out, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// --- playing kubelet, node plugin and PV controller ---
+
+// pod waits for the pod of a phase for key (claim UID, or PV name for deletions of a PV).
+func (e *env) pod(phase templating.Phase, key string) *corev1.Pod {
+	e.t.Helper()
+	sel := templating.LabelPhase + "=" + string(phase)
+	var found *corev1.Pod
+	e.waitFor(fmt.Sprintf("the %s pod of %s", phase, key), func() (bool, error) {
+		pods, err := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if (p.Labels[templating.LabelClaimUID] == key || p.Labels[templating.LabelVolume] == key) && p.DeletionTimestamp == nil &&
+				(phase != templating.PhaseDeletion || key != p.Labels[templating.LabelClaimUID] || p.Labels[templating.LabelVolume] == "") {
+				found = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// pavPods lists PaV pods of a claim UID (any phase).
+func (e *env) pavPods(claimUID types.UID) []corev1.Pod {
+	e.t.Helper()
+	pods, err := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: templating.LabelClaimUID + "=" + string(claimUID)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// finishPod plays kubelet (the pod terminates) and the node plugin (results).
+func (e *env) finishPod(pod *corev1.Pod, exitCode int32, terminationMessage string, results map[string]string) {
+	e.t.Helper()
+	now := metav1.Now()
+	phase := corev1.PodSucceeded
+	if exitCode != 0 {
+		phase = corev1.PodFailed
+	}
+	cur, err := e.kube.CoreV1().Pods(pod.Namespace).Get(e.ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cur.Status.Phase = phase
+	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "main", Image: "busybox",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: exitCode, Message: terminationMessage, FinishedAt: now, StartedAt: now,
+		}},
+	}}
+	if _, err := e.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("setting status of pod %s: %v", pod.Name, err)
+	}
+	ann := map[string]interface{}{templating.AnnotationResultsCollected: "true"}
+	for k, v := range results {
+		ann[k] = v
+	}
+	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"annotations": ann}})
+	if _, err := e.kube.CoreV1().Pods(pod.Namespace).Patch(e.ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.t.Fatalf("annotating pod %s: %v", pod.Name, err)
+	}
+}
+
+func (e *env) volume(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	e.t.Helper()
+	var pv *corev1.PersistentVolume
+	e.waitFor("the PV of claim "+pvc.Name, func() (bool, error) {
+		var err error
+		pv, err = e.kube.CoreV1().PersistentVolumes().Get(e.ctx, "pvc-"+string(pvc.UID), metav1.GetOptions{})
+		return err == nil, err
+	})
+	return pv
+}
+
+// release plays the PV controller: the claim is gone, the PV is Released.
+func (e *env) release(pv *corev1.PersistentVolume) {
+	e.t.Helper()
+	cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.VolumeReleased
+	if _, err := e.kube.CoreV1().PersistentVolumes().UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// volumeGone: the PV is gone, or only kube-controller-manager's protection
+// finalizer (nobody runs it here) keeps the deleted object.
+func (e *env) waitVolumeGone(name string) {
+	e.t.Helper()
+	e.waitFor("PV "+name+" to be deleted", func() (bool, error) {
+		pv, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, f := range pv.Finalizers {
+			if f == templating.FinalizerVolume {
+				return false, nil
+			}
+		}
+		return pv.DeletionTimestamp != nil, nil
+	})
+}
+
+func (e *env) getClaim(name string) *corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	pvc, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pvc
+}
+
+func hasFinalizer(m metav1.Object, f string) bool {
+	for _, x := range m.GetFinalizers() {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// waitEvent waits for an Event on an object whose reason and message match.
+func (e *env) waitEvent(objName, reason, substring string) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("event %s on %s containing %q", reason, objName, substring), func() (bool, error) {
+		list, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Name == objName && ev.Reason == reason && strings.Contains(ev.Message, substring) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func (e *env) noVolumeFor(pvc *corev1.PersistentVolumeClaim) {
+	e.t.Helper()
+	if _, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, "pvc-"+string(pvc.UID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		e.t.Fatalf("claim %s has a PV (err %v)", pvc.Name, err)
+	}
+}
+
+func (e *env) waitNoPods(claimUID types.UID) {
+	e.t.Helper()
+	e.waitFor("PaV pods of claim "+string(claimUID)+" to go", func() (bool, error) {
+		return len(e.pavPods(claimUID)) == 0, nil
+	})
+}
+
+// ================================ tests ================================
+
+func TestProvisionWithoutPods(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("nopods", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("3Gi")}
+	})
+	e.class("nopods", p.Name, nil)
+	pvc := e.claim("c", "nopods", "1Gi")
+	pv := e.volume(pvc)
+
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != p.Name || pv.Spec.CSI.VolumeHandle != "pvc-"+string(pvc.UID) {
+		t.Errorf("csi: %+v", pv.Spec.CSI)
+	}
+	if pv.Spec.CSI.VolumeAttributes["color"] != "blue" {
+		t.Errorf("volumeAttributes: %v", pv.Spec.CSI.VolumeAttributes)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("3Gi")) != 0 {
+		t.Errorf("capacity %s", q.String())
+	}
+	if r := pv.Spec.ClaimRef; r == nil || r.UID != pvc.UID || r.Name != "c" || r.Namespace != e.ns {
+		t.Errorf("claimRef %+v", r)
+	}
+	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != p.Name || pv.Spec.StorageClassName != "nopods" ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !hasFinalizer(pv, templating.FinalizerVolume) {
+		t.Errorf("PV metadata/spec: %+v", pv)
+	}
+	e.waitEvent("c", "ProvisioningSucceeded", pv.Name)
+	e.waitFor("claim finalizer removed", func() (bool, error) {
+		return !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim), nil
+	})
+
+	// The PavProvisioner got its CSIDriver, finalizer and status.
+	e.waitFor("provisioner status", func() (bool, error) {
+		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
+		valid := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionValid)
+		return ready != nil && ready.Status == metav1.ConditionTrue && valid != nil && valid.Status == metav1.ConditionTrue &&
+			cur.Status.ObservedGeneration == cur.Generation && hasFinalizer(cur, templating.FinalizerProvisioner), nil
+	})
+	d, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.AttachRequired || !*d.Spec.PodInfoOnMount || len(d.OwnerReferences) != 1 || d.OwnerReferences[0].UID != p.UID {
+		t.Errorf("CSIDriver: %+v", d)
+	}
+}
+
+func withPods(validation, creation, deletion bool) func(*v1alpha1.PavProvisionerSpec) {
+	return func(s *v1alpha1.PavProvisionerSpec) {
+		if validation {
+			s.VolumeValidation = &v1alpha1.VolumeValidation{PodTemplate: value(podTemplate(""))}
+		}
+		if creation {
+			s.VolumeCreation = &v1alpha1.VolumeCreation{PodTemplate: value(podTemplate(""))}
+		}
+		if deletion {
+			s.VolumeDeletion = &v1alpha1.VolumeDeletion{PodTemplate: value(podTemplate(""))}
+		}
+	}
+}
+
+func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("pods", withPods(true, true, true))
+	e.class("pods", p.Name, nil)
+	pvc := e.claim("c", "pods", "1Gi")
+	uid := string(pvc.UID)
+
+	val := e.pod(templating.PhaseValidation, uid)
+	if val.Namespace != "default" || val.Labels[templating.LabelProvisioner] != p.Name {
+		t.Errorf("validation pod %s/%s labels %v", val.Namespace, val.Name, val.Labels)
+	}
+	if !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim) {
+		t.Error("claim has no PaV finalizer while its pods run")
+	}
+	e.finishPod(val, 0, "", nil)
+	cre := e.pod(templating.PhaseCreation, uid)
+	e.waitFor("validation pod deleted", func() (bool, error) {
+		_, err := e.kube.CoreV1().Pods(val.Namespace).Get(e.ctx, val.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	e.finishPod(cre, 0, "", map[string]string{
+		templating.AnnotationResultHandle:   "backend-volume-7\n",
+		templating.AnnotationResultCapacity: "2147483648\n",
+	})
+	pv := e.volume(pvc)
+	if pv.Spec.CSI.VolumeHandle != "backend-volume-7" {
+		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Value() != 2<<30 {
+		t.Errorf("capacity %s", q.String())
+	}
+	e.waitNoPods(pvc.UID)
+	e.waitFor("claim finalizer removed", func() (bool, error) {
+		return !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim), nil
+	})
+}
+
+func TestValidationFailureKeepsClaimPending(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("valfail", withPods(true, true, false))
+	e.class("valfail", p.Name, nil)
+	pvc := e.claim("c", "valfail", "1Gi")
+	val := e.pod(templating.PhaseValidation, string(pvc.UID))
+	e.finishPod(val, 1, "", map[string]string{templating.AnnotationResultError: "parameter color=blue is not supported"})
+	e.waitEvent("c", "ValidationFailed", "parameter color=blue is not supported")
+	e.noVolumeFor(pvc)
+	if pods := e.pavPods(pvc.UID); len(pods) > 0 && pods[0].Labels[templating.LabelPhase] == string(templating.PhaseCreation) {
+		t.Fatal("a creation pod ran after validation failed")
+	}
+	// Retried with backoff: a new validation pod comes.
+	again := e.pod(templating.PhaseValidation, string(pvc.UID))
+	if again.UID == val.UID {
+		t.Fatal("retry reused the failed pod")
+	}
+	e.finishPod(again, 2, "still bad", nil)
+	e.waitEvent("c", "ValidationFailed", `exited with code 2: still bad`)
+	e.noVolumeFor(pvc)
+}
+
+func TestCreationFailureRunsDeletionPod(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("crefail", withPods(false, true, true))
+	e.class("crefail", p.Name, nil)
+	pvc := e.claim("c", "crefail", "1Gi")
+	uid := string(pvc.UID)
+	cre := e.pod(templating.PhaseCreation, uid)
+	e.finishPod(cre, 3, "quota exceeded", nil)
+	e.waitEvent("c", "ProvisioningFailed", "quota exceeded")
+	del := e.pod(templating.PhaseDeletion, uid)
+	e.finishPod(del, 0, "", nil)
+	// The attempt ends (pods gone), then a new one starts after the backoff.
+	e.waitFor("a new creation pod", func() (bool, error) {
+		for _, pod := range e.pavPods(pvc.UID) {
+			if pod.Labels[templating.LabelPhase] == string(templating.PhaseCreation) && pod.UID != cre.UID {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	e.noVolumeFor(pvc)
+}
+
+func TestBadCapacityFromCreationPodRunsDeletionPod(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("badcap", withPods(false, true, true))
+	e.class("badcap", p.Name, nil)
+	pvc := e.claim("c", "badcap", "1Gi")
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Mi"})
+	e.waitEvent("c", "ProvisioningFailed", "less than the 1Gi the claim requests")
+	del := e.pod(templating.PhaseDeletion, string(pvc.UID))
+	e.finishPod(del, 0, "", nil)
+	e.noVolumeFor(pvc)
+}
+
+func TestTemplateErrorIsReportedWithField(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("tmplerr", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("{{ nonsense(")}
+	})
+	e.class("tmplerr", p.Name, nil)
+	e.claim("c", "tmplerr", "1Gi")
+	e.waitEvent("c", "ProvisioningFailed", "spec.volumeCreation.capacity")
+}
+
+func TestClaimDeletionDeletesVolume(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("del", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+		s.VolumeDeletion = &v1alpha1.VolumeDeletion{PodTemplate: value(podTemplate(e.ns))}
+	})
+	e.class("del", p.Name, nil)
+	pvc := e.claim("c", "del", "1Gi")
+	pv := e.volume(pvc)
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The class may be gone by the time the volume is deleted.
+	if err := e.kube.StorageV1().StorageClasses().Delete(e.ctx, "del", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.release(pv)
+	del := e.pod(templating.PhaseDeletion, pv.Name)
+	if del.Namespace != e.ns || del.Labels[templating.LabelVolume] != pv.Name {
+		t.Errorf("deletion pod %s/%s labels %v", del.Namespace, del.Name, del.Labels)
+	}
+	// A failed deletion is reported on the PV and retried.
+	e.finishPod(del, 1, "backend unreachable", nil)
+	e.waitEvent(pv.Name, "VolumeFailedDelete", "backend unreachable")
+	again := e.pod(templating.PhaseDeletion, pv.Name)
+	if again.UID == del.UID {
+		t.Fatal("retry reused the failed pod")
+	}
+	e.finishPod(again, 0, "", nil)
+	e.waitVolumeGone(pv.Name)
+	e.waitFor("deletion pod removed", func() (bool, error) {
+		_, err := e.kube.CoreV1().Pods(again.Namespace).Get(e.ctx, again.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func TestRetain(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("retain", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+		s.VolumeDeletion = &v1alpha1.VolumeDeletion{PodTemplate: value(podTemplate(""))}
+	})
+	retain := corev1.PersistentVolumeReclaimRetain
+	e.class("retain", p.Name, func(sc *storagev1.StorageClass) { sc.ReclaimPolicy = &retain })
+	pvc := e.claim("c", "retain", "1Gi")
+	pv := e.volume(pvc)
+	if pv.Spec.PersistentVolumeReclaimPolicy != retain {
+		t.Fatalf("reclaim policy %s", pv.Spec.PersistentVolumeReclaimPolicy)
+	}
+	e.release(pv)
+	time.Sleep(time.Second) // give the controller a chance to do something wrong
+	if pods, _ := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: templating.LabelVolume + "=" + pv.Name}); len(pods.Items) > 0 {
+		t.Fatalf("a pod runs for a retained volume: %s", pods.Items[0].Name)
+	}
+	if _, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("retained PV: %v", err)
+	}
+	// Deleting a retained PV by hand is not blocked by PaV.
+	if err := e.kube.CoreV1().PersistentVolumes().Delete(e.ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVolumeGone(pv.Name)
+}
+
+func TestWaitForFirstConsumer(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("wffc", withPods(false, true, false))
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	e.class("wffc", p.Name, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })
+	pvc := e.claim("c", "wffc", "1Gi")
+	time.Sleep(time.Second)
+	if pods := e.pavPods(pvc.UID); len(pods) > 0 {
+		t.Fatalf("pod %s started before a node was selected", pods[0].Name)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"volume.kubernetes.io/selected-node":"node-7"}}}`)
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "c", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	pv := e.volume(pvc)
+	if pv.Annotations[templating.AnnotationSelectedNode] != "node-7" {
+		t.Errorf("selected node annotation: %v", pv.Annotations)
+	}
+}
+
+func TestRestartDuringCreationResumesWithoutDuplicate(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("restart", withPods(false, true, false))
+	e.class("restart", p.Name, nil)
+	pvc := e.claim("c", "restart", "1Gi")
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	e.stopController()
+
+	// The pod finishes while no controller runs.
+	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.startController()
+	pv := e.volume(pvc)
+	if pv.Spec.CSI.VolumeHandle != "pvc-"+string(pvc.UID) {
+		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
+	}
+	// Exactly one creation pod ever existed: the one we finished (its
+	// results made the PV), and no other was created.
+	e.waitNoPods(pvc.UID)
+	list, err := e.kube.CoreV1().Events(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range list.Items {
+		if ev.Reason == "ProvisioningFailed" {
+			t.Errorf("unexpected failure event: %s", ev.Message)
+		}
+	}
+
+	// Restart again in the middle of a running pod: the new controller adopts it.
+	pvc2 := e.claim("c2", "restart", "1Gi")
+	cre2 := e.pod(templating.PhaseCreation, string(pvc2.UID))
+	e.stopController()
+	e.startController()
+	time.Sleep(500 * time.Millisecond)
+	pods := e.pavPods(pvc2.UID)
+	if len(pods) != 1 || pods[0].UID != cre2.UID {
+		t.Fatalf("after restart: %d pods (want the original one)", len(pods))
+	}
+	e.finishPod(cre2, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.volume(pvc2)
+}
+
+func TestClaimDeletedDuringCreation(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("delcre", withPods(false, true, true))
+	e.class("delcre", p.Name, nil)
+	pvc := e.claim("c", "delcre", "1Gi")
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim) {
+		t.Fatal("finalizer removed while the creation pod runs")
+	}
+	// Creation succeeds after all: what it created must be deleted.
+	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	del := e.pod(templating.PhaseDeletion, string(pvc.UID))
+	e.noVolumeFor(pvc)
+	e.finishPod(del, 0, "", nil)
+	e.waitFor("claim released by PaV", func() (bool, error) {
+		c, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "c", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && !hasFinalizer(c, templating.FinalizerClaim), err
+	})
+	e.waitNoPods(pvc.UID)
+	e.noVolumeFor(pvc)
+}
+
+func TestProvisionerWithVolumesCannotBeDeleted(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("held", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	e.class("held", p.Name, nil)
+	pvc := e.claim("c", "held", "1Gi")
+	pv := e.volume(pvc)
+	e.waitFor("provisioner finalizer", func() (bool, error) {
+		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		return err == nil && hasFinalizer(cur, templating.FinalizerProvisioner), err
+	})
+	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("Ready=False Terminating", func() (bool, error) {
+		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "1 PersistentVolume"), nil
+	})
+	// New claims are refused while it is being deleted.
+	e.claim("late", "held", "1Gi")
+	e.waitEvent("late", "ProvisioningFailed", "being deleted")
+
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.release(pv)
+	e.waitVolumeGone(pv.Name)
+	// kube-controller-manager would drop pv-protection; do it ourselves.
+	if cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{}); err == nil {
+		cur.Finalizers = nil
+		if _, err := e.kube.CoreV1().PersistentVolumes().Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor("provisioner gone", func() (bool, error) {
+		_, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	e.waitFor("CSIDriver gone", func() (bool, error) {
+		_, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func TestInvalidProvisionerIsReported(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("invalid", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeValidation = &v1alpha1.VolumeValidation{MinCapacity: value("{{ 1 +")}
+	})
+	e.waitFor("Valid=False naming the field", func() (bool, error) {
+		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionValid)
+		r := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spec.volumeValidation.minCapacity") &&
+			r != nil && r.Status == metav1.ConditionFalse, nil
+	})
+	e.waitEvent(p.Name, "InvalidSpec", "spec.volumeValidation.minCapacity")
+}
+
+func TestNotDynamic(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("static", func(s *v1alpha1.PavProvisionerSpec) {
+		s.ProvisioningModes = []v1alpha1.ProvisioningMode{v1alpha1.Static}
+	})
+	e.class("static", p.Name, nil)
+	e.claim("c", "static", "1Gi")
+	e.waitEvent("c", "ProvisioningFailed", "does not support dynamic provisioning")
+}
+
+func TestValidationRulesRejectClaim(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("rules", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeValidation = &v1alpha1.VolumeValidation{MaxCapacity: value("1Gi")}
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	e.class("rules", p.Name, nil)
+	pvc := e.claim("big", "rules", "2Gi")
+	e.waitEvent("big", "ProvisioningFailed", "exceeds")
+	e.noVolumeFor(pvc)
+}
