@@ -33,6 +33,12 @@ const (
 	AnnotationClaim      = prefix + "claim"       // "<namespace>/<name>" of the PVC
 	AnnotationTargetPath = prefix + "target-path" // kubelet's target path
 	AnnotationReadOnly   = prefix + "read-only"   // "true" or "false"
+	// On staging pods: JSON snapshots of the PVC and PV at staging time, so
+	// that unstaging can be evaluated even if they are gone by then
+	// (AnnotationClaimSnapshot holds the PVC), and "true" once the unstaging
+	// pod succeeded (so that a restart does not run it twice).
+	AnnotationVolumeSnapshot = prefix + "volume-snapshot" // JSON of the PV
+	AnnotationUnstaged       = prefix + "unstaged"
 
 	// On terminated validation/creation/deletion pods, written by the node plugin of
 	// the node the pod ran on, from the files the pod left in /pav.
@@ -55,6 +61,9 @@ const (
 	FinalizerProvisioner = prefix + "provisioner" // on PavProvisioners while volumes exist
 	FinalizerClaim       = prefix + "claim"       // on PVCs while PaV provisions for them
 	FinalizerVolume      = prefix + "volume"      // on PVs PaV created, until the volume is deleted
+	// FinalizerStaging is on staging pods until the volume is unstaged: the
+	// pod object keeps what unstaging needs across node plugin restarts.
+	FinalizerStaging = prefix + "staging"
 )
 
 // The /pav protocol: the directory every container of a PaV pod sees at /pav,
