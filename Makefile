@@ -47,7 +47,21 @@ cluster-load: ## import _output/images/*.tar into the cluster's containerd
 image: ## build the PaV image with Docker (same contents as `make images`' pav.tar)
 	docker build -t $(IMAGE) .
 
-# deploy: owned by the controller engineer (installs deployment.yaml with $(IMAGE)).
+# ---------------------------------------------------------------- install on the local cluster
+KUBECTL ?= hack/cluster/kubectl
+.PHONY: deploy undeploy
+deploy: ## build and load the images, install deployment.yaml with $(IMAGE), wait until PaV runs
+	$(MAKE) images cluster-load
+	$(LOCK) $(MAKE) deploy-only
+.PHONY: deploy-only
+deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded) and wait
+	sed 's|image: pav:latest|image: $(IMAGE)|' deployment.yaml | $(KUBECTL) apply -f -
+	# same tag, new image: restart so the pods run what was just loaded
+	$(KUBECTL) -n pav rollout restart deployment/controller-agent daemonset/node-agent
+	$(KUBECTL) -n pav rollout status deployment/controller-agent --timeout=180s
+	$(KUBECTL) -n pav rollout status daemonset/node-agent --timeout=180s
+undeploy: ## uninstall as the spec says: CRD first (waits for PavProvisioners to go), then the rest
+	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found -f deployment.yaml'
 
 # ---------------------------------------------------------------- examples
 .PHONY: examples-images demo

@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"reflect"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/albertofaria/pav/controller/webhook"
+	"github.com/albertofaria/pav/crds"
+)
+
+func manifestDocs(t *testing.T) []map[string]interface{} {
+	t.Helper()
+	b, err := os.ReadFile("../deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var docs []map[string]interface{}
+	for {
+		var obj map[string]interface{}
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			return docs
+		} else if err != nil {
+			t.Fatalf("deployment.yaml: %v", err)
+		}
+		if len(obj) > 0 {
+			docs = append(docs, obj)
+		}
+	}
+}
+
+func find(docs []map[string]interface{}, kind, name string) map[string]interface{} {
+	for _, d := range docs {
+		md, _ := d["metadata"].(map[string]interface{})
+		if d["kind"] == kind && md["name"] == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// deployment.yaml carries a copy of the CRD (one file to install); it must
+// not drift from crds/pavprovisioners.yaml, which the binary embeds.
+func TestDeploymentCRDMatchesEmbedded(t *testing.T) {
+	var want map[string]interface{}
+	if err := yaml.Unmarshal(crds.CustomResourceDefinition, &want); err != nil {
+		t.Fatal(err)
+	}
+	got := find(manifestDocs(t), "CustomResourceDefinition", crds.Name)
+	if got == nil {
+		t.Fatal("deployment.yaml has no PavProvisioner CRD")
+	}
+	// Compare through JSON so YAML number types match.
+	if !reflect.DeepEqual(normalize(t, got), normalize(t, want)) {
+		t.Fatal("the CRD in deployment.yaml differs from crds/pavprovisioners.yaml; copy it again")
+	}
+}
+
+func normalize(t *testing.T, v interface{}) interface{} {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out interface{}
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The names the spec and the code rely on.
+func TestDeploymentNames(t *testing.T) {
+	docs := manifestDocs(t)
+	for _, o := range []struct{ kind, name string }{
+		{"Namespace", "pav"},
+		{"Deployment", "controller-agent"},
+		{"DaemonSet", "node-agent"},
+		{"Service", "pav-webhook"},
+		{"ValidatingWebhookConfiguration", "pav.albertofaria.github.io"},
+	} {
+		if find(docs, o.kind, o.name) == nil {
+			t.Errorf("deployment.yaml has no %s %s", o.kind, o.name)
+		}
+	}
+	vwc := find(docs, "ValidatingWebhookConfiguration", "pav.albertofaria.github.io")
+	if vwc == nil {
+		return
+	}
+	hooks, _ := vwc["webhooks"].([]interface{})
+	for _, h := range hooks {
+		cc := h.(map[string]interface{})["clientConfig"].(map[string]interface{})
+		svc := cc["service"].(map[string]interface{})
+		if svc["path"] != webhook.Path || svc["name"] != "pav-webhook" || svc["namespace"] != "pav" {
+			t.Errorf("webhook clientConfig %v does not match the controller's defaults", svc)
+		}
+	}
+}
