@@ -89,7 +89,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 // while it has no PV (pods working on an existing PV carry LabelVolume).
 func (c *Controller) claimPods(pvc *corev1.PersistentVolumeClaim) []*corev1.Pod {
 	var out []*corev1.Pod
-	for _, pod := range c.podsBy(indexClaimUID, string(pvc.UID)) {
+	for _, pod := range c.podsBy(indexClaimUID, templating.LabelValue(string(pvc.UID))) {
 		switch phaseOf(pod) {
 		case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion:
 			if pod.Labels[templating.LabelVolume] == "" {

@@ -187,7 +187,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 		return nil
 	}
 	vols, _ := c.pvIndexer.ByIndex(indexCSIDriver, p.Name)
-	pods := c.podsBy(indexProvisioner, p.Name)
+	pods := c.podsBy(indexProvisioner, templating.LabelValue(p.Name))
 	if len(vols) > 0 || len(pods) > 0 {
 		status := &p.DeepCopy().Status
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{

@@ -36,8 +36,20 @@ func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisio
 	return nil, errNoTemplating
 }
 
-func (e *templatingEngine) PodName(phase templating.Phase, key string) string { return "" }
-func (e *templatingEngine) NewHostDir(podName string) string                  { return "" }
-func (e *templatingEngine) BuildPod(tmpl *corev1.PodTemplateSpec, opts PodOptions) (*corev1.Pod, error) {
-	return nil, errNoTemplating
+func (e *templatingEngine) PodName(phase templating.Phase, key string) string {
+	return templating.PodName(phase, key)
+}
+
+func (e *templatingEngine) NewHostDir(podName string) string { return templating.NewHostDir(podName) }
+
+func (e *templatingEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) (*corev1.Pod, error) {
+	return BuildPod(tmpl, o), nil
+}
+
+// BuildPod builds a PaV pod with package templating's rules.
+func BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
+	return templating.BuildPod(tmpl, templating.PodOptions{
+		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume,
+		ClaimUID: o.ClaimUID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
+	})
 }

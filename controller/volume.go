@@ -49,7 +49,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		return nil
 	}
 	var del *corev1.Pod
-	for _, pod := range c.podsBy(indexVolume, name) {
+	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(name)) {
 		switch phaseOf(pod) {
 		case templating.PhaseStaging, templating.PhaseUnstaging:
 			// Still staged somewhere: deleting now would pull the volume
@@ -172,7 +172,7 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 
 // collectVolumePods removes finished deletion pods of a PV that is gone.
 func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
-	for _, pod := range c.podsBy(indexVolume, name) {
+	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(name)) {
 		if phaseOf(pod) == templating.PhaseDeletion && c.examine(ctx, pod).done {
 			if err := c.deletePod(ctx, pod); err != nil {
 				return err

@@ -6,16 +6,12 @@ package enginetest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/controller"
@@ -207,46 +203,11 @@ func (Literal) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req con
 }
 
 func (Literal) PodName(phase templating.Phase, key string) string {
-	h := sha256.Sum256([]byte(key))
-	return "pav-" + string(phase) + "-" + hex.EncodeToString(h[:])[:16]
+	return templating.PodName(phase, key)
 }
 
-func (Literal) NewHostDir(podName string) string { return path.Join(templating.PodDirRoot, podName) }
+func (Literal) NewHostDir(podName string) string { return templating.NewHostDir(podName) }
 
 func (Literal) BuildPod(tmpl *corev1.PodTemplateSpec, o controller.PodOptions) (*corev1.Pod, error) {
-	ns := tmpl.Namespace
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
-	pod.Name, pod.Namespace, pod.GenerateName = o.Name, ns, ""
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Labels[templating.LabelProvisioner] = o.Provisioner
-	pod.Labels[templating.LabelPhase] = string(o.Phase)
-	if o.ClaimUID != "" {
-		pod.Labels[templating.LabelClaimUID] = o.ClaimUID
-	}
-	if o.Volume != "" {
-		pod.Labels[templating.LabelVolume] = o.Volume
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	for k, v := range o.Annotations {
-		pod.Annotations[k] = v
-	}
-	if o.NodeName != "" {
-		pod.Spec.NodeName = o.NodeName
-	}
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	dirType := corev1.HostPathDirectoryOrCreate
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: templating.PavVolumeName,
-		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: o.HostDir, Type: &dirType}}})
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: templating.PavVolumeName, MountPath: templating.PavMountPath})
-	}
-	return pod, nil
+	return controller.BuildPod(tmpl, o), nil
 }
