@@ -1,0 +1,567 @@
+//go:build e2e
+
+// Package provisioning tests dynamic provisioning and deletion end to end on
+// the local cluster, with PaV installed from deployment.yaml and real pods.
+//
+// Run with: make e2e (or, with PaV installed by `make deploy`:
+// flock /tmp/pav-e2e.lock hack/cluster/netns-exec go test -tags e2e ./test/e2e/provisioning/).
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+const timeout = 2 * time.Minute
+
+// markerRoot is a host directory the tests' deletion pods leave markers in
+// (the test binary runs on the host, in the cluster's network namespace only).
+const markerRoot = "/var/tmp/pav-e2e-markers"
+
+func TestMain(m *testing.M) {
+	if err := install(); err != nil {
+		fmt.Fprintln(os.Stderr, "installing PaV:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// install applies deployment.yaml as a user would (image pav:latest, loaded by
+// `make images cluster-load`) and waits for PaV; PAV_E2E_SKIP_INSTALL skips it
+// (e.g. right after `make deploy`).
+func install() error {
+	if os.Getenv("PAV_E2E_SKIP_INSTALL") != "" {
+		return nil
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	steps := [][]string{
+		{"apply", "-f", filepath.Join(root, "deployment.yaml")},
+		{"-n", "pav", "rollout", "status", "deployment/controller-agent", "--timeout=180s"},
+		{"-n", "pav", "rollout", "status", "daemonset/node-agent", "--timeout=180s"},
+	}
+	for _, args := range steps {
+		if out, err := framework.Kubectl(ctx, args...); err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+	}
+	// The webhook accepts requests once the CA bundle is in place.
+	cfg, err := framework.LoadConfig()
+	if err != nil {
+		return err
+	}
+	pav, err := v1alpha1.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	probe := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "e2e-install-probe"}, Spec: v1alpha1.PavProvisionerSpec{
+		ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Static},
+		VolumeStaging:     &v1alpha1.VolumeStaging{PodTemplate: v1alpha1.NewValue(map[string]interface{}{"spec": map[string]interface{}{"containers": []interface{}{map[string]interface{}{"name": "c", "image": "busybox"}}}})},
+	}}
+	var last error
+	for ctx.Err() == nil {
+		_, last = pav.Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if last == nil {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("PavProvisioners cannot be created: %v", last)
+}
+
+type env struct {
+	*framework.Framework
+	t   *testing.T
+	pav *v1alpha1.Client
+}
+
+func newEnv(t *testing.T) *env {
+	f := framework.New(t)
+	pav, err := v1alpha1.NewClient(f.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{Framework: f, t: t, pav: pav}
+}
+
+// provisioner creates a PavProvisioner from YAML (the spec part); NS is
+// replaced with the test namespace, so PaV's pods land there.
+func (e *env) provisioner(name, specYAML string) *v1alpha1.PavProvisioner {
+	e.t.Helper()
+	name = name + "-" + e.Namespace[len(e.Namespace)-5:]
+	var p v1alpha1.PavProvisioner
+	doc := "metadata:\n  name: " + name + "\nspec:\n" + indent(strings.ReplaceAll(specYAML, "NS", e.Namespace), "  ")
+	if err := yaml.Unmarshal([]byte(doc), &p); err != nil {
+		e.t.Fatalf("provisioner YAML: %v\n%s", err, doc)
+	}
+	out, err := e.pav.Create(e.Ctx, &p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating PavProvisioner: %v", err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = e.pav.Delete(ctx, name, metav1.DeleteOptions{})
+		for ctx.Err() == nil {
+			if _, err := e.pav.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		e.t.Errorf("PavProvisioner %s still exists a minute after deletion", name)
+	})
+	return out
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func (e *env) class(p *v1alpha1.PavProvisioner, mutate func(*storagev1.StorageClass)) string {
+	e.t.Helper()
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: p.Name}, Provisioner: p.Name, Parameters: map[string]string{"prefix": "vol"}}
+	if mutate != nil {
+		mutate(sc)
+	}
+	if _, err := e.Client.StorageV1().StorageClasses().Create(e.Ctx, sc, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.Client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{}) })
+	return sc.Name
+}
+
+func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	pvc, err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Create(e.Ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// Deleting the namespace deletes the claim; make sure its volume goes too.
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		pv := "pvc-" + string(pvc.UID)
+		if cur, err := e.Client.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{}); err == nil &&
+			cur.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+			_ = e.Client.CoreV1().PersistentVolumes().Delete(ctx, pv, metav1.DeleteOptions{})
+		}
+		_ = framework.WaitForDeletion(ctx, e.Client.CoreV1().PersistentVolumes(), pv)
+	})
+	return pvc
+}
+
+func (e *env) waitBound(name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+	e.t.Helper()
+	pvc, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), name, timeout,
+		func(c *corev1.PersistentVolumeClaim) (bool, error) { return c.Status.Phase == corev1.ClaimBound, nil })
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pv, err := e.Client.CoreV1().PersistentVolumes().Get(e.Ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pvc, pv
+}
+
+func (e *env) waitEvent(objName, reason, substring string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.Ctx, timeout)
+	defer cancel()
+	for {
+		list, err := e.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + objName})
+		if err == nil {
+			for _, ev := range list.Items {
+				if ev.Reason == reason && strings.Contains(ev.Message, substring) {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			out, _ := e.Kubectl("get", "events", "-A", "--field-selector", "involvedObject.name="+objName)
+			e.t.Fatalf("no %s event on %s containing %q; events:\n%s", reason, objName, substring, out)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) markerDir() string {
+	dir := filepath.Join(markerRoot, e.Namespace)
+	e.t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func (e *env) waitMarker(path string) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Fatalf("marker %s never appeared", path)
+}
+
+// A pod template: run script in the test image; markers (a host dir) at /markers.
+func pod(script string) string {
+	return fmt.Sprintf(`podTemplate:
+  metadata:
+    namespace: NS
+  spec:
+    containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        command: [bash, -c, %q]
+        env:
+          - name: CLAIM_UID
+            valueFrom:
+              fieldRef:
+                fieldPath: "metadata.labels['%s']"
+        volumeMounts:
+          - name: markers
+            mountPath: /markers
+    volumes:
+      - name: markers
+        hostPath:
+          path: %s/NS
+          type: DirectoryOrCreate
+`, framework.TestImage, script, templating.LabelClaimUID, markerRoot)
+}
+
+const staging = `volumeStaging:
+  podTemplate:
+    metadata:
+      namespace: NS
+    spec:
+      containers:
+        - name: main
+          image: ` + framework.TestImage + `
+          imagePullPolicy: Never
+          command: [bash, -c, 'mkdir -p /pav/volume && echo hello > /pav/volume/greeting']
+`
+
+func section(name, body string) string { return name + ":\n" + indent(body, "  ") }
+
+func TestBoundWithoutPods(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("nopods", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", "handle: \"{{ params.prefix }}-{{ pvc.metadata.name }}\"\ncapacity: 1Gi\n")+staging)
+	class := e.class(p, nil)
+	e.claim("data", class, "100Mi")
+	_, pv := e.waitBound("data")
+	if pv.Spec.CSI.Driver != p.Name || pv.Spec.CSI.VolumeHandle != "vol-data" || pv.Spec.CSI.VolumeAttributes["prefix"] != "vol" {
+		t.Errorf("PV csi: %+v", pv.Spec.CSI)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("capacity %s", q.String())
+	}
+	if _, err := e.Client.StorageV1().CSIDrivers().Get(e.Ctx, p.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("CSIDriver: %v", err)
+	}
+}
+
+func TestBoundWithPodsHandleAndCapacityFromFiles(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("files", "provisioningModes: [Dynamic]\n"+
+		section("volumeValidation", pod(`test "$CLAIM_UID" != ""`))+
+		section("volumeCreation", pod(`echo "handle-$CLAIM_UID" > /pav/handle && echo 2Gi > /pav/capacity`))+
+		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
+	class := e.class(p, nil)
+	pvc := e.claim("data", class, "1Gi")
+	_, pv := e.waitBound("data")
+	if pv.Spec.CSI.VolumeHandle != "handle-"+string(pvc.UID) {
+		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("capacity %s", q.String())
+	}
+	e.waitNoPavPods(pvc.UID)
+}
+
+func (e *env) pavPods(claimUID types.UID) []corev1.Pod {
+	list, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelClaimUID + "=" + string(claimUID)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (e *env) waitNoPavPods(claimUID types.UID) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if len(e.pavPods(claimUID)) == 0 {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	e.t.Fatalf("PaV pods of claim %s remain", claimUID)
+}
+
+func TestValidationFailureKeepsClaimPending(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("valfail", "provisioningModes: [Dynamic]\n"+
+		section("volumeValidation", pod(`echo "color must be red or green" > /pav/error; exit 1`))+
+		section("volumeCreation", "capacity: 1Gi\n")+staging)
+	class := e.class(p, nil)
+	e.claim("data", class, "1Gi")
+	e.waitEvent("data", "ValidationFailed", "color must be red or green")
+	pvc, err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Get(e.Ctx, "data", metav1.GetOptions{})
+	if err != nil || pvc.Status.Phase != corev1.ClaimPending {
+		t.Fatalf("claim: %v, %v", pvc.Status.Phase, err)
+	}
+	out, _ := e.Kubectl("describe", "pvc", "data")
+	if !strings.Contains(out, "color must be red or green") {
+		t.Errorf("kubectl describe does not show the message:\n%s", out)
+	}
+}
+
+func TestCreationFailureRunsDeletionPod(t *testing.T) {
+	e := newEnv(t)
+	dir := e.markerDir()
+	p := e.provisioner("crefail", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", pod(`echo "backend said no" >&2; exit 3`))+
+		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
+	class := e.class(p, nil)
+	pvc := e.claim("data", class, "1Gi")
+	e.waitEvent("data", "ProvisioningFailed", "backend said no")
+	e.waitMarker(filepath.Join(dir, "deleted-"+string(pvc.UID)))
+}
+
+func TestClaimDeletionRunsDeletionPodAndRemovesPV(t *testing.T) {
+	e := newEnv(t)
+	dir := e.markerDir()
+	p := e.provisioner("claimdel", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", pod(`echo 1Gi > /pav/capacity`))+
+		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
+	class := e.class(p, nil)
+	pvc := e.claim("data", class, "1Gi")
+	_, pv := e.waitBound("data")
+	if err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Delete(e.Ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitMarker(filepath.Join(dir, "deleted-"+string(pvc.UID)))
+	ctx, cancel := context.WithTimeout(e.Ctx, timeout)
+	defer cancel()
+	if err := framework.WaitForDeletion(ctx, e.Client.CoreV1().PersistentVolumes(), pv.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRetain(t *testing.T) {
+	e := newEnv(t)
+	dir := e.markerDir()
+	p := e.provisioner("retain", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", "capacity: 1Gi\n")+
+		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
+	retain := corev1.PersistentVolumeReclaimRetain
+	class := e.class(p, func(sc *storagev1.StorageClass) { sc.ReclaimPolicy = &retain })
+	pvc := e.claim("data", class, "1Gi")
+	_, pv := e.waitBound("data")
+	if err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Delete(e.Ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumes(), pv.Name, timeout,
+		func(v *corev1.PersistentVolume) (bool, error) { return v.Status.Phase == corev1.VolumeReleased, nil }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "deleted-"+string(pvc.UID))); err == nil {
+		t.Fatal("the deletion pod ran for a retained volume")
+	}
+	if _, err := e.Client.CoreV1().PersistentVolumes().Get(e.Ctx, pv.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("retained PV: %v", err)
+	}
+}
+
+func TestWaitForFirstConsumer(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("wffc", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", "handle: \"on-{{ selectedNodeName }}\"\ncapacity: 1Gi\n")+staging)
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := e.class(p, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })
+	e.claim("data", class, "1Gi")
+	time.Sleep(2 * time.Second)
+	if pvc, _ := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Get(e.Ctx, "data", metav1.GetOptions{}); pvc.Spec.VolumeName != "" {
+		t.Fatal("provisioned before a consumer exists")
+	}
+	client := e.CreatePod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"cat", "/data/greeting"}, VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	_, pv := e.waitBound("data")
+	node := pv.Annotations[templating.AnnotationSelectedNode]
+	if node == "" || pv.Spec.CSI.VolumeHandle != "on-"+node {
+		t.Errorf("selected node %q, handle %q", node, pv.Spec.CSI.VolumeHandle)
+	}
+	e.WaitForPod(client.Name, timeout, framework.PodSucceeded)
+	if logs := e.PodLogs(client.Name, ""); strings.TrimSpace(logs) != "hello" {
+		t.Errorf("client read %q", logs)
+	}
+}
+
+// The leader is killed (SIGKILL, no lease release) while a creation pod runs;
+// the standby takes over and finishes with the same pod.
+func TestControllerKilledDuringCreation(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("kill", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", pod(`sleep 8; echo 1Gi > /pav/capacity`))+staging)
+	class := e.class(p, nil)
+
+	// Record every creation pod ever created for the claim.
+	w, err := e.Client.CoreV1().Pods(e.Namespace).Watch(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	uids := map[types.UID]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+				uids[pod.UID] = true
+			}
+		}
+	}()
+
+	e.claim("data", class, "1Gi")
+	waitPods := func() {
+		deadline := time.Now().Add(timeout)
+		for time.Now().Before(deadline) {
+			list, _ := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)})
+			if list != nil && len(list.Items) > 0 {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatal("no creation pod")
+	}
+	waitPods()
+	lease, err := e.Client.CoordinationV1().Leases("pav").Get(e.Ctx, "pav-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderPod(lease)
+	if _, err := framework.Kubectl(e.Ctx, "-n", "pav", "delete", "pod", leader, "--grace-period=0", "--force"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed leader %s", leader)
+	e.waitBound("data")
+	w.Stop()
+	<-done
+	if len(uids) != 1 {
+		t.Fatalf("%d creation pods were created, want 1", len(uids))
+	}
+	ctx, cancel := context.WithTimeout(e.Ctx, 3*time.Minute)
+	defer cancel()
+	if _, err := framework.Kubectl(ctx, "-n", "pav", "rollout", "status", "deployment/controller-agent", "--timeout=170s"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func leaderPod(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	id := *l.Spec.HolderIdentity
+	if i := strings.LastIndex(id, "_"); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+func TestProvisionerWithVolumesCannotBeDeletedUntilTheyAreGone(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("held", "provisioningModes: [Dynamic]\n"+section("volumeCreation", "capacity: 1Gi\n")+staging)
+	class := e.class(p, nil)
+	e.claim("data", class, "1Gi")
+	_, pv := e.waitBound("data")
+	if err := e.pav.Delete(e.Ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	cur, err := e.pav.Get(e.Ctx, p.Name, metav1.GetOptions{})
+	if err != nil || cur.DeletionTimestamp == nil {
+		t.Fatalf("PavProvisioner with a volume: %v (deleting: %v)", err, cur != nil && cur.DeletionTimestamp != nil)
+	}
+	if err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Delete(e.Ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.Ctx, timeout)
+	defer cancel()
+	if err := framework.WaitForDeletion(ctx, e.Client.CoreV1().PersistentVolumes(), pv.Name); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		if _, err := e.pav.Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := e.Client.StorageV1().CSIDrivers().Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("CSIDriver %s left behind (%v)", p.Name, err)
+			}
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatal("PavProvisioner not removed after its volume went")
+}
+
+func TestInvalidProvisionerRejected(t *testing.T) {
+	e := newEnv(t)
+	var p v1alpha1.PavProvisioner
+	doc := "metadata:\n  name: invalid-" + e.Namespace[len(e.Namespace)-5:] + "\nspec:\n  provisioningModes: [Dynamic]\n" +
+		indent(section("volumeCreation", "capacity: \"{{ 1 +\"\n")+staging, "  ")
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(doc, "NS", e.Namespace)), &p); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.pav.Create(e.Ctx, &p, metav1.CreateOptions{})
+	if err == nil {
+		_ = e.pav.Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		t.Fatal("an invalid PavProvisioner was accepted")
+	}
+	if !strings.Contains(err.Error(), "spec.volumeCreation.capacity") {
+		t.Errorf("rejection does not name the field: %v", err)
+	}
+}
