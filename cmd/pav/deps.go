@@ -3,8 +3,6 @@ package main
 // Blank imports pinning the project's chosen dependencies in go.mod until the
 // packages that use them exist. Delete an import once real code uses it.
 import (
-	_ "github.com/container-storage-interface/spec/lib/go/csi"
-	_ "github.com/fsnotify/fsnotify"
 	_ "github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	_ "github.com/nikolalohinski/gonja/v2"
 	_ "github.com/nikolalohinski/gonja/v2/exec"
@@ -21,7 +19,5 @@ import (
 	_ "k8s.io/client-go/tools/record"
 	_ "k8s.io/client-go/util/workqueue"
 	_ "k8s.io/klog/v2"
-	_ "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-	_ "k8s.io/mount-utils"
 	_ "sigs.k8s.io/yaml"
 )

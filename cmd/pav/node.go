@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	goflag "flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/nodeagent"
+	"github.com/albertofaria/pav/templating"
+)
+
+type nodeOptions struct {
+	kubeconfig string
+	nodeName   string
+	kubeletDir string
+	qps        float32
+	burst      int
+	httpAddr   string
+	workers    int
+}
+
+func init() {
+	o := nodeOptions{}
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run PaV's node plugin: a CSI driver for every PavProvisioner, staging and unstaging volumes on this node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return runNode(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster configuration)")
+	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default: $NODE_NAME)")
+	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory (plugin and registration sockets go under it)")
+	f.Float32Var(&o.qps, "kube-api-qps", 100, "client-side rate limit on Kubernetes API requests per second")
+	f.IntVar(&o.burst, "kube-api-burst", 200, "client-side burst of Kubernetes API requests")
+	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz, /readyz and /metrics (empty: disabled)")
+	f.IntVar(&o.workers, "result-workers", 4, "pods whose results are collected in parallel")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	f.AddGoFlagSet(klogFlags)
+	rootCmd.AddCommand(cmd)
+}
+
+func runNode(ctx context.Context, o nodeOptions) error {
+	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "pav-node/" + version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	pav, err := v1alpha1.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	return nodeagent.Run(ctx, nodeagent.Config{
+		NodeName:      o.nodeName,
+		KubeletDir:    o.kubeletDir,
+		PodDirRoot:    templating.PodDirRoot,
+		Version:       version,
+		Kube:          kube,
+		Pav:           pav,
+		Engine:        nodeagent.NewTemplatingEngine(kube),
+		HealthAddress: o.httpAddr,
+		Workers:       o.workers,
+	})
+}

@@ -1,0 +1,182 @@
+// Package nodeagent is the logic of `pav node`, PaV's node plugin: it makes
+// every PavProvisioner a CSI driver on its node (package csi), stages and
+// unstages volumes with staging and unstaging pods (Stager), and collects
+// the result files of the validation, creation and deletion pods that ran
+// on its node (Collector). All its state is in API objects (pods with
+// labels, annotations and a finalizer) and in the pods' host directories,
+// so it resumes after a crash from what it finds.
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Config of the node plugin.
+type Config struct {
+	NodeName   string
+	KubeletDir string // kubelet's root directory; plugin sockets go under it
+	PodDirRoot string // where PaV pods' /pav directories live (templating.PodDirRoot)
+	Version    string
+	Kube       kubernetes.Interface
+	Pav        *v1alpha1.Client
+	Engine     Engine
+	Mounter    mount.Interface // nil: the real one
+	// HealthAddress serves /healthz, /readyz and /metrics ("" disables).
+	HealthAddress string
+	Workers       int
+}
+
+// Run runs the node plugin until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.NodeName == "" {
+		return errors.New("the node name is required (--node-name or $NODE_NAME)")
+	}
+	if cfg.PodDirRoot == "" {
+		cfg.PodDirRoot = templating.PodDirRoot
+	}
+	if cfg.Mounter == nil {
+		cfg.Mounter = mount.New("")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if err := os.MkdirAll(cfg.PodDirRoot, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", cfg.PodDirRoot, err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	// PaV's own pods on this node only: the node plugin never needs others.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "spec.nodeName=" + cfg.NodeName
+			o.LabelSelector = templating.LabelPhase
+		}))
+	podInformer := podFactory.Core().V1().Pods().Informer()
+	if err := podInformer.AddIndexers(PodIndexers()); err != nil {
+		return err
+	}
+	pvFactory := informers.NewSharedInformerFactory(cfg.Kube, 0)
+	pvInformer := pvFactory.Core().V1().PersistentVolumes().Informer()
+	if err := pvInformer.AddIndexers(PVIndexers()); err != nil {
+		return err
+	}
+	provInformer := v1alpha1.NewInformer(cfg.Pav, 0)
+
+	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
+	stager := NewStager(StagerConfig{
+		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
+		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m,
+	})
+	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
+
+	podFactory.Start(ctx.Done())
+	pvFactory.Start(ctx.Done())
+	go provInformer.Run(ctx.Done())
+
+	var ready atomic.Bool
+	if cfg.HealthAddress != "" {
+		go serveHealth(ctx, cfg.HealthAddress, reg, &ready)
+	}
+
+	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, pvInformer.HasSynced, provInformer.HasSynced) {
+		return ctx.Err()
+	}
+	// Serve drivers only now: a NodePublishVolume must find the PV and any
+	// staging pod left by a previous incarnation in the caches.
+	_, err := provInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				addDriver(ctx, manager, p.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				manager.Remove(p.Name)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go collector.Run(ctx, cfg.Workers)
+	ready.Store(true)
+	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)
+
+	<-ctx.Done()
+	// The sockets stay: a restarted node plugin replaces them, and kubelet
+	// keeps the drivers registered meanwhile (NodeUnpublish calls are
+	// retried), while removing them would make kubelet forget the drivers.
+	return nil
+}
+
+// addDriver serves a driver, retrying in the background on failure (a
+// socket directory that cannot be created yet, say).
+func addDriver(ctx context.Context, m *pavcsi.Manager, name string) {
+	if err := m.Add(name); err == nil {
+		return
+	} else {
+		klog.ErrorS(err, "Serving CSI driver; retrying", "driver", name)
+	}
+	go func() {
+		for delay := time.Second; ; delay = min(2*delay, time.Minute) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			if err := m.Add(name); err == nil {
+				return
+			} else {
+				klog.ErrorS(err, "Serving CSI driver; retrying", "driver", name)
+			}
+		}
+	}()
+}
+
+func serveHealth(ctx context.Context, addr string, reg *prometheus.Registry, ready *atomic.Bool) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		klog.ErrorS(err, "Health server stopped", "address", addr)
+	}
+}
