@@ -24,6 +24,7 @@ const (
 	reasonProvisioningFailed    = "ProvisioningFailed"
 	reasonValidationFailed      = "ValidationFailed"
 	reasonCleanupFailed         = "VolumeCleanupFailed"
+	reasonPodNotStarting        = "PodNotStarting"
 )
 
 // claimSync is one sync of one claim.
@@ -488,6 +489,9 @@ func (s *claimSync) deleted(ctx context.Context) error {
 }
 
 func (s *claimSync) recheck(r podOutcome) {
+	if r.stuck != "" {
+		s.event(corev1.EventTypeWarning, reasonPodNotStarting, "%s", r.stuck)
+	}
 	if r.recheck > 0 {
 		s.c.claimQueue.AddAfter(s.key, r.recheck)
 	}

@@ -284,3 +284,19 @@ func TestDesiredCSIDriver(t *testing.T) {
 		t.Error("a desired CSIDriver does not match itself")
 	}
 }
+
+func TestStuckReason(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}}}
+	if got := examinePod(pod, time.Now(), time.Minute, nil); got.done || !strings.Contains(got.stuck, "ImagePullBackOff: no such image") {
+		t.Errorf("image pull: %+v", got)
+	}
+	pod.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
+	if got := stuckReason(pod); got != "" {
+		t.Errorf("ContainerCreating is not stuck: %q", got)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes"}}
+	if got := stuckReason(pod); !strings.Contains(got, "cannot be scheduled: 0/1 nodes") {
+		t.Errorf("unschedulable: %q", got)
+	}
+}

@@ -32,6 +32,32 @@ type podOutcome struct {
 	handle, capacity *string
 	// recheck > 0: not done yet, look again after this long even if nothing changes.
 	recheck time.Duration
+	// stuck explains why a pod that is not done cannot make progress (e.g. its
+	// image cannot be pulled), so the user sees it on the claim or volume.
+	stuck string
+}
+
+// waitingReasons are container states that need a human (or a long wait).
+var waitingReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// stuckReason explains why a pod that has not terminated is not getting anywhere.
+func stuckReason(pod *corev1.Pod) string {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return fmt.Sprintf("pod %s/%s cannot be scheduled: %s", pod.Namespace, pod.Name, cond.Message)
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if w := cs.State.Waiting; w != nil && waitingReasons[w.Reason] {
+				return fmt.Sprintf("container %q of pod %s/%s cannot start: %s: %s", cs.Name, pod.Namespace, pod.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return ""
 }
 
 func terminated(pod *corev1.Pod) bool {
@@ -70,7 +96,7 @@ func terminationTime(pod *corev1.Pod) time.Time {
 // its handle and capacity files would be silently ignored.
 func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, logs func(container string) (string, error)) podOutcome {
 	if !terminated(pod) {
-		return podOutcome{}
+		return podOutcome{stuck: stuckReason(pod)}
 	}
 	out := podOutcome{done: true, succeeded: pod.Status.Phase == corev1.PodSucceeded}
 	ann := pod.Annotations

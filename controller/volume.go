@@ -76,6 +76,9 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		}
 		r := c.examine(ctx, del)
 		if !r.done {
+			if r.stuck != "" {
+				c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNotStarting, r.stuck)
+			}
 			if r.recheck > 0 {
 				c.volumeQueue.AddAfter(name, r.recheck)
 			}

@@ -814,3 +814,23 @@ func TestValidationRulesRejectClaim(t *testing.T) {
 	e.waitEvent("big", "ProvisioningFailed", "exceeds")
 	e.noVolumeFor(pvc)
 }
+
+func TestStuckPodIsReported(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("stuck", withPods(false, true, false))
+	e.class("stuck", p.Name, nil)
+	pvc := e.claim("c", "stuck", "1Gi")
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	cur, err := e.kube.CoreV1().Pods(cre.Namespace).Get(e.ctx, cre.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.PodPending
+	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `image "busybox" not found`}}}}
+	if _, err := e.kube.CoreV1().Pods(cre.Namespace).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent("c", "PodNotStarting", `ImagePullBackOff: image "busybox" not found`)
+}
