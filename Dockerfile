@@ -1,0 +1,15 @@
+# The PaV image, with the same contents as `make images` builds without Docker
+# (hack/images/build.sh pav): a static /pav on busybox (PaV's node plugin runs
+# mount, umount and sh). `make image` builds it. Not tested on the development
+# machine, which has no Docker engine.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /pav ./cmd/pav
+
+FROM busybox:1.36
+COPY --from=build /pav /pav
+ENTRYPOINT ["/pav"]
