@@ -72,10 +72,11 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 
 # ---------------------------------------------------------------- tests
 .PHONY: test test-unit test-integration e2e e2e-build
-test: test-unit test-integration ## unit, integration, then e2e tests (brings the cluster up, loads images)
+test: test-unit test-integration ## unit, integration, then e2e tests (brings the cluster up, loads images, installs PaV)
 	hack/cluster/up.sh
 	$(MAKE) images
 	$(MAKE) cluster-load
+	$(LOCK) $(MAKE) deploy-only
 	$(MAKE) e2e
 
 test-unit: ## go test ./...
