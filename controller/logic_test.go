@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -298,5 +299,43 @@ func TestStuckReason(t *testing.T) {
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes"}}
 	if got := stuckReason(pod); !strings.Contains(got, "cannot be scheduled: 0/1 nodes") {
 		t.Errorf("unschedulable: %q", got)
+	}
+}
+
+func TestMetricsExported(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.operation("provision", "success", 2*time.Second)
+	m.podDone(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{templating.LabelPhase: "creation"},
+		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Second))}}, false)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range metric.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			if c := metric.GetCounter(); c != nil {
+				got[key] = c.GetValue()
+			}
+			if h := metric.GetHistogram(); h != nil {
+				got[key] = float64(h.GetSampleCount())
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"pav_controller_operations_total,operation=provision,result=success": 1,
+		"pav_controller_operations_total,operation=delete,result=failure":    0,
+		"pav_controller_operation_duration_seconds,operation=provision":      1,
+		"pav_controller_pods_total,phase=creation,result=failure":            1,
+		"pav_controller_pod_duration_seconds,phase=creation":                 1,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
 	}
 }

@@ -48,6 +48,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"phase"}),
 	}
+	// Start every series at zero so dashboards and alerts see them at once.
+	for _, op := range []string{"provision", "delete"} {
+		for _, r := range []string{"success", "failure"} {
+			m.operations.WithLabelValues(op, r)
+		}
+	}
+	for _, ph := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion} {
+		for _, r := range []string{"success", "failure"} {
+			m.pods.WithLabelValues(string(ph), r)
+		}
+	}
 	if reg != nil {
 		reg.MustRegister(m.operations, m.opDuration, m.pods, m.podDur)
 	}
