@@ -117,7 +117,7 @@ func (s *claimSync) retryLater(msg string) error {
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
 	s.c.metrics.operation("provision", "failure", 0)
-	return fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)
+	return retryScheduled{fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)}
 }
 
 func (s *claimSync) request() Request {

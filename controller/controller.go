@@ -12,13 +12,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -334,11 +334,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// errRequeue asks for a quick retry that is not a failure (e.g. a conflict
-// with a concurrent writer, or a cache that has not caught up yet).
-type requeueError struct{ reason string }
+// retryScheduled wraps a failure that has been reported (Event) and whose
+// retry is already scheduled with the item's backoff.
+type retryScheduled struct{ err error }
 
-func (e requeueError) Error() string { return "requeue: " + e.reason }
+func (e retryScheduled) Error() string { return e.err.Error() }
+func (e retryScheduled) Unwrap() error { return e.err }
 
 func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
 	key, quit := q.Get()
@@ -347,25 +348,19 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 	}
 	defer q.Done(key)
 	err := sync(ctx, key)
+	var scheduled retryScheduled
 	switch {
 	case err == nil:
 		q.Forget(key)
-	case isTransient(err):
-		klog.V(4).InfoS("Requeueing", "key", key, "reason", err)
-		q.AddRateLimited(key)
+	case errors.As(err, &scheduled):
+		klog.V(2).InfoS("Sync failed; retry scheduled", "key", key, "err", err)
 	default:
-		// Failures already went through the item's backoff (and were reported
-		// as Events); the sync scheduled the retry itself.
-		klog.V(2).InfoS("Sync failed", "key", key, "err", err)
+		// API errors, conflicts, caches lagging behind: retry soon, with the
+		// queue's own (fast-starting) per-item backoff.
+		klog.V(3).InfoS("Requeueing", "key", key, "err", err)
+		q.AddRateLimited(key)
 	}
 	return true
-}
-
-func isTransient(err error) bool {
-	if _, ok := err.(requeueError); ok {
-		return true
-	}
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 }
 
 // --- event handlers: map every change to the work items it affects ---

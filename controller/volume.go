@@ -68,7 +68,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		d := c.volumeBackoff.failed(name)
 		c.volumeQueue.AddAfter(name, d)
 		c.metrics.operation("delete", "failure", 0)
-		return fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)
+		return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)}
 	}
 	if del != nil {
 		if del.DeletionTimestamp != nil && !terminated(del) {
