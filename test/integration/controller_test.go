@@ -834,3 +834,43 @@ func TestStuckPodIsReported(t *testing.T) {
 	}
 	e.waitEvent("c", "PodNotStarting", `ImagePullBackOff: image "busybox" not found`)
 }
+
+// A burst of claims is limited by the API server, not by PaV's client rate
+// limits or worker counts: 200 claims without pods are provisioned quickly.
+func TestBurstOfClaims(t *testing.T) {
+	const n = 200
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("burst", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	e.class("burst", p.Name, nil)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			e.claim(fmt.Sprintf("c%d", i), "burst", "1Gi")
+		}(i)
+	}
+	wg.Wait()
+	e.waitFor(fmt.Sprintf("%d PVs", n), func() (bool, error) {
+		list, err := e.kube.CoreV1().PersistentVolumes().List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		count := 0
+		for _, pv := range list.Items {
+			if pv.Spec.StorageClassName == "burst" {
+				count++
+			}
+		}
+		return count == n, nil
+	})
+	d := time.Since(start)
+	t.Logf("%d claims provisioned in %v (%.0f volumes/s)", n, d, n/d.Seconds())
+	if d > 20*time.Second {
+		t.Errorf("provisioning %d claims took %v", n, d)
+	}
+}
