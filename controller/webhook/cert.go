@@ -16,6 +16,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,8 @@ type Certs struct {
 	Key    []byte // PEM
 }
 
-// DNSNames are the names under which the API server reaches service in namespace.
+// DNSNames are the names under which the API server reaches service in
+// namespace. (Generate also accepts IP addresses among the names.)
 func DNSNames(service, namespace string) []string {
 	return []string{
 		service,
@@ -79,10 +81,20 @@ func Generate(dnsNames []string, now time.Time) (*Certs, error) {
 	if err != nil {
 		return nil, err
 	}
+	var dns []string
+	var ips []net.IP
+	for _, n := range dnsNames {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, n)
+		}
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
+		DNSNames:     dns,
+		IPAddresses:  ips,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(5 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,

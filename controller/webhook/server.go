@@ -98,6 +98,9 @@ type Server struct {
 	WebhookConfigName string
 	Addr              string
 	Handler           http.Handler
+	// ExtraNames are more DNS names or IP addresses for the certificate
+	// (e.g. when the API server calls the webhook by URL).
+	ExtraNames []string
 
 	ready atomic.Bool
 }
@@ -111,7 +114,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var certs *Certs
 	err := retry(ctx, func() error {
 		var err error
-		certs, err = EnsureSecret(ctx, s.Kube, s.Namespace, s.SecretName, DNSNames(s.ServiceName, s.Namespace))
+		certs, err = EnsureSecret(ctx, s.Kube, s.Namespace, s.SecretName, append(DNSNames(s.ServiceName, s.Namespace), s.ExtraNames...))
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,119 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/controller/webhook"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+// The admission webhook as the API server uses it: certificate from a Secret
+// the server creates, CA bundle patched into the configuration (and patched
+// again when someone resets it), invalid PavProvisioners rejected with the
+// field named, metadata-only updates of an invalid object allowed.
+func TestWebhook(t *testing.T) {
+	e := newEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	url := fmt.Sprintf("https://%s%s", addr, webhook.Path)
+	cfgName := "pav-test-" + e.ns
+	scope := admissionregistrationv1.ClusterScope
+	_, err = e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(e.ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: cfgName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "pavprovisioners.pav.albertofaria.github.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupName}, APIVersions: []string{v1alpha1.Version}, Resources: []string{v1alpha1.Resource}, Scope: &scope}}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
+	})
+
+	// While the webhook is not serving, PavProvisioners cannot be created (failurePolicy Fail).
+	if _, err := e.pav.Create(e.ctx, testProvisioner("early", nil), metav1.CreateOptions{}); err == nil {
+		t.Fatal("created a PavProvisioner while the webhook was down")
+	}
+
+	srv := &webhook.Server{
+		Kube: e.kube, Namespace: e.ns, SecretName: "cert", ServiceName: "pav-webhook",
+		WebhookConfigName: cfgName, Addr: addr, ExtraNames: []string{"127.0.0.1"},
+		Handler: &webhook.Handler{Validate: e.engine.Validate},
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go func() {
+		if err := srv.Run(ctx); err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
+	}()
+
+	valid := testProvisioner("wh-valid-"+e.ns[:2], nil)
+	e.waitFor("the webhook to admit a valid PavProvisioner", func() (bool, error) {
+		_, err := e.pav.Create(e.ctx, valid, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, err
+	})
+	secret, err := e.kube.CoreV1().Secrets(e.ns).Get(e.ctx, "cert", metav1.GetOptions{})
+	if err != nil || secret.Type != corev1.SecretTypeTLS {
+		t.Fatalf("certificate Secret: %v", err)
+	}
+
+	invalid := testProvisioner("wh-invalid", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeValidation = &v1alpha1.VolumeValidation{MinCapacity: value("{{ 1 +")}
+	})
+	_, err = e.pav.Create(e.ctx, invalid, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "spec.volumeValidation.minCapacity") {
+		t.Fatalf("invalid PavProvisioner: error %v, want one naming spec.volumeValidation.minCapacity", err)
+	}
+
+	// Someone re-applies the configuration without a CA bundle: it is patched again.
+	cur, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(e.ctx, cfgName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Webhooks[0].ClientConfig.CABundle = nil
+	if _, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the CA bundle to be restored", func() (bool, error) {
+		cur, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(e.ctx, cfgName, metav1.GetOptions{})
+		return err == nil && len(cur.Webhooks[0].ClientConfig.CABundle) > 0, err
+	})
+}
+
+func testProvisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)) *v1alpha1.PavProvisioner {
+	p := &v1alpha1.PavProvisioner{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.PavProvisionerSpec{
+			ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic},
+			VolumeStaging:     &v1alpha1.VolumeStaging{PodTemplate: value(podTemplate(""))},
+		},
+	}
+	if mutate != nil {
+		mutate(&p.Spec)
+	}
+	return p
+}
