@@ -1,0 +1,418 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	mount "k8s.io/mount-utils"
+
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+// literalEngine evaluates nothing: its templates are fixed.
+type literalEngine struct {
+	root        string
+	staging     *corev1.PodTemplateSpec
+	unstaging   *corev1.PodTemplateSpec
+	staticErr   error
+	mu          sync.Mutex
+	stagingReqs []StagingRequest
+}
+
+func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {
+	return e.staticErr
+}
+
+func (e *literalEngine) Staging(_ context.Context, _ *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stagingReqs = append(e.stagingReqs, req)
+	return e.staging, nil
+}
+
+func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, StagingRequest) (*corev1.PodTemplateSpec, error) {
+	return e.unstaging, nil
+}
+
+func (e *literalEngine) PodName(phase templating.Phase, key string) string {
+	return templating.PodName(phase, key)
+}
+
+func (e *literalEngine) NewHostDir(podName string) string {
+	return filepath.Join(e.root, podName+".x")
+}
+
+func (e *literalEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
+	return templating.BuildPod(tmpl, templating.PodOptions{
+		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
+		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
+	})
+}
+
+func podTemplate(name string) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "busybox"}}}}
+}
+
+type stagerFixture struct {
+	t       *testing.T
+	kube    *fake.Clientset
+	stager  *Stager
+	engine  *literalEngine
+	mounter *mount.FakeMounter
+	root    string
+	target  string
+}
+
+const (
+	testDriver = "prov"
+	testHandle = "handle-1"
+)
+
+func newStagerFixture(t *testing.T, pvMutate func(*corev1.PersistentVolume), modes ...v1alpha1.ProvisioningMode) *stagerFixture {
+	t.Helper()
+	root := t.TempDir()
+	if len(modes) == 0 {
+		modes = []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Namespace: "ns", UID: "claim-uid"}}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-claim-uid", UID: "pv-uid", Annotations: map[string]string{annotationProvisionedBy: testDriver}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: "claim", UID: "claim-uid"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: testHandle}},
+		},
+	}
+	if pvMutate != nil {
+		pvMutate(pv)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}
+	kube := fake.NewSimpleClientset(pvc, pv, node)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	if err := pods.AddIndexers(PodIndexers()); err != nil {
+		t.Fatal(err)
+	}
+	pvs := factory.Core().V1().PersistentVolumes().Informer()
+	if err := pvs.AddIndexers(PVIndexers()); err != nil {
+		t.Fatal(err)
+	}
+	provs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = provs.Add(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: modes}})
+	engine := &literalEngine{root: root, staging: podTemplate("stage"), unstaging: podTemplate("unstage")}
+	m := mount.NewFakeMounter(nil)
+	s := NewStager(StagerConfig{
+		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: m,
+		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root,
+		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
+}
+
+// indexerInformer serves a fixed indexer where the stager wants an informer's.
+type indexerInformer struct {
+	cache.SharedIndexInformer
+	indexer cache.Indexer
+}
+
+func (i *indexerInformer) GetIndexer() cache.Indexer { return i.indexer }
+
+func (f *stagerFixture) publish(ctx context.Context) error {
+	return f.stager.Publish(ctx, testDriver, &pavcsi.PublishRequest{VolumeID: testHandle, TargetPath: f.target})
+}
+
+// waitForPod waits until a pod of the phase exists and returns it.
+func (f *stagerFixture) waitForPod(phase templating.Phase) *corev1.Pod {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		list, err := f.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Labels[templating.LabelPhase] == string(phase) {
+				return &list.Items[i]
+			}
+		}
+	}
+	f.t.Fatalf("no %s pod appeared", phase)
+	return nil
+}
+
+func (f *stagerFixture) setPhase(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32) {
+	f.t.Helper()
+	pod = pod.DeepCopy()
+	pod.Status.Phase = phase
+	if exitCode >= 0 {
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode}}}}
+	}
+	if _, err := f.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *stagerFixture) pods() []corev1.Pod {
+	list, err := f.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func hostDir(t *testing.T, pod *corev1.Pod, root string) string {
+	t.Helper()
+	dir, err := podHostDir(pod, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func async(fn func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- fn() }()
+	return ch
+}
+
+func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	done := async(func() error { return f.publish(ctx) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	dir := hostDir(t, pod, f.root)
+	if pod.Spec.NodeName != "node1" || pod.Annotations[templating.AnnotationTargetPath] != f.target ||
+		pod.Annotations[templating.AnnotationClaim] != "ns/claim" || len(pod.Finalizers) != 1 {
+		t.Errorf("staging pod = %+v", pod.ObjectMeta)
+	}
+	mkdir(t, dir, "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(f.mounter.MountPoints) != 1 || f.mounter.MountPoints[0].Path != f.target || f.mounter.MountPoints[0].Device != filepath.Join(dir, "volume") {
+		t.Fatalf("mounts = %+v", f.mounter.MountPoints)
+	}
+	if len(f.engine.stagingReqs) != 1 || f.engine.stagingReqs[0].PVC.Name != "claim" || f.engine.stagingReqs[0].Node.Name != "node1" {
+		t.Errorf("staging context = %+v", f.engine.stagingReqs)
+	}
+	// Idempotent: a second call reuses the pod and the mount.
+	if err := f.publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.pods()); n != 1 {
+		t.Errorf("%d pods after the second publish", n)
+	}
+
+	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+	un := f.waitForPod(templating.PhaseUnstaging)
+	if un.Annotations[templating.AnnotationClaim] != "ns/claim" {
+		t.Errorf("unstaging pod annotations = %v", un.Annotations)
+	}
+	f.setPhase(un, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(f.mounter.MountPoints) != 0 {
+		t.Errorf("mounts left: %+v", f.mounter.MountPoints)
+	}
+	if n := len(f.pods()); n != 0 {
+		t.Errorf("%d pods left", n)
+	}
+	if entries, _ := os.ReadDir(f.root); len(entries) != 0 {
+		t.Errorf("directories left: %v", entries)
+	}
+	if _, err := os.Stat(f.target); !os.IsNotExist(err) {
+		t.Errorf("target left: %v", err)
+	}
+	// Idempotent.
+	if err := f.stager.Unpublish(ctx, testDriver, testHandle, f.target); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPublishReadyFile(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	f.engine.unstaging = nil
+	done := async(func() error { return f.publish(context.Background()) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	dir := hostDir(t, pod, f.root)
+	f.setPhase(pod, corev1.PodRunning, -1)
+	mkdir(t, dir, "data")
+	symlink(t, "/pav/data", dir, "volume")
+	select {
+	case err := <-done:
+		t.Fatalf("publish returned before /pav/ready: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	start := time.Now()
+	writeFile(t, filepath.Join(dir, "ready"), "")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("publish noticed /pav/ready after %v", d)
+	}
+	if len(f.mounter.MountPoints) != 1 || f.mounter.MountPoints[0].Device != filepath.Join(dir, "data") {
+		t.Fatalf("mounts = %+v", f.mounter.MountPoints)
+	}
+}
+
+func TestPublishFailureRunsUnstaging(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	done := async(func() error { return f.publish(context.Background()) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	writeFile(t, filepath.Join(hostDir(t, pod, f.root), "error"), "cannot reach the storage server\n")
+	f.setPhase(pod, corev1.PodFailed, 3)
+	un := f.waitForPod(templating.PhaseUnstaging)
+	f.setPhase(un, corev1.PodSucceeded, 0)
+	err := <-done
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "cannot reach the storage server") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(f.pods()); n != 0 {
+		t.Errorf("%d pods left", n)
+	}
+	if entries, _ := os.ReadDir(f.root); len(entries) != 0 {
+		t.Errorf("directories left: %v", entries)
+	}
+	if len(f.mounter.MountPoints) != 0 {
+		t.Errorf("mounts: %v", f.mounter.MountPoints)
+	}
+}
+
+func TestPublishFailureMessageFromTermination(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	f.engine.unstaging = nil
+	done := async(func() error { return f.publish(context.Background()) })
+	pod := f.waitForPod(templating.PhaseStaging).DeepCopy()
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stage", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 7, Message: "mount: permission denied"}}}}
+	pod.Status.Phase = corev1.PodRunning // a container failed; restartPolicy Never: no need to wait for the phase
+	if _, err := f.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), `container "stage" exited with code 7: mount: permission denied`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPublishVolumeEscapingPav(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	f.engine.unstaging = nil
+	done := async(func() error { return f.publish(context.Background()) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	symlink(t, "/etc", hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "/pav/volume escapes /pav") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.mounter.MountPoints) != 0 {
+		t.Errorf("mounted: %v", f.mounter.MountPoints)
+	}
+}
+
+func TestPublishDeadlineThenResume(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := f.publish(ctx)
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not done yet") {
+		t.Fatalf("err = %v", err)
+	}
+	pod := f.waitForPod(templating.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := f.publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.pods()); n != 1 {
+		t.Errorf("%d pods, want the same single staging pod", n)
+	}
+}
+
+func TestPublishStatic(t *testing.T) {
+	static := func(pv *corev1.PersistentVolume) { pv.Annotations = nil }
+	t.Run("provisioner without Static", func(t *testing.T) {
+		f := newStagerFixture(t, static)
+		err := f.publish(context.Background())
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "does not support static provisioning") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("rejected by static validation", func(t *testing.T) {
+		f := newStagerFixture(t, static, v1alpha1.Static)
+		f.engine.staticErr = errors.New("capacity 1Mi is below minCapacity 1Gi")
+		err := f.publish(context.Background())
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "below minCapacity") {
+			t.Fatalf("err = %v", err)
+		}
+		if n := len(f.pods()); n != 0 {
+			t.Errorf("%d pods created", n)
+		}
+	})
+	t.Run("accepted", func(t *testing.T) {
+		f := newStagerFixture(t, static, v1alpha1.Static)
+		done := async(func() error { return f.publish(context.Background()) })
+		pod := f.waitForPod(templating.PhaseStaging)
+		mkdir(t, hostDir(t, pod, f.root), "volume")
+		f.setPhase(pod, corev1.PodSucceeded, 0)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestPublishUnknownVolume(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	err := f.stager.Publish(context.Background(), testDriver, &pavcsi.PublishRequest{VolumeID: "other", TargetPath: f.target})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Unstaging works from the staging pod's snapshot when the claim is gone.
+func TestUnpublishWithClaimGone(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	done := async(func() error { return f.publish(context.Background()) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.CoreV1().PersistentVolumeClaims("ns").Delete(context.Background(), "claim", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done = async(func() error { return f.stager.Unpublish(context.Background(), testDriver, testHandle, f.target) })
+	un := f.waitForPod(templating.PhaseUnstaging)
+	f.setPhase(un, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.pods()); n != 0 {
+		t.Errorf("%d pods left", n)
+	}
+}
