@@ -5,7 +5,7 @@ SHELL := /bin/bash
 IMAGE ?= pav:latest
 GO ?= go
 GOTEST_FLAGS ?=
-# go test flags of the e2e binaries (they are built with `go test -c`), e.g. E2E_FLAGS="-test.v -test.run Smoke"
+# flags of the e2e test binaries (built with `go test -c`), e.g. E2E_FLAGS="-test.v -test.run Smoke"
 E2E_FLAGS ?= -test.v -test.timeout=60m
 export IMAGE
 
@@ -71,10 +71,14 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 	examples/demo.sh
 
 # ---------------------------------------------------------------- tests
-.PHONY: test test-unit test-integration e2e e2e-build
-test: test-unit test-integration ## unit, integration, then e2e tests (brings the cluster up, loads images, installs PaV)
+.PHONY: test test-unit test-integration e2e
+# E2E_IMAGES: image targets `make test` builds before loading them into the cluster
+E2E_IMAGES ?= images examples-images
+test: ## unit, integration, then e2e tests (brings the cluster up, loads images, installs PaV)
+	$(MAKE) test-unit
+	$(MAKE) test-integration
 	hack/cluster/up.sh
-	$(MAKE) images
+	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
 	$(LOCK) $(MAKE) deploy-only
 	$(MAKE) e2e
@@ -83,21 +87,8 @@ test-unit: ## go test ./...
 	$(GO) test $(GOTEST_FLAGS) ./...
 
 test-integration: ## tests with build tag `integration` (real etcd + kube-apiserver on loopback)
-	$(if $(call tagged_pkgs,integration),$(GO) test -tags integration -v $(GOTEST_FLAGS) $(addprefix ./,$(call tagged_pkgs,integration)),@echo "no integration tests")
+	hack/cluster/ensure-kube.sh >/dev/null
+	$(if $(call tagged_pkgs,integration),PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -v $(GOTEST_FLAGS) $(call tagged_pkgs,integration),@echo "no integration tests")
 
-# The e2e binaries are built outside the netns (building needs the module proxy) and run
-# inside it, where the API server is reachable; each runs in its package directory, as go test does.
-e2e-build:
-	@rm -rf _output/e2e && mkdir -p _output/e2e
-	@for p in $(call tagged_pkgs,e2e); do \
-	  n=$$(echo "$${p#./}" | sed 's#/$$##; s#/#_#g'); \
-	  echo "$(GO) test -c -tags e2e -o _output/e2e/$$n.test $$p"; \
-	  $(GO) test -c -tags e2e -o _output/e2e/$$n.test $$p || exit 1; \
-	  echo "$$p" > _output/e2e/$$n.dir; \
-	done
-
-e2e: e2e-build ## run the e2e tests (build tag `e2e`) against the running cluster
-	$(LOCK) bash -c 'rc=0; for t in _output/e2e/*.test; do \
-	  [ -e "$$t" ] || { echo "no e2e tests"; continue; }; d=$$(cat "$${t%.test}.dir"); echo "=== $$t (in $$d)"; \
-	  (cd "$$d" && $(CURDIR)/hack/cluster/netns-exec $(CURDIR)/$$t $(E2E_FLAGS)) || rc=1; \
-	done; exit $$rc'
+e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
+	hack/cluster/e2e.sh $(E2E_FLAGS)
