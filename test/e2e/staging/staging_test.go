@@ -1,0 +1,305 @@
+//go:build e2e
+
+package staging
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+// container is the YAML of a PaV pod's container running script in the test image.
+func container(name, script string, privileged bool) string {
+	var b strings.Builder
+	b.WriteString("- name: " + name + "\n")
+	b.WriteString("  image: " + framework.TestImage + "\n")
+	b.WriteString("  imagePullPolicy: IfNotPresent\n")
+	if privileged {
+		b.WriteString("  securityContext: {privileged: true}\n")
+	}
+	b.WriteString("  volumeMounts: [{name: marker, mountPath: /marker}]\n")
+	b.WriteString("  command:\n    - /bin/sh\n    - -c\n    - |\n")
+	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
+		b.WriteString("      " + l + "\n")
+	}
+	return b.String()
+}
+
+// podTemplate is the YAML of a PaV pod template (in the test namespace, with
+// the test's marker directory at /marker).
+func podTemplate(name, script string, privileged bool) string {
+	return "podTemplate:\n" + indent(`metadata: {namespace: NS}
+spec:
+  terminationGracePeriodSeconds: 5
+  volumes: [{name: marker, hostPath: {path: MARKER, type: Directory}}]
+  containers:
+`+indent(container(name, script, privileged), "  "), "  ")
+}
+
+func section(name string, podTemplateYAML string) string {
+	return name + ":\n" + indent(podTemplateYAML, "  ")
+}
+
+// dynamicWith is a dynamic provisioner of 1 MiB volumes with the given staging/unstaging scripts.
+func dynamicWith(staging, unstaging string, privileged bool, extra string) string {
+	s := "provisioningModes: [Dynamic]\nvolumeCreation:\n  capacity: 1Mi\n" + extra
+	s += section("volumeStaging", podTemplate("stage", staging, privileged))
+	if unstaging != "" {
+		s += section("volumeUnstaging", podTemplate("unstage", unstaging, privileged))
+	}
+	return s
+}
+
+const writeHello = `mkdir /pav/volume
+echo "hello from {{ handle }} on {{ node.metadata.name }}, capacity {{ capacity }}" > /pav/volume/hello`
+
+func TestRunToCompletionStaging(t *testing.T) {
+	e := newEnv(t, dynamicWith(writeHello, "touch /marker/unstaged", false, ""))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	e.WaitForPVCBound("c1")
+
+	// Baseline: the same client pod without a volume.
+	start := time.Now()
+	e.clientPod("baseline", "true", nil, false, false)
+	e.succeeded("baseline")
+	baseline := time.Since(start)
+
+	start = time.Now()
+	e.clientPod("client", "cat /data/c1/hello", []string{"c1"}, false, false)
+	out := e.succeeded("client")
+	withPaV := time.Since(start)
+	if !strings.Contains(out, "hello from pvc-") || !strings.Contains(out, "capacity 1048576") {
+		t.Errorf("client read %q", out)
+	}
+	t.Logf("client pod create→Succeeded: %v without a volume, %v with a run-to-completion PaV volume (+%v)", baseline, withPaV, withPaV-baseline)
+	e.logPublishDurations()
+
+	e.DeletePod("client", timeout)
+	if !e.marked("unstaged") {
+		t.Error("the unstaging pod did not run before the client pod was gone")
+	}
+}
+
+func TestLongRunningStagingWithTmpfs(t *testing.T) {
+	e := newEnv(t, dynamicWith(`mkdir -p /pav/volume
+mount -t tmpfs -o size=1m tmpfs /pav/volume
+echo tmpfs-data > /pav/volume/f
+trap 'umount /pav/volume; exit 0' TERM
+touch /pav/ready
+sleep 3600 & wait`, "", true, ""))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	e.clientPod("client", `cat /data/c1/f
+grep -q " /data/c1 tmpfs " /proc/mounts && echo IS-TMPFS
+echo written > /data/c1/g && cat /data/c1/g`, []string{"c1"}, false, false)
+	out := e.succeeded("client")
+	for _, want := range []string{"tmpfs-data", "IS-TMPFS", "written"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client output %q lacks %q", out, want)
+		}
+	}
+	e.logPublishDurations()
+}
+
+func TestReadOnlyWithNestedMount(t *testing.T) {
+	e := newEnv(t, dynamicWith(`mkdir -p /pav/volume/sub
+echo top > /pav/volume/top
+mount -t tmpfs -o size=1m tmpfs /pav/volume/sub
+echo nested > /pav/volume/sub/f
+trap 'umount /pav/volume/sub; exit 0' TERM
+touch /pav/ready
+sleep 3600 & wait`, "", true, "volumeValidation:\n  accessModes: [ReadOnlyMany, ReadWriteOnce]\n"))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	e.clientPod("client", `cat /data/c1/top /data/c1/sub/f
+touch /data/c1/x 2>/dev/null && echo WROTE-TOP
+touch /data/c1/sub/x 2>/dev/null && echo WROTE-SUB
+echo end`, []string{"c1"}, true, false)
+	out := e.succeeded("client")
+	if !strings.Contains(out, "top") || !strings.Contains(out, "nested") || !strings.Contains(out, "end") {
+		t.Errorf("client output %q: the volume or its nested mount is not visible", out)
+	}
+	if strings.Contains(out, "WROTE") {
+		t.Errorf("client could write to a read-only volume: %q", out)
+	}
+}
+
+func TestBlockVolumeOnLoopDevice(t *testing.T) {
+	ensureNode := `ensure_node() {
+  [ -b "$1" ] && return 0
+  IFS=: read -r maj min < "/sys/block/${1#/dev/}/dev"
+  mknod "$1" b "$maj" "$min"
+}`
+	e := newEnv(t, dynamicWith(`set -e
+exec 2> /pav/error
+`+ensureNode+`
+file=/marker/{{ handle }}.img
+[ -e "$file" ] || dd if=/dev/zero of="$file" bs=1024 count=1024 2>/dev/null
+dev=$(losetup -a | grep "$file" | head -n 1 | cut -d: -f1)
+if [ -z "$dev" ]; then dev=$(losetup -f); ensure_node "$dev"; losetup "$dev" "$file"; fi
+IFS=: read -r maj min < "/sys/block/${dev#/dev/}/dev"
+mknod /pav/volume b "$maj" "$min"`, `set -e
+exec 2> /pav/error
+`+ensureNode+`
+file=/marker/{{ handle }}.img
+for dev in $(losetup -a | grep "$file" | cut -d: -f1); do ensure_node "$dev"; losetup -d "$dev"; done
+touch /marker/unstaged`, true, "volumeValidation:\n  volumeModes: [Block]\n"))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeBlock, corev1.ReadWriteOnce)
+	e.clientPod("client", `blockdev --getsize64 /dev/c1
+echo block-data | dd of=/dev/c1 bs=512 conv=sync 2>/dev/null
+dd if=/dev/c1 bs=10 count=1 2>/dev/null; echo`, []string{"c1"}, false, true)
+	out := e.succeeded("client")
+	if !strings.Contains(out, "1048576") || !strings.Contains(out, "block-data") {
+		t.Errorf("client output %q", out)
+	}
+	e.DeletePod("client", timeout)
+	if !e.marked("unstaged") {
+		t.Error("the unstaging pod (loop device detach) did not run")
+	}
+}
+
+func TestThreeVolumesInOnePod(t *testing.T) {
+	e := newEnv(t, dynamicWith(writeHello, "", false, ""))
+	e.storageClass(nil)
+	claims := []string{"c1", "c2", "c3"}
+	for _, c := range claims {
+		e.claim(c, corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	}
+	e.clientPod("client", "cat /data/c1/hello /data/c2/hello /data/c3/hello", claims, false, false)
+	out := e.succeeded("client")
+	handles := map[string]bool{}
+	for _, m := range regexp.MustCompile(`hello from (pvc-[0-9a-f-]+)`).FindAllStringSubmatch(out, -1) {
+		handles[m[1]] = true
+	}
+	if len(handles) != 3 {
+		t.Errorf("client saw %d distinct volumes, want 3: %q", len(handles), out)
+	}
+	e.logPublishDurations()
+}
+
+func TestFailingStagingPod(t *testing.T) {
+	e := newEnv(t, dynamicWith(`echo "the backend at 10.0.0.1 is unreachable" > /pav/error
+exit 3`, "touch /marker/unstaged", false, ""))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	e.clientPod("client", "cat /data/c1/hello", []string{"c1"}, false, false)
+	msg := e.waitForEvent("client", regexp.MustCompile(`the backend at 10\.0\.0\.1 is unreachable`), timeout)
+	t.Logf("event on the client pod: %s", msg)
+	pod, err := e.Client.CoreV1().Pods(e.Namespace).Get(e.Ctx, "client", metav1.GetOptions{})
+	must(t, err)
+	if pod.Status.Phase != corev1.PodPending {
+		t.Errorf("client pod is %s, want Pending", pod.Status.Phase)
+	}
+	if !e.marked("unstaged") {
+		t.Error("the unstaging pod did not run after the failed staging pod")
+	}
+}
+
+func TestStaticProvisioning(t *testing.T) {
+	e := newEnv(t, `provisioningModes: [Static]
+volumeValidation:
+  maxCapacity: 10Mi
+`+section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
+echo "{{ params.greeting }} from {{ handle }}" > /pav/volume/hello`, false)))
+	e.staticVolume("good", "static-handle-1", "1Mi", map[string]string{"greeting": "hi"})
+	e.clientPod("client", "cat /data/good/hello", []string{"good"}, false, false)
+	if out := e.succeeded("client"); !strings.Contains(out, "hi from static-handle-1") {
+		t.Errorf("client read %q", out)
+	}
+
+	e.staticVolume("toobig", "static-handle-2", "100Mi", map[string]string{"greeting": "hi"})
+	e.clientPod("client2", "cat /data/toobig/hello", []string{"toobig"}, false, false)
+	msg := e.waitForEvent("client2", regexp.MustCompile(`not valid for PavProvisioner`), timeout)
+	t.Logf("event on the client pod: %s", msg)
+	pods, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelProvisioner + "=" + e.prov + "," + templating.LabelPhase + "=staging"})
+	must(t, err)
+	for _, p := range pods.Items {
+		if p.Labels[templating.LabelVolume] == templating.LabelValue(e.Namespace+"-toobig") {
+			t.Errorf("a staging pod %s was created for a PV that failed static validation", p.Name)
+		}
+	}
+}
+
+func TestNodePluginRestartDuringStaging(t *testing.T) {
+	e := newEnv(t, dynamicWith(`sleep 8
+mkdir /pav/volume
+echo survived > /pav/volume/f`, "touch /marker/unstaged", false, ""))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	e.clientPod("client", "cat /data/c1/f", []string{"c1"}, false, false)
+	// Wait for the staging pod to run, then kill the node plugin.
+	sel := templating.LabelProvisioner + "=" + e.prov + "," + templating.LabelPhase + "=staging"
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: sel})
+		must(t, err)
+		if len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the staging pod never ran")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(e.Ctx, time.Minute)
+	defer cancel()
+	if out, err := framework.Kubectl(ctx, "-n", "pav", "delete", "pod", "-l", "app.kubernetes.io/component=node-agent", "--wait=true"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := framework.Kubectl(ctx, "-n", "pav", "rollout", "status", "daemonset/node-agent", "--timeout=60s"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out := e.succeeded("client"); !strings.Contains(out, "survived") {
+		t.Errorf("client read %q", out)
+	}
+	pods, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: sel})
+	must(t, err)
+	if len(pods.Items) != 1 {
+		t.Errorf("%d staging pods after the restart, want the same single one", len(pods.Items))
+	}
+	e.DeletePod("client", timeout)
+	if !e.marked("unstaged") {
+		t.Error("the unstaging pod did not run")
+	}
+}
+
+// WaitForPVCBound waits until a claim of the test namespace is bound.
+func (e *env) WaitForPVCBound(name string) {
+	e.t.Helper()
+	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), name, timeout,
+		func(pvc *corev1.PersistentVolumeClaim) (bool, error) { return pvc.Status.Phase == corev1.ClaimBound, nil }); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// logPublishDurations logs how long the node plugin's NodePublishVolume
+// calls for this test's volumes took, from its log.
+func (e *env) logPublishDurations() {
+	ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+	defer cancel()
+	out, err := framework.Kubectl(ctx, "-n", "pav", "logs", "-l", "app.kubernetes.io/component=node-agent", "--tail=-1")
+	if err != nil {
+		e.t.Logf("node plugin logs: %v", err)
+		return
+	}
+	re := regexp.MustCompile(`duration="?([0-9.]+[mµn]?s)`)
+	var ds []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "Volume staged") && strings.Contains(l, `driver="`+e.prov+`"`) {
+			if m := re.FindStringSubmatch(l); m != nil {
+				ds = append(ds, m[1])
+			}
+		}
+	}
+	e.t.Logf("NodePublishVolume durations (node plugin log): %v", ds)
+}
