@@ -27,8 +27,8 @@ exec 9> /tmp/pav-e2e.lock
 flock 9
 export PAV_E2E_LOCKED=1
 
-say "installing PaV (make cluster-load deploy)"
-make cluster-load deploy
+say "installing PaV (make cluster-load deploy-only)"
+make cluster-load deploy-only
 
 cleanup() {
   say "cleaning up"
