@@ -1,0 +1,472 @@
+// Package jinja evaluates PaV's Jinja dialect on top of gonja, correcting gonja
+// where it differs from Jinja 3 in ways PaV's spec depends on:
+//
+//   - trim_blocks and lstrip_blocks on; a single trailing newline is dropped, as
+//     Jinja does by default;
+//   - every `{{ }}` expression must evaluate to a string or a number (booleans
+//     count as numbers, as in Python); undefined, none, lists and maps are errors
+//     (PaV's finalize rule, which gonja lacks: we wrap each expression in an
+//     internal filter at compile time);
+//   - unknown filters, tests and functions are rejected at compile time;
+//   - include/import/extends are not available (a template must not read files
+//     of the process evaluating it);
+//   - |tojson prints exactly what Jinja prints, |tobash is PaV's filter;
+//   - get_pvc() errors propagate even through `default`, `is defined` or `or`;
+//   - each render gets its own deep copy of the variables; panics become errors.
+package jinja
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/config"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/parser"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Template is one compiled Jinja template. Safe for concurrent Render calls.
+type Template struct {
+	source  string
+	literal bool
+	tpl     *exec.Template
+	loader  loaders.Loader
+}
+
+// Functions are PaV's callable functions available to templates.
+type Functions struct {
+	// GetPVC implements get_pvc(name, namespace). Its error propagates.
+	GetPVC func(name, namespace string) (map[string]interface{}, error)
+}
+
+// Error is a template error. Line and Column are 1-based, 0 when unknown.
+type Error struct {
+	Line, Column int
+	Message      string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Message)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s", e.Line, e.Message)
+	}
+	return e.Message
+}
+
+// maxSourceBytes bounds what we hand to gonja (templates live in one API object).
+const maxSourceBytes = 256 << 10
+
+var pavConfig = func() *config.Config {
+	c := config.New()
+	c.TrimBlocks = true
+	c.LeftStripBlocks = true
+	c.KeepTrailingNewline = false
+	return c
+}()
+
+// controlStructures is gonja's set without the ones that read other templates.
+var controlStructures = func() *exec.ControlStructureSet {
+	allowed := map[string]parser.ControlStructureParser{}
+	for _, name := range []string{"if", "for", "set", "macro", "call", "filter", "with", "raw", "autoescape", "do"} {
+		if p, ok := builtins.ControlStructures.Get(name); ok {
+			allowed[name] = p
+		}
+	}
+	return exec.NewControlStructureSet(allowed)
+}()
+
+const (
+	finalizeFilter = "__pav_finalize"
+	stateVar       = "__pav_state"
+)
+
+var filters = func() *exec.FilterSet {
+	fs := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
+	must(fs.Replace("tojson", filterToJSON))
+	must(fs.Replace("default", filterDefault))
+	must(fs.Replace("d", filterDefault))
+	must(fs.Register("tobash", filterToBash))
+	must(fs.Register(finalizeFilter, filterFinalize))
+	return fs
+}()
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// globalFunctions are the functions a template may call by name.
+var globalFunctions = map[string]bool{
+	"get_pvc": true, "range": true, "dict": true, "namespace": true,
+	"cycler": true, "joiner": true, "lipsum": true,
+}
+
+// Compile parses source with PaV's settings. Errors are *Error.
+func Compile(source string) (t *Template, err error) {
+	if !strings.Contains(source, "{{") && !strings.Contains(source, "{%") && !strings.Contains(source, "{#") {
+		return &Template{source: source, literal: true}, nil
+	}
+	if len(source) > maxSourceBytes {
+		return nil, &Error{Message: fmt.Sprintf("template is longer than %d bytes", maxSourceBytes)}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, &Error{Message: fmt.Sprintf("invalid template: %v", r)}
+		}
+	}()
+	loader, err := loaders.NewFileSystemLoader("")
+	if err != nil {
+		return nil, &Error{Message: err.Error()}
+	}
+	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(source), loader)
+	if err != nil {
+		return nil, &Error{Message: err.Error()}
+	}
+	env := &exec.Environment{
+		Context:           exec.EmptyContext(),
+		Filters:           filters,
+		Tests:             builtins.Tests,
+		ControlStructures: controlStructures,
+		Methods:           builtins.Methods,
+	}
+	tpl, err := exec.NewTemplate("template", pavConfig, shifted, env)
+	if err != nil {
+		return nil, parseError(err)
+	}
+	if err := prepare(tpl.Root()); err != nil {
+		return nil, err
+	}
+	return &Template{source: source, tpl: tpl, loader: shifted}, nil
+}
+
+// IsLiteral reports whether the source has no Jinja syntax at all.
+func (t *Template) IsLiteral() bool { return t.literal }
+
+// renderState carries what a render's filters and functions report back.
+type renderState struct {
+	fatal error // an error no Jinja construct may swallow (get_pvc, finalize)
+}
+
+func (s *renderState) fail(err error) {
+	if s.fatal == nil {
+		s.fatal = err
+	}
+}
+
+// Render evaluates the template with a private deep copy of vars. yaml reports
+// whether the template set the variable `yaml` to true.
+func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out string, yaml bool, err error) {
+	if t.literal {
+		return t.source, false, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}
+		}
+	}()
+	state := &renderState{}
+	data := map[string]interface{}{}
+	for k, v := range vars {
+		data[k] = runtime.DeepCopyJSONValue(v)
+	}
+	data[stateVar] = state
+	data["get_pvc"] = getPVCFunction(state, fns)
+
+	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(exec.NewContext(data))
+	env := &exec.Environment{
+		Context:           ctx,
+		Filters:           filters,
+		Tests:             builtins.Tests,
+		ControlStructures: controlStructures,
+		Methods:           builtins.Methods,
+	}
+	var buf bytes.Buffer
+	renderErr := exec.NewRenderer(env, &buf, pavConfig, t.loader, t.tpl).Execute()
+	if state.fatal != nil {
+		return "", false, state.fatal
+	}
+	if renderErr != nil {
+		return "", false, renderError(renderErr)
+	}
+	if v, ok := ctx.Get("yaml"); ok && v != nil {
+		b, isBool := v.(bool)
+		if !isBool {
+			return "", false, &Error{Message: fmt.Sprintf("the variable yaml must be true or false, not %v", v)}
+		}
+		yaml = b
+	}
+	return buf.String(), yaml, nil
+}
+
+func getPVCFunction(state *renderState, fns *Functions) func(*exec.Evaluator, *exec.VarArgs) (map[string]interface{}, error) {
+	return func(_ *exec.Evaluator, args *exec.VarArgs) (map[string]interface{}, error) {
+		var name, namespace *exec.Value
+		pos := args.Args
+		if len(pos) > 2 {
+			return nil, fail(state, "get_pvc() takes 2 arguments (name, namespace), got %d", len(pos))
+		}
+		if len(pos) > 0 {
+			name = pos[0]
+		}
+		if len(pos) > 1 {
+			namespace = pos[1]
+		}
+		for k, v := range args.KwArgs {
+			switch {
+			case k == "name" && name == nil:
+				name = v
+			case k == "namespace" && namespace == nil:
+				namespace = v
+			default:
+				return nil, fail(state, "get_pvc() got an unexpected or repeated argument %q", k)
+			}
+		}
+		if name == nil || namespace == nil || !name.IsString() || !namespace.IsString() {
+			return nil, fail(state, "get_pvc(name, namespace) needs two string arguments")
+		}
+		if fns == nil || fns.GetPVC == nil {
+			return nil, fail(state, "get_pvc() is not available here")
+		}
+		pvc, err := fns.GetPVC(name.String(), namespace.String())
+		if err != nil {
+			err = &Error{Message: fmt.Sprintf("get_pvc(%q, %q): %v", name.String(), namespace.String(), err)}
+			state.fail(err)
+			return nil, err
+		}
+		return pvc, nil
+	}
+}
+
+func fail(state *renderState, format string, args ...interface{}) error {
+	err := &Error{Message: fmt.Sprintf(format, args...)}
+	state.fail(err)
+	return err
+}
+
+func stateOf(e *exec.Evaluator) *renderState {
+	if v, ok := e.Environment.Context.Get(stateVar); ok {
+		if s, ok := v.(*renderState); ok {
+			return s
+		}
+	}
+	return &renderState{}
+}
+
+// filterFinalize is PaV's finalize rule, applied to every {{ }} expression.
+// Its two arguments are the expression's line and column.
+func filterFinalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	line, col := 0, 0
+	if len(params.Args) == 2 {
+		line, col = params.Args[0].Integer(), params.Args[1].Integer()
+	}
+	text, err := scalarString(in)
+	if err != nil {
+		ferr := &Error{Line: line, Column: col, Message: "expression " + err.Error()}
+		stateOf(e).fail(ferr)
+		return exec.AsValue(ferr)
+	}
+	return exec.AsSafeValue(text)
+}
+
+// scalarString prints a string or number as Python's str() does, else errors.
+func scalarString(in *exec.Value) (string, error) {
+	switch {
+	case in.IsNil():
+		return "", errors.New("evaluated to undefined or none (expressions must evaluate to a string or a number)")
+	case in.IsString():
+		return in.String(), nil
+	case in.IsBool():
+		if in.Bool() {
+			return "True", nil
+		}
+		return "False", nil
+	case in.IsInteger():
+		return strconv.FormatInt(toInt64(in.Interface()), 10), nil
+	case in.IsFloat():
+		return pythonFloat(in.Float()), nil
+	case in.IsList():
+		return "", errors.New("evaluated to a list (expressions must evaluate to a string or a number; use |tojson)")
+	case in.IsDict():
+		return "", errors.New("evaluated to a mapping (expressions must evaluate to a string or a number; use |tojson)")
+	}
+	return "", fmt.Errorf("evaluated to a %T (expressions must evaluate to a string or a number)", in.Interface())
+}
+
+func toInt64(v interface{}) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int8:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	case uint:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	}
+	return 0
+}
+
+// filterDefault is Jinja's default(value, default_value='', boolean=false):
+// it replaces an undefined (or, with boolean, falsy) value but, unlike gonja's,
+// never hides an error.
+func filterDefault(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	def := exec.AsValue("")
+	if len(params.Args) > 0 {
+		def = params.Args[0]
+	} else if v, ok := params.KwArgs["default_value"]; ok {
+		def = v
+	}
+	boolean := false
+	if len(params.Args) > 1 {
+		boolean = params.Args[1].IsTrue()
+	} else if v, ok := params.KwArgs["boolean"]; ok {
+		boolean = v.IsTrue()
+	}
+	if in.IsNil() || (boolean && !in.IsTrue()) {
+		return def
+	}
+	return in
+}
+
+// filterToBash quotes a string or number as one shell word (shlex.quote per
+// line, newlines as ANSI-C $'\n'), exactly like the original PaV.
+func filterToBash(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if in.IsString() || in.IsNumber() || in.IsBool() {
+		s, err := scalarString(in)
+		if err == nil {
+			return exec.AsSafeValue(ToBash(s))
+		}
+	}
+	var what string
+	if in.IsNil() {
+		what = "undefined or none"
+	} else {
+		what = describe(in)
+	}
+	err := &Error{Message: "filter tobash expects a string or a number, got " + what}
+	stateOf(e).fail(err)
+	return exec.AsValue(err)
+}
+
+func describe(in *exec.Value) string {
+	switch {
+	case in.IsList():
+		return "a list"
+	case in.IsDict():
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", in.Interface())
+}
+
+// ToBash is the |tobash filter on a string.
+func ToBash(s string) string {
+	if s == "" {
+		return "''"
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = shellQuote(l)
+		}
+	}
+	return strings.Join(lines, `$'\n'`)
+}
+
+var shellSafe = regexp.MustCompile(`^[\w@%+=:,./-]+$`)
+
+// shellQuote is Python's shlex.quote.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) && isASCII(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	out, err := ToJSON(in.ToGoSimpleType(false))
+	if err != nil {
+		ferr := &Error{Message: "tojson: " + err.Error()}
+		stateOf(e).fail(ferr)
+		return exec.AsValue(ferr)
+	}
+	return exec.AsSafeValue(out)
+}
+
+var lineRe = regexp.MustCompile(`at line (\d+)`)
+
+// renderError turns gonja's nested error text into one short *Error.
+func renderError(err error) error {
+	var perr *Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	msg := err.Error()
+	line := 0
+	if m := lineRe.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+	}
+	// gonja stacks "Unable to ... at line N: <node>: " prefixes; keep the innermost cause.
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		msg = msg[i+2:]
+	}
+	return &Error{Line: line, Message: msg}
+}
+
+// parseError turns a gonja parse failure into an *Error without the source dump.
+func parseError(err error) error {
+	var serr *parser.SyntaxError
+	if errors.As(err, &serr) {
+		return &Error{Line: serr.Line, Column: serr.Column, Message: serr.Message}
+	}
+	var perr *Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "': "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	return &Error{Message: msg}
+}
