@@ -47,6 +47,7 @@ func (w *walker) walk(v reflect.Value) {
 	}
 	switch v.Kind() {
 	case reflect.Interface:
+		rewriteArith(v)
 		if !v.IsNil() {
 			w.walk(v.Elem())
 		}
@@ -105,14 +106,13 @@ var (
 	setTargetName = "target"
 )
 
-
 func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 	switch t {
 	case outputType:
 		wrapOutput((*nodes.Output)(p))
 	case filterType:
 		f := (*nodes.FilterCall)(p)
-		if f.Name != finalizeFilter && !filters.Exists(f.Name) {
+		if f.Name != finalizeFilter && f.Name != arithFilter && !filters.Exists(f.Name) {
 			w.fail(f.Token, "unknown filter '%s'", f.Name)
 		}
 	case testType:
@@ -191,4 +191,37 @@ func wrapOutput(o *nodes.Output) {
 		}
 		o.Alternative = wrap(o.Alternative)
 	}
+}
+
+var expressionType = reflect.TypeOf((*nodes.Expression)(nil)).Elem()
+
+// rewriteArith replaces `a ** b`, `a // b`, `a % b` and `a / b` held in an
+// addressable expression slot by `a|__pav_arith(op, b)`, which implements
+// Python's semantics (gonja's differ: float powers, truncating division,
+// +Inf on division by zero, a panic on string formatting).
+func rewriteArith(slot reflect.Value) {
+	if slot.IsNil() || !slot.CanAddr() || slot.Type() != expressionType {
+		return
+	}
+	slot = reflect.NewAt(slot.Type(), unsafe.Pointer(slot.UnsafeAddr())).Elem() // readable even if unexported
+	bin, ok := slot.Elem().Interface().(*nodes.BinaryExpression)
+	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
+		return
+	}
+	op := bin.Operator.Token.Val
+	switch op {
+	case "**", "//", "%", "/":
+	default:
+		return
+	}
+	tok := bin.Operator.Token
+	repl := &nodes.FilteredExpression{
+		Expression: bin.Left,
+		Filters: []*nodes.FilterCall{{
+			Token: tok,
+			Name:  arithFilter,
+			Args:  []nodes.Expression{&nodes.String{Location: tok, Val: op}, bin.Right},
+		}},
+	}
+	slot.Set(reflect.ValueOf(repl))
 }

@@ -85,6 +85,7 @@ var controlStructures = func() *exec.ControlStructureSet {
 
 const (
 	finalizeFilter = "__pav_finalize"
+	arithFilter    = "__pav_arith"
 	stateVar       = "__pav_state"
 )
 
@@ -95,6 +96,7 @@ var filters = func() *exec.FilterSet {
 	must(fs.Replace("d", filterDefault))
 	must(fs.Register("tobash", filterToBash))
 	must(fs.Register(finalizeFilter, filterFinalize))
+	must(fs.Register(arithFilter, filterArith))
 	return fs
 }()
 
@@ -113,7 +115,7 @@ var globalFunctions = map[string]bool{
 // Compile parses source with PaV's settings. Errors are *Error.
 func Compile(source string) (t *Template, err error) {
 	if !strings.Contains(source, "{{") && !strings.Contains(source, "{%") && !strings.Contains(source, "{#") {
-		return &Template{source: source, literal: true}, nil
+		return &Template{source: jinjaLiteral(source), literal: true}, nil
 	}
 	if len(source) > maxSourceBytes {
 		return nil, &Error{Message: fmt.Sprintf("template is longer than %d bytes", maxSourceBytes)}
@@ -146,6 +148,14 @@ func Compile(source string) (t *Template, err error) {
 		return nil, err
 	}
 	return &Template{source: source, tpl: tpl, loader: shifted}, nil
+}
+
+// jinjaLiteral is what Jinja makes of a source without any Jinja syntax:
+// newlines normalized to "\n" and a single trailing newline dropped.
+func jinjaLiteral(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.TrimSuffix(s, "\n")
 }
 
 // IsLiteral reports whether the source has no Jinja syntax at all.
@@ -330,7 +340,7 @@ func toInt64(v interface{}) int64 {
 	return 0
 }
 
-// filterDefault is Jinja's default(value, default_value='', boolean=false):
+// filterDefault is Jinja's default(value, default_value=”, boolean=false):
 // it replaces an undefined (or, with boolean, falsy) value but, unlike gonja's,
 // never hides an error.
 func filterDefault(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

@@ -1,0 +1,214 @@
+package jinja
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// goldenCase is one case of testdata/golden.json, rendered by real Jinja 3
+// (testdata/golden.py) configured like the original PaV.
+type goldenCase struct {
+	Name   string                 `json:"name"`
+	Source string                 `json:"source"`
+	Vars   map[string]interface{} `json:"vars"`
+	Output *string                `json:"output"`
+	YAML   bool                   `json:"yaml"`
+	Error  string                 `json:"error"`
+}
+
+func testFunctions() *Functions {
+	return &Functions{GetPVC: func(name, namespace string) (map[string]interface{}, error) {
+		if name == "missing" {
+			return nil, errors.New("not found")
+		}
+		return map[string]interface{}{
+			"metadata": map[string]interface{}{"name": name, "namespace": namespace},
+			"spec":     map[string]interface{}{"volumeName": "pv-" + name},
+		}, nil
+	}}
+}
+
+func TestGoldenAgainstJinja(t *testing.T) {
+	data, err := os.ReadFile("testdata/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []goldenCase
+	if err := utiljson.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 50 {
+		t.Fatalf("only %d golden cases", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			out, isYAML, err := render(c.Source, c.Vars)
+			if c.Error != "" {
+				if err == nil {
+					t.Fatalf("Jinja fails (%s) but we rendered %q", c.Error, out)
+				}
+				if strings.Contains(err.Error(), c.Source) && len(c.Source) > 20 {
+					t.Errorf("error dumps the template source: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Jinja renders %q but we fail: %v", *c.Output, err)
+			}
+			if out != *c.Output {
+				t.Errorf("output\n got: %q\nwant: %q", out, *c.Output)
+			}
+			if isYAML != c.YAML {
+				t.Errorf("yaml = %v, want %v", isYAML, c.YAML)
+			}
+		})
+	}
+}
+
+func render(src string, vars map[string]interface{}) (string, bool, error) {
+	tpl, err := Compile(src)
+	if err != nil {
+		return "", false, err
+	}
+	return tpl.Render(vars, testFunctions())
+}
+
+func TestErrorsCarryPosition(t *testing.T) {
+	cases := []struct {
+		src        string
+		line, col  int
+		msgContain string
+	}{
+		{"a\nb {{ missing }}", 2, 3, "undefined"},
+		{"{{ x | nosuch }}", 1, 8, "unknown filter 'nosuch'"},
+		{"\n\n{% if x is nosuch %}{% endif %}", 3, 0, "unknown test 'nosuch'"},
+		{"{{ frob(1) }}", 1, 4, "unknown function 'frob'"},
+		{"{{ 1 + }}", 1, 0, ""},
+		{"{% include 'x' %}", 1, 0, "include"},
+	}
+	for _, c := range cases {
+		_, _, err := render(c.src, map[string]interface{}{"x": int64(1)})
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%q: error %v is not *Error", c.src, err)
+			continue
+		}
+		if e.Line != c.line || (c.col != 0 && e.Column != c.col) {
+			t.Errorf("%q: position %d:%d, want %d:%d (%v)", c.src, e.Line, e.Column, c.line, c.col, e)
+		}
+		if !strings.Contains(e.Message, c.msgContain) {
+			t.Errorf("%q: message %q lacks %q", c.src, e.Message, c.msgContain)
+		}
+	}
+}
+
+func TestRenderNeverMutatesVars(t *testing.T) {
+	vars := map[string]interface{}{"pvc": map[string]interface{}{"metadata": map[string]interface{}{"name": "orig"}}}
+	if _, _, err := render("{% set pvc.metadata.name = 'changed' %}{{ pvc.metadata.name }}", vars); err != nil {
+		t.Logf("render: %v", err) // an error is fine; mutation is not
+	}
+	if got := vars["pvc"].(map[string]interface{})["metadata"].(map[string]interface{})["name"]; got != "orig" {
+		t.Fatalf("caller's vars mutated: name = %v", got)
+	}
+}
+
+func TestLiteral(t *testing.T) {
+	for src, lit := range map[string]bool{"plain text": true, "1Gi": true, "{{ x }}": false, "{% if %}": false, "a {# c #}": false} {
+		tpl, err := Compile(src)
+		if err != nil {
+			if lit {
+				t.Errorf("%q: %v", src, err)
+			}
+			continue
+		}
+		if tpl.IsLiteral() != lit {
+			t.Errorf("%q: IsLiteral = %v", src, tpl.IsLiteral())
+		}
+	}
+}
+
+func TestConcurrentRender(t *testing.T) {
+	tpl, err := Compile("{% for i in items %}{{ i }}-{{ name }}{% endfor %}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string)
+	for i := 0; i < 8; i++ {
+		go func() {
+			out, _, err := tpl.Render(map[string]interface{}{"items": []interface{}{int64(1), int64(2)}, "name": "n"}, nil)
+			if err != nil {
+				out = err.Error()
+			}
+			done <- out
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if got := <-done; got != "1-n2-n" {
+			t.Fatalf("got %q", got)
+		}
+	}
+}
+
+func TestToJSONMatchesPythonFloats(t *testing.T) {
+	for f, want := range map[float64]string{1: "1.0", 0.1: "0.1", 1e16: "1e+16", 1e15: "1000000000000000.0", 1.5e-5: "1.5e-05", -2.5: "-2.5", 123456.789: "123456.789"} {
+		if got := pythonFloat(f); got != want {
+			t.Errorf("pythonFloat(%v) = %q, want %q", f, got, want)
+		}
+	}
+	out, err := ToJSON(map[string]interface{}{"k": "a\nb"})
+	if err != nil || strings.Contains(out, "\n") {
+		t.Fatalf("tojson %q, %v", out, err)
+	}
+}
+
+// FuzzCompileRender: arbitrary sources never panic or hang.
+func FuzzCompileRender(f *testing.F) {
+	data, _ := os.ReadFile("testdata/cases.json")
+	var cases []goldenCase
+	_ = json.Unmarshal(data, &cases)
+	for _, c := range cases {
+		f.Add(c.Source)
+	}
+	vars := map[string]interface{}{"x": int64(1), "s": "str", "l": []interface{}{int64(1), "a"}, "d": map[string]interface{}{"k": "v"}}
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 2000 || strings.Contains(src, "range") || strings.Contains(src, "*") {
+			t.Skip() // huge loops and repetitions are bounded by size, not by the fuzzer's patience
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if tpl, err := Compile(src); err == nil {
+				_, _, _ = tpl.Render(vars, testFunctions())
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("render of %q did not finish", src)
+		}
+	})
+}
+
+func BenchmarkRender(b *testing.B) {
+	src := strings.Repeat("{% if pvc.metadata.name %}\n  name: {{ pvc.metadata.name | tojson }}\n{% endif %}\ncmd: {{ params.cmd | tobash }}\n", 13)
+	tpl, err := Compile(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	vars := map[string]interface{}{
+		"pvc":    map[string]interface{}{"metadata": map[string]interface{}{"name": "data"}},
+		"params": map[string]interface{}{"cmd": "echo 'hi'\nexit 0"},
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := tpl.Render(vars, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
