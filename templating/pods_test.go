@@ -21,14 +21,14 @@ func TestPodName(t *testing.T) {
 		{PhaseValidation, "3f1c2a9e-0b1d-4d6e-9f00-0123456789ab", "pav-validation-3f1c2a9e-0b1d-4d6e-9f00-0123456789ab", false},
 		{PhaseCreation, "abc", "pav-creation-abc", false},
 		{PhaseStaging, "0123456789abcdef", "pav-staging-0123456789abcdef", false},
-		{PhaseUnstaging, long, "", true},             // too long
-		{PhaseStaging, "Upper", "", true},            // not lowercase
-		{PhaseDeletion, "a/b", "", true},             // bad character
-		{PhaseDeletion, "ends-", "", true},           // must end alphanumeric
-		{PhaseDeletion, "", "", true},                // empty key
-		{PhaseDeletion, "a.b", "", true},             // dots are not allowed in DNS labels
+		{PhaseUnstaging, long, "", true},                                                               // too long
+		{PhaseStaging, "Upper", "", true},                                                              // not lowercase
+		{PhaseDeletion, "a/b", "", true},                                                               // bad character
+		{PhaseDeletion, "ends-", "", true},                                                             // must end alphanumeric
+		{PhaseDeletion, "", "", true},                                                                  // empty key
+		{PhaseDeletion, "a.b", "", true},                                                               // dots are not allowed in DNS labels
 		{PhaseValidation, strings.Repeat("x", 48), "pav-validation-" + strings.Repeat("x", 48), false}, // exactly 63
-		{PhaseValidation, strings.Repeat("x", 49), "", true},                                          // 64
+		{PhaseValidation, strings.Repeat("x", 49), "", true},                                           // 64
 	}
 	for _, tt := range tests {
 		got := PodName(tt.phase, tt.key)

@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
+)
+
+func init() { rootCmd.AddCommand(newRenderCmd()) }
+
+type renderOptions struct {
+	file, phase, pvc, sc, pv, node, selectedNode string
+	objects                                      []string
+	readOnly, pods                               bool
+}
+
+func newRenderCmd() *cobra.Command {
+	o := &renderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render -f FILE --phase PHASE [--pvc FILE] [--sc FILE] [--pv FILE] [--node FILE] [flags]",
+		Short: "Evaluate a phase of a PavProvisioner offline and print the result",
+		Long: `Evaluate one phase section of a PavProvisioner with the context PaV would
+give it, and print the evaluated section as YAML (the same fields as in the
+PavProvisioner, values evaluated), or with --pods the complete pods PaV would
+create.
+
+Phases: validation (dynamic with --pvc, static with only --pv), creation,
+deletion (need --pvc), staging, unstaging (need --pvc or --pv).
+
+Missing objects get defaults: a UID and the namespace "default" for the PVC;
+a StorageClass named after pvc.spec.storageClassName whose provisioner is the
+PavProvisioner; a PersistentVolume built from the PVC (handle pvc-<uid>,
+attributes = the class parameters); a PVC built from the PV's claimRef; a
+Node named "node". get_pvc(name, namespace) finds the --pvc object and the
+PVCs of --objects; StorageClasses, PVs and Nodes in --objects are used when
+the matching flag is absent.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRender(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.file, "filename", "f", "", "file holding the PavProvisioner")
+	f.StringVar(&o.phase, "phase", "", "validation, creation, deletion, staging or unstaging")
+	f.StringVar(&o.pvc, "pvc", "", "file holding the PersistentVolumeClaim")
+	f.StringVar(&o.sc, "sc", "", "file holding the StorageClass")
+	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
+	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging)")
+	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes); repeatable")
+	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
+	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
+	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
+	return cmd
+}
+
+// renderWorld is the set of objects a render sees.
+type renderWorld struct {
+	pvcs    []*corev1.PersistentVolumeClaim
+	classes []*storagev1.StorageClass
+	pvs     []*corev1.PersistentVolume
+	nodes   []*corev1.Node
+}
+
+func (w *renderWorld) load(path string) error {
+	docs, err := readDocuments(path)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		var target interface{}
+		switch d.kind() {
+		case "PersistentVolumeClaim":
+			o := &corev1.PersistentVolumeClaim{}
+			w.pvcs, target = append(w.pvcs, o), o
+		case "StorageClass":
+			o := &storagev1.StorageClass{}
+			w.classes, target = append(w.classes, o), o
+		case "PersistentVolume":
+			o := &corev1.PersistentVolume{}
+			w.pvs, target = append(w.pvs, o), o
+		case "Node":
+			o := &corev1.Node{}
+			w.nodes, target = append(w.nodes, o), o
+		default:
+			continue // e.g. the client pods of a usage example
+		}
+		strict, err := sigsjson.UnmarshalStrict(d.json, target)
+		if err == nil && len(strict) > 0 {
+			err = strict[0]
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %s: %s", path, d.where(), cleanDecodeError(err))
+		}
+	}
+	return nil
+}
+
+// one loads a file that must hold exactly one object of a kind.
+func one[T any](path, kind string, pick func(*renderWorld) []T) (T, error) {
+	var zero T
+	w := &renderWorld{}
+	if err := w.load(path); err != nil {
+		return zero, err
+	}
+	l := pick(w)
+	if len(l) != 1 {
+		return zero, fmt.Errorf("%s: want exactly one %s, found %d", path, kind, len(l))
+	}
+	return l[0], nil
+}
+
+func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	phase := templating.Phase(o.phase)
+	switch phase {
+	case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion, templating.PhaseStaging, templating.PhaseUnstaging:
+	case "":
+		return errors.New("--phase is required (validation, creation, deletion, staging or unstaging)")
+	default:
+		return fmt.Errorf("unknown phase %q: use validation, creation, deletion, staging or unstaging", o.phase)
+	}
+	if o.file == "" {
+		return errors.New("-f FILE (the PavProvisioner) is required")
+	}
+	prov, err := loadProvisioner(o.file)
+	if err != nil {
+		return err
+	}
+	compiled, err := templating.Compile(prov)
+	if err != nil {
+		return fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, errorLines(err))
+	}
+
+	// Gather the objects.
+	w := &renderWorld{}
+	// Objects of the files given for --pvc, --sc, --pv and --node count too
+	// (e.g. a usage example holding a StorageClass, a PVC and a pod).
+	for _, f := range append(append([]string{}, o.objects...), nonEmpty(o.pvc, o.sc, o.pv, o.node)...) {
+		if err := w.load(f); err != nil {
+			return err
+		}
+	}
+	var pvc *corev1.PersistentVolumeClaim
+	var pv *corev1.PersistentVolume
+	if o.pvc != "" {
+		if pvc, err = one(o.pvc, "PersistentVolumeClaim", func(w *renderWorld) []*corev1.PersistentVolumeClaim { return w.pvcs }); err != nil {
+			return err
+		}
+		defaultClaim(pvc)
+	}
+	if o.pv != "" {
+		if pv, err = one(o.pv, "PersistentVolume", func(w *renderWorld) []*corev1.PersistentVolume { return w.pvs }); err != nil {
+			return err
+		}
+	}
+	class := func() (*storagev1.StorageClass, error) {
+		if o.sc != "" {
+			return one(o.sc, "StorageClass", func(w *renderWorld) []*storagev1.StorageClass { return w.classes })
+		}
+		name := ""
+		if pvc.Spec.StorageClassName != nil {
+			name = *pvc.Spec.StorageClassName
+		}
+		for _, c := range w.classes {
+			if c.Name == name {
+				return c, nil
+			}
+		}
+		if name == "" {
+			name = "default"
+		}
+		bind := storagev1.VolumeBindingImmediate
+		if o.selectedNode != "" {
+			bind = storagev1.VolumeBindingWaitForFirstConsumer
+		}
+		reclaim := corev1.PersistentVolumeReclaimDelete
+		return &storagev1.StorageClass{
+			TypeMeta:          metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+			ObjectMeta:        metav1.ObjectMeta{Name: name, UID: fakeUID("StorageClass/" + name)},
+			Provisioner:       prov.Name,
+			ReclaimPolicy:     &reclaim,
+			VolumeBindingMode: &bind,
+		}, nil
+	}
+	// get_pvc sees the claim and the PVCs of --objects.
+	claims := append([]*corev1.PersistentVolumeClaim{}, w.pvcs...)
+	if pvc != nil {
+		claims = append([]*corev1.PersistentVolumeClaim{pvc}, claims...)
+	}
+	get := func(_ context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+		for _, c := range claims {
+			ns := c.Namespace
+			if ns == "" {
+				ns = metav1.NamespaceDefault
+			}
+			if c.Name == name && ns == namespace {
+				return c, nil
+			}
+		}
+		return nil, fmt.Errorf("persistentvolumeclaims %q not found in namespace %q", name, namespace)
+	}
+
+	var section interface{}
+	var podTemplate *corev1.PodTemplateSpec
+	podOpts := templating.PodOptions{Provisioner: prov.Name, Phase: phase}
+	switch phase {
+	case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion:
+		if pvc == nil && !(phase == templating.PhaseValidation && pv != nil) {
+			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == templating.PhaseValidation])
+		}
+		if pvc == nil { // static validation
+			cfg, err := compiled.StaticValidation(ctx, templating.StaticRequest{PV: pv}, get)
+			if err != nil {
+				return errors.New(errorLines(err))
+			}
+			if err := cfg.Check(templating.StaticVolumeRequest(pv)); err != nil {
+				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
+			}
+			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+			break
+		}
+		sc, err := class()
+		if err != nil {
+			return err
+		}
+		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
+		podOpts.ClaimUID = string(pvc.UID)
+		podOpts.Volume = "pvc-" + string(pvc.UID)
+		podOpts.Name = templating.PodName(phase, string(pvc.UID))
+		switch phase {
+		case templating.PhaseValidation:
+			cfg, err := compiled.DynamicValidation(ctx, r, get)
+			if err != nil {
+				return errors.New(errorLines(err))
+			}
+			if err := cfg.Check(templating.DynamicVolumeRequest(pvc)); err != nil {
+				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
+			}
+			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		case templating.PhaseCreation:
+			cfg, err := compiled.Creation(ctx, r, get)
+			if err != nil {
+				return errors.New(errorLines(err))
+			}
+			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		case templating.PhaseDeletion:
+			cfg, err := compiled.Deletion(ctx, r, get)
+			if err != nil {
+				return errors.New(errorLines(err))
+			}
+			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		}
+	default: // staging, unstaging
+		if pvc == nil && pv == nil {
+			return fmt.Errorf("phase %s needs --pvc or --pv", phase)
+		}
+		if pv == nil {
+			for _, v := range w.pvs {
+				if pvc.Spec.VolumeName != "" && v.Name == pvc.Spec.VolumeName {
+					pv = v
+				}
+			}
+		}
+		if pv == nil {
+			sc, err := class()
+			if err != nil {
+				return err
+			}
+			pv = defaultVolume(pvc, sc, prov.Name)
+		}
+		if pvc == nil {
+			pvc = defaultClaimOf(pv)
+			claims = append(claims, pvc)
+		}
+		node, err := func() (*corev1.Node, error) {
+			if o.node != "" {
+				return one(o.node, "Node", func(w *renderWorld) []*corev1.Node { return w.nodes })
+			}
+			if len(w.nodes) == 1 {
+				return w.nodes[0], nil
+			}
+			return &corev1.Node{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+				ObjectMeta: metav1.ObjectMeta{Name: "node", UID: fakeUID("Node/node"), Labels: map[string]string{corev1.LabelHostname: "node"}},
+			}, nil
+		}()
+		if err != nil {
+			return err
+		}
+		r := templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: o.readOnly}
+		var cfg *templating.PodConfig
+		if phase == templating.PhaseStaging {
+			cfg, err = compiled.Staging(ctx, r, get)
+		} else {
+			cfg, err = compiled.Unstaging(ctx, r, get)
+		}
+		if err != nil {
+			return errors.New(errorLines(err))
+		}
+		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		// The node plugin's staging ID hashes the volume and kubelet's target
+		// path; offline there is no target path, so the node stands in.
+		stagingID := fmt.Sprintf("%x", sha256.Sum256([]byte(pv.Name+"\x00"+node.Name)))[:16]
+		podOpts.Volume, podOpts.StagingID, podOpts.NodeName = pv.Name, stagingID, node.Name
+		podOpts.Name = templating.PodName(phase, stagingID)
+		podOpts.Annotations = map[string]string{
+			templating.AnnotationClaim:    pvc.Namespace + "/" + pvc.Name,
+			templating.AnnotationReadOnly: fmt.Sprint(o.readOnly),
+		}
+	}
+
+	if !o.pods {
+		out, err := yaml.Marshal(section)
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(out)
+		return err
+	}
+	if podTemplate == nil {
+		fmt.Fprintf(stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, prov.Name)
+		return nil
+	}
+	podOpts.HostDir = templating.NewHostDir(podOpts.Name)
+	out, err := yaml.Marshal(templating.BuildPod(podTemplate, podOpts))
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+// loadProvisioner reads the one PavProvisioner of a file.
+func loadProvisioner(path string) (*v1alpha1.PavProvisioner, error) {
+	docs, err := readDocuments(path)
+	if err != nil {
+		return nil, err
+	}
+	var found []*document
+	for _, d := range docs {
+		if d.kind() == v1alpha1.Kind {
+			found = append(found, d)
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%s: want exactly one PavProvisioner, found %d", path, len(found))
+	}
+	p, errs := decodeProvisioner(found[0])
+	if len(errs) > 0 {
+		lines := make([]string, len(errs))
+		for i, e := range errs {
+			lines[i] = e.Error()
+		}
+		return nil, fmt.Errorf("%s: %s:\n%s", path, found[0].where(), strings.Join(lines, "\n"))
+	}
+	return p, nil
+}
+
+// fakeUID makes a stable UUID-shaped UID from a name, so that renders are
+// reproducible.
+func fakeUID(seed string) types.UID {
+	h := sha256.Sum256([]byte(seed))
+	x := fmt.Sprintf("%x", h[:16])
+	return types.UID(x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32])
+}
+
+func defaultClaim(pvc *corev1.PersistentVolumeClaim) {
+	if pvc.Namespace == "" {
+		pvc.Namespace = metav1.NamespaceDefault
+	}
+	if pvc.UID == "" {
+		pvc.UID = fakeUID("PersistentVolumeClaim/" + pvc.Namespace + "/" + pvc.Name)
+	}
+	if pvc.Spec.VolumeMode == nil {
+		fs := corev1.PersistentVolumeFilesystem
+		pvc.Spec.VolumeMode = &fs // as the API server defaults it
+	}
+}
+
+// defaultVolume is the PV PaV would have created for the claim.
+func defaultVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, driver string) *corev1.PersistentVolume {
+	name := pvc.Spec.VolumeName
+	if name == "" {
+		name = "pvc-" + string(pvc.UID)
+	}
+	return &corev1.PersistentVolume{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: fakeUID("PersistentVolume/" + name)},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes: pvc.Spec.AccessModes,
+			VolumeMode:  pvc.Spec.VolumeMode,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver:           driver,
+				VolumeHandle:     templating.DefaultHandle(pvc),
+				VolumeAttributes: sc.Parameters,
+			}},
+			ClaimRef: &corev1.ObjectReference{
+				APIVersion: "v1", Kind: "PersistentVolumeClaim",
+				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
+			},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			StorageClassName:              sc.Name,
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	}
+}
+
+// defaultClaimOf is a claim bound to a statically provisioned PV.
+func defaultClaimOf(pv *corev1.PersistentVolume) *corev1.PersistentVolumeClaim {
+	ns, name := metav1.NamespaceDefault, "claim"
+	if r := pv.Spec.ClaimRef; r != nil {
+		if r.Namespace != "" {
+			ns = r.Namespace
+		}
+		if r.Name != "" {
+			name = r.Name
+		}
+	}
+	sc := pv.Spec.StorageClassName
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      pv.Spec.AccessModes,
+			VolumeMode:       pv.Spec.VolumeMode,
+			VolumeName:       pv.Name,
+			StorageClassName: &sc,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: pv.Spec.Capacity[corev1.ResourceStorage]},
+			},
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	defaultClaim(pvc)
+	return pvc
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, x := range s {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/albertofaria/pav/templating"
+)
+
+// run executes a fresh command in-process.
+func run(t *testing.T, newCmd func() *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func render(t *testing.T, args ...string) (map[string]interface{}, string, error) {
+	t.Helper()
+	out, stderr, err := run(t, newRenderCmd, append([]string{"-f", "testdata/provisioner.yaml"}, args...)...)
+	if err != nil {
+		return nil, stderr, err
+	}
+	var m map[string]interface{}
+	if err := yaml.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, out)
+	}
+	return m, stderr, nil
+}
+
+// argsAt digs the args of the first container out of an evaluated section.
+func argsAt(t *testing.T, section map[string]interface{}) []string {
+	t.Helper()
+	pt, _ := section["podTemplate"].(map[string]interface{})
+	spec, _ := pt["spec"].(map[string]interface{})
+	cs, _ := spec["containers"].([]interface{})
+	if len(cs) == 0 {
+		t.Fatalf("no containers in %v", section)
+	}
+	raw, _ := cs[0].(map[string]interface{})["args"].([]interface{})
+	out := make([]string, len(raw))
+	for i, a := range raw {
+		out[i], _ = a.(string)
+	}
+	return out
+}
+
+const defaultPVCUID = "pvc-" // prefix check only: the UID is derived from the claim's name
+
+func TestRenderPhases(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // args of the first container; "*" matches anything
+		more func(t *testing.T, m map[string]interface{})
+	}{
+		{
+			name: "dynamic validation",
+			args: []string{"--phase", "validation", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml", "--selected-node", "n1"},
+			want: []string{"Filesystem", "ReadWriteOnce,ReadOnlyMany", "1073741824", "2147483648", "v", "echo-class", "claim", "no-pv", "no-handle", "n1"},
+			more: func(t *testing.T, m map[string]interface{}) {
+				if m["maxCapacity"] != "10Gi" || !reflect.DeepEqual(m["volumeModes"], []interface{}{"Filesystem", "Block"}) {
+					t.Errorf("section %v", m)
+				}
+				if _, ok := m["accessModes"]; ok {
+					t.Error("an absent field was printed")
+				}
+			},
+		},
+		{
+			name: "dynamic validation, default class, no selected node",
+			args: []string{"--phase", "validation", "--pvc", "testdata/pvc.yaml"},
+			want: []string{"Filesystem", "ReadWriteOnce,ReadOnlyMany", "1073741824", "2147483648", "no-k", "echo-class", "claim", "no-pv", "no-handle", "none"},
+		},
+		{
+			name: "static validation",
+			args: []string{"--phase", "validation", "--pv", "testdata/pv.yaml"},
+			want: []string{"Block", "ReadOnlyMany", "3221225472", "3221225472", "attr", "no-sc", "no-pvc", "static-pv", "static-handle", "undefined"},
+		},
+		{
+			name: "creation",
+			args: []string{"--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml", "--objects", "testdata/objects.yaml", "--selected-node", "n1"},
+			want: []string{"other-volume"},
+			more: func(t *testing.T, m map[string]interface{}) {
+				if h, _ := m["handle"].(string); !strings.HasPrefix(h, defaultPVCUID) || len(h) != len("pvc-")+36 {
+					t.Errorf("handle %v", m["handle"])
+				}
+				if m["capacity"] != "1073741824" {
+					t.Errorf("capacity %v", m["capacity"])
+				}
+				want := map[string]interface{}{"required": map[string]interface{}{"nodeSelectorTerms": []interface{}{
+					map[string]interface{}{"matchFields": []interface{}{map[string]interface{}{"key": "metadata.name", "operator": "In", "values": []interface{}{"n1"}}}}}}}
+				if !reflect.DeepEqual(m["nodeAffinity"], want) {
+					t.Errorf("nodeAffinity %v", m["nodeAffinity"])
+				}
+			},
+		},
+		{
+			name: "deletion",
+			args: []string{"--phase", "deletion", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1"},
+			want: []string{"*", "echo"},
+		},
+		{
+			name: "staging with defaults",
+			args: []string{"--phase", "staging", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml"},
+			want: []string{"Filesystem", "ReadWriteOnce,ReadOnlyMany", "1073741824", "v", "*", "False", "claim", "*", "node"},
+		},
+		{
+			name: "staging a static volume, read-only, on a given node",
+			args: []string{"--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--read-only"},
+			want: []string{"Block", "ReadOnlyMany", "3221225472", "attr", "static-handle", "True", "static-claim", "static-pv", "worker-3"},
+		},
+		{
+			name: "unstaging",
+			args: []string{"--phase", "unstaging", "--pv", "testdata/pv.yaml"},
+			want: []string{"static-handle"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, stderr, err := render(t, tt.args...)
+			if err != nil {
+				t.Fatalf("error %v\n%s", err, stderr)
+			}
+			got := argsAt(t, m)
+			if len(got) != len(tt.want) {
+				t.Fatalf("args %q, want %q", got, tt.want)
+			}
+			for i := range got {
+				if tt.want[i] != "*" && got[i] != tt.want[i] {
+					t.Errorf("arg %d = %q, want %q", i, got[i], tt.want[i])
+				}
+			}
+			if tt.more != nil {
+				tt.more(t, m)
+			}
+		})
+	}
+}
+
+func TestRenderPods(t *testing.T) {
+	out, stderr, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--read-only", "--pods")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(out), pod); err != nil {
+		t.Fatalf("not a pod: %v\n%s", err, out)
+	}
+	if pod.Kind != "Pod" || pod.Spec.NodeName != "worker-3" || pod.Namespace != "default" || !strings.HasPrefix(pod.Name, "pav-staging-") {
+		t.Errorf("pod %s/%s kind %s node %s", pod.Namespace, pod.Name, pod.Kind, pod.Spec.NodeName)
+	}
+	if pod.Labels[templating.LabelProvisioner] != "echo" || pod.Labels[templating.LabelVolume] != "static-pv" || pod.Labels[templating.LabelPhase] != "staging" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	if pod.Annotations[templating.AnnotationClaim] != "ns2/static-claim" || pod.Annotations[templating.AnnotationReadOnly] != "true" {
+		t.Errorf("annotations %v", pod.Annotations)
+	}
+	m := pod.Spec.Containers[0].VolumeMounts
+	if len(m) != 1 || m[0].MountPath != "/pav" || *m[0].MountPropagation != corev1.MountPropagationBidirectional {
+		t.Errorf("mounts %+v", m)
+	}
+
+	out, _, err = run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1", "--pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod = &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(out), pod); err != nil {
+		t.Fatal(err)
+	}
+	uid := pod.Labels[templating.LabelClaimUID]
+	if pod.Namespace != "ns" || pod.Name != templating.PodName(templating.PhaseCreation, uid) || uid == "" || pod.Labels["app"] != "create" || pod.Labels[templating.LabelVolume] != "pvc-"+uid {
+		t.Errorf("creation pod %s/%s labels %v", pod.Namespace, pod.Name, pod.Labels)
+	}
+
+	// Deterministic defaults: the same claim gets the same UID every time.
+	out2, _, _ := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1")
+	out3, _, _ := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1")
+	if out2 != out3 || !strings.Contains(out2, uid) {
+		t.Errorf("renders differ or UID %s missing:\n%s\n%s", uid, out2, out3)
+	}
+
+	_, stderr, err = run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "validation", "--pv", "testdata/pv.yaml", "--pods")
+	if err != nil || stderr != "" {
+		t.Errorf("static validation pod: %v %s", err, stderr)
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no phase", []string{"-f", "testdata/provisioner.yaml", "--pvc", "testdata/pvc.yaml"}, "--phase is required"},
+		{"bad phase", []string{"-f", "testdata/provisioner.yaml", "--phase", "mount", "--pvc", "testdata/pvc.yaml"}, `unknown phase "mount"`},
+		{"no file", []string{"--phase", "creation", "--pvc", "testdata/pvc.yaml"}, "-f FILE"},
+		{"missing file", []string{"-f", "testdata/nope.yaml", "--phase", "creation"}, "no such file"},
+		{"no claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation"}, "needs --pvc"},
+		{"no claim for staging", []string{"-f", "testdata/provisioner.yaml", "--phase", "staging"}, "needs --pvc or --pv"},
+		{"not a claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/sc.yaml"}, "want exactly one PersistentVolumeClaim, found 0"},
+		{"invalid provisioner", []string{"-f", "testdata/invalid.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml"}, "want exactly one PavProvisioner, found 2"},
+		{"none where a string is needed", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml"},
+			"spec.volumeCreation.nodeAffinity.required.nodeSelectorTerms[0].matchFields[0].values[0]"},
+		{"get_pvc error", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml", "--selected-node", "n"},
+			`spec.volumeCreation.podTemplate.spec.containers[0].args[0]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := run(t, newRenderCmd, tt.args...)
+			if err == nil {
+				t.Fatalf("no error; output:\n%s", out)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q\nwant %q", err, tt.want)
+			}
+			if out != "" {
+				t.Errorf("output on error:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	out, _, err := run(t, newValidateCmd, "-f", "testdata/provisioner.yaml")
+	if err != nil || out != "valid\n" {
+		t.Errorf("valid file: %v %q", err, out)
+	}
+	for _, ex := range []string{"../../examples/host-directory/provisioner.yaml", "../../examples/loop-block/provisioner.yaml", "../../examples/hello-world/provisioner.yaml"} {
+		if out, _, err := run(t, newValidateCmd, "-f", ex); err != nil {
+			t.Errorf("%s: %v\n%s", ex, err, out)
+		}
+	}
+
+	out, stderr, err := run(t, newValidateCmd, "-f", "testdata/invalid.yaml")
+	if err == nil || !strings.Contains(err.Error(), "problem(s) found") {
+		t.Errorf("invalid file: error %v", err)
+	}
+	for _, want := range []string{
+		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplat: Forbidden: unknown field`,
+		`testdata/invalid.yaml: PavProvisioner "Bad_Name": metadata.name: Invalid value: "Bad_Name"`,
+		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic`,
+		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplate: Required value`,
+		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeCreation.capacity: Invalid value: "lots"`,
+		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.containers[0].command[0]: Invalid value: template line 1`,
+		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.restartPolicy: Forbidden`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 7 {
+		t.Errorf("%d problems printed, want 7:\n%s", n, out)
+	}
+	if !strings.Contains(stderr, `testdata/invalid.yaml: skipping ConfigMap "not-a-provisioner": not a PavProvisioner`) {
+		t.Errorf("stderr %q", stderr)
+	}
+	if _, _, err := run(t, newValidateCmd, "-f", "testdata/pvc.yaml"); err == nil {
+		t.Error("a file without PavProvisioners is valid")
+	}
+	if _, _, err := run(t, newValidateCmd); err == nil {
+		t.Error("no -f accepted")
+	}
+}

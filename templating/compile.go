@@ -1,0 +1,254 @@
+package templating
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+// section is a compiled phase section: its present fields, by JSON name.
+type section struct {
+	path   *field.Path
+	fields map[string]*node
+}
+
+// Compiled is a validated PavProvisioner with every template compiled, ready
+// to evaluate any phase any number of times, from any goroutine.
+type Compiled struct {
+	// Provisioner is a private copy of the object that was compiled.
+	Provisioner *v1alpha1.PavProvisioner
+
+	validation, creation, deletion, staging, unstaging *section
+}
+
+var specPath = field.NewPath("spec")
+
+// Validate checks a PavProvisioner and returns every problem, each with its
+// field path: the CRD's own rules (so that it also works offline), every
+// template compiles (unknown filters, tests and functions are errors), and
+// every literal value has the right type, pod templates included. The
+// admission webhook and the controller both use it.
+func Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
+	_, errs := compile(p)
+	return errs
+}
+
+// Compile validates p (see Validate) and compiles it. The error is a
+// utilerrors.Aggregate of *field.Error, one per problem.
+func Compile(p *v1alpha1.PavProvisioner) (*Compiled, error) {
+	c, errs := compile(p)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return c, nil
+}
+
+func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
+	var errs field.ErrorList
+	if p.APIVersion != "" && p.APIVersion != v1alpha1.SchemeGroupVersion.String() {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{v1alpha1.SchemeGroupVersion.String()}))
+	}
+	if p.Kind != "" && p.Kind != v1alpha1.Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), p.Kind, []string{v1alpha1.Kind}))
+	}
+	namePath := field.NewPath("metadata", "name")
+	if p.Name == "" {
+		errs = append(errs, field.Required(namePath, "a PavProvisioner needs a name"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(p.Name) {
+			errs = append(errs, field.Invalid(namePath, p.Name, msg))
+		}
+	}
+	if p.Namespace != "" {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "namespace"), "PavProvisioners are cluster-scoped"))
+	}
+
+	s := &p.Spec
+	modesPath := specPath.Child("provisioningModes")
+	if len(s.ProvisioningModes) == 0 {
+		errs = append(errs, field.Required(modesPath, "list Dynamic, Static or both"))
+	}
+	seen := map[v1alpha1.ProvisioningMode]bool{}
+	for i, m := range s.ProvisioningModes {
+		switch {
+		case m != v1alpha1.Dynamic && m != v1alpha1.Static:
+			errs = append(errs, field.NotSupported(modesPath.Index(i), string(m), []v1alpha1.ProvisioningMode{v1alpha1.Dynamic, v1alpha1.Static}))
+		case seen[m]:
+			errs = append(errs, field.Duplicate(modesPath.Index(i), string(m)))
+		}
+		seen[m] = true
+	}
+	if !p.HasMode(v1alpha1.Dynamic) {
+		if s.VolumeCreation != nil {
+			errs = append(errs, field.Forbidden(specPath.Child("volumeCreation"), "may only be specified if provisioningModes contains Dynamic"))
+		}
+		if s.VolumeDeletion != nil {
+			errs = append(errs, field.Forbidden(specPath.Child("volumeDeletion"), "may only be specified if provisioningModes contains Dynamic"))
+		}
+	}
+
+	c := &Compiled{Provisioner: p.DeepCopy()}
+	add := func(name string, fields map[string]*v1alpha1.Value) *section {
+		sec := &section{path: specPath.Child(name), fields: map[string]*node{}}
+		for _, f := range sortedFieldNames(fields) {
+			v := fields[f]
+			if v == nil || v.Object == nil {
+				continue
+			}
+			n, e := compileNode(v.Object, sec.path.Child(f))
+			errs = append(errs, e...)
+			sec.fields[f] = n
+		}
+		return sec
+	}
+	if v := s.VolumeValidation; v != nil {
+		c.validation = add("volumeValidation", map[string]*v1alpha1.Value{
+			"volumeModes": v.VolumeModes, "accessModes": v.AccessModes,
+			"minCapacity": v.MinCapacity, "maxCapacity": v.MaxCapacity, "podTemplate": v.PodTemplate})
+	}
+	if v := s.VolumeCreation; v != nil {
+		c.creation = add("volumeCreation", map[string]*v1alpha1.Value{
+			"handle": v.Handle, "capacity": v.Capacity, "podTemplate": v.PodTemplate, "nodeAffinity": v.NodeAffinity})
+	}
+	if v := s.VolumeDeletion; v != nil {
+		c.deletion = add("volumeDeletion", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+	}
+	if v := s.VolumeStaging; v != nil {
+		c.staging = add("volumeStaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+	} else {
+		errs = append(errs, field.Required(specPath.Child("volumeStaging"), "every provisioner needs a staging pod"))
+	}
+	if v := s.VolumeUnstaging; v != nil {
+		c.unstaging = add("volumeUnstaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+	}
+	if c.staging != nil && c.staging.fields["podTemplate"] == nil {
+		errs = append(errs, field.Required(specPath.Child("volumeStaging", "podTemplate"), "every provisioner needs a staging pod"))
+	}
+
+	// Check what is known before evaluation: literal values and the literal
+	// parts around templates.
+	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging} {
+		if sec != nil {
+			skel := map[string]interface{}{}
+			for k, n := range sec.fields {
+				skel[k] = n.skeleton()
+			}
+			errs = append(errs, sec.read(skel)...)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+// read checks a section's (skeleton or evaluated) values with the readers of
+// its fields.
+func (s *section) read(vals map[string]interface{}) field.ErrorList {
+	_, errs := s.typed(vals)
+	return errs
+}
+
+// typed reads a section's evaluated values into the typed fields of every
+// phase config (a superset; each phase keeps its own fields).
+func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.ErrorList) {
+	out := &sectionValues{}
+	var errs, e field.ErrorList
+	phase := s.phase()
+	for _, k := range sortedKeys(vals) {
+		v, p := vals[k], s.path.Child(k)
+		switch k {
+		case "volumeModes":
+			out.VolumeModes, e = readVolumeModes(v, p)
+		case "accessModes":
+			out.AccessModes, e = readAccessModes(v, p)
+		case "minCapacity":
+			out.MinCapacity, e = readQuantity(v, p)
+		case "maxCapacity":
+			out.MaxCapacity, e = readQuantity(v, p)
+		case "capacity":
+			out.Capacity, e = readQuantity(v, p)
+		case "handle":
+			out.Handle, e = readHandle(v, p)
+		case "nodeAffinity":
+			out.NodeAffinity, e = readNodeAffinity(v, p)
+		case "podTemplate":
+			out.PodTemplate, e = readPodTemplate(v, p, phase)
+		default:
+			e = field.ErrorList{field.InternalError(p, fmt.Errorf("unexpected field"))}
+		}
+		errs = append(errs, e...)
+	}
+	return out, errs
+}
+
+func (s *section) phase() Phase {
+	switch s.path.String() {
+	case "spec.volumeValidation":
+		return PhaseValidation
+	case "spec.volumeCreation":
+		return PhaseCreation
+	case "spec.volumeDeletion":
+		return PhaseDeletion
+	case "spec.volumeStaging":
+		return PhaseStaging
+	}
+	return PhaseUnstaging
+}
+
+func sortedFieldNames(m map[string]*v1alpha1.Value) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Cache holds compiled PavProvisioners keyed by UID and generation, so that
+// templates are compiled once per generation. Safe for concurrent use.
+type Cache struct {
+	mu      sync.Mutex
+	entries map[types.UID]cacheEntry
+}
+
+type cacheEntry struct {
+	generation int64
+	compiled   *Compiled
+	err        error
+}
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache { return &Cache{entries: map[types.UID]cacheEntry{}} }
+
+// Get returns p compiled, compiling it if this UID and generation was not seen
+// yet (a failure is cached too). Objects without a UID are never cached.
+func (c *Cache) Get(p *v1alpha1.PavProvisioner) (*Compiled, error) {
+	if p.UID == "" {
+		return Compile(p)
+	}
+	c.mu.Lock()
+	e, ok := c.entries[p.UID]
+	c.mu.Unlock()
+	if ok && e.generation == p.Generation {
+		return e.compiled, e.err
+	}
+	compiled, err := Compile(p)
+	c.mu.Lock()
+	c.entries[p.UID] = cacheEntry{generation: p.Generation, compiled: compiled, err: err}
+	c.mu.Unlock()
+	return compiled, err
+}
+
+// Forget drops a deleted PavProvisioner's entry.
+func (c *Cache) Forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.entries, uid)
+	c.mu.Unlock()
+}

@@ -1,0 +1,257 @@
+package templating
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/albertofaria/pav/templating/jinja"
+)
+
+// PVCGetter looks a PersistentVolumeClaim up for get_pvc(name, namespace).
+// Its errors reach the template's caller (they are never turned into an
+// undefined value).
+type PVCGetter func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+
+// DynamicRequest is what dynamic provisioning's phases (validation, creation,
+// deletion) are evaluated for.
+type DynamicRequest struct {
+	PVC   *corev1.PersistentVolumeClaim
+	Class *storagev1.StorageClass
+	// SelectedNodeName is the node the scheduler picked (WaitForFirstConsumer),
+	// "" when none; templates see it as selectedNodeName (none when "").
+	SelectedNodeName string
+}
+
+// StaticRequest is what static provisioning's validation is evaluated for.
+type StaticRequest struct {
+	PV *corev1.PersistentVolume
+}
+
+// StagingRequest is what staging and unstaging are evaluated for.
+type StagingRequest struct {
+	PVC      *corev1.PersistentVolumeClaim
+	PV       *corev1.PersistentVolume
+	Node     *corev1.Node
+	ReadOnly bool
+}
+
+var (
+	pvcGVK   = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
+	pvGVK    = corev1.SchemeGroupVersion.WithKind("PersistentVolume")
+	nodeGVK  = corev1.SchemeGroupVersion.WithKind("Node")
+	classGVK = storagev1.SchemeGroupVersion.WithKind("StorageClass")
+)
+
+// toMap converts a typed object into the JSON-like form the API server
+// returns, apiVersion and kind included.
+func toMap(obj runtime.Object, gvk schema.GroupVersionKind) (map[string]interface{}, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %s: %w", gvk.Kind, err)
+	}
+	if m["apiVersion"] == nil || m["apiVersion"] == "" {
+		m["apiVersion"] = gvk.GroupVersion().String()
+	}
+	if m["kind"] == nil || m["kind"] == "" {
+		m["kind"] = gvk.Kind
+	}
+	return m, nil
+}
+
+func stringList[T ~string](in []T) []interface{} {
+	out := make([]interface{}, len(in))
+	for i, s := range in {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func stringMap(in map[string]string) map[string]interface{} {
+	out := make(map[string]interface{}, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// VolumeRequest is what a claim (dynamic) or a PersistentVolume (static) asks
+// of a provisioner; ValidationConfig.Check judges it.
+type VolumeRequest struct {
+	VolumeMode  corev1.PersistentVolumeMode
+	AccessModes []corev1.PersistentVolumeAccessMode
+	MinCapacity int64  // bytes
+	MaxCapacity *int64 // bytes, nil when unlimited
+}
+
+// DynamicVolumeRequest: volume mode (Filesystem when unset), access modes,
+// requests.storage as the minimum and limits.storage (if any) as the maximum.
+func DynamicVolumeRequest(pvc *corev1.PersistentVolumeClaim) VolumeRequest {
+	r := VolumeRequest{
+		VolumeMode:  corev1.PersistentVolumeFilesystem,
+		AccessModes: pvc.Spec.AccessModes,
+	}
+	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode != "" {
+		r.VolumeMode = *pvc.Spec.VolumeMode
+	}
+	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		r.MinCapacity = q.Value()
+	}
+	if q, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
+		v := q.Value()
+		r.MaxCapacity = &v
+	}
+	return r
+}
+
+// StaticVolumeRequest: the PV's volume mode, access modes and capacity (as
+// both minimum and maximum).
+func StaticVolumeRequest(pv *corev1.PersistentVolume) VolumeRequest {
+	r := VolumeRequest{
+		VolumeMode:  corev1.PersistentVolumeFilesystem,
+		AccessModes: pv.Spec.AccessModes,
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode != "" {
+		r.VolumeMode = *pv.Spec.VolumeMode
+	}
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		r.MinCapacity = q.Value()
+	}
+	v := r.MinCapacity
+	r.MaxCapacity = &v
+	return r
+}
+
+func requestVars(r VolumeRequest) map[string]interface{} {
+	vars := map[string]interface{}{
+		"requestedVolumeMode":  string(r.VolumeMode),
+		"requestedAccessModes": stringList(r.AccessModes),
+		"requestedMinCapacity": r.MinCapacity,
+		"requestedMaxCapacity": nil,
+	}
+	if r.MaxCapacity != nil {
+		vars["requestedMaxCapacity"] = *r.MaxCapacity
+	}
+	return vars
+}
+
+// dynamicVars is the volumeValidation context of dynamic provisioning, plus
+// PaV-Go's selectedNodeName.
+func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
+	if r.PVC == nil {
+		return nil, fmt.Errorf("no PersistentVolumeClaim")
+	}
+	if r.Class == nil {
+		return nil, fmt.Errorf("no StorageClass")
+	}
+	vars := requestVars(DynamicVolumeRequest(r.PVC))
+	vars["params"] = stringMap(r.Class.Parameters)
+	var err error
+	if vars["sc"], err = toMap(r.Class, classGVK); err != nil {
+		return nil, err
+	}
+	if vars["pvc"], err = toMap(r.PVC, pvcGVK); err != nil {
+		return nil, err
+	}
+	vars["selectedNodeName"] = nil
+	if r.SelectedNodeName != "" {
+		vars["selectedNodeName"] = r.SelectedNodeName
+	}
+	return vars, nil
+}
+
+// creationVars is the context of volumeCreation and volumeDeletion.
+func creationVars(r DynamicRequest) (map[string]interface{}, error) {
+	vars, err := dynamicVars(r)
+	if err != nil {
+		return nil, err
+	}
+	vars["defaultHandle"] = DefaultHandle(r.PVC)
+	return vars, nil
+}
+
+// DefaultHandle is the handle of a dynamically provisioned volume when neither
+// spec.volumeCreation.handle nor the creation pod gives one.
+func DefaultHandle(pvc *corev1.PersistentVolumeClaim) string {
+	return "pvc-" + string(pvc.UID)
+}
+
+// staticVars is the volumeValidation context of static provisioning.
+func staticVars(r StaticRequest) (map[string]interface{}, error) {
+	if r.PV == nil {
+		return nil, fmt.Errorf("no PersistentVolume")
+	}
+	vars := requestVars(StaticVolumeRequest(r.PV))
+	vars["params"] = map[string]interface{}{}
+	vars["handle"] = ""
+	if csi := r.PV.Spec.CSI; csi != nil {
+		vars["params"] = stringMap(csi.VolumeAttributes)
+		vars["handle"] = csi.VolumeHandle
+	}
+	var err error
+	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+		return nil, err
+	}
+	return vars, nil
+}
+
+// stagingVars is the context of volumeStaging and volumeUnstaging.
+func stagingVars(r StagingRequest) (map[string]interface{}, error) {
+	if r.PVC == nil || r.PV == nil || r.Node == nil {
+		return nil, fmt.Errorf("staging needs the PersistentVolumeClaim, the PersistentVolume and the Node")
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if m := r.PVC.Spec.VolumeMode; m != nil && *m != "" {
+		mode = *m
+	} else if m := r.PV.Spec.VolumeMode; m != nil && *m != "" {
+		mode = *m
+	}
+	var capacity int64
+	if q, ok := r.PV.Spec.Capacity[corev1.ResourceStorage]; ok {
+		capacity = q.Value()
+	}
+	vars := map[string]interface{}{
+		"volumeMode":  string(mode),
+		"accessModes": stringList(r.PVC.Spec.AccessModes),
+		"capacity":    capacity,
+		"params":      map[string]interface{}{},
+		"handle":      "",
+		"readOnly":    r.ReadOnly,
+	}
+	if csi := r.PV.Spec.CSI; csi != nil {
+		vars["params"] = stringMap(csi.VolumeAttributes)
+		vars["handle"] = csi.VolumeHandle
+	}
+	var err error
+	if vars["pvc"], err = toMap(r.PVC, pvcGVK); err != nil {
+		return nil, err
+	}
+	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+		return nil, err
+	}
+	if vars["node"], err = toMap(r.Node, nodeGVK); err != nil {
+		return nil, err
+	}
+	return vars, nil
+}
+
+// functions binds get_pvc to a getter and a context.
+func functions(ctx context.Context, get PVCGetter) *jinja.Functions {
+	return &jinja.Functions{GetPVC: func(name, namespace string) (map[string]interface{}, error) {
+		if get == nil {
+			return nil, fmt.Errorf("get_pvc is not available here")
+		}
+		pvc, err := get(ctx, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		if pvc == nil {
+			return nil, fmt.Errorf("PersistentVolumeClaim %s/%s not found", namespace, name)
+		}
+		return toMap(pvc, pvcGVK)
+	}}
+}

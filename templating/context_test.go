@@ -1,0 +1,190 @@
+package templating
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func keys(m map[string]interface{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+func TestDynamicContext(t *testing.T) {
+	block := corev1.PersistentVolumeBlock
+	tests := []struct {
+		name string
+		req  func() DynamicRequest
+		want map[string]interface{} // scalar variables; objects checked separately
+	}{
+		{
+			name: "defaults",
+			req:  func() DynamicRequest { return DynamicRequest{PVC: testPVC(), Class: testClass()} },
+			want: map[string]interface{}{
+				"requestedVolumeMode":  "Filesystem",
+				"requestedAccessModes": []interface{}{"ReadWriteOnce"},
+				"requestedMinCapacity": int64(1 << 30),
+				"requestedMaxCapacity": nil,
+				"params":               map[string]interface{}{"path": "/data", "size": "5"},
+				"selectedNodeName":     nil,
+			},
+		},
+		{
+			name: "block, limit, several modes, selected node, no parameters",
+			req: func() DynamicRequest {
+				pvc, sc := testPVC(), testClass()
+				pvc.Spec.VolumeMode = &block
+				pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadOnlyMany}
+				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1.5k")
+				pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2M")}
+				sc.Parameters = nil
+				return DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: "node-7"}
+			},
+			want: map[string]interface{}{
+				"requestedVolumeMode":  "Block",
+				"requestedAccessModes": []interface{}{"ReadWriteMany", "ReadOnlyMany"},
+				"requestedMinCapacity": int64(1500),
+				"requestedMaxCapacity": int64(2000000),
+				"params":               map[string]interface{}{},
+				"selectedNodeName":     "node-7",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.req()
+			vars, err := dynamicVars(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "sc", "pvc", "selectedNodeName"}); !reflect.DeepEqual(got, want) {
+				t.Errorf("variables %v, want %v", got, want)
+			}
+			for k, w := range tt.want {
+				if !reflect.DeepEqual(vars[k], w) {
+					t.Errorf("%s = %#v, want %#v", k, vars[k], w)
+				}
+			}
+			pvc := vars["pvc"].(map[string]interface{})
+			if pvc["apiVersion"] != "v1" || pvc["kind"] != "PersistentVolumeClaim" {
+				t.Errorf("pvc type %v %v", pvc["apiVersion"], pvc["kind"])
+			}
+			if md := pvc["metadata"].(map[string]interface{}); md["name"] != "claim" || md["uid"] != "1111-2222" {
+				t.Errorf("pvc metadata %v", md)
+			}
+			sc := vars["sc"].(map[string]interface{})
+			if sc["apiVersion"] != "storage.k8s.io/v1" || sc["kind"] != "StorageClass" || sc["provisioner"] != "test" {
+				t.Errorf("sc %v", sc)
+			}
+
+			cvars, err := creationVars(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cvars["defaultHandle"] != "pvc-1111-2222" {
+				t.Errorf("defaultHandle %v", cvars["defaultHandle"])
+			}
+			delete(cvars, "defaultHandle")
+			if !reflect.DeepEqual(cvars, vars) {
+				t.Error("creation context is not the validation context plus defaultHandle")
+			}
+		})
+	}
+	if _, err := dynamicVars(DynamicRequest{PVC: testPVC()}); err == nil {
+		t.Error("no error without a StorageClass")
+	}
+}
+
+func TestStaticContext(t *testing.T) {
+	vars, err := staticVars(StaticRequest{PV: testPV()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "handle", "pv"}); !reflect.DeepEqual(got, want) {
+		t.Errorf("variables %v, want %v", got, want)
+	}
+	want := map[string]interface{}{
+		"requestedVolumeMode":  "Block",
+		"requestedAccessModes": []interface{}{"ReadWriteOnce", "ReadOnlyMany"},
+		"requestedMinCapacity": int64(2 << 30),
+		"requestedMaxCapacity": int64(2 << 30),
+		"params":               map[string]interface{}{"a": "b"},
+		"handle":               "h-1",
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(vars[k], w) {
+			t.Errorf("%s = %#v, want %#v", k, vars[k], w)
+		}
+	}
+	pv := vars["pv"].(map[string]interface{})
+	if pv["apiVersion"] != "v1" || pv["kind"] != "PersistentVolume" {
+		t.Errorf("pv type %v %v", pv["apiVersion"], pv["kind"])
+	}
+}
+
+func TestStagingContext(t *testing.T) {
+	pvc := testPVC()
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
+	for _, readOnly := range []bool{false, true} {
+		vars, err := stagingVars(StagingRequest{PVC: pvc, PV: testPV(), Node: testNode(), ReadOnly: readOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := keys(vars), sortedCopy([]string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "pvc", "pv", "node"}); !reflect.DeepEqual(got, want) {
+			t.Errorf("variables %v, want %v", got, want)
+		}
+		want := map[string]interface{}{
+			"volumeMode":  "Block", // the PVC does not say; the PV does
+			"accessModes": []interface{}{"ReadOnlyMany"},
+			"capacity":    int64(2 << 30),
+			"params":      map[string]interface{}{"a": "b"},
+			"handle":      "h-1",
+			"readOnly":    readOnly,
+		}
+		for k, w := range want {
+			if !reflect.DeepEqual(vars[k], w) {
+				t.Errorf("%s = %#v, want %#v", k, vars[k], w)
+			}
+		}
+		for k, kind := range map[string]string{"pvc": "PersistentVolumeClaim", "pv": "PersistentVolume", "node": "Node"} {
+			if m := vars[k].(map[string]interface{}); m["kind"] != kind || m["apiVersion"] != "v1" {
+				t.Errorf("%s type %v %v", k, m["apiVersion"], m["kind"])
+			}
+		}
+	}
+	fs := corev1.PersistentVolumeFilesystem
+	pvc.Spec.VolumeMode = &fs
+	vars, _ := stagingVars(StagingRequest{PVC: pvc, PV: testPV(), Node: testNode()})
+	if vars["volumeMode"] != "Filesystem" {
+		t.Errorf("volumeMode %v: the PVC's must win", vars["volumeMode"])
+	}
+	if _, err := stagingVars(StagingRequest{PVC: pvc, PV: testPV()}); err == nil {
+		t.Error("no error without a Node")
+	}
+}
+
+func TestVolumeRequests(t *testing.T) {
+	pvc := testPVC()
+	r := DynamicVolumeRequest(pvc)
+	if r.VolumeMode != corev1.PersistentVolumeFilesystem || r.MinCapacity != 1<<30 || r.MaxCapacity != nil || !reflect.DeepEqual(r.AccessModes, pvc.Spec.AccessModes) {
+		t.Errorf("dynamic %+v", r)
+	}
+	r = StaticVolumeRequest(testPV())
+	if r.VolumeMode != corev1.PersistentVolumeBlock || r.MinCapacity != 2<<30 || r.MaxCapacity == nil || *r.MaxCapacity != 2<<30 {
+		t.Errorf("static %+v", r)
+	}
+}

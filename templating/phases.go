@@ -1,0 +1,239 @@
+package templating
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+)
+
+// sectionValues is the typed form of any section's fields.
+type sectionValues struct {
+	VolumeModes  []corev1.PersistentVolumeMode
+	AccessModes  []corev1.PersistentVolumeAccessMode
+	MinCapacity  *resource.Quantity
+	MaxCapacity  *resource.Quantity
+	Handle       *string
+	Capacity     *resource.Quantity
+	NodeAffinity *corev1.VolumeNodeAffinity
+	PodTemplate  *corev1.PodTemplateSpec
+}
+
+// ValidationConfig is the evaluated spec.volumeValidation, defaults applied.
+type ValidationConfig struct {
+	VolumeModes []corev1.PersistentVolumeMode       // default [Filesystem]
+	AccessModes []corev1.PersistentVolumeAccessMode // default all three
+	MinCapacity *resource.Quantity                  // nil: no minimum
+	MaxCapacity *resource.Quantity                  // nil: no maximum
+	PodTemplate *corev1.PodTemplateSpec             // nil: no validation pod
+	// Evaluated is the section as evaluated, fields named as in the spec.
+	Evaluated map[string]interface{}
+}
+
+// CreationConfig is the evaluated spec.volumeCreation (all nil when absent).
+type CreationConfig struct {
+	Handle       *string
+	Capacity     *resource.Quantity
+	PodTemplate  *corev1.PodTemplateSpec
+	NodeAffinity *corev1.VolumeNodeAffinity
+	Evaluated    map[string]interface{}
+}
+
+// PodConfig is an evaluated section that only holds a pod template
+// (deletion, staging, unstaging). PodTemplate nil means no pod, except for
+// staging, which always has one.
+type PodConfig struct {
+	PodTemplate *corev1.PodTemplateSpec
+	Evaluated   map[string]interface{}
+}
+
+// evaluate evaluates a section (nil: absent) with vars and reads it typed.
+func (c *Compiled) evaluate(ctx context.Context, s *section, vars map[string]interface{}, get PVCGetter) (map[string]interface{}, *sectionValues, error) {
+	if s == nil {
+		return map[string]interface{}{}, &sectionValues{}, nil
+	}
+	e := &env{vars: vars, fns: functions(ctx, get)}
+	out := make(map[string]interface{}, len(s.fields))
+	var errs field.ErrorList
+	for _, k := range sortedFieldKeys(s.fields) {
+		v, fe := s.fields[k].eval(s.path.Child(k), e)
+		errs = append(errs, fe...)
+		if v != nil {
+			out[k] = v
+		}
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs.ToAggregate()
+	}
+	typed, errs := s.typed(out)
+	if len(errs) > 0 {
+		return nil, nil, errs.ToAggregate()
+	}
+	return out, typed, nil
+}
+
+func (c *Compiled) requireMode(m v1alpha1.ProvisioningMode) error {
+	if !c.Provisioner.HasMode(m) {
+		return fmt.Errorf("PavProvisioner %s does not support %s provisioning (spec.provisioningModes: %v)", c.Provisioner.Name, m, c.Provisioner.Spec.ProvisioningModes)
+	}
+	return nil
+}
+
+func (c *Compiled) validationConfig(ctx context.Context, vars map[string]interface{}, get PVCGetter) (*ValidationConfig, error) {
+	raw, v, err := c.evaluate(ctx, c.validation, vars, get)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &ValidationConfig{
+		VolumeModes: v.VolumeModes, AccessModes: v.AccessModes,
+		MinCapacity: v.MinCapacity, MaxCapacity: v.MaxCapacity,
+		PodTemplate: v.PodTemplate, Evaluated: raw,
+	}
+	if cfg.VolumeModes == nil {
+		cfg.VolumeModes = []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem}
+	}
+	if cfg.AccessModes == nil {
+		cfg.AccessModes = append([]corev1.PersistentVolumeAccessMode(nil), supportedAccessModes...)
+	}
+	return cfg, nil
+}
+
+// DynamicValidation evaluates spec.volumeValidation for a claim. Check the
+// claim with cfg.Check(DynamicVolumeRequest(r.PVC)).
+func (c *Compiled) DynamicValidation(ctx context.Context, r DynamicRequest, get PVCGetter) (*ValidationConfig, error) {
+	if err := c.requireMode(v1alpha1.Dynamic); err != nil {
+		return nil, err
+	}
+	vars, err := dynamicVars(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.validationConfig(ctx, vars, get)
+}
+
+// StaticValidation evaluates spec.volumeValidation for a PersistentVolume
+// written by a user. Check it with cfg.Check(StaticVolumeRequest(r.PV)).
+func (c *Compiled) StaticValidation(ctx context.Context, r StaticRequest, get PVCGetter) (*ValidationConfig, error) {
+	if err := c.requireMode(v1alpha1.Static); err != nil {
+		return nil, err
+	}
+	vars, err := staticVars(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.validationConfig(ctx, vars, get)
+}
+
+// Creation evaluates spec.volumeCreation.
+func (c *Compiled) Creation(ctx context.Context, r DynamicRequest, get PVCGetter) (*CreationConfig, error) {
+	if err := c.requireMode(v1alpha1.Dynamic); err != nil {
+		return nil, err
+	}
+	vars, err := creationVars(r)
+	if err != nil {
+		return nil, err
+	}
+	raw, v, err := c.evaluate(ctx, c.creation, vars, get)
+	if err != nil {
+		return nil, err
+	}
+	return &CreationConfig{Handle: v.Handle, Capacity: v.Capacity, PodTemplate: v.PodTemplate, NodeAffinity: v.NodeAffinity, Evaluated: raw}, nil
+}
+
+// Deletion evaluates spec.volumeDeletion (same context as creation).
+func (c *Compiled) Deletion(ctx context.Context, r DynamicRequest, get PVCGetter) (*PodConfig, error) {
+	if err := c.requireMode(v1alpha1.Dynamic); err != nil {
+		return nil, err
+	}
+	vars, err := creationVars(r)
+	if err != nil {
+		return nil, err
+	}
+	raw, v, err := c.evaluate(ctx, c.deletion, vars, get)
+	if err != nil {
+		return nil, err
+	}
+	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
+}
+
+// Staging evaluates spec.volumeStaging; the result always has a pod template.
+func (c *Compiled) Staging(ctx context.Context, r StagingRequest, get PVCGetter) (*PodConfig, error) {
+	vars, err := stagingVars(r)
+	if err != nil {
+		return nil, err
+	}
+	raw, v, err := c.evaluate(ctx, c.staging, vars, get)
+	if err != nil {
+		return nil, err
+	}
+	if v.PodTemplate == nil {
+		return nil, field.ErrorList{field.Required(specPath.Child("volumeStaging", "podTemplate"), "evaluated to null, but every volume needs a staging pod")}.ToAggregate()
+	}
+	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
+}
+
+// Unstaging evaluates spec.volumeUnstaging (same context as staging).
+func (c *Compiled) Unstaging(ctx context.Context, r StagingRequest, get PVCGetter) (*PodConfig, error) {
+	vars, err := stagingVars(r)
+	if err != nil {
+		return nil, err
+	}
+	raw, v, err := c.evaluate(ctx, c.unstaging, vars, get)
+	if err != nil {
+		return nil, err
+	}
+	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
+}
+
+// Check reports whether a request fits the provisioner: the volume mode is
+// one of VolumeModes, every requested access mode is in AccessModes, the
+// requested minimum (requests.storage, or the PV's capacity) is at most
+// MaxCapacity, and the requested maximum (limits.storage when set, or the
+// PV's capacity) is at least MinCapacity. The error lists every mismatch.
+func (v *ValidationConfig) Check(r VolumeRequest) error {
+	var problems []string
+	if !contains(v.VolumeModes, r.VolumeMode) {
+		problems = append(problems, fmt.Sprintf("volume mode %s is not supported (supported: %s)", r.VolumeMode, joinModes(v.VolumeModes)))
+	}
+	for _, m := range r.AccessModes {
+		if !contains(v.AccessModes, m) {
+			problems = append(problems, fmt.Sprintf("access mode %s is not supported (supported: %s)", m, joinModes(v.AccessModes)))
+		}
+	}
+	if v.MaxCapacity != nil && resource.NewQuantity(r.MinCapacity, resource.BinarySI).Cmp(*v.MaxCapacity) > 0 {
+		problems = append(problems, fmt.Sprintf("the requested capacity %s is above the maximum capacity %s", resource.NewQuantity(r.MinCapacity, resource.BinarySI), v.MaxCapacity))
+	}
+	if v.MinCapacity != nil && r.MaxCapacity != nil && resource.NewQuantity(*r.MaxCapacity, resource.BinarySI).Cmp(*v.MinCapacity) < 0 {
+		problems = append(problems, fmt.Sprintf("the capacity limit %s is below the minimum capacity %s", resource.NewQuantity(*r.MaxCapacity, resource.BinarySI), v.MinCapacity))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func joinModes[T ~string](l []T) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	s := make([]string, len(l))
+	for i, m := range l {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedFieldKeys(m map[string]*node) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

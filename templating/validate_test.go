@@ -1,0 +1,268 @@
+package templating
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string // substrings, one per expected error, in order
+	}{
+		{name: "minimal", doc: minimal},
+		{name: "every section literal", doc: withSection(`
+volumeValidation:
+  volumeModes: [Filesystem, Block]
+  accessModes: [ReadWriteOnce, ReadOnlyMany, ReadWriteMany]
+  minCapacity: 1Mi
+  maxCapacity: 1099511627776
+  podTemplate:
+    spec:
+      restartPolicy: OnFailure
+      containers: [{name: v, image: img}]
+volumeCreation:
+  handle: h
+  capacity: "1.5Gi"
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchFields: [{key: metadata.name, operator: In, values: [node-1]}]
+  podTemplate:
+    metadata: {namespace: storage, labels: {a: b}, annotations: {x: z}}
+    spec:
+      containers:
+        - name: c
+          image: img
+          ports: [{containerPort: 80}]
+          resources: {limits: {cpu: 100m}}
+          volumeMounts: [{name: d, mountPath: /pav-data}]
+      volumes: [{name: d, emptyDir: {}}]
+volumeDeletion:
+  podTemplate: {spec: {containers: [{name: c, image: img}]}}
+volumeUnstaging:
+  podTemplate: {spec: {containers: [{name: c, image: img}]}}
+`)},
+		{name: "templated parts are not checked", doc: withSection(`
+volumeValidation:
+  volumeModes: "{% set yaml = true %}[{{ params.mode }}]"
+  accessModes: ["{{ params.am }}", ReadWriteOnce]
+  minCapacity: "{{ params.min }}"
+volumeCreation:
+  capacity: "{{ requestedMinCapacity }}"
+  handle: "{{ defaultHandle }}"
+  nodeAffinity: "{% set yaml = true %}{{ params.affinity }}"
+  podTemplate:
+    metadata:
+      namespace: "{{ params.ns }}"
+      labels: {a: "{{ params.l }}"}
+    spec:
+      restartPolicy: "{{ params.rp }}"
+      containers:
+        - name: "{{ params.name }}"
+          image: "{{ params.image }}"
+          ports: [{containerPort: "{% set yaml = true %}{{ params.port }}"}]
+      volumes: "{% set yaml = true %}{{ params.volumes }}"
+`)},
+		{name: "a whole pod template may be a template", doc: withSection(`
+volumeUnstaging:
+  podTemplate: "{% set yaml = true %}{{ params.pod }}"
+`)},
+
+		{name: "no modes", doc: strings.Replace(minimal, "provisioningModes: [Dynamic, Static]", "provisioningModes: []", 1),
+			want: []string{"spec.provisioningModes: Required value"}},
+		{name: "bad and duplicate modes", doc: strings.Replace(minimal, "[Dynamic, Static]", "[Dynamic, dynamic, Dynamic]", 1),
+			want: []string{`spec.provisioningModes[1]: Unsupported value: "dynamic"`, `spec.provisioningModes[2]: Duplicate value: "Dynamic"`}},
+		{name: "no staging", doc: `
+metadata: {name: test}
+spec:
+  provisioningModes: [Static]
+`, want: []string{"spec.volumeStaging: Required value"}},
+		{name: "no staging pod", doc: `
+metadata: {name: test}
+spec:
+  provisioningModes: [Static]
+  volumeStaging: {}
+`, want: []string{"spec.volumeStaging.podTemplate: Required value"}},
+		{name: "dynamic-only sections", doc: strings.Replace(withSection(`
+volumeCreation: {capacity: 1Gi}
+volumeDeletion: {}
+`), "[Dynamic, Static]", "[Static]", 1),
+			want: []string{"spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic", "spec.volumeDeletion: Forbidden"}},
+		{name: "bad name", doc: strings.Replace(minimal, "name: test", "name: Test_1", 1),
+			want: []string{`metadata.name: Invalid value: "Test_1"`}},
+		{name: "long name", doc: strings.Replace(minimal, "name: test", "name: "+strings.Repeat("a", 64), 1),
+			want: []string{"metadata.name: Invalid value"}},
+		{name: "no name", doc: strings.Replace(minimal, "name: test", "name: ''", 1),
+			want: []string{"metadata.name: Required value"}},
+		{name: "namespaced", doc: strings.Replace(minimal, "name: test", "{name: test, namespace: ns}", 1),
+			want: []string{"metadata.namespace: Forbidden"}},
+		{name: "wrong kind and apiVersion", doc: strings.Replace(strings.Replace(minimal, "kind: PavProvisioner", "kind: Pod", 1), "/v1alpha1", "/v1", 1),
+			want: []string{`apiVersion: Unsupported value: "pav.albertofaria.github.io/v1"`, `kind: Unsupported value: "Pod"`}},
+
+		{name: "template syntax error", doc: withSection(`
+volumeUnstaging:
+  podTemplate:
+    spec:
+      containers:
+        - name: c
+          image: img
+          command: [sh, -c, "echo {{ handle"]
+`), want: []string{"spec.volumeUnstaging.podTemplate.spec.containers[0].command[2]: Invalid value: template line 1, column"}},
+		{name: "unknown filter", doc: withSection(`
+volumeCreation:
+  handle: "{{ defaultHandle | nosuchfilter }}"
+`), want: []string{"spec.volumeCreation.handle: Invalid value: template line 1"}},
+
+		{name: "bad literal modes", doc: withSection(`
+volumeValidation:
+  volumeModes: [Filesystem, Blocks, 3]
+  accessModes: [ReadWriteOncePod]
+`), want: []string{
+			`spec.volumeValidation.accessModes[0]: Unsupported value: "ReadWriteOncePod"`,
+			`spec.volumeValidation.volumeModes[2]: Invalid value: 3: must be a string`,
+			`spec.volumeValidation.volumeModes[1]: Unsupported value: "Blocks"`}},
+		{name: "modes not a list", doc: withSection(`
+volumeValidation:
+  volumeModes: Filesystem
+`), want: []string{`spec.volumeValidation.volumeModes: Invalid value: "Filesystem": must be a list of strings`}},
+		{name: "bad capacities", doc: withSection(`
+volumeValidation:
+  minCapacity: abc
+  maxCapacity: -1
+volumeCreation:
+  capacity: [1]
+`), want: []string{
+			`spec.volumeValidation.maxCapacity: Invalid value: "-1": must not be negative`,
+			`spec.volumeValidation.minCapacity: Invalid value: "abc": must be a capacity`,
+			`spec.volumeCreation.capacity: Invalid value: "<list>": must be a capacity`}},
+		{name: "bad handles", doc: withSection(`
+volumeCreation:
+  handle: 12
+`), want: []string{"spec.volumeCreation.handle: Invalid value: 12: must be a string"}},
+		{name: "empty handle", doc: withSection(`
+volumeCreation:
+  handle: ""
+`), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": must not be empty"}},
+		{name: "node affinity", doc: withSection(`
+volumeCreation:
+  nodeAffinity: {requird: {}}
+`), want: []string{"spec.volumeCreation.nodeAffinity.requird: Forbidden: unknown field", "spec.volumeCreation.nodeAffinity.required: Required value"}},
+		{name: "node affinity without terms", doc: withSection(`
+volumeCreation:
+  nodeAffinity: {required: {nodeSelectorTerms: []}}
+`), want: []string{"spec.volumeCreation.nodeAffinity.required.nodeSelectorTerms: Required value"}},
+
+		{name: "pod template extra keys", doc: withSection(`
+volumeUnstaging:
+  podTemplate:
+    apiVersion: v1
+    kind: Pod
+    spec: {containers: [{name: c, image: img}]}
+`), want: []string{"spec.volumeUnstaging.podTemplate.apiVersion: Forbidden: a pod template holds only metadata and spec", "spec.volumeUnstaging.podTemplate.kind: Forbidden"}},
+		{name: "pod template not an object", doc: withSection(`
+volumeUnstaging:
+  podTemplate: [1]
+`), want: []string{"spec.volumeUnstaging.podTemplate: Invalid value: \"<list>\": must be a pod template"}},
+		{name: "pod template without spec", doc: withSection(`
+volumeUnstaging:
+  podTemplate: {metadata: {}}
+`), want: []string{"spec.volumeUnstaging.podTemplate.spec: Required value"}},
+		{name: "unknown and mistyped pod fields", doc: withSection(`
+volumeUnstaging:
+  podTemplate:
+    metadata: {nme: x}
+    spec:
+      containerz: []
+      hostNetwork: "yes"
+      containers:
+        - name: c
+          image: img
+          ports: [{containerPort: abc}, {containerPort: 99999999999}]
+          resources: {limits: {cpu: lots}}
+          command: sh
+`), want: []string{
+			"spec.volumeUnstaging.podTemplate.metadata.nme: Forbidden: unknown field",
+			`spec.volumeUnstaging.podTemplate.spec.containers[0].command: Invalid value: "sh": must be a list`,
+			`spec.volumeUnstaging.podTemplate.spec.containers[0].ports[0].containerPort: Invalid value: "abc": must be an integer`,
+			`spec.volumeUnstaging.podTemplate.spec.containers[0].ports[1].containerPort: Invalid value: 99999999999: out of range`,
+			`spec.volumeUnstaging.podTemplate.spec.containers[0].resources.limits[cpu]: Invalid value: "lots"`,
+			`spec.volumeUnstaging.podTemplate.spec.containerz: Forbidden: unknown field`,
+			`spec.volumeUnstaging.podTemplate.spec.hostNetwork: Invalid value: "yes": must be a boolean`}},
+		{name: "pod rules", doc: withSection(`
+volumeValidation:
+  podTemplate:
+    metadata: {namespace: Bad_NS, labels: {"a b": c}}
+    spec:
+      restartPolicy: Always
+      initContainers: [{name: x, image: img}]
+      containers:
+        - {name: Bad, image: img}
+        - {name: x, image: ""}
+        - {image: img, volumeMounts: [{name: v, mountPath: /pav/}]}
+      volumes: [{name: pav, emptyDir: {}}]
+`), want: []string{
+			`spec.volumeValidation.podTemplate.metadata.namespace: Invalid value: "Bad_NS"`,
+			`spec.volumeValidation.podTemplate.metadata.labels: Invalid value: "a b"`,
+			`spec.volumeValidation.podTemplate.spec.containers[0].name: Invalid value: "Bad"`,
+			`spec.volumeValidation.podTemplate.spec.containers[1].name: Duplicate value: "x"`,
+			`spec.volumeValidation.podTemplate.spec.containers[1].image: Required value`,
+			`spec.volumeValidation.podTemplate.spec.containers[2].name: Required value`,
+			`spec.volumeValidation.podTemplate.spec.containers[2].volumeMounts[0].mountPath: Forbidden: /pav is reserved`,
+			`spec.volumeValidation.podTemplate.spec.volumes[0].name: Forbidden: the volume name "pav" is reserved`,
+			`spec.volumeValidation.podTemplate.spec.restartPolicy: Forbidden: PaV pods run to completion`}},
+		{name: "no containers", doc: withSection(`
+volumeDeletion:
+  podTemplate: {spec: {containers: []}}
+volumeUnstaging:
+  podTemplate: {spec: {}}
+`), want: []string{"spec.volumeDeletion.podTemplate.spec.containers: Required value", "spec.volumeUnstaging.podTemplate.spec.containers: Required value"}},
+		{name: "staging restart policies", doc: strings.Replace(minimal, "        containers:", "        restartPolicy: Always\n        containers:", 1) + indent(`
+volumeUnstaging:
+  podTemplate: {spec: {restartPolicy: Sometimes, containers: [{name: c, image: i}]}}
+`, "  "), want: []string{
+			"spec.volumeStaging.podTemplate.spec.restartPolicy: Forbidden: use Never (the default) or OnFailure",
+			`spec.volumeUnstaging.podTemplate.spec.restartPolicy: Unsupported value: "Sometimes"`}},
+		{name: "literal parts around templates are checked", doc: withSection(`
+volumeUnstaging:
+  podTemplate:
+    spec:
+      containers:
+        - name: "{{ params.name }}"
+          image: "{{ params.image }}"
+          imagePullPolicie: Always
+          command: ["{{ handle }}"]
+          volumeMounts: [{name: x, mountPath: "/pav"}]
+`), want: []string{
+			"spec.volumeUnstaging.podTemplate.spec.containers[0].imagePullPolicie: Forbidden: unknown field",
+			"spec.volumeUnstaging.podTemplate.spec.containers[0].volumeMounts[0].mountPath: Forbidden"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := errorStrings(Validate(provisioner(t, tt.doc)))
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d:\n%s", len(errs), len(tt.want), strings.Join(errs, "\n"))
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i], w) {
+					t.Errorf("error %d:\n got %s\nwant %s", i, errs[i], w)
+				}
+			}
+			_, err := Compile(provisioner(t, tt.doc))
+			if (err != nil) != (len(tt.want) > 0) {
+				t.Errorf("Compile error %v, Validate found %d", err, len(errs))
+			}
+		})
+	}
+}
+
+func TestBrokenTemplateReportedOnce(t *testing.T) {
+	errs := Validate(provisioner(t, withSection(`
+volumeCreation:
+  capacity: "{{ requestedMinCapacity"
+`)))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.volumeCreation.capacity: Invalid value: template line") {
+		t.Errorf("errors %v", errs)
+	}
+}
