@@ -2,9 +2,9 @@ package controller
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 
@@ -12,28 +12,71 @@ import (
 	"github.com/albertofaria/pav/templating"
 )
 
-// errNoTemplating: package templating's evaluation API has not landed yet.
-var errNoTemplating = errors.New("template evaluation is not available in this build")
-
 // NewTemplatingEngine is the production Engine, backed by package templating.
-func NewTemplatingEngine(kube kubernetes.Interface) Engine { return &templatingEngine{kube: kube} }
+// Compiled templates are cached per PavProvisioner UID and generation;
+// get_pvc reads claims from the API server, so templates see what
+// `kubectl get pvc -o yaml` shows.
+func NewTemplatingEngine(kube kubernetes.Interface) Engine {
+	return &templatingEngine{cache: templating.NewCache(), getPVC: PVCGetter(kube)}
+}
 
-type templatingEngine struct{ kube kubernetes.Interface }
+// PVCGetter is get_pvc for templates evaluated in the cluster.
+func PVCGetter(kube kubernetes.Interface) templating.PVCGetter {
+	return func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+		return kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+}
+
+type templatingEngine struct {
+	cache  *templating.Cache
+	getPVC templating.PVCGetter
+}
 
 func (e *templatingEngine) Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
-	return field.ErrorList{field.InternalError(field.NewPath("spec"), errNoTemplating)}
+	return templating.Validate(p)
+}
+
+func dynamicRequest(req Request) templating.DynamicRequest {
+	return templating.DynamicRequest{PVC: req.PVC, Class: req.Class, SelectedNodeName: req.SelectedNodeName}
 }
 
 func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*ValidationConfig, error) {
-	return nil, errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.DynamicValidation(ctx, dynamicRequest(req), e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return &ValidationConfig{
+		Unsatisfied: v.Check(templating.DynamicVolumeRequest(req.PVC)),
+		PodTemplate: v.PodTemplate,
+	}, nil
 }
 
 func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*CreationConfig, error) {
-	return nil, errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	cr, err := c.Creation(ctx, dynamicRequest(req), e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return &CreationConfig{Handle: cr.Handle, Capacity: cr.Capacity, PodTemplate: cr.PodTemplate, NodeAffinity: cr.NodeAffinity}, nil
 }
 
 func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, error) {
-	return nil, errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.Deletion(ctx, dynamicRequest(req), e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return d.PodTemplate, nil
 }
 
 func (e *templatingEngine) PodName(phase templating.Phase, key string) string {

@@ -2,33 +2,67 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/templating"
 )
 
-// errNoTemplating: package templating's evaluation API has not landed yet.
-var errNoTemplating = errors.New("template evaluation is not available in this build")
+// NewTemplatingEngine is the production Engine, backed by package templating
+// (compiled templates cached per PavProvisioner UID and generation).
+func NewTemplatingEngine(kube kubernetes.Interface) Engine {
+	getPVC := func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+		return kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return &templatingEngine{cache: templating.NewCache(), getPVC: getPVC}
+}
 
-// NewTemplatingEngine is the production Engine, backed by package templating.
-func NewTemplatingEngine(kube kubernetes.Interface) Engine { return &templatingEngine{kube: kube} }
-
-type templatingEngine struct{ kube kubernetes.Interface }
+type templatingEngine struct {
+	cache  *templating.Cache
+	getPVC templating.PVCGetter
+}
 
 func (e *templatingEngine) CheckStatic(ctx context.Context, p *v1alpha1.PavProvisioner, pv *corev1.PersistentVolume) error {
-	return errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return err
+	}
+	v, err := c.StaticValidation(ctx, templating.StaticRequest{PV: pv}, e.getPVC)
+	if err != nil {
+		return err
+	}
+	if err := v.Check(templating.StaticVolumeRequest(pv)); err != nil {
+		return fmt.Errorf("PersistentVolume %s does not fit PavProvisioner %s: %w", pv.Name, p.Name, err)
+	}
+	return nil
 }
 
 func (e *templatingEngine) Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
-	return nil, errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Staging(ctx, templating.StagingRequest(req), e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return s.PodTemplate, nil
 }
 
 func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
-	return nil, errNoTemplating
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	u, err := c.Unstaging(ctx, templating.StagingRequest(req), e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return u.PodTemplate, nil
 }
 
 func (e *templatingEngine) PodName(phase templating.Phase, key string) string {

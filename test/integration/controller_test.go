@@ -73,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pav, ns: ns, engine: testEngine()}
+	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pav, ns: ns, engine: testEngine(kube)}
 	t.Cleanup(e.stopController)
 	return e
 }
@@ -201,7 +201,9 @@ func (e *env) class(name, provisioner string, mutate func(*storagev1.StorageClas
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = e.kube.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	e.t.Cleanup(func() {
+		_ = e.kube.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/albertofaria/pav/controller"
@@ -30,4 +31,12 @@ func apiServer(t *testing.T) *rest.Config {
 	return cfg
 }
 
-func testEngine() controller.Engine { return enginetest.Literal{} }
+// testEngine is the Engine the tests run the controller with: package
+// templating's (real Jinja) unless PAV_IT_ENGINE=literal, which takes every
+// field literally (controller/enginetest).
+func testEngine(kube kubernetes.Interface) controller.Engine {
+	if os.Getenv("PAV_IT_ENGINE") == "literal" {
+		return enginetest.Literal{}
+	}
+	return controller.NewTemplatingEngine(kube)
+}
