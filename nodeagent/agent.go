@@ -26,8 +26,8 @@ import (
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
-	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/templating"
 )
 

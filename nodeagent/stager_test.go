@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
-	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/templating"
 )
 

@@ -153,7 +153,9 @@ func (e *env) class(p *v1alpha1.PavProvisioner, mutate func(*storagev1.StorageCl
 	if _, err := e.Client.StorageV1().StorageClasses().Create(e.Ctx, sc, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = e.Client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{}) })
+	e.t.Cleanup(func() {
+		_ = e.Client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+	})
 	return sc.Name
 }
 

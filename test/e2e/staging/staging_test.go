@@ -277,7 +277,9 @@ echo survived > /pav/volume/f`, "touch /marker/unstaged", false, ""))
 func (e *env) WaitForPVCBound(name string) {
 	e.t.Helper()
 	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), name, timeout,
-		func(pvc *corev1.PersistentVolumeClaim) (bool, error) { return pvc.Status.Phase == corev1.ClaimBound, nil }); err != nil {
+		func(pvc *corev1.PersistentVolumeClaim) (bool, error) {
+			return pvc.Status.Phase == corev1.ClaimBound, nil
+		}); err != nil {
 		e.t.Fatal(err)
 	}
 }
