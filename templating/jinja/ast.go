@@ -3,28 +3,44 @@ package jinja
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"unsafe"
 
-	"github.com/nikolalohinski/gonja/v2/builtins"
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // prepare rewrites a parsed template for PaV and checks the names it uses:
-// every {{ }} expression gets the finalize filter, and unknown filters, tests
-// and functions are compile errors (gonja would only notice them at render).
+//   - every {{ }} expression gets the finalize filter;
+//   - arithmetic operators become the arith filter (Python semantics);
+//   - attribute and item access, default, tojson, `is defined`/`undefined`/
+//     `none` and for-loop iterables learn to tell undefined from none
+//     (gonja has a single nil for both);
+//   - loop and macro bodies count steps and depth (no hang, no stack overflow);
+//   - unknown filters, tests and functions are compile errors (gonja would
+//     only notice them at render).
+//
+// It returns the expressions that the inserted filters refer to by index.
 //
 // gonja keeps some children of control structures in unexported fields, so the
 // walk goes by reflection over every node reachable from the root.
-func prepare(root *nodes.Template) error {
-	w := &walker{seen: map[uintptr]bool{}, defined: map[string]bool{}}
+func prepare(root *nodes.Template, rawTrims map[int]rawTrim) ([]nodes.Expression, error) {
+	w := &walker{seen: map[uintptr]bool{}, defined: map[string]bool{}, rawTrims: rawTrims}
 	w.walk(reflect.ValueOf(root))
+	if w.err != nil {
+		return nil, w.err
+	}
 	for _, c := range w.calls {
 		if !globalFunctions[c.name] && !w.defined[c.name] {
-			return &Error{Line: c.tok.Line, Column: c.tok.Col, Message: fmt.Sprintf("unknown function '%s'", c.name)}
+			return nil, &Error{Line: c.tok.Line, Column: c.tok.Col, Message: fmt.Sprintf("unknown function '%s'", c.name)}
 		}
 	}
-	return w.err
+	for _, body := range w.bodies {
+		tok := body.Location
+		body.Nodes = append(append([]nodes.Node{stepNode(tok, enterFilter)}, body.Nodes...), stepNode(tok, exitFilter))
+	}
+	return w.exprs, nil
 }
 
 type namedUse struct {
@@ -36,7 +52,19 @@ type walker struct {
 	seen    map[uintptr]bool
 	defined map[string]bool // names a template binds itself (macros, set, for)
 	calls   []namedUse
-	err     error
+	exprs   []nodes.Expression // referenced by index from inserted filters
+	bodies  []*nodes.Wrapper   // loop and macro bodies, to get step counters
+	// rawTrims are the raw blocks whose text Jinja strips (see fixLStrip),
+	// by the text's offset in the source.
+	rawTrims map[int]rawTrim
+	err      error
+}
+
+// ref registers an expression that a filter or test inserted by prepare
+// needs to inspect (not just its value) and returns its index.
+func (w *walker) ref(e nodes.Expression) nodes.Expression {
+	w.exprs = append(w.exprs, e)
+	return &nodes.Integer{Location: e.Position(), Val: len(w.exprs) - 1}
 }
 
 var tokenType = reflect.TypeOf(tokens.Token{})
@@ -47,7 +75,7 @@ func (w *walker) walk(v reflect.Value) {
 	}
 	switch v.Kind() {
 	case reflect.Interface:
-		rewriteArith(v)
+		w.rewriteArith(v)
 		if !v.IsNil() {
 			w.walk(v.Elem())
 		}
@@ -100,30 +128,92 @@ func (w *walker) noteMapKey(t reflect.Type, key string) {
 var (
 	outputType    = reflect.TypeOf(nodes.Output{})
 	filterType    = reflect.TypeOf(nodes.FilterCall{})
+	filteredType  = reflect.TypeOf(nodes.FilteredExpression{})
 	testType      = reflect.TypeOf(nodes.TestCall{})
+	testExprType  = reflect.TypeOf(nodes.TestExpression{})
 	callType      = reflect.TypeOf(nodes.Call{})
 	macroType     = reflect.TypeOf(nodes.Macro{})
+	getAttrType   = reflect.TypeOf(nodes.GetAttribute{})
+	getItemType   = reflect.TypeOf(nodes.GetItem{})
+	getSliceType  = reflect.TypeOf(nodes.GetSlice{})
+	forType       = reflect.TypeOf(controlStructures.ForControlStructure{})
+	rawType       = reflect.TypeOf(controlStructures.RawControlStructure{})
 	setTargetName = "target"
 )
 
 func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 	switch t {
 	case outputType:
-		wrapOutput((*nodes.Output)(p))
+		w.wrapOutput((*nodes.Output)(p))
+	case rawType:
+		data := reflect.NewAt(t, p).Elem().FieldByName("data")
+		if d, ok := reflect.NewAt(data.Type(), unsafe.Pointer(data.UnsafeAddr())).Elem().Interface().(*nodes.Data); ok && d != nil && d.Data != nil {
+			if trim, ok := w.rawTrims[d.Data.Pos]; ok {
+				if trim.left {
+					d.Data.Val = strings.TrimLeft(d.Data.Val, " \t\n\r")
+				}
+				if trim.right {
+					d.Data.Val = strings.TrimRight(d.Data.Val, " \t\n\r")
+				}
+			}
+		}
 	case filterType:
 		f := (*nodes.FilterCall)(p)
-		if f.Name != finalizeFilter && f.Name != arithFilter && !filters.Exists(f.Name) {
+		if !internalFilters[f.Name] && !filters.Exists(f.Name) {
 			w.fail(f.Token, "unknown filter '%s'", f.Name)
+		}
+	case filteredType:
+		// Only the first filter of a chain sees the original expression,
+		// which may be undefined; later ones see filter results.
+		fe := (*nodes.FilteredExpression)(p)
+		if len(fe.Filters) > 0 {
+			if name, ok := undefinedAwareFilters[fe.Filters[0].Name]; ok {
+				f := fe.Filters[0]
+				f.Name = name
+				f.Args = append([]nodes.Expression{w.ref(fe.Expression)}, f.Args...)
+			}
 		}
 	case testType:
 		tc := (*nodes.TestCall)(p)
-		if !builtins.Tests.Exists(tc.Name) {
+		if !tests.Exists(tc.Name) {
 			w.fail(tc.Token, "unknown test '%s'", tc.Name)
+		}
+	case testExprType:
+		te := (*nodes.TestExpression)(p)
+		if te.Test != nil {
+			if name, ok := undefinedAwareTests[te.Test.Name]; ok {
+				te.Test.Name = name
+				te.Test.Args = append([]nodes.Expression{w.ref(te.Expression)}, te.Test.Args...)
+			}
 		}
 	case callType:
 		c := (*nodes.Call)(p)
 		if n, ok := c.Func.(*nodes.Name); ok {
 			w.calls = append(w.calls, namedUse{name: n.Name.Val, tok: n.Name})
+		}
+	case getAttrType:
+		g := (*nodes.GetAttribute)(p)
+		g.Node = w.checkDefined(g.Node, true)
+	case getItemType:
+		g := (*nodes.GetItem)(p)
+		g.Node = w.checkDefined(g.Node, true)
+	case getSliceType:
+		g := (*nodes.GetSlice)(p)
+		g.Node = w.checkDefined(g.Node, false)
+	case forType:
+		f := (*controlStructures.ForControlStructure)(p)
+		w.defined[f.Key] = true
+		if f.Value != "" {
+			w.defined[f.Value] = true
+		}
+		if f.ObjectEvaluator != nil {
+			f.ObjectEvaluator = &nodes.FilteredExpression{
+				Expression: f.ObjectEvaluator,
+				Filters:    []*nodes.FilterCall{{Token: f.ObjectEvaluator.Position(), Name: iterFilter, Args: []nodes.Expression{w.ref(f.ObjectEvaluator)}}},
+			}
+		}
+		if f.BodyWrapper != nil {
+			w.bodies = append(w.bodies, f.BodyWrapper)
 		}
 	case macroType:
 		m := (*nodes.Macro)(p)
@@ -136,21 +226,33 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 				w.defined[s.Val] = true
 			}
 		}
-	default:
-		// Loop variables, set targets and the like are bound by name in
-		// control structures; record string fields named Key/Value and Name
-		// targets so calls to them are not reported as unknown.
-		v := reflect.NewAt(t, p).Elem()
-		for _, field := range []string{"Key", "Value"} {
-			if f := v.FieldByName(field); f.IsValid() && f.Kind() == reflect.String && f.String() != "" {
-				w.defined[f.String()] = true
-			}
+		if m.Wrapper != nil {
+			w.bodies = append(w.bodies, m.Wrapper)
 		}
+	default:
+		// Set targets and the like are bound by name in control structures;
+		// record Name targets so calls to them are not reported as unknown.
+		v := reflect.NewAt(t, p).Elem()
 		if f := v.FieldByName(setTargetName); f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil() {
 			if n, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*nodes.Name); ok {
 				w.defined[n.Name.Val] = true
 			}
 		}
+	}
+}
+
+// checkDefined wraps the object of an attribute or item access: accessing an
+// attribute of undefined is an error in Jinja; of none it gives undefined
+// (gonja fails), so with noneIsEmpty the filter turns none into an empty
+// mapping, whose attributes and items are undefined.
+func (w *walker) checkDefined(n nodes.Node, noneIsEmpty bool) nodes.Node {
+	e, ok := n.(nodes.Expression)
+	if !ok || e == nil {
+		return n
+	}
+	return &nodes.FilteredExpression{
+		Expression: e,
+		Filters:    []*nodes.FilterCall{{Token: e.Position(), Name: checkFilter, Args: []nodes.Expression{w.ref(e), &nodes.Bool{Location: e.Position(), Val: noneIsEmpty}}}},
 	}
 }
 
@@ -167,8 +269,8 @@ func (w *walker) fail(tok *tokens.Token, format string, args ...interface{}) {
 
 // wrapOutput applies PaV's finalize rule to an output's expressions. An inline
 // `x if c` without else yields undefined in Jinja when c is false, which the
-// finalize rule rejects; give it an explicit none alternative so it does here too.
-func wrapOutput(o *nodes.Output) {
+// finalize rule rejects; give it an explicit undefined alternative so it does here too.
+func (w *walker) wrapOutput(o *nodes.Output) {
 	tok := o.Start
 	line, col := 0, 0
 	if tok != nil {
@@ -180,47 +282,81 @@ func wrapOutput(o *nodes.Output) {
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
 				Name:  finalizeFilter,
-				Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}},
+				Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}, w.ref(e)},
 			}},
 		}
 	}
 	o.Expression = wrap(o.Expression)
 	if o.Condition != nil {
 		if o.Alternative == nil {
-			o.Alternative = &nodes.None{Location: tok}
+			// A name no template can bind: undefined.
+			o.Alternative = &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: undefinedName, Line: line, Col: col}}
 		}
 		o.Alternative = wrap(o.Alternative)
 	}
 }
 
+// stepNode is an output node that renders nothing but calls a step filter.
+func stepNode(tok *tokens.Token, filter string) nodes.Node {
+	return &nodes.Output{
+		Start: tok,
+		End:   tok,
+		Expression: &nodes.FilteredExpression{
+			Expression: &nodes.String{Location: tok, Val: ""},
+			Filters:    []*nodes.FilterCall{{Token: tok, Name: filter}},
+		},
+	}
+}
+
 var expressionType = reflect.TypeOf((*nodes.Expression)(nil)).Elem()
 
-// rewriteArith replaces `a ** b`, `a // b`, `a % b` and `a / b` held in an
-// addressable expression slot by `a|__pav_arith(op, b)`, which implements
-// Python's semantics (gonja's differ: float powers, truncating division,
-// +Inf on division by zero, a panic on string formatting).
-func rewriteArith(slot reflect.Value) {
+// rewriteArith replaces arithmetic `a <op> b` held in an addressable
+// expression slot by `a|__pav_arith(op, b, tuple)`, which implements Python's
+// semantics (gonja's differ: float powers, truncating division, +Inf on
+// division by zero, silent int64 wrap-around, 'a' + 1 = "a1", undefined + 3 =
+// 3, a panic on string formatting). tuple tells `%` whether its right operand
+// is a tuple literal, whose items are the format arguments.
+func (w *walker) rewriteArith(slot reflect.Value) {
 	if slot.IsNil() || !slot.CanAddr() || slot.Type() != expressionType {
 		return
 	}
 	slot = reflect.NewAt(slot.Type(), unsafe.Pointer(slot.UnsafeAddr())).Elem() // readable even if unexported
+	if n, ok := slot.Elem().Interface().(*nodes.Name); ok && n.Name != nil && n.Name.Val == "none" {
+		// Jinja's lowercase none literal; gonja knows only None (and looks
+		// `none` up as a variable, which is undefined).
+		slot.Set(reflect.ValueOf(&nodes.None{Location: n.Name}))
+		return
+	}
 	bin, ok := slot.Elem().Interface().(*nodes.BinaryExpression)
 	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
 		return
 	}
 	op := bin.Operator.Token.Val
+	tok := bin.Operator.Token
 	switch op {
-	case "**", "//", "%", "/":
+	case "**", "//", "%", "/", "+", "-", "*":
+	case "==", "!=":
+		// Jinja's undefined equals only undefined, never none; gonja has one
+		// nil for both, so the comparison re-inspects both operands.
+		slot.Set(reflect.ValueOf(&nodes.FilteredExpression{
+			Expression: bin.Left,
+			Filters: []*nodes.FilterCall{{
+				Token: tok,
+				Name:  equalFilter,
+				Args:  []nodes.Expression{&nodes.Bool{Location: tok, Val: op == "!="}, bin.Right, w.ref(bin.Left), w.ref(bin.Right)},
+			}},
+		}))
+		return
 	default:
 		return
 	}
-	tok := bin.Operator.Token
+	_, tuple := bin.Right.(*nodes.Tuple)
 	repl := &nodes.FilteredExpression{
 		Expression: bin.Left,
 		Filters: []*nodes.FilterCall{{
 			Token: tok,
 			Name:  arithFilter,
-			Args:  []nodes.Expression{&nodes.String{Location: tok, Val: op}, bin.Right},
+			Args:  []nodes.Expression{&nodes.String{Location: tok, Val: op}, bin.Right, &nodes.Bool{Location: tok, Val: tuple}},
 		}},
 	}
 	slot.Set(reflect.ValueOf(repl))

@@ -16,7 +16,6 @@
 package jinja
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -27,6 +26,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -37,6 +37,7 @@ type Template struct {
 	literal bool
 	tpl     *exec.Template
 	loader  loaders.Loader
+	exprs   []nodes.Expression // referenced by the filters prepare inserted
 }
 
 // Functions are PaV's callable functions available to templates.
@@ -72,10 +73,10 @@ var pavConfig = func() *config.Config {
 	return c
 }()
 
-// controlStructures is gonja's set without the ones that read other templates.
-var controlStructures = func() *exec.ControlStructureSet {
+// pavControlStructures is gonja's set without the ones that read other templates.
+var pavControlStructures = func() *exec.ControlStructureSet {
 	allowed := map[string]parser.ControlStructureParser{}
-	for _, name := range []string{"if", "for", "set", "macro", "call", "filter", "with", "raw", "autoescape", "do"} {
+	for _, name := range []string{"if", "for", "set", "macro", "call", "filter", "with", "raw", "autoescape"} {
 		if p, ok := builtins.ControlStructures.Get(name); ok {
 			allowed[name] = p
 		}
@@ -83,22 +84,80 @@ var controlStructures = func() *exec.ControlStructureSet {
 	return exec.NewControlStructureSet(allowed)
 }()
 
+// Internal filters and tests inserted by prepare. Their names are not
+// identifiers, so no template can use them directly.
 const (
-	finalizeFilter = "__pav_finalize"
-	arithFilter    = "__pav_arith"
-	stateVar       = "__pav_state"
+	finalizeFilter = "__pav finalize"
+	arithFilter    = "__pav arith"
+	checkFilter    = "__pav check"
+	iterFilter     = "__pav iter"
+	enterFilter    = "__pav enter"
+	exitFilter     = "__pav exit"
+	defaultFilter  = "__pav default"
+	tojsonFilter   = "__pav tojson"
+	equalFilter    = "__pav equal"
+	definedTest    = "__pav defined"
+	undefinedTest  = "__pav undefined"
+	noneTest       = "__pav none"
+	stateVar       = "__pav state"
 )
+
+var internalFilters = map[string]bool{
+	finalizeFilter: true, arithFilter: true, checkFilter: true, iterFilter: true,
+	enterFilter: true, exitFilter: true, defaultFilter: true, tojsonFilter: true,
+	equalFilter: true,
+}
 
 var filters = func() *exec.FilterSet {
 	fs := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 	must(fs.Replace("tojson", filterToJSON))
 	must(fs.Replace("default", filterDefault))
 	must(fs.Replace("d", filterDefault))
+	must(fs.Replace("format", filterFormat))
+	must(fs.Replace("dictsort", filterDictSort))
+	must(fs.Replace("urlencode", filterURLEncode))
+	must(fs.Replace("round", filterRound))
+	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
+		f, ok := fs.Get(name)
+		if !ok {
+			panic("gonja lacks filter " + name)
+		}
+		must(fs.Replace(name, boundedFilter(name, f)))
+	}
 	must(fs.Register("tobash", filterToBash))
 	must(fs.Register(finalizeFilter, filterFinalize))
 	must(fs.Register(arithFilter, filterArith))
+	must(fs.Register(checkFilter, filterCheckDefined))
+	must(fs.Register(iterFilter, filterIter))
+	must(fs.Register(enterFilter, filterEnter))
+	must(fs.Register(exitFilter, filterExit))
+	must(fs.Register(defaultFilter, filterDefault))
+	must(fs.Register(tojsonFilter, filterToJSONAware))
+	must(fs.Register(equalFilter, filterEqual))
 	return fs
 }()
+
+var tests = func() *exec.TestSet {
+	ts := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
+	must(ts.Register(definedTest, testDefined))
+	must(ts.Register(undefinedTest, testUndefined))
+	must(ts.Register(noneTest, testNone))
+	return ts
+}()
+
+// globals are Jinja's global functions (gonja adds gettext, and a `gonja`
+// variable, which Jinja lacks).
+func globals() map[string]interface{} {
+	g := map[string]interface{}{"range": rangeFunction, "lipsum": lipsumFunction}
+	for _, name := range []string{"dict", "namespace", "cycler", "joiner"} {
+		v, ok := builtins.GlobalFunctions.Get(name)
+		if !ok {
+			panic("gonja lacks global " + name)
+		}
+		g[name] = v
+	}
+	return g
+}
 
 func must(err error) {
 	if err != nil {
@@ -109,7 +168,7 @@ func must(err error) {
 // globalFunctions are the functions a template may call by name.
 var globalFunctions = map[string]bool{
 	"get_pvc": true, "range": true, "dict": true, "namespace": true,
-	"cycler": true, "joiner": true, "lipsum": true,
+	"cycler": true, "joiner": true, "lipsum": true, "caller": true,
 }
 
 // Compile parses source with PaV's settings. Errors are *Error.
@@ -129,25 +188,27 @@ func Compile(source string) (t *Template, err error) {
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
-	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(source), loader)
+	fixed, rawTrims := fixLStrip(source)
+	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(fixed), loader)
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
 	env := &exec.Environment{
 		Context:           exec.EmptyContext(),
 		Filters:           filters,
-		Tests:             builtins.Tests,
-		ControlStructures: controlStructures,
-		Methods:           builtins.Methods,
+		Tests:             tests,
+		ControlStructures: pavControlStructures,
+		Methods:           methods,
 	}
 	tpl, err := exec.NewTemplate("template", pavConfig, shifted, env)
 	if err != nil {
-		return nil, parseError(err)
+		return nil, parseError(err, source)
 	}
-	if err := prepare(tpl.Root()); err != nil {
+	exprs, err := prepare(tpl.Root(), rawTrims)
+	if err != nil {
 		return nil, err
 	}
-	return &Template{source: source, tpl: tpl, loader: shifted}, nil
+	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs}, nil
 }
 
 // jinjaLiteral is what Jinja makes of a source without any Jinja syntax:
@@ -163,7 +224,10 @@ func (t *Template) IsLiteral() bool { return t.literal }
 
 // renderState carries what a render's filters and functions report back.
 type renderState struct {
-	fatal error // an error no Jinja construct may swallow (get_pvc, finalize)
+	fatal error              // an error no Jinja construct may swallow (get_pvc, finalize)
+	exprs []nodes.Expression // the template's, see prepare
+	steps int                // loop iterations and macro calls so far
+	depth int                // current nesting of loop bodies and macro calls
 }
 
 func (s *renderState) fail(err error) {
@@ -183,24 +247,24 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}
 		}
 	}()
-	state := &renderState{}
-	data := map[string]interface{}{}
+	state := &renderState{exprs: t.exprs}
+	data := globals()
 	for k, v := range vars {
 		data[k] = runtime.DeepCopyJSONValue(v)
 	}
 	data[stateVar] = state
 	data["get_pvc"] = getPVCFunction(state, fns)
 
-	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(exec.NewContext(data))
+	ctx := exec.NewContext(data)
 	env := &exec.Environment{
 		Context:           ctx,
 		Filters:           filters,
-		Tests:             builtins.Tests,
-		ControlStructures: controlStructures,
-		Methods:           builtins.Methods,
+		Tests:             tests,
+		ControlStructures: pavControlStructures,
+		Methods:           methods,
 	}
-	var buf bytes.Buffer
-	renderErr := exec.NewRenderer(env, &buf, pavConfig, t.loader, t.tpl).Execute()
+	buf := &limitedWriter{state: state}
+	renderErr := exec.NewRenderer(env, buf, pavConfig, t.loader, t.tpl).Execute()
 	if state.fatal != nil {
 		return "", false, state.fatal
 	}
@@ -214,7 +278,7 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 		}
 		yaml = b
 	}
-	return buf.String(), yaml, nil
+	return string(buf.buf), yaml, nil
 }
 
 func getPVCFunction(state *renderState, fns *Functions) func(*exec.Evaluator, *exec.VarArgs) (map[string]interface{}, error) {
@@ -278,12 +342,20 @@ func filterFinalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		return in
 	}
 	line, col := 0, 0
-	if len(params.Args) == 2 {
+	if len(params.Args) >= 2 {
 		line, col = params.Args[0].Integer(), params.Args[1].Integer()
 	}
 	text, err := scalarString(in)
 	if err != nil {
-		ferr := &Error{Line: line, Column: col, Message: "expression " + err.Error()}
+		msg := "expression " + err.Error()
+		if in.IsNil() && len(params.Args) >= 3 {
+			if reason := undefinedReason(e, exprOf(e, params.Args[2])); reason != "" {
+				msg = "expression is undefined: " + reason
+			} else {
+				msg = "expression evaluated to none (expressions must evaluate to a string or a number)"
+			}
+		}
+		ferr := &Error{Line: line, Column: col, Message: msg}
 		stateOf(e).fail(ferr)
 		return exec.AsValue(ferr)
 	}
@@ -338,31 +410,6 @@ func toInt64(v interface{}) int64 {
 		return int64(n)
 	}
 	return 0
-}
-
-// filterDefault is Jinja's default(value, default_value=”, boolean=false):
-// it replaces an undefined (or, with boolean, falsy) value but, unlike gonja's,
-// never hides an error.
-func filterDefault(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	def := exec.AsValue("")
-	if len(params.Args) > 0 {
-		def = params.Args[0]
-	} else if v, ok := params.KwArgs["default_value"]; ok {
-		def = v
-	}
-	boolean := false
-	if len(params.Args) > 1 {
-		boolean = params.Args[1].IsTrue()
-	} else if v, ok := params.KwArgs["boolean"]; ok {
-		boolean = v.IsTrue()
-	}
-	if in.IsNil() || (boolean && !in.IsTrue()) {
-		return def
-	}
-	return in
 }
 
 // filterToBash quotes a string or number as one shell word (shlex.quote per
@@ -435,7 +482,27 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	out, err := ToJSON(in.ToGoSimpleType(false))
+	p, err := methodArgs("tojson", params, 0, 1, "indent")
+	if err != nil {
+		return fatal(e, nil, "filter tojson: "+err.Error())
+	}
+	var indent *string
+	switch {
+	case p[0] == nil || p[0].IsNil():
+	case isInt(p[0]):
+		n := asInt(p[0])
+		if n > maxWidth {
+			return fatal(e, nil, fmt.Sprintf("filter tojson: indent %d too large", n))
+		}
+		s := strings.Repeat(" ", int(max(n, 0)))
+		indent = &s
+	case p[0].IsString():
+		s := p[0].String()
+		indent = &s
+	default:
+		return fatal(e, nil, "filter tojson: indent must be an integer or a string")
+	}
+	out, err := toJSONIndent(in.ToGoSimpleType(false), indent)
 	if err != nil {
 		ferr := &Error{Message: "tojson: " + err.Error()}
 		stateOf(e).fail(ferr)
@@ -465,7 +532,7 @@ func renderError(err error) error {
 }
 
 // parseError turns a gonja parse failure into an *Error without the source dump.
-func parseError(err error) error {
+func parseError(err error, source string) error {
 	var serr *parser.SyntaxError
 	if errors.As(err, &serr) {
 		return &Error{Line: serr.Line, Column: serr.Column, Message: serr.Message}

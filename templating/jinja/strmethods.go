@@ -1,0 +1,257 @@
+package jinja
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// strMethods replace gonja's versions of Python str methods whose defaults or
+// results differ from Python's (replace without count, center/ljust/rjust
+// without fillchar, split/rsplit without separator or with maxsplit,
+// strip/lstrip/rstrip without chars, index/rindex missing).
+var strMethods = map[string]exec.Method[string]{
+	"replace": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := methodArgs("replace", a, 2, 3, "old", "new", "count")
+		if err != nil {
+			return nil, err
+		}
+		count := int64(-1)
+		if p[2] != nil {
+			if !isInt(p[2]) {
+				return nil, fmt.Errorf("replace(): count must be an integer")
+			}
+			count = asInt(p[2])
+		}
+		if !p[0].IsString() || !p[1].IsString() {
+			return nil, fmt.Errorf("replace() arguments must be strings")
+		}
+		if count < 0 || count > int64(len(s))+1 {
+			count = -1
+		}
+		old, repl := p[0].String(), p[1].String()
+		n := strings.Count(s, old)
+		if count >= 0 && int64(n) > count {
+			n = int(count)
+		}
+		if len(s)+n*len(repl) > maxOutputBytes {
+			return nil, fmt.Errorf("replace(): result too large")
+		}
+		return strings.Replace(s, old, repl, int(count)), nil
+	},
+	"center": padMethod("center"),
+	"ljust":  padMethod("ljust"),
+	"rjust":  padMethod("rjust"),
+	"split":  splitMethod(false),
+	"rsplit": splitMethod(true),
+	"strip":  stripMethod("strip"),
+	"lstrip": stripMethod("lstrip"),
+	"rstrip": stripMethod("rstrip"),
+	"index":  indexMethod(false),
+	"rindex": indexMethod(true),
+}
+
+// methodArgs binds positional and keyword arguments to names, Python-style;
+// missing optional ones are nil.
+func methodArgs(method string, a *exec.VarArgs, min, max int, names ...string) ([]*exec.Value, error) {
+	out := make([]*exec.Value, len(names))
+	if len(a.Args) > max {
+		return nil, fmt.Errorf("%s() takes at most %d arguments (%d given)", method, max, len(a.Args))
+	}
+	copy(out, a.Args)
+	for k, v := range a.KwArgs {
+		found := false
+		for i, n := range names {
+			if n == k && i < max {
+				if out[i] != nil {
+					return nil, fmt.Errorf("%s() got multiple values for argument '%s'", method, k)
+				}
+				out[i], found = v, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", method, k)
+		}
+	}
+	for i := 0; i < min; i++ {
+		if out[i] == nil {
+			return nil, fmt.Errorf("%s() missing required argument '%s'", method, names[i])
+		}
+	}
+	return out, nil
+}
+
+func padMethod(name string) exec.Method[string] {
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := methodArgs(name, a, 1, 2, "width", "fillchar")
+		if err != nil {
+			return nil, err
+		}
+		if !isInt(p[0]) {
+			return nil, fmt.Errorf("%s(): width must be an integer", name)
+		}
+		fill := " "
+		if p[1] != nil {
+			if !p[1].IsString() || utf8.RuneCountInString(p[1].String()) != 1 {
+				return nil, fmt.Errorf("%s(): the fill character must be exactly one character long", name)
+			}
+			fill = p[1].String()
+		}
+		width := asInt(p[0])
+		if width > maxWidth {
+			return nil, fmt.Errorf("%s(): argument %d too large", name, width)
+		}
+		marg := int(width) - utf8.RuneCountInString(s)
+		if marg <= 0 {
+			return s, nil
+		}
+		left := 0
+		switch name {
+		case "center": // CPython's pad split
+			left = marg/2 + (marg & int(width) & 1)
+		case "rjust":
+			left = marg
+		}
+		return strings.Repeat(fill, left) + s + strings.Repeat(fill, marg-left), nil
+	}
+}
+
+func splitMethod(right bool) exec.Method[string] {
+	name := "split"
+	if right {
+		name = "rsplit"
+	}
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := methodArgs(name, a, 0, 2, "sep", "maxsplit")
+		if err != nil {
+			return nil, err
+		}
+		max := int64(-1)
+		if p[1] != nil {
+			if !isInt(p[1]) {
+				return nil, fmt.Errorf("%s(): maxsplit must be an integer", name)
+			}
+			max = asInt(p[1])
+		}
+		var parts []string
+		if p[0] == nil || p[0].IsNil() {
+			parts = splitWhitespace(s, max, right)
+		} else {
+			if !p[0].IsString() {
+				return nil, fmt.Errorf("%s(): separator must be a string or None", name)
+			}
+			sep := p[0].String()
+			if sep == "" {
+				return nil, fmt.Errorf("empty separator")
+			}
+			switch {
+			case max < 0 || max >= int64(len(s)):
+				parts = strings.Split(s, sep)
+			case !right:
+				parts = strings.SplitN(s, sep, int(max)+1)
+			default:
+				for ; max > 0; max-- {
+					i := strings.LastIndex(s, sep)
+					if i < 0 {
+						break
+					}
+					parts = append(parts, s[i+len(sep):])
+					s = s[:i]
+				}
+				parts = append(parts, s)
+				reverse(parts)
+			}
+		}
+		out := make([]interface{}, len(parts))
+		for i, x := range parts {
+			out[i] = x
+		}
+		return out, nil
+	}
+}
+
+// splitWhitespace is Python's str.split()/rsplit() without a separator.
+func splitWhitespace(s string, max int64, right bool) []string {
+	if max < 0 {
+		return strings.Fields(s)
+	}
+	var parts []string
+	if !right {
+		for s = strings.TrimLeftFunc(s, unicode.IsSpace); s != "" && max > 0; max-- {
+			i := strings.IndexFunc(s, unicode.IsSpace)
+			if i < 0 {
+				break
+			}
+			parts = append(parts, s[:i])
+			s = strings.TrimLeftFunc(s[i:], unicode.IsSpace)
+		}
+		if s != "" {
+			parts = append(parts, s)
+		}
+		return parts
+	}
+	for s = strings.TrimRightFunc(s, unicode.IsSpace); s != "" && max > 0; max-- {
+		i := strings.LastIndexFunc(s, unicode.IsSpace)
+		if i < 0 {
+			break
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		parts = append(parts, s[i+size:])
+		s = strings.TrimRightFunc(s[:i], unicode.IsSpace)
+	}
+	if s != "" {
+		parts = append(parts, s)
+	}
+	reverse(parts)
+	return parts
+}
+
+func reverse(s []string) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+func stripMethod(name string) exec.Method[string] {
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := methodArgs(name, a, 0, 1, "chars")
+		if err != nil {
+			return nil, err
+		}
+		cut := unicode.IsSpace
+		if p[0] != nil && !p[0].IsNil() {
+			if !p[0].IsString() {
+				return nil, fmt.Errorf("%s arg must be None or str", name)
+			}
+			chars := p[0].String()
+			cut = func(r rune) bool { return strings.ContainsRune(chars, r) }
+		}
+		switch name {
+		case "lstrip":
+			return strings.TrimLeftFunc(s, cut), nil
+		case "rstrip":
+			return strings.TrimRightFunc(s, cut), nil
+		}
+		return strings.TrimFunc(s, cut), nil
+	}
+}
+
+// indexMethod is str.index/rindex(sub) (start and end are not supported).
+func indexMethod(right bool) exec.Method[string] {
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if len(a.Args) != 1 || len(a.KwArgs) > 0 || !a.Args[0].IsString() {
+			return nil, fmt.Errorf("index()/rindex() take exactly one string argument here")
+		}
+		i := strings.Index(s, a.Args[0].String())
+		if right {
+			i = strings.LastIndex(s, a.Args[0].String())
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("substring not found")
+		}
+		return int64(utf8.RuneCountInString(s[:i])), nil
+	}
+}
