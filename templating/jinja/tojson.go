@@ -12,16 +12,65 @@ import (
 
 // ToJSON prints v as Jinja's |tojson does: json.dumps(v, sort_keys=True) with
 // Python's separators (", " and ": "), non-ASCII escaped, and <, >, &, '
-// escaped for HTML safety. The result never contains a newline.
+// escaped for HTML safety. The result never contains a newline (only
+// tojson(indent=...) adds some).
 func ToJSON(v interface{}) (string, error) {
-	var b strings.Builder
-	if err := writeJSON(&b, v); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+	return toJSONIndent(v, nil)
 }
 
-func writeJSON(b *strings.Builder, v interface{}) error {
+// toJSONIndent is |tojson(indent=...): with indent set, Python's json.dumps
+// puts each item on its own line, prefixed by indent once per level, and
+// separates items with "," alone.
+func toJSONIndent(v interface{}, indent *string) (string, error) {
+	w := &jsonWriter{indent: indent}
+	if err := w.write(v); err != nil {
+		return "", err
+	}
+	return w.b.String(), nil
+}
+
+type jsonWriter struct {
+	b      strings.Builder
+	indent *string
+	level  int
+}
+
+// open, sep and close lay out the items of a container.
+func (w *jsonWriter) open(c byte) {
+	w.b.WriteByte(c)
+	w.level++
+	w.newline()
+}
+
+func (w *jsonWriter) sep() {
+	if w.indent == nil {
+		w.b.WriteString(", ")
+		return
+	}
+	w.b.WriteByte(',')
+	w.newline()
+}
+
+func (w *jsonWriter) close(c byte) {
+	w.level--
+	w.newline()
+	w.b.WriteByte(c)
+}
+
+func (w *jsonWriter) newline() {
+	if w.indent != nil {
+		w.b.WriteByte('\n')
+		for i := 0; i < w.level; i++ {
+			w.b.WriteString(*w.indent)
+		}
+	}
+}
+
+func (w *jsonWriter) write(v interface{}) error {
+	b := &w.b
+	if w.b.Len() > maxOutputBytes {
+		return fmt.Errorf("result too long")
+	}
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("null")
@@ -43,29 +92,37 @@ func writeJSON(b *strings.Builder, v interface{}) error {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		b.WriteByte('{')
+		if len(keys) == 0 {
+			b.WriteString("{}")
+			break
+		}
+		w.open('{')
 		for i, k := range keys {
 			if i > 0 {
-				b.WriteString(", ")
+				w.sep()
 			}
 			writeJSONString(b, k)
 			b.WriteString(": ")
-			if err := writeJSON(b, x[k]); err != nil {
+			if err := w.write(x[k]); err != nil {
 				return err
 			}
 		}
-		b.WriteByte('}')
+		w.close('}')
 	case []interface{}:
-		b.WriteByte('[')
+		if len(x) == 0 {
+			b.WriteString("[]")
+			break
+		}
+		w.open('[')
 		for i, e := range x {
 			if i > 0 {
-				b.WriteString(", ")
+				w.sep()
 			}
-			if err := writeJSON(b, e); err != nil {
+			if err := w.write(e); err != nil {
 				return err
 			}
 		}
-		b.WriteByte(']')
+		w.close(']')
 	default:
 		rv := reflect.ValueOf(v)
 		switch rv.Kind() {
@@ -78,7 +135,7 @@ func writeJSON(b *strings.Builder, v interface{}) error {
 			for i := range items {
 				items[i] = rv.Index(i).Interface()
 			}
-			return writeJSON(b, items)
+			return w.write(items)
 		case reflect.Map:
 			m := map[string]interface{}{}
 			it := rv.MapRange()
@@ -89,7 +146,7 @@ func writeJSON(b *strings.Builder, v interface{}) error {
 				}
 				m[k] = it.Value().Interface()
 			}
-			return writeJSON(b, m)
+			return w.write(m)
 		default:
 			return fmt.Errorf("object of type %T is not JSON serializable", v)
 		}
