@@ -64,7 +64,18 @@ type walker struct {
 // needs to inspect (not just its value) and returns its index.
 func (w *walker) ref(e nodes.Expression) nodes.Expression {
 	w.exprs = append(w.exprs, e)
-	return &nodes.Integer{Location: e.Position(), Val: len(w.exprs) - 1}
+	return &nodes.Integer{Location: position(e), Val: len(w.exprs) - 1}
+}
+
+// position is e's token, or nil for the incomplete nodes gonja's parser
+// sometimes accepts (a test expression without a tested value, for "{{ in }}").
+func position(e nodes.Expression) (tok *tokens.Token) {
+	defer func() {
+		if recover() != nil {
+			tok = nil
+		}
+	}()
+	return e.Position()
 }
 
 var tokenType = reflect.TypeOf(tokens.Token{})
@@ -142,6 +153,9 @@ var (
 )
 
 func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
+	if w.err != nil {
+		return
+	}
 	switch t {
 	case outputType:
 		w.wrapOutput((*nodes.Output)(p))
@@ -180,6 +194,14 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 		}
 	case testExprType:
 		te := (*nodes.TestExpression)(p)
+		if te.Expression == nil || te.Test == nil {
+			var tok *tokens.Token
+			if te.Test != nil {
+				tok = te.Test.Token
+			}
+			w.fail(tok, "invalid syntax: a test needs a value and a test name")
+			return
+		}
 		if te.Test != nil {
 			if name, ok := undefinedAwareTests[te.Test.Name]; ok {
 				te.Test.Name = name
@@ -209,7 +231,7 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 		if f.ObjectEvaluator != nil {
 			f.ObjectEvaluator = &nodes.FilteredExpression{
 				Expression: f.ObjectEvaluator,
-				Filters:    []*nodes.FilterCall{{Token: f.ObjectEvaluator.Position(), Name: iterFilter, Args: []nodes.Expression{w.ref(f.ObjectEvaluator)}}},
+				Filters:    []*nodes.FilterCall{{Token: position(f.ObjectEvaluator), Name: iterFilter, Args: []nodes.Expression{w.ref(f.ObjectEvaluator)}}},
 			}
 		}
 		if f.BodyWrapper != nil {
@@ -252,7 +274,7 @@ func (w *walker) checkDefined(n nodes.Node, noneIsEmpty bool) nodes.Node {
 	}
 	return &nodes.FilteredExpression{
 		Expression: e,
-		Filters:    []*nodes.FilterCall{{Token: e.Position(), Name: checkFilter, Args: []nodes.Expression{w.ref(e), &nodes.Bool{Location: e.Position(), Val: noneIsEmpty}}}},
+		Filters:    []*nodes.FilterCall{{Token: position(e), Name: checkFilter, Args: []nodes.Expression{w.ref(e), &nodes.Bool{Location: position(e), Val: noneIsEmpty}}}},
 	}
 }
 
@@ -308,7 +330,15 @@ func stepNode(tok *tokens.Token, filter string) nodes.Node {
 	}
 }
 
-var expressionType = reflect.TypeOf((*nodes.Expression)(nil)).Elem()
+// filteredPtrType: rewrites apply to any interface slot that can hold an
+// expression (a call's callee is a nodes.Node, for instance).
+var filteredPtrType = reflect.TypeOf(&nodes.FilteredExpression{})
+
+// binaryOps are the operators rewriteArith replaces, by token type.
+var binaryOps = map[tokens.Type]string{
+	tokens.Power: "**", tokens.FloorDivision: "//", tokens.Modulo: "%", tokens.Division: "/",
+	tokens.Addition: "+", tokens.Subtraction: "-", tokens.Multiply: "*", tokens.Equals: "==", tokens.Ne: "!=",
+}
 
 // rewriteArith replaces arithmetic `a <op> b` held in an addressable
 // expression slot by `a|__pav_arith(op, b, tuple)`, which implements Python's
@@ -317,7 +347,7 @@ var expressionType = reflect.TypeOf((*nodes.Expression)(nil)).Elem()
 // 3, a panic on string formatting). tuple tells `%` whether its right operand
 // is a tuple literal, whose items are the format arguments.
 func (w *walker) rewriteArith(slot reflect.Value) {
-	if slot.IsNil() || !slot.CanAddr() || slot.Type() != expressionType {
+	if slot.IsNil() || !slot.CanAddr() || !filteredPtrType.AssignableTo(slot.Type()) {
 		return
 	}
 	slot = reflect.NewAt(slot.Type(), unsafe.Pointer(slot.UnsafeAddr())).Elem() // readable even if unexported
@@ -331,8 +361,14 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
 		return
 	}
-	op := bin.Operator.Token.Val
 	tok := bin.Operator.Token
+	op, isOp := binaryOps[tok.Type]
+	if isOp && tok.Val != op {
+		// gonja's lexer glues characters it does not know to the next
+		// token ("0 #% 0" is a modulo for it); Jinja rejects them.
+		w.fail(tok, "unexpected characters in operator '%s'", tok.Val)
+		return
+	}
 	switch op {
 	case "**", "//", "%", "/", "+", "-", "*":
 	case "==", "!=":

@@ -200,7 +200,7 @@ func Compile(source string) (t *Template, err error) {
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
 	}
-	tpl, err := exec.NewTemplate("template", pavConfig, shifted, env)
+	tpl, err := parse(shifted, env)
 	if err != nil {
 		return nil, parseError(err, source)
 	}
@@ -209,6 +209,17 @@ func Compile(source string) (t *Template, err error) {
 		return nil, err
 	}
 	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs}, nil
+}
+
+// parse runs gonja's parser, which panics on some truncated sources
+// ("{{ 0 is "); Jinja reports a syntax error there.
+func parse(l loaders.Loader, env *exec.Environment) (tpl *exec.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			tpl, err = nil, &Error{Message: "invalid syntax: the template ends in the middle of an expression or tag"}
+		}
+	}()
+	return exec.NewTemplate("template", pavConfig, l, env)
 }
 
 // jinjaLiteral is what Jinja makes of a source without any Jinja syntax:

@@ -202,7 +202,8 @@ func TestToJSONMatchesPythonFloats(t *testing.T) {
 	}
 }
 
-// FuzzCompileRender: arbitrary sources never panic or hang.
+// FuzzCompileRender: arbitrary sources never hang or hit a runtime error
+// (recovered panics are reported as errors, so they are looked for there).
 func FuzzCompileRender(f *testing.F) {
 	data, _ := os.ReadFile("testdata/cases.json")
 	var cases []goldenCase
@@ -216,16 +217,23 @@ func FuzzCompileRender(f *testing.F) {
 			t.Skip() // huge loops and repetitions are bounded by size, not by the fuzzer's patience
 		}
 		done := make(chan struct{})
+		var err error
 		go func() {
 			defer close(done)
-			if tpl, err := Compile(src); err == nil {
-				_, _, _ = tpl.Render(vars, testFunctions())
+			var tpl *Template
+			if tpl, err = Compile(src); err == nil {
+				_, _, err = tpl.Render(vars, testFunctions())
 			}
 		}()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("render of %q did not finish", src)
+		}
+		// Panics are recovered into errors; a runtime error among them is
+		// a bug in gonja or here (index out of range, nil dereference).
+		if err != nil && strings.Contains(err.Error(), "runtime error") {
+			t.Fatalf("%q: %v", src, err)
 		}
 	})
 }
