@@ -109,12 +109,24 @@ func (w *walker) walk(v reflect.Value) {
 			w.walk(v.Index(i))
 		}
 	case reflect.Map:
-		it := v.MapRange()
-		for it.Next() {
-			if it.Key().Kind() == reflect.String {
-				w.noteMapKey(v.Type(), it.Key().String())
+		if v.CanAddr() {
+			v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem() // writable even if unexported
+		}
+		for _, k := range v.MapKeys() {
+			if k.Kind() == reflect.String {
+				w.noteMapKey(v.Type(), k.String())
 			}
-			w.walk(it.Value())
+			val := v.MapIndex(k)
+			if val.Kind() != reflect.Interface || !v.CanSet() {
+				w.walk(val)
+				continue
+			}
+			// Map values are not addressable: walk (and rewrite) a copy,
+			// then store it back (the `with` block's name -> expression map).
+			slot := reflect.New(val.Type()).Elem()
+			slot.Set(val)
+			w.walk(slot)
+			v.SetMapIndex(k, slot)
 		}
 	}
 }

@@ -148,8 +148,8 @@ var tests = func() *exec.TestSet {
 // globals are Jinja's global functions (gonja adds gettext, and a `gonja`
 // variable, which Jinja lacks).
 func globals() map[string]interface{} {
-	g := map[string]interface{}{"range": rangeFunction, "lipsum": lipsumFunction}
-	for _, name := range []string{"dict", "namespace", "cycler", "joiner"} {
+	g := map[string]interface{}{"range": rangeFunction, "lipsum": lipsumFunction, "cycler": cyclerFunction}
+	for _, name := range []string{"dict", "namespace", "joiner"} {
 		v, ok := builtins.GlobalFunctions.Get(name)
 		if !ok {
 			panic("gonja lacks global " + name)

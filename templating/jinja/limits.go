@@ -102,6 +102,19 @@ func lipsumFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	return v.(func(*exec.Evaluator, *exec.VarArgs) *exec.Value)(e, params)
 }
 
+// cyclerFunction is gonja's cycler, which panics without items (Jinja
+// raises an error).
+func cyclerFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
+	if len(params.Args) == 0 {
+		return fatal(e, nil, "cycler(): at least one item has to be provided")
+	}
+	v, ok := builtins.GlobalFunctions.Get("cycler")
+	if !ok {
+		return fatal(e, nil, "cycler() is not available")
+	}
+	return v.(func(*exec.Evaluator, *exec.VarArgs) *exec.Value)(e, params)
+}
+
 func mapValues(m map[string]*exec.Value) []*exec.Value {
 	out := make([]*exec.Value, 0, len(m))
 	for _, v := range m {
