@@ -369,6 +369,11 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 		slot.Set(reflect.ValueOf(&nodes.None{Location: n.Name}))
 		return
 	}
+	if n, ok := slot.Elem().Interface().(*nodes.None); ok && n.Location != nil && n.Location.Val == "nil" {
+		// gonja's nil literal is an ordinary (undefined) name in Jinja.
+		slot.Set(reflect.ValueOf(&nodes.Name{Name: n.Location}))
+		return
+	}
 	bin, ok := slot.Elem().Interface().(*nodes.BinaryExpression)
 	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
 		return

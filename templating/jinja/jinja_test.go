@@ -3,6 +3,7 @@ package jinja
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -215,6 +216,13 @@ func FuzzCompileRender(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src string) {
 		if len(src) > 2000 || strings.Contains(src, "range") || strings.Contains(src, "*") {
 			t.Skip() // huge loops and repetitions are bounded by size, not by the fuzzer's patience
+		}
+		// PAV_FUZZ_TRACE=dir keeps each worker's current input in dir/<pid>,
+		// to find the input of a worker that makes no progress.
+		if dir := os.Getenv("PAV_FUZZ_TRACE"); dir != "" {
+			f := fmt.Sprintf("%s/%d", dir, os.Getpid())
+			_ = os.WriteFile(f, []byte(src), 0o644)
+			defer os.Remove(f)
 		}
 		done := make(chan struct{})
 		var err error
