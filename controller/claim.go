@@ -244,6 +244,9 @@ func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *co
 		Annotations: map[string]string{templating.AnnotationClaim: s.key},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutting down: not a failure to report to the user
+		}
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
 	return nil

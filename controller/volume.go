@@ -120,6 +120,9 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		Annotations: map[string]string{templating.AnnotationClaim: ns + "/" + n},
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutting down: not a failure to report to the user
+		}
 		return fail("%v", err)
 	}
 	return nil

@@ -813,7 +813,7 @@ func TestValidationRulesRejectClaim(t *testing.T) {
 	})
 	e.class("rules", p.Name, nil)
 	pvc := e.claim("big", "rules", "2Gi")
-	e.waitEvent("big", "ProvisioningFailed", "exceeds")
+	e.waitEvent("big", "ProvisioningFailed", "above the maximum capacity 1Gi")
 	e.noVolumeFor(pvc)
 }
 
