@@ -350,3 +350,80 @@ func TestManagerRegistration(t *testing.T) {
 	}
 	m.Remove("prov") // idempotent
 }
+
+// A removed driver whose volumes kubelet still tracks keeps being served (kubelet's
+// UnmountDevice calls it after the last NodeUnpublishVolume) until that state is gone.
+func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	volume := filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
+	if err := os.MkdirAll(volume, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	m.Remove("prov")
+	conn := dial(t, m.CSISocket("prov"))
+	if _, err := csi.NewNodeClient(conn).NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{}); err != nil {
+		t.Fatalf("draining driver does not answer NodeGetCapabilities: %v", err)
+	}
+	if err := os.RemoveAll(volume); err != nil { // kubelet's UnmountDevice done
+		t.Fatal(err)
+	}
+	waitUntil(t, "the drained driver's sockets are gone", func() bool {
+		_, err1 := os.Stat(m.CSISocket("prov"))
+		_, err2 := os.Stat(m.RegistrationSocket("prov"))
+		return os.IsNotExist(err1) && os.IsNotExist(err2) && len(m.Names()) == 0
+	})
+}
+
+// Add during draining cancels it; a restarted manager finds what it served.
+func TestManagerReAddAndLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	volume := filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
+	if err := os.MkdirAll(volume, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"prov", "other"} {
+		if err := m.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Remove("prov")
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(volume); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // give a wrongly still-running drain the chance to act
+	if _, err := os.Stat(m.CSISocket("prov")); err != nil {
+		t.Fatalf("re-added driver stopped: %v", err)
+	}
+
+	// A new incarnation (the sockets stay when the node plugin exits).
+	m2 := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	if got := m2.Leftovers(); len(got) != 2 || got[0] != "other" || got[1] != "prov" {
+		t.Errorf("Leftovers = %v", got)
+	}
+	if err := m2.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.Leftovers(); len(got) != 1 || got[0] != "other" {
+		t.Errorf("Leftovers after Add = %v", got)
+	}
+	m.Stop()
+	m2.Stop()
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting until %s", what)
+}

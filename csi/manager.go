@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -37,7 +39,12 @@ type served struct {
 	regSocket  string
 	registered chan struct{} // closed once kubelet reported success
 	once       sync.Once
+	draining   bool // removal requested; waiting until kubelet no longer needs the driver
 }
+
+// servedMarker, in a driver's socket directory, tells a restarted node
+// plugin that the directory is PaV's (other CSI drivers live next to it).
+const servedMarker = "pav-driver"
 
 // NewManager serves drivers under kubeletDir.
 func NewManager(kubeletDir, version, nodeID string, stager Stager) *Manager {
@@ -83,7 +90,8 @@ func (m *Manager) Registered(name string) <-chan struct{} {
 func (m *Manager) Add(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.drivers[name]; ok {
+	if s, ok := m.drivers[name]; ok {
+		s.draining = false // the provisioner is back: keep serving
 		return nil
 	}
 	s := &served{
@@ -111,34 +119,118 @@ func (m *Manager) Add(name string) error {
 	registerapi.RegisterRegistrationServer(s.regServer, &registration{s: s})
 	go serve(s.regServer, regLis)
 
+	_ = os.WriteFile(filepath.Join(filepath.Dir(s.csiSocket), servedMarker), nil, 0o600)
 	m.drivers[name] = s
 	klog.InfoS("Serving CSI driver", "driver", name, "endpoint", s.csiSocket, "registration", s.regSocket)
 	return nil
 }
 
-// Remove stops serving driver name. Removing the registration socket makes
-// kubelet deregister the driver.
+// Remove stops serving driver name, once kubelet no longer needs it: after
+// the last NodeUnpublishVolume, kubelet still calls the driver (its
+// UnmountDevice asks NodeGetCapabilities) and retries forever if the driver
+// is gone. So while kubelet keeps volume state for the driver, the driver is
+// drained: served until that state is gone, or until Add brings it back.
 func (m *Manager) Remove(name string) {
 	m.mu.Lock()
 	s, ok := m.drivers[name]
-	delete(m.drivers, name)
-	m.mu.Unlock()
-	if !ok {
+	if !ok || s.draining {
+		m.mu.Unlock()
 		return
 	}
+	if m.kubeletTracksVolumes(name) {
+		s.draining = true
+		m.mu.Unlock()
+		klog.InfoS("Draining CSI driver: kubelet still tracks volumes of it", "driver", name, "dir", m.kubeletVolumesDir(name))
+		go m.drain(name, s)
+		return
+	}
+	delete(m.drivers, name)
+	m.mu.Unlock()
+	m.stop(name, s)
+}
+
+// drain stops serving s once kubelet's volume state for it is gone, woken by
+// changes in that directory (and a slow tick, in case it cannot be watched).
+func (m *Manager) drain(name string, s *served) {
+	var events <-chan fsnotify.Event
+	if w, err := fsnotify.NewWatcher(); err == nil {
+		defer w.Close()
+		if err := w.Add(m.kubeletVolumesDir(name)); err == nil {
+			events = w.Events
+		}
+	}
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		if m.drivers[name] != s || !s.draining {
+			m.mu.Unlock()
+			return // served again, or stopped by someone else
+		}
+		if !m.kubeletTracksVolumes(name) {
+			delete(m.drivers, name)
+			m.mu.Unlock()
+			m.stop(name, s)
+			return
+		}
+		m.mu.Unlock()
+		select {
+		case <-events:
+		case <-tick.C:
+		}
+	}
+}
+
+// stop closes both sockets; removing the registration socket makes kubelet
+// deregister the driver.
+func (m *Manager) stop(name string, s *served) {
 	s.regServer.Stop()
 	_ = os.Remove(s.regSocket)
 	// Let running NodePublish/NodeUnpublish calls finish.
 	s.csiServer.GracefulStop()
 	_ = os.Remove(s.csiSocket)
+	_ = os.Remove(filepath.Join(filepath.Dir(s.csiSocket), servedMarker))
 	_ = os.Remove(filepath.Dir(s.csiSocket))
 	klog.InfoS("Stopped serving CSI driver", "driver", name)
 }
 
-// Stop removes every driver.
+// kubeletVolumesDir is where kubelet keeps per-volume state of a CSI driver
+// (vol_data.json and globalmount, one directory per volume) until its
+// UnmountDevice succeeds.
+func (m *Manager) kubeletVolumesDir(name string) string {
+	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", name)
+}
+
+func (m *Manager) kubeletTracksVolumes(name string) bool {
+	entries, err := os.ReadDir(m.kubeletVolumesDir(name))
+	return err == nil && len(entries) > 0
+}
+
+// Leftovers lists drivers that a previous incarnation of the node plugin
+// served (their socket directories are still there) and this one does not.
+func (m *Manager) Leftovers() []string {
+	dirs, _ := filepath.Glob(filepath.Join(m.kubeletDir, "plugins", "*", servedMarker))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, d := range dirs {
+		name := filepath.Base(filepath.Dir(d))
+		if _, ok := m.drivers[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Stop stops serving every driver now, drained or not.
 func (m *Manager) Stop() {
-	for _, n := range m.Names() {
-		m.Remove(n)
+	m.mu.Lock()
+	drivers := m.drivers
+	m.drivers = map[string]*served{}
+	m.mu.Unlock()
+	for name, s := range drivers {
+		m.stop(name, s)
 	}
 }
 

@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.PodDirRoot = templating.PodDirRoot
 	}
 	if cfg.Mounter == nil {
-		cfg.Mounter = mount.New("")
+		cfg.Mounter = HostMounter{mount.New("")}
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	retireLeftoverDrivers(manager, provInformer.GetStore())
 	go collector.Run(ctx, cfg.Workers)
 	ready.Store(true)
 	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)
@@ -134,6 +135,23 @@ func Run(ctx context.Context, cfg Config) error {
 	// keeps the drivers registered meanwhile (NodeUnpublish calls are
 	// retried), while removing them would make kubelet forget the drivers.
 	return nil
+}
+
+// retireLeftoverDrivers handles drivers served by a previous incarnation
+// whose PavProvisioner was deleted meanwhile: each is served again only for
+// as long as kubelet still needs it (see Manager.Remove), then removed.
+func retireLeftoverDrivers(m *pavcsi.Manager, provisioners cache.Store) {
+	for _, name := range m.Leftovers() {
+		if _, exists, _ := provisioners.GetByKey(name); exists {
+			continue
+		}
+		klog.InfoS("Retiring the CSI driver of a deleted PavProvisioner", "driver", name)
+		if err := m.Add(name); err != nil {
+			klog.ErrorS(err, "Serving leftover CSI driver", "driver", name)
+			continue
+		}
+		m.Remove(name)
+	}
 }
 
 // addDriver serves a driver, retrying in the background on failure (a
