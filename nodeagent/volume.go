@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
@@ -117,9 +118,9 @@ func checkVolume(path string, block bool, capacity int64) error {
 // publishTarget bind-mounts source at target, creating target (a directory,
 // or a file for block volumes) first. Filesystem volumes are bound
 // recursively, so mounts the staging pod made inside /pav/volume (a FUSE
-// file system in a subdirectory, say) are part of the volume. Read-only
-// volumes get every mount of the new subtree remounted read-only. An
-// existing mount at target is taken as a previous call's work.
+// file system in a subdirectory, say) are part of the volume, read-only
+// for read-only volumes. An existing mount at target is taken as a previous
+// call's work.
 func publishTarget(m mount.Interface, source, target string, block, readOnly bool) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return fmt.Errorf("creating parent of target path: %w", err)
@@ -151,22 +152,16 @@ func publishTarget(m mount.Interface, source, target string, block, readOnly boo
 		}
 		return nil
 	}
-	if err := m.Mount(source, target, "", []string{"rbind"}); err != nil {
-		return fmt.Errorf("bind-mounting the volume: %w", err)
-	}
 	if readOnly {
-		mps, err := mountsUnder(m, target)
-		if err != nil {
-			return err
+		b, ok := m.(ReadOnlyBinder)
+		if !ok {
+			return fmt.Errorf("cannot publish read-only: %T cannot make recursive read-only bind mounts", m)
 		}
-		for _, mp := range mps {
-			// One option string so that mount-utils does not turn it into a
-			// second bind mount; mount(8) runs a single MS_REMOUNT|MS_BIND|MS_RDONLY.
-			if err := m.Mount("", mp, "", []string{"remount,bind,ro"}); err != nil {
-				_ = unmountUnder(m, target)
-				return fmt.Errorf("making %s read-only: %w", mp, err)
-			}
+		if err := b.BindReadOnlyRecursive(source, target); err != nil {
+			return fmt.Errorf("bind-mounting the volume read-only: %w", err)
 		}
+	} else if err := m.Mount(source, target, "", []string{"rbind"}); err != nil {
+		return fmt.Errorf("bind-mounting the volume: %w", err)
 	}
 	klog.V(2).InfoS("Published volume", "source", source, "target", target, "readOnly", readOnly, "block", block)
 	return nil
@@ -179,6 +174,40 @@ func unpublishTarget(m mount.Interface, target string) error {
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing target path: %w", err)
+	}
+	return nil
+}
+
+// ReadOnlyBinder is a mounter that can bind a mount tree read-only, every
+// mount in it included.
+type ReadOnlyBinder interface {
+	BindReadOnlyRecursive(source, target string) error
+}
+
+// HostMounter is the node plugin's mounter: mount-utils' plus recursive
+// read-only binds.
+type HostMounter struct{ mount.Interface }
+
+// BindReadOnlyRecursive binds the tree at source to target, read-only in
+// every mount namespace that receives it. Remounting the bound tree
+// read-only afterwards is not enough: per-mount flags do not propagate, so
+// with the node plugin in a container, only its own copy would become
+// read-only while kubelet's, and so the client pod's, stayed writable.
+// Instead the tree is cloned detached (open_tree), made read-only
+// recursively (mount_setattr) and only then attached at target
+// (move_mount), so every propagated copy is born read-only. Linux >= 5.12.
+func (HostMounter) BindReadOnlyRecursive(source, target string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", source, err)
+	}
+	defer unix.Close(fd)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("mount_setattr read-only on the clone of %s: %w", source, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount to %s: %w", target, err)
 	}
 	return nil
 }

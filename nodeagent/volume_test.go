@@ -111,14 +111,14 @@ func TestResolveInPav(t *testing.T) {
 	}
 }
 
-func mkdir(t *testing.T, dir, rel string) {
+func mkdir(t testing.TB, dir, rel string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, rel), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func symlink(t *testing.T, target, dir, rel string) {
+func symlink(t testing.TB, target, dir, rel string) {
 	t.Helper()
 	if err := os.Symlink(target, filepath.Join(dir, rel)); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestPublishTarget(t *testing.T) {
 	}{
 		{name: "filesystem", wantOpts: [][]string{{"rbind"}}},
 		{name: "filesystem read-only with a nested mount", readOnly: true, nested: true,
-			wantOpts: [][]string{{"rbind"}, nil, {"remount,bind,ro"}, {"remount,bind,ro"}}},
+			wantOpts: [][]string{{"rbind", "ro"}, nil}},
 		{name: "block", block: true, wantOpts: [][]string{{"bind"}}},
 		{name: "block read-only", block: true, readOnly: true, wantOpts: [][]string{{"bind", "ro"}}},
 	}
@@ -223,8 +223,14 @@ func (r *rbindMounter) Mount(source, target, fstype string, options []string) er
 	if err := r.FakeMounter.Mount(source, target, fstype, options); err != nil {
 		return err
 	}
-	if len(options) == 1 && options[0] == "rbind" {
+	if len(options) > 0 && options[0] == "rbind" {
 		r.FakeMounter.MountPoints = append(r.FakeMounter.MountPoints, mount.MountPoint{Device: "tmpfs", Path: filepath.Join(target, "sub")})
 	}
 	return nil
+}
+
+// BindReadOnlyRecursive records the tree as one mount with options rbind,ro
+// (and the nested mount the rbind brings along).
+func (r *rbindMounter) BindReadOnlyRecursive(source, target string) error {
+	return r.Mount(source, target, "", []string{"rbind", "ro"})
 }
