@@ -90,5 +90,11 @@ test-integration: ## tests with build tag `integration` (real etcd + kube-apiser
 	hack/cluster/ensure-kube.sh >/dev/null
 	$(if $(call tagged_pkgs,integration),PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -v $(GOTEST_FLAGS) $(call tagged_pkgs,integration),@echo "no integration tests")
 
+.PHONY: bench
+bench: ## benchmarks: Jinja rendering, templating phases, staging latency, then a claim burst on a real API server
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	hack/cluster/ensure-kube.sh >/dev/null
+	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -run '^$$' -bench . -benchtime 3x ./test/integration/
+
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)

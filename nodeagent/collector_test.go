@@ -35,7 +35,7 @@ func pavPod(name string, phase templating.Phase, podPhase corev1.PodPhase, hostD
 	}
 }
 
-func newTestCollector(t *testing.T, root string, pods ...*corev1.Pod) (*Collector, *fake.Clientset, *mount.FakeMounter) {
+func newTestCollector(t testing.TB, root string, pods ...*corev1.Pod) (*Collector, *fake.Clientset, *mount.FakeMounter) {
 	t.Helper()
 	var objs []runtime.Object
 	for _, p := range pods {
@@ -53,7 +53,7 @@ func newTestCollector(t *testing.T, root string, pods ...*corev1.Pod) (*Collecto
 	return c, kube, m
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { os.Exit(framework.RunMain(m)) }
 
 var crdOnce sync.Once
 
-func apiServer(t *testing.T) *rest.Config {
+func apiServer(t testing.TB) *rest.Config {
 	t.Helper()
 	env := framework.Shared(t)
 	crdOnce.Do(func() { env.InstallCRDs(t, crds.CustomResourceDefinition) })
