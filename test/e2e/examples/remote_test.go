@@ -138,7 +138,11 @@ func TestS3Bucket(t *testing.T) {
 		}
 		script := `AWS_ACCESS_KEY_ID=$ROOT_ACCESS_KEY AWS_SECRET_ACCESS_KEY=` + secretKey +
 			` rclone --config /dev/null --s3-provider Other --s3-env-auth --s3-endpoint http://127.0.0.1:7070 --s3-region us-east-1 --retries 1 --low-level-retries 1 "$@"`
-		return kubectl(t.Context(), "", append([]string{"-n", srv, "exec", "s3-server", "--", "bash", "-c", script, "s3"}, args...)...)
+		// container "seed" has rclone (the server's own container has only busybox)
+		return kubectl(t.Context(), "", append([]string{"-n", srv, "exec", "s3-server", "-c", "seed", "--", "bash", "-c", script, "s3"}, args...)...)
+	}
+	if out, err := s3("", "lsd", ":s3:"); err != nil {
+		t.Fatalf("listing buckets with the right key: %v\n%s", err, out)
 	}
 	if _, err := s3("wrong-key", "lsd", ":s3:"); err == nil {
 		t.Fatal("the S3 server accepted a wrong secret key; the example's credentials would be meaningless")

@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -443,6 +445,9 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	if logs := e.PodLogs(client.Name, ""); strings.TrimSpace(logs) != "hello" {
 		t.Errorf("client read %q", logs)
 	}
+	// A finished pod still holds its claim (PVC protection): delete it so
+	// the claim and the volume can go.
+	e.DeletePod(client.Name, timeout)
 }
 
 // The leader is killed (SIGKILL, no lease release) while a creation pod runs;
@@ -453,8 +458,20 @@ func TestControllerKilledDuringCreation(t *testing.T) {
 		section("volumeCreation", pod(`sleep 8; echo 1Gi > /pav/capacity`))+staging)
 	class := e.class(p, nil)
 
-	// Record every creation pod ever created for the claim.
-	w, err := e.Client.CoreV1().Pods(e.Namespace).Watch(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)})
+	// Record every creation pod ever created for the claim. A RetryWatcher,
+	// because a plain watch can be closed by the API server mid-test and
+	// would then silently miss pods.
+	creationPods := metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)}
+	initial, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, creationPods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcher(initial.ResourceVersion, &cache.ListWatch{
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = creationPods.LabelSelector
+			return e.Client.CoreV1().Pods(e.Namespace).Watch(e.Ctx, o)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,6 +483,8 @@ func TestControllerKilledDuringCreation(t *testing.T) {
 		for ev := range w.ResultChan() {
 			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
 				uids[pod.UID] = true
+			} else if ev.Type == watch.Error {
+				t.Logf("watching creation pods: %v", ev.Object)
 			}
 		}
 	}()

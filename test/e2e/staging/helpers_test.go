@@ -342,9 +342,18 @@ func (e *env) waitForEvent(object string, re *regexp.Regexp, within time.Duratio
 }
 
 // marked reports whether a PaV pod left the marker file name in MARKER.
+// marked tells whether a PaV pod created the marker file name, waiting for it
+// a while: kubelet removes a deleted client pod's object before its
+// NodeUnpublishVolume (which runs the unstaging pod) has returned.
 func (e *env) marked(name string) bool {
-	_, err := os.Stat(filepath.Join(e.marker, name))
-	return err == nil
+	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(e.marker, name)); err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 func must(t *testing.T, err error) {
