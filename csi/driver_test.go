@@ -378,6 +378,30 @@ func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
 	})
 }
 
+func TestManagerDrainsWhileKubeletTracksBlockVolumes(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	data := filepath.Join(dir, "plugins/kubernetes.io/csi/volumeDevices/pvc-1/data")
+	if err := os.MkdirAll(data, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "vol_data.json"), []byte(`{"driverName":"prov","volumeHandle":"h"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add("other"); err != nil {
+		t.Fatal(err)
+	}
+	m.Remove("other") // kubelet tracks nothing of it: stopped at once
+	m.Remove("prov")
+	if got := m.Names(); len(got) != 1 || got[0] != "prov" {
+		t.Errorf("Names while a block volume is tracked = %v, want [prov]", got)
+	}
+	m.Stop()
+}
+
 // Add during draining cancels it; a restarted manager finds what it served.
 func TestManagerReAddAndLeftovers(t *testing.T) {
 	dir := t.TempDir()

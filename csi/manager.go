@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -150,7 +151,8 @@ func (m *Manager) Remove(name string) {
 }
 
 // drain stops serving s once kubelet's volume state for it is gone, woken by
-// changes in that directory (and a slow tick, in case it cannot be watched).
+// changes in that directory (and a slow tick: block volumes' state lives
+// elsewhere, and the directory may not be watchable).
 func (m *Manager) drain(name string, s *served) {
 	var events <-chan fsnotify.Event
 	if w, err := fsnotify.NewWatcher(); err == nil {
@@ -201,9 +203,27 @@ func (m *Manager) kubeletVolumesDir(name string) string {
 	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", name)
 }
 
+// kubeletTracksVolumes tells whether kubelet still keeps state of volumes of
+// driver name: per-volume directories for file system volumes, and for block
+// volumes a volumeDevices/<pv>/data/vol_data.json naming the driver.
 func (m *Manager) kubeletTracksVolumes(name string) bool {
-	entries, err := os.ReadDir(m.kubeletVolumesDir(name))
-	return err == nil && len(entries) > 0
+	if entries, err := os.ReadDir(m.kubeletVolumesDir(name)); err == nil && len(entries) > 0 {
+		return true
+	}
+	files, _ := filepath.Glob(filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "*", "data", "vol_data.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var data struct {
+			DriverName string `json:"driverName"`
+		}
+		if json.Unmarshal(b, &data) == nil && data.DriverName == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Leftovers lists drivers that a previous incarnation of the node plugin
