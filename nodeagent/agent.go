@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -134,6 +135,10 @@ func Run(ctx context.Context, cfg Config) error {
 	// The sockets stay: a restarted node plugin replaces them, and kubelet
 	// keeps the drivers registered meanwhile (NodeUnpublish calls are
 	// retried), while removing them would make kubelet forget the drivers.
+	// PaV's pod directory root goes if empty (after an uninstall, say); a
+	// restarted node plugin, and kubelet for each PaV pod, create it again.
+	_ = os.Remove(cfg.PodDirRoot)
+	_ = os.Remove(filepath.Dir(cfg.PodDirRoot))
 	return nil
 }
 
