@@ -93,7 +93,21 @@ mkkc "$STATE/kube-proxy.kubeconfig" system:kube-proxy kube-proxy
 step "pki + kubeconfigs ok"
 
 # ---------------------------------------------------------------- process helpers
-running() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# running NAME: its process exists and is not a zombie (a component that exited and
+# was not reaped yet still answers kill -0).
+running() {
+  local pid
+  pid=$(cat "$PIDS/$1.pid" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+# write_config FILE < content: replace FILE only if the content differs, so a running
+# component is not disturbed (kube-proxy exits when its config file is written).
+write_config() {
+  local tmp
+  tmp=$(mktemp "$1.XXXXXX")
+  cat > "$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv -f "$tmp" "$1"; fi
+}
 start() { # name cmd...  (detached, inside the netns; pid in $PIDS/name.pid, log in $LOGS/name.log)
   local name=$1; shift
   if running "$name"; then echo "  $name already running (pid $(cat "$PIDS/$name.pid"))"; return 0; fi
@@ -147,7 +161,7 @@ start kube-scheduler "$KUBE_DIR/kube-scheduler" \
   --bind-address=127.0.0.1 --leader-elect=false --profiling=false --v=1
 
 # ---------------------------------------------------------------- containerd + CNI
-cat > "$STATE/cni/net.d/10-pav-bridge.conflist" <<EOF
+write_config "$STATE/cni/net.d/10-pav-bridge.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "pav-bridge",
@@ -159,7 +173,7 @@ cat > "$STATE/cni/net.d/10-pav-bridge.conflist" <<EOF
   ]
 }
 EOF
-cat > "$STATE/containerd.toml" <<EOF
+write_config "$STATE/containerd.toml" <<EOF
 version = 2
 root = "$CTRD_ROOT"
 state = "$CTRD_STATE"
@@ -198,7 +212,7 @@ fi
 
 # ---------------------------------------------------------------- kubelet
 mkdir -p "$LOGS/pods"
-cat > "$STATE/kubelet.yaml" <<EOF
+write_config "$STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -228,7 +242,7 @@ start kubelet "$KUBE_DIR/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$
   --root-dir="$KUBELET_ROOT" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v=1
 
 # ---------------------------------------------------------------- kube-proxy (ClusterIP Services, e.g. webhooks)
-cat > "$STATE/kube-proxy.yaml" <<EOF
+write_config "$STATE/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
