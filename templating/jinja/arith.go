@@ -3,7 +3,6 @@ package jinja
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -406,6 +405,18 @@ func checkSpecWidth(spec string) error {
 	return nil
 }
 
+// filterString is Jinja's string filter: Python's str(), so that none
+// inside a list or dict prints as None (gonja prints nothing).
+func filterString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	return exec.AsValue(pyStr(in))
+}
+
 // pyStr is Python's str() of a JSON-like value.
 func pyStr(v *exec.Value) string {
 	if v.IsString() {
@@ -443,15 +454,28 @@ func pyRepr(v *exec.Value) string {
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case v.IsDict():
+		if d, ok := dictLiteral(v); ok {
+			// A repeated key keeps its first place and takes its last value.
+			var keys []string
+			values := map[string]string{}
+			for _, p := range d.Pairs {
+				k := pyRepr(p.Key)
+				if _, seen := values[k]; !seen {
+					keys = append(keys, k)
+				}
+				values[k] = pyRepr(p.Value)
+			}
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = k + ": " + values[k]
+			}
+			return "{" + strings.Join(parts, ", ") + "}"
+		}
 		m, ok := v.Interface().(map[string]interface{})
 		if !ok {
 			return v.String()
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys) // Python keeps insertion order, which Go maps lack
+		keys := pyKeys(m, v)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = pyRepr(exec.AsValue(k)) + ": " + pyRepr(exec.AsValue(m[k]))

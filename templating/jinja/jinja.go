@@ -117,6 +117,7 @@ var filters = func() *exec.FilterSet {
 	must(fs.Replace("dictsort", filterDictSort))
 	must(fs.Replace("urlencode", filterURLEncode))
 	must(fs.Replace("round", filterRound))
+	must(fs.Replace("string", filterString))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
 		f, ok := fs.Get(name)
 		if !ok {

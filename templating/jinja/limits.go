@@ -3,6 +3,7 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -179,6 +180,10 @@ var methods = func() exec.Methods {
 	for _, name := range []string{"clear", "pop", "popitem", "setdefault", "update"} {
 		dict[name] = unsafeMethod[map[string]any]("dict", name)
 	}
+	// gonja's keys/values/items sort the keys; Python keeps insertion order.
+	dict["keys"] = dictView(func(_ map[string]any, k string) any { return k })
+	dict["values"] = dictView(func(self map[string]any, k string) any { return self[k] })
+	dict["items"] = dictView(func(self map[string]any, k string) any { return []any{k, self[k]} })
 	list := map[string]exec.Method[[]any]{}
 	for _, name := range []string{"copy", "count", "index"} {
 		if f, ok := m.List.Get(name); ok {
@@ -197,6 +202,57 @@ var methods = func() exec.Methods {
 		List:  exec.NewMethodSet(list),
 	}
 }()
+
+// dictView is a dict method returning one element per key, in Python's
+// order (see pyKeys).
+func dictView(elem func(self map[string]any, key string) any) exec.Method[map[string]any] {
+	return func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+		if err := args.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		keys := pyKeys(self, v)
+		out := make([]any, len(keys))
+		for i, k := range keys {
+			out[i] = elem(self, k)
+		}
+		return out, nil
+	}
+}
+
+// pyKeys lists a dict's keys in the order Python would: insertion order for a
+// dict built by the template (a literal), sorted for the objects PaV passes
+// in, whose maps the API server serializes with sorted keys.
+func pyKeys(self map[string]any, v *exec.Value) []string {
+	d, ok := dictLiteral(v)
+	if !ok {
+		keys := make([]string, 0, len(self))
+		for k := range self {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	seen := map[string]bool{}
+	keys := make([]string, 0, len(d.Pairs))
+	for _, p := range d.Pairs {
+		if k := p.Key.String(); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// dictLiteral returns the ordered pairs of a dict a template built.
+func dictLiteral(v *exec.Value) (*exec.Dict, bool) {
+	switch x := v.Interface().(type) {
+	case exec.Dict:
+		return &x, true
+	case *exec.Dict:
+		return x, x != nil
+	}
+	return nil, false
+}
 
 func unsafeMethod[T any](typ, name string) exec.Method[T] {
 	return func(T, *exec.Value, *exec.VarArgs) (any, error) {
