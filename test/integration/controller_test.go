@@ -10,6 +10,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -209,6 +210,15 @@ func (e *env) class(name, provisioner string, mutate func(*storagev1.StorageClas
 
 func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
 	e.t.Helper()
+	out, err := e.createClaim(name, class, size)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// createClaim creates a claim; unlike claim, it is safe in any goroutine.
+func (e *env) createClaim(name, class, size string) (*corev1.PersistentVolumeClaim, error) {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -217,11 +227,7 @@ func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
 	}
-	out, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{})
 }
 
 // --- playing kubelet, node plugin and PV controller ---
@@ -874,14 +880,18 @@ func (e *env) claimBurst(class string, n int) time.Duration {
 	e.class(class, p.Name, nil)
 	start := time.Now()
 	var wg sync.WaitGroup
+	errs := make([]error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			e.claim(fmt.Sprintf("%s-c%d", class, i), class, "1Gi")
+			_, errs[i] = e.createClaim(fmt.Sprintf("%s-c%d", class, i), class, "1Gi")
 		}(i)
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		e.t.Fatal(err)
+	}
 	e.waitFor(fmt.Sprintf("%d PVs", n), func() (bool, error) {
 		list, err := e.kube.CoreV1().PersistentVolumes().List(e.ctx, metav1.ListOptions{})
 		if err != nil {
