@@ -78,6 +78,12 @@ func arith(op string, l, r *exec.Value, tuple bool) (interface{}, error) {
 		return pyFormat(l.String(), r, tuple)
 	}
 	switch op {
+	case "<", "<=", ">", ">=":
+		c, err := pyOrder(op, l, r)
+		if err != nil {
+			return nil, err
+		}
+		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0, nil
 	case "+":
 		switch {
 		case l.IsString() && r.IsString():
@@ -513,4 +519,25 @@ func filterFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		return fatal(e, nil, "format: "+err.Error())
 	}
 	return exec.AsValue(s)
+}
+
+// pyOrder orders l and r as Python's comparison operators do: numbers with
+// numbers (bools count), strings with strings, lists lexicographically;
+// anything else, none and undefined included, is an error (gonja compares
+// them somehow).
+func pyOrder(op string, l, r *exec.Value) (int, error) {
+	if l.IsList() && r.IsList() {
+		for i := 0; i < l.Len() && i < r.Len(); i++ {
+			a, b := l.Index(i), r.Index(i)
+			if a.EqualValueTo(b) {
+				continue
+			}
+			return pyOrder(op, a, b)
+		}
+		return l.Len() - r.Len(), nil
+	}
+	if (l.IsString() && r.IsString()) || (isNum(l) && isNum(r)) {
+		return pyCompare(l.Interface(), r.Interface(), true)
+	}
+	return 0, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, pyType(l), pyType(r))
 }

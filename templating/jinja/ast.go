@@ -240,6 +240,9 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 		if f.Value != "" {
 			w.defined[f.Value] = true
 		}
+		if f.Recursive { // the body may call loop(children)
+			w.defined["loop"] = true
+		}
 		if f.ObjectEvaluator != nil {
 			f.ObjectEvaluator = &nodes.FilteredExpression{
 				Expression: f.ObjectEvaluator,
@@ -262,6 +265,15 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 		}
 		if m.Wrapper != nil {
 			w.bodies = append(w.bodies, m.Wrapper)
+			// A Jinja macro takes extra positional (keyword) arguments
+			// when its body refers to varargs (kwargs); gonja wants them
+			// declared as *varargs (**kwargs).
+			if m.VarArgsName == "" && mentionsName(reflect.ValueOf(m.Wrapper), "varargs", map[uintptr]bool{}) {
+				m.VarArgsName = "varargs"
+			}
+			if m.KwArgsName == "" && mentionsName(reflect.ValueOf(m.Wrapper), "kwargs", map[uintptr]bool{}) {
+				m.KwArgsName = "kwargs"
+			}
 		}
 	default:
 		// Set targets and the like are bound by name in control structures;
@@ -350,13 +362,16 @@ var filteredPtrType = reflect.TypeOf(&nodes.FilteredExpression{})
 var binaryOps = map[tokens.Type]string{
 	tokens.Power: "**", tokens.FloorDivision: "//", tokens.Modulo: "%", tokens.Division: "/",
 	tokens.Addition: "+", tokens.Subtraction: "-", tokens.Multiply: "*", tokens.Equals: "==", tokens.Ne: "!=",
+	tokens.Tilde: "~", tokens.LowerThan: "<", tokens.LowerThanOrEqual: "<=", tokens.GreaterThan: ">",
+	tokens.GreaterThanOrEqual: ">=",
 }
 
 // rewriteArith replaces arithmetic `a <op> b` held in an addressable
 // expression slot by `a|__pav_arith(op, b, tuple)`, which implements Python's
 // semantics (gonja's differ: float powers, truncating division, +Inf on
 // division by zero, silent int64 wrap-around, 'a' + 1 = "a1", undefined + 3 =
-// 3, a panic on string formatting). tuple tells `%` whether its right operand
+// 3, a panic on string formatting, 1 < 'a' and none < 1 true). `==`, `!=`
+// and `~` get filters of their own. tuple tells `%` whether its right operand
 // is a tuple literal, whose items are the format arguments.
 func (w *walker) rewriteArith(slot reflect.Value) {
 	if slot.IsNil() || !slot.CanAddr() || !filteredPtrType.AssignableTo(slot.Type()) {
@@ -387,7 +402,7 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 		return
 	}
 	switch op {
-	case "**", "//", "%", "/", "+", "-", "*":
+	case "**", "//", "%", "/", "+", "-", "*", "<", "<=", ">", ">=":
 	case "==", "!=":
 		// Jinja's undefined equals only undefined, never none; gonja has one
 		// nil for both, so the comparison re-inspects both operands.
@@ -397,6 +412,18 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 				Token: tok,
 				Name:  equalFilter,
 				Args:  []nodes.Expression{&nodes.Bool{Location: tok, Val: op == "!="}, bin.Right, w.ref(bin.Left), w.ref(bin.Right)},
+			}},
+		}))
+		return
+	case "~":
+		// Python's str() of both operands, but undefined is "" (gonja's ~
+		// prints none as "" as well; Jinja prints "None").
+		slot.Set(reflect.ValueOf(&nodes.FilteredExpression{
+			Expression: bin.Left,
+			Filters: []*nodes.FilterCall{{
+				Token: tok,
+				Name:  concatFilter,
+				Args:  []nodes.Expression{bin.Right, w.ref(bin.Left), w.ref(bin.Right)},
 			}},
 		}))
 		return
@@ -413,4 +440,50 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 		}},
 	}
 	slot.Set(reflect.ValueOf(repl))
+}
+
+var nameType = reflect.TypeOf(nodes.Name{})
+
+// mentionsName reports whether the nodes reachable from v refer to name.
+func mentionsName(v reflect.Value, name string, seen map[uintptr]bool) bool {
+	if !v.IsValid() {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Interface:
+		return !v.IsNil() && mentionsName(v.Elem(), name, seen)
+	case reflect.Ptr:
+		if v.IsNil() || v.Elem().Kind() != reflect.Struct || v.Elem().Type() == tokenType {
+			return false
+		}
+		p := v.UnsafePointer()
+		if seen[uintptr(p)] {
+			return false
+		}
+		seen[uintptr(p)] = true
+		if v.Elem().Type() == nameType {
+			n := (*nodes.Name)(p)
+			return n.Name != nil && n.Name.Val == name
+		}
+		return mentionsName(reflect.NewAt(v.Elem().Type(), p).Elem(), name, seen)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if mentionsName(v.Field(i), name, seen) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if mentionsName(v.Index(i), name, seen) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			if mentionsName(v.MapIndex(k), name, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -250,3 +250,170 @@ func roundInt(i, n int64) int64 {
 	}
 	return q * m
 }
+
+// filterInt is Jinja's int: as gonja's, except that a boolean is 1 or 0
+// (Python's int(True)); gonja's gives the default.
+func filterInt(fs *exec.FilterSet) exec.FilterFunction {
+	f, ok := fs.Get("int")
+	if !ok {
+		panic("gonja lacks filter int")
+	}
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsBool() {
+			if in.Bool() {
+				return exec.AsValue(int64(1))
+			}
+			return exec.AsValue(int64(0))
+		}
+		return f(e, in, params)
+	}
+}
+
+// filterSum is Jinja's sum(iterable, attribute=None, start=0): Python's +
+// over the items (gonja's adds float64s, skips non-numbers, and turns 1.0
+// into 1). A missing attribute is undefined, which cannot be added.
+func filterSum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	p, err := methodArgs("sum", params, 0, 2, "attribute", "start")
+	if err != nil {
+		return fatal(e, nil, "filter sum: "+err.Error())
+	}
+	if !in.IsList() && !in.IsDict() && !in.IsString() {
+		return fatal(e, nil, fmt.Sprintf("'%s' object is not iterable", pyType(in)))
+	}
+	acc := exec.AsValue(int64(0))
+	if p[1] != nil {
+		acc = p[1]
+	}
+	var failure string
+	in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
+		if p[0] != nil && !p[0].IsNil() {
+			for _, part := range strings.Split(p[0].String(), ".") {
+				v, found := exec.AsValue(nil), false
+				if item.IsDict() {
+					v, found = item.Get(part)
+				} else if i, err := strconv.Atoi(part); err == nil && item.IsList() && i >= 0 && i < item.Len() {
+					v, found = item.Index(i), true
+				}
+				if !found {
+					failure = fmt.Sprintf("'%s object' has no attribute '%s'", typeName(item), part)
+					return false
+				}
+				item = v
+			}
+		}
+		v, err := arith("+", acc, item, false)
+		if err != nil {
+			failure = err.Error()
+			return false
+		}
+		acc = exec.AsValue(v)
+		return true
+	}, func() {})
+	if failure != "" {
+		return fatal(e, nil, "filter sum: "+failure)
+	}
+	return acc
+}
+
+// filterSortChecked is gonja's sort, except that sorting strings together
+// with numbers is an error, as in Python (gonja orders them somehow).
+func filterSortChecked(fs *exec.FilterSet) exec.FilterFunction {
+	f, ok := fs.Get("sort")
+	if !ok {
+		panic("gonja lacks filter sort")
+	}
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr && in.IsList() {
+			var str, num *exec.Value
+			for i := 0; i < in.Len(); i++ {
+				switch v := in.Index(i); {
+				case v.IsString():
+					str = v
+				case isNum(v):
+					num = v
+				}
+			}
+			if str != nil && num != nil {
+				return fatal(e, nil, fmt.Sprintf("filter sort: '<' not supported between instances of 'str' and '%s'", pyType(num)))
+			}
+		}
+		return f(e, in, params)
+	}
+}
+
+// filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
+// except that an unknown test is an error, as in Jinja (gonja selects
+// nothing).
+func filterSelectChecked(name string, fs *exec.FilterSet) exec.FilterFunction {
+	f, ok := fs.Get(name)
+	if !ok {
+		panic("gonja lacks filter " + name)
+	}
+	testArg := 0
+	if strings.HasSuffix(name, "attr") {
+		testArg = 1
+	}
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		if len(params.Args) > testArg {
+			test := params.Args[testArg].String()
+			if !params.Args[testArg].IsString() || strings.HasPrefix(test, "__pav") || !e.Environment.Tests.Exists(test) {
+				return fatal(e, nil, fmt.Sprintf("filter %s: no test named '%s'", name, test))
+			}
+		}
+		return f(e, in, params)
+	}
+}
+
+// testSequence is Jinja's sequence test: anything with a length and items,
+// so strings and mappings too (gonja's accepts only lists).
+func testSequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsList() || in.IsString() || in.IsDict(), nil
+}
+
+// testFilter and testTest are Jinja's `filter` and `test` tests: whether a
+// filter (test) of that name exists. PaV's internal ones do not count.
+func testFilter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsString() && !internalFilters[in.String()] && e.Environment.Filters.Exists(in.String()), nil
+}
+
+func testTest(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsString() && !strings.HasPrefix(in.String(), "__pav") && e.Environment.Tests.Exists(in.String()), nil
+}
+
+// testOrder is Jinja's lt/le/gt/ge test: Python's comparison (gonja's
+// compares only numbers, and is false for anything else). Its error is
+// fatal: select and reject would otherwise take it for false.
+func testOrder(op string) exec.TestFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+		if in.IsError() {
+			return false, in.Interface().(error)
+		}
+		if len(params.Args) != 1 || len(params.KwArgs) != 0 {
+			return false, fmt.Errorf("test %s takes exactly one argument", op)
+		}
+		v, err := arith(op, in, params.Args[0], false)
+		if err != nil {
+			fatal(e, nil, err.Error())
+			return false, err
+		}
+		return v.(bool), nil
+	}
+}

@@ -11,6 +11,10 @@
 //   - include/import/extends are not available (a template must not read files
 //     of the process evaluating it);
 //   - |tojson prints exactly what Jinja prints, |tobash is PaV's filter;
+//   - comparisons, ~, sum, sort, int, select/reject and the sequence, filter,
+//     test and lt/le/gt/ge tests follow Python's semantics (see filters.go);
+//   - macros take varargs/kwargs when their body mentions them, and a
+//     recursive for loop may call loop(), as in Jinja;
 //   - get_pvc() errors propagate even through `default`, `is defined` or `or`;
 //   - each render gets its own deep copy of the variables; panics become errors.
 package jinja
@@ -96,6 +100,7 @@ const (
 	defaultFilter  = "__pav default"
 	tojsonFilter   = "__pav tojson"
 	equalFilter    = "__pav equal"
+	concatFilter   = "__pav concat"
 	definedTest    = "__pav defined"
 	undefinedTest  = "__pav undefined"
 	noneTest       = "__pav none"
@@ -105,7 +110,7 @@ const (
 var internalFilters = map[string]bool{
 	finalizeFilter: true, arithFilter: true, checkFilter: true, iterFilter: true,
 	enterFilter: true, exitFilter: true, defaultFilter: true, tojsonFilter: true,
-	equalFilter: true,
+	equalFilter: true, concatFilter: true,
 }
 
 var filters = func() *exec.FilterSet {
@@ -135,6 +140,13 @@ var filters = func() *exec.FilterSet {
 	must(fs.Register(defaultFilter, filterDefault))
 	must(fs.Register(tojsonFilter, filterToJSONAware))
 	must(fs.Register(equalFilter, filterEqual))
+	must(fs.Register(concatFilter, filterConcat))
+	must(fs.Replace("int", filterInt(fs)))
+	must(fs.Replace("sum", filterSum))
+	must(fs.Replace("sort", filterSortChecked(fs)))
+	for _, name := range []string{"select", "reject", "selectattr", "rejectattr"} {
+		must(fs.Replace(name, filterSelectChecked(name, fs)))
+	}
 	return fs
 }()
 
@@ -143,6 +155,15 @@ var tests = func() *exec.TestSet {
 	must(ts.Register(definedTest, testDefined))
 	must(ts.Register(undefinedTest, testUndefined))
 	must(ts.Register(noneTest, testNone))
+	must(ts.Replace("sequence", testSequence))
+	must(ts.Replace("filter", testFilter))
+	must(ts.Replace("test", testTest))
+	for name, op := range map[string]string{"lt": "<", "<": "<", "le": "<=", "<=": "<=", "gt": ">", ">": ">", "ge": ">=", ">=": ">=",
+		"lessthan": "<", "greaterthan": ">"} {
+		if ts.Exists(name) {
+			must(ts.Replace(name, testOrder(op)))
+		}
+	}
 	return ts
 }()
 

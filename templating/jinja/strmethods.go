@@ -52,6 +52,53 @@ var strMethods = map[string]exec.Method[string]{
 	"rstrip": stripMethod("rstrip"),
 	"index":  indexMethod(false),
 	"rindex": indexMethod(true),
+	"count":  countMethod,
+}
+
+// countMethod is Python's str.count(sub[, start[, end]]): non-overlapping
+// occurrences in s[start:end] (gonja's counts only up to the first match).
+func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	p, err := methodArgs("count", a, 1, 3, "sub", "start", "end")
+	if err != nil {
+		return nil, err
+	}
+	if !p[0].IsString() {
+		return nil, fmt.Errorf("count() argument must be str, not %s", pyType(p[0]))
+	}
+	r := []rune(s)
+	n := int64(len(r))
+	bound := func(v *exec.Value, dflt int64) (int64, error) {
+		if v == nil || v.IsNil() {
+			return dflt, nil
+		}
+		if !isInt(v) {
+			return 0, fmt.Errorf("slice indices must be integers or None")
+		}
+		i := asInt(v)
+		if i < 0 {
+			i += n
+		}
+		if i < 0 {
+			i = 0
+		}
+		if i > n {
+			i = n
+		}
+		return i, nil
+	}
+	start, err := bound(p[1], 0)
+	if err != nil {
+		return nil, err
+	}
+	end, err := bound(p[2], n)
+	if err != nil {
+		return nil, err
+	}
+	if end < start {
+		return int64(0), nil
+	}
+	// Like Python, an empty sub occurs once more than there are characters.
+	return int64(strings.Count(string(r[start:end]), p[0].String())), nil
 }
 
 // methodArgs binds positional and keyword arguments to names, Python-style;

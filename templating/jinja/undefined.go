@@ -3,6 +3,7 @@ package jinja
 import (
 	"fmt"
 
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 )
@@ -73,7 +74,13 @@ func undefinedReason(e *exec.Evaluator, n nodes.Node) string {
 			return ""
 		}
 		if x.Attribute != "" {
-			if _, found := parent.GetAttribute(x.Attribute); found {
+			if v, found := parent.GetAttribute(x.Attribute); found {
+				// gonja's loop.previtem/nextitem are none at the ends of
+				// the loop; Jinja's are undefined.
+				if _, isLoop := parent.Interface().(*controlStructures.LoopInfos); isLoop && v.IsNil() &&
+					(x.Attribute == "previtem" || x.Attribute == "nextitem") {
+					return fmt.Sprintf("there is no %s", x.Attribute)
+				}
 				return ""
 			}
 			if _, found := parent.GetItem(x.Attribute); found {
@@ -275,4 +282,31 @@ func filterEqual(e *exec.Evaluator, left *exec.Value, params *exec.VarArgs) *exe
 		eq = lu == ru
 	}
 	return exec.AsValue(eq != negate)
+}
+
+// filterConcat is `left ~ right`: Python's str() of both operands, except
+// that undefined is "" (gonja prints none as "" too, Jinja as "None"). Its
+// last two arguments refer to the operands' expressions.
+func filterConcat(e *exec.Evaluator, left *exec.Value, params *exec.VarArgs) *exec.Value {
+	if left.IsError() {
+		return left
+	}
+	if len(params.Args) != 3 {
+		return exec.AsValue(fmt.Errorf("internal: concatenation needs 3 arguments"))
+	}
+	right := params.Args[0]
+	if right.IsError() {
+		return right
+	}
+	str := func(v *exec.Value, ref *exec.Value) string {
+		if v.IsNil() && undefinedReason(e, exprOf(e, ref)) != "" {
+			return ""
+		}
+		return pyStr(v)
+	}
+	l, r := str(left, params.Args[1]), str(right, params.Args[2])
+	if len(l)+len(r) > maxOutputBytes {
+		return fatal(e, nil, "string too long")
+	}
+	return exec.AsValue(l + r)
 }
