@@ -35,10 +35,13 @@ func testFunctions() *Functions {
 	}}
 }
 
-// knownDivergences are golden cases where PaV deliberately does not do what
-// Jinja does. For each, the test asserts PaV's own behaviour instead: the
-// render must fail with an error containing errContains. If one starts to
-// render, the test fails, and the entry must be reconsidered.
+// knownDivergences are golden cases where PaV does not do what Jinja does:
+// deliberately (the first three), or because gonja's parser or runtime lacks
+// the construct and correcting it would mean forking gonja (the others; each
+// fails cleanly, so a template relying on it is rejected, not mis-rendered).
+// For each, the test asserts PaV's own behaviour instead: the render must
+// fail with an error containing errContains. If one starts to render, the
+// test fails, and the entry must be reconsidered.
 var knownDivergences = map[string]struct{ reason, errContains string }{
 	"int-overflow-error-or-big": {
 		reason:      "Python ints are unbounded; PaV's are 64-bit, and overflow is an error rather than a silent wrap-around",
@@ -51,6 +54,30 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 	"string-multiply-huge": {
 		reason:      "as center-huge: sequence repetition is capped at maxOutputBytes items",
 		errContains: "repetition result too large",
+	},
+	"macro-call-args": {
+		reason:      "gonja's parser rejects {% call(args) m() %}, a call block whose caller() takes arguments",
+		errContains: "Expected a macro call expression after {% call %}",
+	},
+	"macro-missing-arg-undefined": {
+		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
+		errContains: "expression evaluated to none",
+	},
+	"set-block-filter": {
+		reason:      "gonja's parser lacks filtered block assignment, {% set x | filter %}...{% endset %}",
+		errContains: "Expected '=' or end of tag for block-set",
+	},
+	"set-tuple-unpack": {
+		reason:      "gonja's parser lacks tuple unpacking in set, {% set a, b = ... %}",
+		errContains: "Expected '=' or end of tag for block-set",
+	},
+	"in-binds-looser-than-filter": {
+		reason:      "gonja's parser takes only a variable or literal as the right operand of `in`, so in `a in b | f` the filter applies to the result of `in`; write `a in (b | f)`",
+		errContains: "expression evaluated to a list",
+	},
+	"loop-recursive-depth": {
+		reason:      "in a recursive for loop gonja binds `loop` to the bare recursion function, so loop(...) works but loop.depth, loop.index etc. do not",
+		errContains: "has no attribute 'depth'",
 	},
 }
 
