@@ -66,6 +66,9 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
+// digitDotNonASCII finds what makes gonja's lexer panic (see Compile).
+var digitDotNonASCII = regexp.MustCompile(`[0-9]\.[^\x00-\x7f]`)
+
 // maxSourceBytes bounds what we hand to gonja (templates live in one API object).
 const maxSourceBytes = 256 << 10
 
@@ -203,7 +206,14 @@ func Compile(source string) (t *Template, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			t, err = nil, &Error{Message: fmt.Sprintf("invalid template: %v", r)}
+			msg := fmt.Sprintf("invalid template: %v", r)
+			if _, isRuntime := r.(interface{ RuntimeError() }); isRuntime && digitDotNonASCII.MatchString(source) {
+				// gonja's lexer backs up too far after "0." when a
+				// multi-byte character follows (Jinja reads `0 .谰`, an
+				// attribute of 0, which is undefined anyway).
+				msg = "invalid template: a number followed by '.' and a non-ASCII character"
+			}
+			t, err = nil, &Error{Message: msg}
 		}
 	}()
 	loader, err := loaders.NewFileSystemLoader("")
