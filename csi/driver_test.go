@@ -351,15 +351,24 @@ func TestManagerRegistration(t *testing.T) {
 	m.Remove("prov") // idempotent
 }
 
-// A removed driver whose volumes kubelet still tracks keeps being served (kubelet's
-// UnmountDevice calls it after the last NodeUnpublishVolume) until that state is gone.
-func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
-	dir := t.TempDir()
-	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
-	volume := filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
+// newDrainFixture is a manager under a temporary kubelet directory in which
+// kubelet tracks one file system volume of driver "prov"; it returns that
+// volume's state directory.
+func newDrainFixture(t *testing.T) (m *Manager, dir, volume string) {
+	t.Helper()
+	dir = t.TempDir()
+	m = NewManager(dir, "1.2.3", "node1", newFakeStager())
+	volume = filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
 	if err := os.MkdirAll(volume, 0o750); err != nil {
 		t.Fatal(err)
 	}
+	return m, dir, volume
+}
+
+// A removed driver whose volumes kubelet still tracks keeps being served (kubelet's
+// UnmountDevice calls it after the last NodeUnpublishVolume) until that state is gone.
+func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
+	m, _, volume := newDrainFixture(t)
 	if err := m.Add("prov"); err != nil {
 		t.Fatal(err)
 	}
@@ -404,12 +413,9 @@ func TestManagerDrainsWhileKubeletTracksBlockVolumes(t *testing.T) {
 
 // Add during draining cancels it; a restarted manager finds what it served.
 func TestManagerReAddAndLeftovers(t *testing.T) {
-	dir := t.TempDir()
-	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
-	volume := filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
-	if err := os.MkdirAll(volume, 0o750); err != nil {
-		t.Fatal(err)
-	}
+	m, dir, volume := newDrainFixture(t)
+	drainEnded := make(chan string, 1)
+	m.drainEnded = func(name string) { drainEnded <- name }
 	for _, n := range []string{"prov", "other"} {
 		if err := m.Add(n); err != nil {
 			t.Fatal(err)
@@ -422,7 +428,11 @@ func TestManagerReAddAndLeftovers(t *testing.T) {
 	if err := os.RemoveAll(volume); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // give a wrongly still-running drain the chance to act
+	select { // the drain notices the volume is gone, and that it was cancelled
+	case <-drainEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled drain never ended")
+	}
 	if _, err := os.Stat(m.CSISocket("prov")); err != nil {
 		t.Fatalf("re-added driver stopped: %v", err)
 	}

@@ -30,6 +30,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	drivers map[string]*served
+
+	// drainEnded, if set (by tests), is called when a drain goroutine ends.
+	drainEnded func(name string)
 }
 
 type served struct {
@@ -151,14 +154,19 @@ func (m *Manager) Remove(name string) {
 }
 
 // drain stops serving s once kubelet's volume state for it is gone, woken by
-// changes in that directory (and a slow tick: block volumes' state lives
-// elsewhere, and the directory may not be watchable).
+// changes in kubelet's directories of it (and by a slow tick, for when they
+// cannot be watched).
 func (m *Manager) drain(name string, s *served) {
+	if m.drainEnded != nil {
+		defer m.drainEnded(name)
+	}
 	var events <-chan fsnotify.Event
 	if w, err := fsnotify.NewWatcher(); err == nil {
 		defer w.Close()
-		if err := w.Add(m.kubeletVolumesDir(name)); err == nil {
-			events = w.Events
+		for _, dir := range []string{m.kubeletVolumesDir(name), m.kubeletBlockVolumesDir()} {
+			if err := w.Add(dir); err == nil {
+				events = w.Events
+			}
 		}
 	}
 	tick := time.NewTicker(30 * time.Second)
@@ -203,6 +211,12 @@ func (m *Manager) kubeletVolumesDir(name string) string {
 	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", name)
 }
 
+// kubeletBlockVolumesDir is where kubelet keeps state of CSI block volumes,
+// one volumeDevices/<pv> directory each, whatever their driver.
+func (m *Manager) kubeletBlockVolumesDir() string {
+	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", "volumeDevices")
+}
+
 // kubeletTracksVolumes tells whether kubelet still keeps state of volumes of
 // driver name: per-volume directories for file system volumes, and for block
 // volumes a volumeDevices/<pv>/data/vol_data.json naming the driver.
@@ -210,7 +224,7 @@ func (m *Manager) kubeletTracksVolumes(name string) bool {
 	if entries, err := os.ReadDir(m.kubeletVolumesDir(name)); err == nil && len(entries) > 0 {
 		return true
 	}
-	files, _ := filepath.Glob(filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "*", "data", "vol_data.json"))
+	files, _ := filepath.Glob(filepath.Join(m.kubeletBlockVolumesDir(), "*", "data", "vol_data.json"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -251,13 +251,19 @@ func roundInt(i, n int64) int64 {
 	return q * m
 }
 
+// gonjaFilter returns gonja's own filter name, which a correction wraps.
+func gonjaFilter(fs *exec.FilterSet, name string) exec.FilterFunction {
+	f, ok := fs.Get(name)
+	if !ok {
+		panic("gonja lacks filter " + name)
+	}
+	return f
+}
+
 // filterInt is Jinja's int: as gonja's, except that a boolean is 1 or 0
 // (Python's int(True)); gonja's gives the default.
 func filterInt(fs *exec.FilterSet) exec.FilterFunction {
-	f, ok := fs.Get("int")
-	if !ok {
-		panic("gonja lacks filter int")
-	}
+	f := gonjaFilter(fs, "int")
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsBool() {
 			if in.Bool() {
@@ -321,10 +327,7 @@ func filterSum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 // filterSortChecked is gonja's sort, except that sorting strings together
 // with numbers is an error, as in Python (gonja orders them somehow).
 func filterSortChecked(fs *exec.FilterSet) exec.FilterFunction {
-	f, ok := fs.Get("sort")
-	if !ok {
-		panic("gonja lacks filter sort")
-	}
+	f := gonjaFilter(fs, "sort")
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsError() {
 			return in
@@ -351,10 +354,7 @@ func filterSortChecked(fs *exec.FilterSet) exec.FilterFunction {
 // except that an unknown test is an error, as in Jinja (gonja selects
 // nothing).
 func filterSelectChecked(name string, fs *exec.FilterSet) exec.FilterFunction {
-	f, ok := fs.Get(name)
-	if !ok {
-		panic("gonja lacks filter " + name)
-	}
+	f := gonjaFilter(fs, name)
 	testArg := 0
 	if strings.HasSuffix(name, "attr") {
 		testArg = 1

@@ -127,11 +127,7 @@ var filters = func() *exec.FilterSet {
 	must(fs.Replace("round", filterRound))
 	must(fs.Replace("string", filterString))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
-		f, ok := fs.Get(name)
-		if !ok {
-			panic("gonja lacks filter " + name)
-		}
-		must(fs.Replace(name, boundedFilter(name, f)))
+		must(fs.Replace(name, boundedFilter(name, gonjaFilter(fs, name))))
 	}
 	must(fs.Register("tobash", filterToBash))
 	must(fs.Register(finalizeFilter, filterFinalize))
