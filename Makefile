@@ -83,6 +83,17 @@ test: ## unit, integration, then e2e tests (brings the cluster up, loads images,
 	$(LOCK) $(MAKE) deploy-only
 	$(MAKE) e2e
 
+# Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
+KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)
+.PHONY: test-matrix
+test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernetes (purges the local cluster between them)
+	set -e; for v in $(firstword $(KUBE_VERSIONS)) $(lastword $(KUBE_VERSIONS)); do \
+	  echo "==== e2e on Kubernetes $$v"; \
+	  KUBE_VERSION=$$v hack/cluster/up.sh; \
+	  $(MAKE) $(E2E_IMAGES); KUBE_VERSION=$$v $(MAKE) cluster-load; \
+	  KUBE_VERSION=$$v $(LOCK) $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e; \
+	done
+
 test-unit: ## go test ./...
 	$(GO) test $(GOTEST_FLAGS) ./...
 

@@ -2,6 +2,7 @@
 #
 # The layout is a contract other scripts and tests rely on; change it only together with them:
 #   $PAV_CACHE/kube-<version>/kube   multi-call Kubernetes binary (kept across clones and purges)
+#   /var/lib/pav-cluster/kube-version the Kubernetes version the cluster state was made with
 #   /var/lib/pav-cluster             cluster state: pki/, *.kubeconfig, etcd/, containerd/, logs/
 #   /var/lib/pav-cluster/kubeconfig  admin kubeconfig (server https://10.201.0.1:6443)
 #   /var/lib/kubelet                 kubelet root dir (the standard one)
@@ -9,7 +10,11 @@
 PAV_CACHE=${PAV_CACHE:-/var/cache/pav}
 HACK_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KBUILD=$HACK_CLUSTER/kbuild
-KUBE_VERSION=$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$KBUILD/go.mod")
+# KUBE_VERSION: one of the releases in kbuild/versions (default: the newest). Supported: the three
+# newest minor releases; `make test` runs the newest, `make test-matrix` the oldest and the newest.
+KUBE_VERSIONS=$(ls "$KBUILD/versions" | sed -n 's/\.mod$//p' | sort -V | xargs)
+KUBE_VERSION=${KUBE_VERSION:-${KUBE_VERSIONS##* }}
+case " $KUBE_VERSIONS " in *" $KUBE_VERSION "*) ;; *) echo "KUBE_VERSION=$KUBE_VERSION is not one of: $KUBE_VERSIONS" >&2; exit 1;; esac
 KUBE_DIR=$PAV_CACHE/kube-$KUBE_VERSION
 KUBE_BIN=$KUBE_DIR/kube
 
@@ -46,7 +51,7 @@ KC() { nsx "$KUBE_DIR/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" "$@"; }
 
 # kube_source_hash: hash of the wrapper module's sources; the cached binary is rebuilt when it changes.
 kube_source_hash() {
-  (cd "$KBUILD" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum -o -name build.sh \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  (cd "$KBUILD" && { find cmd -type f -name '*.go'; echo build.sh "versions/$KUBE_VERSION.mod" "versions/$KUBE_VERSION.sum"; } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 }
 
 # ensure_host_pkgs: install missing Debian packages (apt-get update first, once).
@@ -69,7 +74,7 @@ ensure_kube() {
     step "building Kubernetes $KUBE_VERSION into $KUBE_DIR (cold: ~5 min, warm Go cache: ~30 s)"
     mkdir -p "$KUBE_DIR"
     # serialize concurrent builds (e.g. integration tests and cluster-up started together)
-    ( flock 9; "$KBUILD/build.sh" "$KUBE_DIR" && echo "$h" > "$KUBE_DIR/.source-hash" ) 9>"$PAV_CACHE/.kube-build.lock"
+    ( flock 9; "$KBUILD/build.sh" "$KUBE_VERSION" "$KUBE_DIR" && echo "$h" > "$KUBE_DIR/.source-hash" ) 9>"$PAV_CACHE/.kube-build.lock"
   fi
   local c
   for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do

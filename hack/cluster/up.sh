@@ -20,6 +20,16 @@ ensure_host_pkgs
 ensure_kube
 step "binaries ok: $("$KUBE_DIR/kubelet" --version)"
 
+# State made by another Kubernetes release (e.g. after `make test-matrix`) is not reused: an older
+# apiserver may not read what a newer one stored. This is a disposable test cluster: start afresh.
+if [ -f "$STATE/kube-version" ] && [ "$(cat "$STATE/kube-version")" != "$KUBE_VERSION" ]; then
+  step "cluster state is from Kubernetes $(cat "$STATE/kube-version"), switching to $KUBE_VERSION: purging it"
+  "$HACK_CLUSTER/down.sh" --purge
+  mkdir -p "$STATE" "$PKI" "$LOGS" "$PIDS" "$CTRD_ROOT" "$CTRD_STATE" "$STATE/cni/net.d" "$KUBELET_ROOT"
+  chmod 700 "$STATE"
+fi
+echo "$KUBE_VERSION" > "$STATE/kube-version"
+
 # ---------------------------------------------------------------- network namespace
 if [ ! -e "$NSPATH" ]; then
   step "creating netns $NETNS"
@@ -215,7 +225,8 @@ mkdir -p "$LOGS/pods"
 write_config "$STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-cgroupDriver: cgroupfs
+cgroupDriver: cgroupfs        # containerd 1.6 cannot report its cgroup driver (RuntimeConfig)
+failCgroupV1: false           # this host has cgroup v1 (hybrid); kubelet >= 1.35 refuses it by default
 failSwapOn: false
 containerRuntimeEndpoint: unix://$SOCK
 address: 0.0.0.0
