@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -312,6 +313,10 @@ func TestManagerRegistration(t *testing.T) {
 		t.Fatalf("second Add: %v", err)
 	}
 	ctx := context.Background()
+	waitUntil(t, "the registration socket is served", func() bool {
+		_, err := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket("prov"))).GetInfo(ctx, &registerapi.InfoRequest{})
+		return err == nil
+	})
 	reg := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket("prov")))
 	info, err := reg.GetInfo(ctx, &registerapi.InfoRequest{})
 	if err != nil {
@@ -343,12 +348,127 @@ func TestManagerRegistration(t *testing.T) {
 		t.Errorf("Names = %v", got)
 	}
 	m.Remove("prov")
-	for _, p := range []string{m.RegistrationSocket("prov"), m.CSISocket("prov"), filepath.Dir(m.CSISocket("prov"))} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Errorf("%s still exists after Remove (%v)", p, err)
+	waitUntil(t, "the driver's sockets and directory are gone", func() bool {
+		for _, p := range []string{m.RegistrationSocket("prov"), m.CSISocket("prov"), filepath.Dir(m.CSISocket("prov"))} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	})
+	m.Remove("prov") // idempotent
+	m.Stop()
+}
+
+// fakeCSINode is NodeDrivers over an in-memory driver list, with a kubelet
+// that may forget to deregister.
+type fakeCSINode struct {
+	mu      sync.Mutex
+	drivers map[string]bool
+	removed []string // by the manager's repair
+	changed chan struct{}
+}
+
+func newFakeCSINode() *fakeCSINode {
+	return &fakeCSINode{drivers: map[string]bool{}, changed: make(chan struct{}, 1)}
+}
+
+func (f *fakeCSINode) set(name string, listed bool) {
+	f.mu.Lock()
+	f.drivers[name] = listed
+	f.mu.Unlock()
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeCSINode) Lists(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drivers[name]
+}
+
+func (f *fakeCSINode) Changed() <-chan struct{} { return f.changed }
+
+func (f *fakeCSINode) Remove(_ context.Context, name string) error {
+	f.mu.Lock()
+	f.removed = append(f.removed, name)
+	f.mu.Unlock()
+	f.set(name, false)
+	return nil
+}
+
+// Registration sockets appear one at a time, each after kubelet confirmed the
+// previous one; removals wait for CSINode, and a driver kubelet failed to
+// remove from CSINode is removed by the manager.
+func TestManagerPacesRegistration(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	m.confirmTimeout.Store(int64(time.Hour)) // only confirmations move the registrar on
+	node := newFakeCSINode()
+	m.UseNodeDrivers(node)
+	created := make(chan string, 10)
+	m.socketCreated = func(name string) { created <- name }
+	var mu sync.Mutex
+	var log []string
+	record := func(e string) { mu.Lock(); log = append(log, e); mu.Unlock() }
+
+	names := []string{"a", "b", "c", "d"}
+	for _, n := range names {
+		if err := m.Add(n); err != nil {
+			t.Fatal(err)
 		}
 	}
-	m.Remove("prov") // idempotent
+	// A kubelet that registers each socket it is shown.
+	for range names {
+		var n string
+		select {
+		case n = <-created:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("registration stalled; log %v", log)
+		}
+		record("created " + n)
+		node.set(n, true)
+		reg := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket(n)))
+		record("confirmed " + n)
+		if _, err := reg.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"created a", "confirmed a", "created b", "confirmed b", "created c", "confirmed c", "created d", "confirmed d"}
+	if !reflect.DeepEqual(log, want) {
+		t.Errorf("registration order %v, want %v", log, want)
+	}
+
+	// kubelet deregisters a and c, but "forgets" b and d (conflicts): the
+	// manager waits for CSINode, then removes b and d itself.
+	m.confirmTimeout.Store(int64(100 * time.Millisecond))
+	for _, n := range names {
+		m.Remove(n)
+		if n == "a" || n == "c" {
+			waitUntil(t, n+"'s registration socket is removed", func() bool {
+				_, err := os.Stat(m.RegistrationSocket(n))
+				return os.IsNotExist(err)
+			})
+			node.set(n, false)
+		}
+	}
+	waitUntil(t, "every driver is stopped", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "plugins", "d"))
+		return os.IsNotExist(err)
+	})
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if !reflect.DeepEqual(node.removed, []string{"b", "d"}) {
+		t.Errorf("manager removed %v from CSINode, want [b d]", node.removed)
+	}
+	for _, n := range names {
+		if node.drivers[n] {
+			t.Errorf("CSINode still lists %s", n)
+		}
+	}
+	m.Stop()
 }
 
 // newDrainFixture is a manager under a temporary kubelet directory in which

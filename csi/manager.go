@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -22,6 +23,14 @@ import (
 // Manager keeps one CSI server and one kubelet registration server per
 // driver name, under a kubelet root directory (/var/lib/kubelet, or a
 // temporary directory in tests).
+//
+// Kubelet registers and deregisters drivers concurrently, each updating the
+// node's CSINode with a few conflict retries: with many drivers at once some
+// updates give up and CSINode keeps listing drivers that are gone. So the
+// registration sockets, which kubelet acts on, are created and removed one
+// at a time (registrar), each change confirmed before the next: by kubelet's
+// registration status, and through NodeDrivers by CSINode itself, which the
+// manager repairs where kubelet left a removed driver behind.
 type Manager struct {
 	kubeletDir string
 	version    string
@@ -30,18 +39,48 @@ type Manager struct {
 
 	mu      sync.Mutex
 	drivers map[string]*served
+	pending []registrarOp // FIFO of the registrar
+	wake    chan struct{} // the registrar has work (capacity 1)
+	done    chan struct{} // closed by Stop
+
+	nodeDrivers NodeDrivers
+	// confirmTimeout bounds each wait for kubelet (or CSINode) to confirm a
+	// registration change; past it the registrar goes on (and repairs CSINode).
+	// Nanoseconds; atomic so that tests may change it.
+	confirmTimeout atomic.Int64
 
 	// drainEnded, if set (by tests), is called when a drain goroutine ends.
 	drainEnded func(name string)
+	// socketCreated, if set (by tests), is called when the registrar has
+	// created a registration socket.
+	socketCreated func(name string)
+}
+
+// NodeDrivers is this node's CSINode, as far as registration needs it.
+type NodeDrivers interface {
+	// Lists tells whether CSINode lists driver name.
+	Lists(name string) bool
+	// Changed receives after CSINode changed (changes may be coalesced).
+	Changed() <-chan struct{}
+	// Remove deletes driver name from CSINode.
+	Remove(ctx context.Context, name string) error
+}
+
+// registrarOp creates (register) or removes the registration socket of s.
+type registrarOp struct {
+	s        *served
+	register bool
 }
 
 type served struct {
+	name       string
 	driver     *Driver
 	csiServer  *grpc.Server
 	regServer  *grpc.Server
 	csiSocket  string
 	regSocket  string
 	registered chan struct{} // closed once kubelet reported success
+	stopped    chan struct{} // closed when the driver is handed over for deregistration
 	once       sync.Once
 	draining   bool // removal requested; waiting until kubelet no longer needs the driver
 }
@@ -52,8 +91,20 @@ const servedMarker = "pav-driver"
 
 // NewManager serves drivers under kubeletDir.
 func NewManager(kubeletDir, version, nodeID string, stager Stager) *Manager {
-	return &Manager{kubeletDir: kubeletDir, version: version, nodeID: nodeID, stager: stager, drivers: map[string]*served{}}
+	m := &Manager{
+		kubeletDir: kubeletDir, version: version, nodeID: nodeID, stager: stager,
+		drivers: map[string]*served{},
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	m.confirmTimeout.Store(int64(10 * time.Second))
+	go m.registrar()
+	return m
 }
+
+// UseNodeDrivers makes deregistration wait for, and repair, the node's
+// CSINode (call before the first Add).
+func (m *Manager) UseNodeDrivers(nd NodeDrivers) { m.nodeDrivers = nd }
 
 // CSISocket is where driver name's CSI endpoint is.
 func (m *Manager) CSISocket(name string) string {
@@ -89,8 +140,9 @@ func (m *Manager) Registered(name string) <-chan struct{} {
 }
 
 // Add starts serving driver name (no-op if already served). The CSI socket
-// comes first: kubelet calls NodeGetInfo on it as soon as it sees the
-// registration socket.
+// comes first, at once; the registration socket follows through the
+// registrar (kubelet calls NodeGetInfo on the CSI socket as soon as it sees
+// the registration socket).
 func (m *Manager) Add(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -99,10 +151,12 @@ func (m *Manager) Add(name string) error {
 		return nil
 	}
 	s := &served{
+		name:       name,
 		driver:     NewDriver(name, m.version, m.nodeID, m.stager),
 		csiSocket:  m.CSISocket(name),
 		regSocket:  m.RegistrationSocket(name),
 		registered: make(chan struct{}),
+		stopped:    make(chan struct{}),
 	}
 	csiLis, err := listen(s.csiSocket)
 	if err != nil {
@@ -113,20 +167,149 @@ func (m *Manager) Add(name string) error {
 	csi.RegisterNodeServer(s.csiServer, s.driver)
 	go serve(s.csiServer, csiLis)
 
+	_ = os.WriteFile(filepath.Join(filepath.Dir(s.csiSocket), servedMarker), nil, 0o600)
+	m.drivers[name] = s
+	m.enqueueLocked(registrarOp{s: s, register: true})
+	klog.InfoS("Serving CSI driver", "driver", name, "endpoint", s.csiSocket)
+	return nil
+}
+
+func (m *Manager) enqueueLocked(op registrarOp) {
+	m.pending = append(m.pending, op)
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// registrar applies registration changes one at a time, in order.
+func (m *Manager) registrar() {
+	for {
+		m.mu.Lock()
+		var op registrarOp
+		ok := len(m.pending) > 0
+		if ok {
+			op, m.pending = m.pending[0], m.pending[1:]
+		}
+		m.mu.Unlock()
+		if !ok {
+			select {
+			case <-m.wake:
+				continue
+			case <-m.done:
+				return
+			}
+		}
+		if op.register {
+			m.register(op.s)
+		} else {
+			m.deregister(op.s, true)
+		}
+	}
+}
+
+// register creates s's registration socket and waits until kubelet reports
+// the driver registered (or confirmTimeout passes: kubelet may be down, and
+// it finds the socket when it starts).
+func (m *Manager) register(s *served) {
+	m.mu.Lock()
+	if m.drivers[s.name] != s {
+		m.mu.Unlock()
+		return // removed before its turn came
+	}
 	regLis, err := listen(s.regSocket)
 	if err != nil {
-		s.csiServer.Stop()
-		_ = os.Remove(s.csiSocket)
-		return err
+		m.mu.Unlock()
+		klog.ErrorS(err, "Registering CSI driver with kubelet; retrying", "driver", s.name)
+		go func() {
+			select {
+			case <-time.After(time.Second):
+				m.mu.Lock()
+				m.enqueueLocked(registrarOp{s: s, register: true})
+				m.mu.Unlock()
+			case <-m.done:
+			}
+		}()
+		return
 	}
 	s.regServer = grpc.NewServer()
 	registerapi.RegisterRegistrationServer(s.regServer, &registration{s: s})
 	go serve(s.regServer, regLis)
+	m.mu.Unlock()
+	klog.V(2).InfoS("Registration socket created", "driver", s.name, "socket", s.regSocket)
+	if m.socketCreated != nil {
+		m.socketCreated(s.name)
+	}
 
-	_ = os.WriteFile(filepath.Join(filepath.Dir(s.csiSocket), servedMarker), nil, 0o600)
-	m.drivers[name] = s
-	klog.InfoS("Serving CSI driver", "driver", name, "endpoint", s.csiSocket, "registration", s.regSocket)
-	return nil
+	timeout := time.NewTimer(time.Duration(m.confirmTimeout.Load()))
+	defer timeout.Stop()
+	select {
+	case <-s.registered:
+	case <-s.stopped: // its deregistration is next in line
+	case <-timeout.C:
+		klog.InfoS("Kubelet has not confirmed the registration of a CSI driver yet; going on", "driver", s.name, "after", time.Duration(m.confirmTimeout.Load()))
+	case <-m.done:
+	}
+}
+
+// deregister removes s's registration socket and, if confirm, waits until
+// CSINode no longer lists the driver (removing it there itself if kubelet
+// did not); then it stops the CSI server. A driver added again meanwhile
+// keeps its paths: the new incarnation owns them.
+func (m *Manager) deregister(s *served, confirm bool) {
+	m.mu.Lock()
+	regServer := s.regServer
+	readded := m.drivers[s.name] != nil
+	if regServer != nil && !readded {
+		_ = os.Remove(s.regSocket)
+	}
+	m.mu.Unlock()
+	if regServer != nil {
+		regServer.Stop()
+	}
+	if nd := m.nodeDrivers; nd != nil && confirm && regServer != nil && !readded {
+		m.confirmDeregistered(nd, s.name)
+	}
+	// Let running NodePublish/NodeUnpublish calls finish.
+	s.csiServer.GracefulStop()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.drivers[s.name] != nil {
+		return
+	}
+	_ = os.Remove(s.csiSocket)
+	_ = os.Remove(filepath.Join(filepath.Dir(s.csiSocket), servedMarker))
+	_ = os.Remove(filepath.Dir(s.csiSocket))
+	klog.InfoS("Stopped serving CSI driver", "driver", s.name)
+}
+
+// confirmDeregistered waits until CSINode no longer lists driver name, and
+// removes it from there past confirmTimeout (kubelet gave up on a conflict).
+func (m *Manager) confirmDeregistered(nd NodeDrivers, name string) {
+	timeout := time.NewTimer(time.Duration(m.confirmTimeout.Load()))
+	defer timeout.Stop()
+	for nd.Lists(name) {
+		select {
+		case <-nd.Changed():
+			continue
+		case <-timeout.C:
+		case <-m.done:
+			return
+		}
+		break
+	}
+	m.mu.Lock()
+	readded := m.drivers[name] != nil
+	m.mu.Unlock()
+	if readded || !nd.Lists(name) {
+		return
+	}
+	klog.InfoS("Kubelet left a removed CSI driver in CSINode; removing it", "driver", name, "node", m.nodeID)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(m.confirmTimeout.Load()))
+	defer cancel()
+	if err := nd.Remove(ctx, name); err != nil {
+		klog.ErrorS(err, "Removing a stale CSI driver from CSINode", "driver", name)
+	}
 }
 
 // Remove stops serving driver name, once kubelet no longer needs it: after
@@ -150,7 +333,7 @@ func (m *Manager) Remove(name string) {
 	}
 	delete(m.drivers, name)
 	m.mu.Unlock()
-	m.stop(name, s)
+	m.stop(s)
 }
 
 // drain stops serving s once kubelet's volume state for it is gone, woken by
@@ -180,7 +363,7 @@ func (m *Manager) drain(name string, s *served) {
 		if !m.kubeletTracksVolumes(name) {
 			delete(m.drivers, name)
 			m.mu.Unlock()
-			m.stop(name, s)
+			m.stop(s)
 			return
 		}
 		m.mu.Unlock()
@@ -191,17 +374,15 @@ func (m *Manager) drain(name string, s *served) {
 	}
 }
 
-// stop closes both sockets; removing the registration socket makes kubelet
-// deregister the driver.
-func (m *Manager) stop(name string, s *served) {
-	s.regServer.Stop()
-	_ = os.Remove(s.regSocket)
-	// Let running NodePublish/NodeUnpublish calls finish.
-	s.csiServer.GracefulStop()
-	_ = os.Remove(s.csiSocket)
-	_ = os.Remove(filepath.Join(filepath.Dir(s.csiSocket), servedMarker))
-	_ = os.Remove(filepath.Dir(s.csiSocket))
-	klog.InfoS("Stopped serving CSI driver", "driver", name)
+// stop hands s, already out of m.drivers, to the registrar: removing the
+// registration socket makes kubelet deregister the driver. The socket
+// directory's marker stays until then, so that a node plugin restarted
+// meanwhile retires the driver again (Leftovers).
+func (m *Manager) stop(s *served) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	close(s.stopped)
+	m.enqueueLocked(registrarOp{s: s})
 }
 
 // kubeletVolumesDir is where kubelet keeps per-volume state of a CSI driver
@@ -257,14 +438,23 @@ func (m *Manager) Leftovers() []string {
 	return out
 }
 
-// Stop stops serving every driver now, drained or not.
+// Stop stops serving every driver now, drained or not, without waiting for
+// kubelet, and ends the registrar.
 func (m *Manager) Stop() {
 	m.mu.Lock()
+	select {
+	case <-m.done:
+		m.mu.Unlock()
+		return
+	default:
+	}
+	close(m.done)
 	drivers := m.drivers
 	m.drivers = map[string]*served{}
+	m.pending = nil
 	m.mu.Unlock()
-	for name, s := range drivers {
-		m.stop(name, s)
+	for _, s := range drivers {
+		m.deregister(s, false)
 	}
 }
 

@@ -92,9 +92,18 @@ func Run(ctx context.Context, cfg Config) error {
 		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m,
 	})
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
+	// This node's CSINode: driver registrations are paced and confirmed there.
+	csiNodeFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }))
+	nodeDrivers, csiNodeSynced, err := newNodeDrivers(cfg.Kube, cfg.NodeName, csiNodeFactory)
+	if err != nil {
+		return err
+	}
+	manager.UseNodeDrivers(nodeDrivers)
 
 	podFactory.Start(ctx.Done())
 	pvFactory.Start(ctx.Done())
+	csiNodeFactory.Start(ctx.Done())
 	go provInformer.Run(ctx.Done())
 
 	var ready atomic.Bool
@@ -103,12 +112,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, pvInformer.HasSynced, provInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, pvInformer.HasSynced, provInformer.HasSynced, csiNodeSynced) {
 		return ctx.Err()
 	}
 	// Serve drivers only now: a NodePublishVolume must find the PV and any
 	// staging pod left by a previous incarnation in the caches.
-	_, err := provInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = provInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
 				addDriver(ctx, manager, p.Name)

@@ -1,0 +1,88 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+)
+
+// nodeDrivers is csi.NodeDrivers over this node's CSINode: an informer on
+// that one object, and updates that remove a driver kubelet left behind.
+type nodeDrivers struct {
+	kube     kubernetes.Interface
+	nodeName string
+	store    cache.Store
+	changed  chan struct{}
+}
+
+// newNodeDrivers registers an informer on the CSINode of nodeName with
+// factory (which must select only that object) and returns its view.
+func newNodeDrivers(kube kubernetes.Interface, nodeName string, factory informers.SharedInformerFactory) (*nodeDrivers, cache.InformerSynced, error) {
+	nd := &nodeDrivers{kube: kube, nodeName: nodeName, changed: make(chan struct{}, 1)}
+	inf := factory.Storage().V1().CSINodes().Informer()
+	poke := func(interface{}) {
+		select {
+		case nd.changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: poke, UpdateFunc: func(_, o interface{}) { poke(o) }, DeleteFunc: poke,
+	}); err != nil {
+		return nil, nil, err
+	}
+	nd.store = inf.GetStore()
+	return nd, inf.HasSynced, nil
+}
+
+func (nd *nodeDrivers) Lists(name string) bool {
+	obj, ok, _ := nd.store.GetByKey(nd.nodeName)
+	if !ok {
+		return false
+	}
+	for _, d := range obj.(*storagev1.CSINode).Spec.Drivers {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (nd *nodeDrivers) Changed() <-chan struct{} { return nd.changed }
+
+// Remove deletes driver name from the CSINode, retrying on conflicts with
+// kubelet's own updates.
+func (nd *nodeDrivers) Remove(ctx context.Context, name string) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node, err := nd.kube.StorageV1().CSINodes().Get(ctx, nd.nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		kept := node.Spec.Drivers[:0]
+		for _, d := range node.Spec.Drivers {
+			if d.Name != name {
+				kept = append(kept, d)
+			}
+		}
+		if len(kept) == len(node.Spec.Drivers) {
+			return nil
+		}
+		node.Spec.Drivers = kept
+		_, err = nd.kube.StorageV1().CSINodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing driver %s from CSINode %s: %w", name, nd.nodeName, err)
+	}
+	return nil
+}
