@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ type controllerOptions struct {
 	resultsWait   time.Duration
 	resync        time.Duration
 	httpAddr      string
+	shutdownDelay time.Duration
 
 	leaderElection bool
 	leaseNamespace string
@@ -80,6 +82,7 @@ func init() {
 	f.DurationVar(&o.resultsWait, "results-timeout", 2*time.Minute, "how long a terminated PaV pod waits for the node plugin to collect its /pav files")
 	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (a safety net; all work is event-driven)")
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz, /readyz and /metrics (empty: disabled)")
+	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", ns, "namespace of the leader election Lease")
 	f.StringVar(&o.leaseName, "leader-election-name", "pav-controller", "name of the leader election Lease")
@@ -140,6 +143,16 @@ func runController(ctx context.Context, o controllerOptions) error {
 		return err
 	}
 
+	// A stop (ctx) ends the reconcilers and leadership at once, but the
+	// webhook and the HTTP endpoint serve on until the drain is over: /readyz
+	// fails and connections are not kept alive meanwhile, so the API server
+	// sends its next admission requests to another replica instead of
+	// failing them against one that is gone (rolling restarts, upgrades).
+	serving, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	var servers sync.WaitGroup
+	defer servers.Wait()
+
 	// The webhook runs on every replica (the Service may route to any).
 	var wh *webhook.Server
 	if o.webhookAddr != "" {
@@ -148,13 +161,27 @@ func runController(ctx context.Context, o controllerOptions) error {
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
 			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate},
 		}
+		servers.Add(1)
 		go func() {
-			if err := wh.Run(ctx); err != nil {
+			defer servers.Done()
+			if err := wh.Run(serving); err != nil {
 				klog.ErrorS(err, "Admission webhook stopped")
 				os.Exit(1)
 			}
 		}()
 	}
+	go func() {
+		<-ctx.Done()
+		if wh != nil {
+			wh.Drain()
+		}
+		klog.InfoS("Stopping: draining the admission webhook", "for", o.shutdownDelay)
+		select {
+		case <-time.After(o.shutdownDelay):
+		case <-serving.Done():
+		}
+		stopServing()
+	}()
 
 	var elector *leaderelection.LeaderElector
 	if o.httpAddr != "" {
@@ -170,6 +197,10 @@ func runController(ctx context.Context, o controllerOptions) error {
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			// Ready = able to answer admission reviews; only the leader runs
 			// the reconcilers, so they do not count (standbys must be ready too).
+			if ctx.Err() != nil {
+				http.Error(w, "stopping", http.StatusServiceUnavailable)
+				return
+			}
 			if wh != nil && !wh.Ready() {
 				http.Error(w, "webhook not serving yet", http.StatusServiceUnavailable)
 				return
@@ -184,28 +215,37 @@ func runController(ctx context.Context, o controllerOptions) error {
 				os.Exit(1)
 			}
 		}()
-		defer srv.Close()
+		go func() {
+			<-serving.Done()
+			_ = srv.Close()
+		}()
 		if o.leaderElection {
-			elector, err = newElector(kube, o, watchdog, ctrl)
+			elector, err = newElector(ctx, kube, o, watchdog, ctrl)
 			if err != nil {
 				return err
 			}
 		}
 	} else if o.leaderElection {
-		elector, err = newElector(kube, o, nil, ctrl)
+		elector, err = newElector(ctx, kube, o, nil, ctrl)
 		if err != nil {
 			return err
 		}
 	}
 
 	if elector == nil {
-		return ctrl.Run(ctx)
+		err = ctrl.Run(ctx)
+	} else {
+		elector.Run(ctx) // returns once ctx ends, the Lease released
 	}
-	elector.Run(ctx)
-	return nil
+	<-serving.Done()
+	return err
 }
 
-func newElector(kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, ctrl *controller.Controller) (*leaderelection.LeaderElector, error) {
+// newElector runs ctrl while this replica leads. Leadership ends when stop
+// ends (the Lease is released for the standby) or when it is lost; in the
+// second case the process exits, as informers and queues cannot be
+// restarted, and the Deployment restarts it as a standby.
+func newElector(stop context.Context, kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, ctrl *controller.Controller) (*leaderelection.LeaderElector, error) {
 	host, _ := os.Hostname()
 	id := host + "_" + string(uuid.NewUUID())
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName,
@@ -223,15 +263,17 @@ func newElector(kube kubernetes.Interface, o controllerOptions, watchdog *leader
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				klog.InfoS("Became leader", "identity", id)
-				if err := ctrl.Run(ctx); err != nil {
+				if err := ctrl.Run(ctx); err != nil && stop.Err() == nil {
 					klog.ErrorS(err, "Controller stopped")
 					os.Exit(1)
 				}
 			},
 			OnStoppedLeading: func() {
-				// Informers and queues cannot be restarted: exit and let
-				// the Deployment restart this replica as a standby.
-				klog.InfoS("Leadership lost or released; exiting", "identity", id)
+				if stop.Err() != nil {
+					klog.InfoS("Leadership released", "identity", id)
+					return
+				}
+				klog.InfoS("Leadership lost; exiting", "identity", id)
 				klog.Flush()
 				os.Exit(0)
 			},

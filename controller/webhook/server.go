@@ -102,11 +102,26 @@ type Server struct {
 	// (e.g. when the API server calls the webhook by URL).
 	ExtraNames []string
 
-	ready atomic.Bool
+	ready    atomic.Bool
+	draining atomic.Bool
+	srv      atomic.Pointer[http.Server]
 }
 
-// Ready reports whether the server is serving with a certificate.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether the server is serving with a certificate and is not
+// draining.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
+
+// Drain prepares a graceful stop: Ready turns false (so the replica leaves
+// the Service's endpoints) and connections are no longer kept alive (so the
+// API server's next request opens a new one, which goes to a ready
+// replica), while requests that still arrive are answered until Run's
+// context ends.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	if srv := s.srv.Load(); srv != nil {
+		srv.SetKeepAlivesEnabled(false)
+	}
+}
 
 // Run obtains the certificate, starts serving and keeps the CA bundle in
 // place (re-patching if someone re-applies the manifest) until ctx ends.
@@ -135,6 +150,10 @@ func (s *Server) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}
+	if s.draining.Load() {
+		srv.SetKeepAlivesEnabled(false)
+	}
+	s.srv.Store(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	s.ready.Store(true)
