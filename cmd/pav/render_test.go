@@ -205,7 +205,7 @@ func TestRenderErrors(t *testing.T) {
 	}{
 		{"no phase", []string{"-f", "testdata/provisioner.yaml", "--pvc", "testdata/pvc.yaml"}, "--phase is required"},
 		{"bad phase", []string{"-f", "testdata/provisioner.yaml", "--phase", "mount", "--pvc", "testdata/pvc.yaml"}, `unknown phase "mount"`},
-		{"no file", []string{"--phase", "creation", "--pvc", "testdata/pvc.yaml"}, "-f FILE"},
+		{"no file", []string{"--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1"}, "-f FILE"},
 		{"missing file", []string{"-f", "testdata/nope.yaml", "--phase", "creation"}, "no such file"},
 		{"no claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation"}, "needs --pvc"},
 		{"no claim for staging", []string{"-f", "testdata/provisioner.yaml", "--phase", "staging"}, "needs --pvc or --pv"},
@@ -271,5 +271,30 @@ func TestValidateCommand(t *testing.T) {
 	}
 	if _, _, err := run(t, newValidateCmd); err == nil {
 		t.Error("no -f accepted")
+	}
+}
+
+// Whatever render prints ends with a newline, so that what a shell prints
+// next (an error, a prompt) starts on its own line.
+func TestRenderOutputEndsWithNewline(t *testing.T) {
+	for _, args := range [][]string{
+		{"--phase", "validation", "--pvc", "testdata/pvc.yaml"},
+		{"--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1"},
+		{"--phase", "creation", "--pvc", "testdata/pvc.yaml", "--selected-node", "n1", "--pods"},
+		{"--phase", "deletion", "--pvc", "testdata/pvc.yaml"},
+		{"--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml"},
+		{"--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--pods"},
+		{"--phase", "unstaging", "--pv", "testdata/pv.yaml", "--pods"},
+	} {
+		out, stderr, err := run(t, newRenderCmd, append([]string{"-f", "testdata/provisioner.yaml"}, args...)...)
+		if err != nil {
+			t.Errorf("%v: %v\n%s", args, err, stderr)
+			continue
+		}
+		for name, s := range map[string]string{"stdout": out, "stderr": stderr} {
+			if s != "" && !strings.HasSuffix(s, "\n") {
+				t.Errorf("%v: %s does not end with a newline: %q", args, name, s[max(0, len(s)-40):])
+			}
+		}
 	}
 }
