@@ -44,6 +44,24 @@ type Stager interface {
 	Publish(ctx context.Context, driver string, req *PublishRequest) error
 	// Unpublish undoes Publish; idempotent, and succeeds for unknown volumes.
 	Unpublish(ctx context.Context, driver, volumeID, targetPath string) error
+	// Stats reports usage and health of the volume published at volumePath;
+	// a NotFound status if nothing is published there.
+	Stats(ctx context.Context, driver, volumeID, volumePath string) (*VolumeStats, error)
+}
+
+// VolumeStats is what NodeGetVolumeStats reports of a published volume.
+type VolumeStats struct {
+	// Bytes: for Block volumes only TotalBytes is known (the device size).
+	Block                                 bool
+	TotalBytes, AvailableBytes, UsedBytes int64
+	TotalInodes, FreeInodes, UsedInodes   int64
+	// Abnormal (with Reason and Message) when the volume cannot be used as
+	// published: its long-running staging pod stopped, its mount is gone,
+	// its file system no longer answers (a dead FUSE daemon). Usage may then
+	// be unknown (all zero).
+	Abnormal bool
+	Reason   string // CamelCase, e.g. StagingPodStopped
+	Message  string
 }
 
 // Keys kubelet adds to the volume context of drivers with podInfoOnMount.
@@ -99,12 +117,66 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 	return &csi.NodeGetInfoResponse{NodeId: d.nodeID}, nil
 }
 
-// NodeGetCapabilities: none. Without STAGE_UNSTAGE_VOLUME kubelet calls
-// NodePublishVolume once per pod and target path, which is exactly one
-// staging pod per client pod as the PaV spec describes; a per-node stage step
-// would need reference counting across pods and a second kind of state.
+// NodeGetCapabilities: volume stats and volume health (CSI 1.13's
+// NodeGetVolumeHealth, which replaced VOLUME_CONDITION). No
+// STAGE_UNSTAGE_VOLUME: without it kubelet calls NodePublishVolume once per
+// pod and target path, which is exactly one staging pod per client pod as
+// the PaV spec describes; a per-node stage step would need reference
+// counting across pods and a second kind of state.
 func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{}, nil
+	capability := func(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
+		return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
+		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
+		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
+	}}, nil
+}
+
+// NodeGetVolumeStats reports the usage of a published volume (kubelet's
+// kubelet_volume_stats_* metrics). Kubelet requires a usage entry, so an
+// abnormal volume whose usage is unknown reports zeros.
+func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	case req.GetVolumePath() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume path missing in request")
+	}
+	st, err := d.stager.Stats(ctx, d.name, req.GetVolumeId(), req.GetVolumePath())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if st.Block {
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: st.TotalBytes}}}, nil
+	}
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes},
+		{Unit: csi.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes},
+	}}, nil
+}
+
+// NodeGetVolumeHealth reports a published volume that can no longer be used
+// (see VolumeStats.Abnormal) as INACCESSIBLE. Health is known per publish
+// path (each has its own staging pod): without one, none is reported.
+func (d *Driver) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	}
+	health := &csi.VolumeHealth{VolumeId: req.GetVolumeId()}
+	if req.GetVolumePublishPath() == "" {
+		return &csi.NodeGetVolumeHealthResponse{VolumeHealth: health}, nil
+	}
+	st, err := d.stager.Stats(ctx, d.name, req.GetVolumeId(), req.GetVolumePublishPath())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if st.Abnormal {
+		health.HealthStatuses = []*csi.VolumeHealth_VolumeHealthEntry{{
+			Status: csi.VolumeHealthErrorType_INACCESSIBLE, Reason: st.Reason, Message: st.Message,
+		}}
+	}
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: health}, nil
 }
 
 func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {

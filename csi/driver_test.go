@@ -65,6 +65,19 @@ func (f *fakeStager) Publish(ctx context.Context, driver string, req *PublishReq
 	return nil
 }
 
+func (f *fakeStager) Stats(ctx context.Context, driver, volumeID, volumePath string) (*VolumeStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.published[volumePath]
+	if !ok || p.VolumeID != volumeID {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", volumeID, volumePath)
+	}
+	if p.Block {
+		return &VolumeStats{Block: true, TotalBytes: 1 << 20}, nil
+	}
+	return &VolumeStats{TotalBytes: 100, AvailableBytes: 60, UsedBytes: 40, TotalInodes: 10, FreeInodes: 7, UsedInodes: 3}, nil
+}
+
 func (f *fakeStager) Unpublish(ctx context.Context, driver, volumeID, targetPath string) error {
 	if f.err != nil {
 		return f.err
@@ -261,6 +274,48 @@ func (r *recordingStager) Publish(_ context.Context, _ string, req *PublishReque
 	return r.err
 }
 func (r *recordingStager) Unpublish(context.Context, string, string, string) error { return r.err }
+func (r *recordingStager) Stats(context.Context, string, string, string) (*VolumeStats, error) {
+	return &VolumeStats{Abnormal: true, Reason: "StagingPodStopped", Message: "the staging pod stopped"}, r.err
+}
+
+// Stats and health go from the stager to CSI as kubelet reads them: usage
+// always present, an abnormal volume INACCESSIBLE with the stager's reason.
+func TestVolumeStatsAndHealth(t *testing.T) {
+	ctx := context.Background()
+	caps, err := NewDriver("d", "v", "n", &recordingStager{}).NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []csi.NodeServiceCapability_RPC_Type
+	for _, c := range caps.Capabilities {
+		got = append(got, c.GetRpc().GetType())
+	}
+	if !reflect.DeepEqual(got, []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_GET_VOLUME_STATS, csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH}) {
+		t.Errorf("capabilities %v", got)
+	}
+
+	d := NewDriver("d", "v", "n", &recordingStager{})
+	stats, err := d.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "v", VolumePath: "/t"})
+	if err != nil || len(stats.Usage) != 2 {
+		t.Fatalf("abnormal volume's stats %v, %v: kubelet needs usage entries", stats, err)
+	}
+	health, err := d.NodeGetVolumeHealth(ctx, &csi.NodeGetVolumeHealthRequest{VolumeId: "v", VolumePublishPath: "/t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := health.VolumeHealth.HealthStatuses; len(h) != 1 || h[0].Status != csi.VolumeHealthErrorType_INACCESSIBLE || h[0].Reason != "StagingPodStopped" {
+		t.Errorf("health %v", health)
+	}
+	for _, req := range []*csi.NodeGetVolumeStatsRequest{{VolumePath: "/t"}, {VolumeId: "v"}} {
+		if _, err := d.NodeGetVolumeStats(ctx, req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%v: %v, want InvalidArgument", req, err)
+		}
+	}
+	f := newFakeStager()
+	if _, err := NewDriver("d", "v", "n", f).NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "v", VolumePath: "/nowhere"}); status.Code(err) != codes.NotFound {
+		t.Errorf("unpublished path: %v, want NotFound", err)
+	}
+}
 
 func TestConcurrentCallsAreAborted(t *testing.T) {
 	s := newFakeStager()

@@ -20,10 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
@@ -87,9 +91,13 @@ func Run(ctx context.Context, cfg Config) error {
 	provInformer := v1alpha1.NewInformer(cfg.Pav, 0)
 
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
 	stager := NewStager(StagerConfig{
 		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
 		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m,
+		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
 	})
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
 	// This node's CSINode: driver registrations are paced and confirmed there.

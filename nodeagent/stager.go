@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
@@ -88,6 +89,8 @@ type Stager struct {
 	provisioners cache.Indexer
 	events       *podEvents
 	metrics      *metrics
+	recorder     record.EventRecorder // Events on client pods; nil: none
+	health       *volumeHealth
 }
 
 // StagerConfig wires a Stager. The pod informer must only see PaV pods on
@@ -102,6 +105,8 @@ type StagerConfig struct {
 	PVs          cache.SharedIndexInformer
 	Provisioners cache.SharedIndexInformer
 	Metrics      *metrics
+	// Recorder, if set, reports volumes turning abnormal on their client pods.
+	Recorder record.EventRecorder
 }
 
 // NewStager registers on the pod informer and returns the stager.
@@ -118,6 +123,8 @@ func NewStager(cfg StagerConfig) *Stager {
 		provisioners: cfg.Provisioners.GetIndexer(),
 		events:       newPodEvents(),
 		metrics:      cfg.Metrics,
+		recorder:     cfg.Recorder,
+		health:       newVolumeHealth(),
 	}
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
@@ -219,6 +226,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	start := time.Now()
 	defer func() { s.metrics.observe("unpublish", start, err) }()
 	id := StagingID(volumeID, targetPath)
+	s.health.forget(id)
 	if err := unmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)
 	}

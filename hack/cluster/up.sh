@@ -247,6 +247,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100   # images cannot be pulled again: never collect them
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+volumeStatsAggPeriod: 10s     # volume usage (NodeGetVolumeStats) every 10 s instead of every minute, for the tests
 oomScoreAdj: 0                # no CAP_SYS_RESOURCE here, so the default -999 cannot be applied
 EOF
 start kubelet "$KUBE_DIR/kubelet" --config="$STATE/kubelet.yaml" --kubeconfig="$STATE/kubelet.kubeconfig" \

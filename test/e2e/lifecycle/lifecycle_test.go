@@ -74,7 +74,9 @@ func TestRollingRestartsFailNothing(t *testing.T) {
 	if _, err := f.Client.StorageV1().StorageClasses().Create(f.Ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = f.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = f.Client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -112,27 +114,30 @@ func TestRollingRestartsFailNothing(t *testing.T) {
 		failures []string
 	)
 	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			p := provisioner("e2e-life-dry-run")
-			_, err := pav.Create(f.Ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			mu.Lock()
-			attempts++
-			if err != nil {
-				failures = append(failures, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), err))
+	var loops sync.WaitGroup
+	for range 4 { // four clients, each every 200 ms
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				p := provisioner("e2e-life-dry-run")
+				_, err := pav.Create(f.Ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				mu.Lock()
+				attempts++
+				if err != nil {
+					failures = append(failures, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), err))
+				}
+				mu.Unlock()
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
 			}
-			mu.Unlock()
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+		}()
+	}
 
 	for _, workload := range []string{"deployment/controller-agent", "daemonset/node-agent"} {
 		if out, err := f.Kubectl("-n", "pav", "rollout", "restart", workload); err != nil {
@@ -143,7 +148,7 @@ func TestRollingRestartsFailNothing(t *testing.T) {
 		}
 	}
 	close(stop)
-	<-done
+	loops.Wait()
 
 	mu.Lock()
 	t.Logf("%d admission requests during the restarts", attempts)

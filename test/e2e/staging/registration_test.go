@@ -18,6 +18,9 @@ type noStager struct{}
 
 func (noStager) Publish(context.Context, string, *pavcsi.PublishRequest) error { return nil }
 func (noStager) Unpublish(context.Context, string, string, string) error       { return nil }
+func (noStager) Stats(context.Context, string, string, string) (*pavcsi.VolumeStats, error) {
+	return &pavcsi.VolumeStats{}, nil
+}
 
 // TestKubeletRegistration registers a driver with the real kubelet the way
 // `pav node` does (this test runs on the node, in the host's mount

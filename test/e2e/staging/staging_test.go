@@ -5,6 +5,7 @@ package staging
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -304,4 +305,49 @@ func (e *env) logPublishDurations() {
 		}
 	}
 	e.t.Logf("NodePublishVolume durations (node plugin log): %v", ds)
+}
+
+// kubelet reports a PaV volume's usage (NodeGetVolumeStats), and a volume
+// whose long-running staging pod stopped gets a Warning Event on its client
+// pod (VolumeAbnormal reasons of the node plugin).
+func TestVolumeStatsAndAbnormalCondition(t *testing.T) {
+	e := newEnv(t, dynamicWith(`mkdir -p /pav/volume
+mount -t tmpfs -o size=1m tmpfs /pav/volume
+head -c 300000 /dev/zero > /pav/volume/f
+trap 'exit 0' TERM
+touch /pav/ready
+sleep 3600 & echo $! > /pav/sleep.pid; wait`, "", true, ""))
+	e.storageClass(nil)
+	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+	client := e.clientPod("client", `while true; do sleep 1; done`, []string{"c1"}, false, false)
+	e.WaitForPod(client.Name, timeout, framework.PodRunningReady)
+
+	// kubelet's volume metrics, read through the API server's node proxy
+	metric := regexp.MustCompile(`kubelet_volume_stats_used_bytes\{[^}]*namespace="` + e.Namespace + `"[^}]*persistentvolumeclaim="c1"[^}]*\} (\S+)`)
+	var used string
+	for deadline := time.Now().Add(3 * time.Minute); used == "" && time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		raw, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.nodeName(), "proxy", "metrics").DoRaw(e.Ctx)
+		if err != nil {
+			t.Fatalf("kubelet metrics: %v", err)
+		}
+		if m := metric.FindSubmatch(raw); m != nil {
+			used = string(m[1])
+		}
+	}
+	if used == "" {
+		t.Fatal("kubelet_volume_stats_used_bytes never appeared for the PaV volume")
+	}
+	if n, err := strconv.ParseFloat(used, 64); err != nil || n < 300000 {
+		t.Errorf("kubelet_volume_stats_used_bytes = %s, want >= 300000 (the staging pod wrote 300000 bytes)", used)
+	}
+
+	// The staging pod's process dies: the volume is abnormal.
+	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=staging"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("staging pods: %v (%d)", err, len(pods.Items))
+	}
+	if out, err := e.Kubectl("exec", pods.Items[0].Name, "--", "sh", "-c", "kill -9 $(cat /pav/sleep.pid)"); err != nil {
+		t.Fatalf("killing the staging pod's process: %v\n%s", err, out)
+	}
+	e.waitForEvent(client.Name, regexp.MustCompile(`staging pod .* which serves this volume, stopped`), 3*time.Minute)
 }

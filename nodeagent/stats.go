@@ -1,0 +1,174 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/klog/v2"
+
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/templating"
+)
+
+// Reasons of abnormal volumes (VolumeStats.Reason, and the client pod's Event).
+const (
+	ReasonStagingPodStopped = "StagingPodStopped"
+	ReasonVolumeUnmounted   = "VolumeUnmounted"
+	ReasonVolumeUnreachable = "VolumeUnreachable"
+)
+
+// Stats implements csi.Stager: the usage of the volume published at
+// volumePath (statfs of the mount; the device size of a block volume) and
+// whether it can still be used. A volume turning abnormal gets a Warning
+// Event on its client pod, once per cause.
+func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string) (*pavcsi.VolumeStats, error) {
+	var st unix.Stat_t
+	err := unix.Stat(volumePath, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, status.Errorf(codes.NotFound, "no volume is published at %s", volumePath)
+	}
+	stats := &pavcsi.VolumeStats{Block: err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK}
+	switch {
+	case err != nil:
+		// e.g. ENOTCONN: a FUSE file system whose daemon is gone
+		stats.Abnormal, stats.Reason = true, ReasonVolumeUnreachable
+		stats.Message = fmt.Sprintf("the volume at %s cannot be reached: %v", volumePath, err)
+	case stats.Block:
+		if stats.TotalBytes, err = blockDeviceSize(volumePath); err != nil {
+			stats.Abnormal, stats.Reason = true, ReasonVolumeUnreachable
+			stats.Message = fmt.Sprintf("the block volume at %s cannot be read: %v", volumePath, err)
+		}
+	default:
+		if notMount, err := s.mounter.IsLikelyNotMountPoint(volumePath); err == nil && notMount {
+			stats.Abnormal, stats.Reason = true, ReasonVolumeUnmounted
+			stats.Message = fmt.Sprintf("the volume is no longer mounted at %s", volumePath)
+			break
+		}
+		var fs unix.Statfs_t
+		if err := unix.Statfs(volumePath, &fs); err != nil {
+			stats.Abnormal, stats.Reason = true, ReasonVolumeUnreachable
+			stats.Message = fmt.Sprintf("the volume at %s cannot be reached: %v", volumePath, err)
+			break
+		}
+		bsize := int64(fs.Bsize)
+		stats.TotalBytes, stats.AvailableBytes = int64(fs.Blocks)*bsize, int64(fs.Bavail)*bsize
+		stats.UsedBytes = (int64(fs.Blocks) - int64(fs.Bfree)) * bsize
+		stats.TotalInodes, stats.FreeInodes = int64(fs.Files), int64(fs.Ffree)
+		stats.UsedInodes = stats.TotalInodes - stats.FreeInodes
+	}
+	if !stats.Abnormal {
+		if reason, msg := s.stagingPodHealth(ctx, volumeID, volumePath); reason != "" {
+			stats.Abnormal, stats.Reason, stats.Message = true, reason, msg
+		}
+	}
+	s.health.observe(ctx, s, StagingID(volumeID, volumePath), volumePath, stats)
+	return stats, nil
+}
+
+// stagingPodHealth: a long-running staging pod (one that signalled
+// /pav/ready) must still run for its volume to work; a run-to-completion
+// staging pod is done by design.
+func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath string) (reason, message string) {
+	pod, err := s.findPod(ctx, templating.PhaseStaging, StagingID(volumeID, volumePath))
+	if err != nil || pod == nil {
+		return "", "" // not PaV's to judge (e.g. a staging from before an upgrade), or the API is down
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return "", ""
+	}
+	if _, err := os.Lstat(filepath.Join(dir, templating.FileReady)); err != nil {
+		return "", ""
+	}
+	stopped := pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			stopped = true
+		}
+	}
+	if !stopped {
+		return "", ""
+	}
+	return ReasonStagingPodStopped, fmt.Sprintf("staging pod %s/%s, which serves this volume, stopped: %s", pod.Namespace, pod.Name, describePod(pod))
+}
+
+func blockDeviceSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
+}
+
+// volumeHealth remembers which stagings are abnormal, so that each cause is
+// reported once as an Event on the client pod.
+type volumeHealth struct {
+	mu       sync.Mutex
+	abnormal map[string]string // staging ID -> reason
+}
+
+func newVolumeHealth() *volumeHealth { return &volumeHealth{abnormal: map[string]string{}} }
+
+func (h *volumeHealth) observe(ctx context.Context, s *Stager, id, volumePath string, stats *pavcsi.VolumeStats) {
+	h.mu.Lock()
+	was := h.abnormal[id]
+	if stats.Abnormal {
+		h.abnormal[id] = stats.Reason
+	} else {
+		delete(h.abnormal, id)
+	}
+	h.mu.Unlock()
+	if !stats.Abnormal || was == stats.Reason || s.recorder == nil {
+		return
+	}
+	pod, err := s.clientPod(ctx, volumePath)
+	if err != nil || pod == nil {
+		klog.FromContext(ctx).Info("Volume is abnormal; its client pod is unknown", "path", volumePath, "reason", stats.Reason, "message", stats.Message, "err", err)
+		return
+	}
+	s.recorder.Event(pod, corev1.EventTypeWarning, stats.Reason, stats.Message)
+}
+
+// forget drops what is known of a staging that ended.
+func (h *volumeHealth) forget(id string) {
+	h.mu.Lock()
+	delete(h.abnormal, id)
+	h.mu.Unlock()
+}
+
+// podUIDInTarget finds the client pod's UID in kubelet's publish path:
+// <root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount (file system) or
+// <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid> (block).
+var podUIDInTarget = regexp.MustCompile(`/pods/([0-9a-f-]{36})/volumes/|/volumeDevices/publish/[^/]+/([0-9a-f-]{36})$`)
+
+// clientPod finds the pod on this node that a publish path belongs to.
+func (s *Stager) clientPod(ctx context.Context, volumePath string) (*corev1.Pod, error) {
+	m := podUIDInTarget.FindStringSubmatch(volumePath)
+	if m == nil {
+		return nil, fmt.Errorf("no pod UID in %s", volumePath)
+	}
+	uid := m[1] + m[2]
+	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", s.node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing this node's pods: %w", err)
+	}
+	for i := range pods.Items {
+		if string(pods.Items[i].UID) == uid {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, nil
+}
