@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/semver"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -92,27 +94,30 @@ func Binaries() (etcd, apiserver string, err error) {
 	return etcd, apiserver, nil
 }
 
-// kubeVersion reads the Kubernetes version the cluster scripts build from
-// hack/cluster/kbuild/go.mod.
+// kubeVersion is the Kubernetes release the cluster scripts build by
+// default: $KUBE_VERSION, else the newest of hack/cluster/kbuild/versions
+// (see hack/cluster/lib.sh).
 func kubeVersion() (string, error) {
+	if v := os.Getenv("KUBE_VERSION"); v != "" {
+		return v, nil
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		b, err := os.ReadFile(filepath.Join(dir, "hack/cluster/kbuild/go.mod"))
-		if err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				f := strings.Fields(line)
-				if len(f) == 2 && f[0] == "k8s.io/kubernetes" {
-					return f[1], nil
-				}
+		mods, _ := filepath.Glob(filepath.Join(dir, "hack/cluster/kbuild/versions/v*.mod"))
+		if len(mods) > 0 {
+			versions := make([]string, 0, len(mods))
+			for _, m := range mods {
+				versions = append(versions, strings.TrimSuffix(filepath.Base(m), ".mod"))
 			}
-			return "", fmt.Errorf("no k8s.io/kubernetes requirement in %s", filepath.Join(dir, "hack/cluster/kbuild/go.mod"))
+			slices.SortFunc(versions, func(a, b string) int { return semver.Compare(a, b) })
+			return versions[len(versions)-1], nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("hack/cluster/kbuild/go.mod not found above the working directory")
+			return "", errors.New("hack/cluster/kbuild/versions not found above the working directory")
 		}
 		dir = parent
 	}
@@ -219,6 +224,8 @@ func Start() (*Env, error) {
 	env.apiserver, err = startProcess(dir, "kube-apiserver.log", apiserverBin,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
+		// since 1.37 a loopback advertise address is refused by the endpoint reconciler, which these tests do not need
+		"--endpoint-reconciler-type=none",
 		"--cert-dir="+dir,
 		"--tls-cert-file="+filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(dir, "apiserver.key"),
 		"--client-ca-file="+filepath.Join(dir, "ca.crt"),
