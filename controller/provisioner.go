@@ -180,13 +180,23 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 	return nil
 }
 
-// provisionerTerminating holds a deleted PavProvisioner until none of its
-// volumes and pods are left, then removes what it owns and lets it go.
+// provisionerTerminating holds a deleted PavProvisioner until PaV is done
+// with it: until no volume PaV must still delete and none of its pods (a
+// staging pod means a staged volume) is left. Retained and statically
+// provisioned PVs, which PaV never deletes, do not hold it (as in the
+// original PaV: uninstalling must not wait for them). Then it removes what
+// it owns and lets the provisioner go.
 func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
 	if !hasFinalizer(p, templating.FinalizerProvisioner) {
 		return nil
 	}
-	vols, _ := c.pvIndexer.ByIndex(indexCSIDriver, p.Name)
+	var vols []*corev1.PersistentVolume
+	objs, _ := c.pvIndexer.ByIndex(indexCSIDriver, p.Name)
+	for _, o := range objs {
+		if pv, ok := o.(*corev1.PersistentVolume); ok && pavMustDelete(pv) {
+			vols = append(vols, pv)
+		}
+	}
 	pods := c.podsBy(indexProvisioner, templating.LabelValue(p.Name))
 	if len(vols) > 0 || len(pods) > 0 {
 		status := &p.DeepCopy().Status
@@ -209,6 +219,12 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 	}
 	klog.InfoS("PavProvisioner released", "name", p.Name)
 	return nil
+}
+
+// pavMustDelete: PaV provisioned the volume (its finalizer is on the PV) and
+// will run the deletion phase for it once it is released.
+func pavMustDelete(pv *corev1.PersistentVolume) bool {
+	return hasFinalizer(pv, templating.FinalizerVolume) && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
 }
 
 func truncate(s string, n int) string {

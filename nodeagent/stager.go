@@ -161,6 +161,12 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 		pod = nil
 	}
 	if pod == nil {
+		// No new staging for a provisioner being deleted (as in the original
+		// PaV): the client pod stays Pending with this message. A staging that
+		// exists already is answered as before (kubelet may call again).
+		if prov, err := s.provisioner(driver); err == nil && prov.DeletionTimestamp != nil {
+			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is staged", driver)
+		}
 		if pod, err = s.createStagingPod(ctx, driver, id, pv, req); err != nil {
 			return err
 		}

@@ -440,3 +440,22 @@ func TestUnpublishWithClaimGone(t *testing.T) {
 		t.Errorf("%d pods left", n)
 	}
 }
+
+// While its PavProvisioner is being deleted, no new volume is staged: the
+// client pod stays Pending with a FailedPrecondition message, and no staging
+// pod is created.
+func TestPublishRefusedWhileProvisionerIsDeleted(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	now := metav1.Now()
+	_ = f.stager.provisioners.Update(&v1alpha1.PavProvisioner{
+		ObjectMeta: metav1.ObjectMeta{Name: testDriver, DeletionTimestamp: &now, Finalizers: []string{templating.FinalizerProvisioner}},
+		Spec:       v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}},
+	})
+	err := f.publish(context.Background())
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("Publish = %v, want FailedPrecondition saying the provisioner is being deleted", err)
+	}
+	if pods := f.pods(); len(pods) != 0 {
+		t.Errorf("a staging pod was created: %v", pods[0].Name)
+	}
+}

@@ -907,3 +907,49 @@ func (e *env) claimBurst(class string, n int) time.Duration {
 	})
 	return time.Since(start)
 }
+
+// Retained and statically provisioned PVs, which PaV never deletes, do not
+// hold a PavProvisioner being deleted (the original PaV's system tests delete
+// the provisioner, and the CRD on uninstall, with such PVs left).
+func TestProvisionerDeletionIgnoresRetainedAndStaticVolumes(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("keeps", func(s *v1alpha1.PavProvisionerSpec) {
+		s.ProvisioningModes = []v1alpha1.ProvisioningMode{v1alpha1.Dynamic, v1alpha1.Static}
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	retain := corev1.PersistentVolumeReclaimRetain
+	e.class("keeps", p.Name, func(sc *storagev1.StorageClass) { sc.ReclaimPolicy = &retain })
+	pv := e.volume(e.claim("c", "keeps", "1Gi"))
+	static := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "static-" + e.ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: p.Name, VolumeHandle: "h"}},
+		},
+	}
+	if _, err := e.kube.CoreV1().PersistentVolumes().Create(e.ctx, static, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().PersistentVolumes().Delete(context.Background(), static.Name, metav1.DeleteOptions{})
+	})
+	e.waitFor("provisioner finalizer", func() (bool, error) {
+		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		return err == nil && hasFinalizer(cur, templating.FinalizerProvisioner), err
+	})
+	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("provisioner gone while a retained and a static PV remain", func() (bool, error) {
+		_, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	for _, name := range []string{pv.Name, static.Name} {
+		if _, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("PV %s: %v (PaV must leave it)", name, err)
+		}
+	}
+}
