@@ -9,6 +9,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -29,6 +30,7 @@ const (
 
 // claimSync is one sync of one claim.
 type claimSync struct {
+	ctx   context.Context
 	c     *Controller
 	key   string
 	pvc   *corev1.PersistentVolumeClaim
@@ -51,6 +53,13 @@ func (c *Controller) claimTarget(pvc *corev1.PersistentVolumeClaim) (string, *st
 		return v, nil
 	}
 	return pvc.Annotations[annBetaStorageProvider], nil
+}
+
+// handedOver tells whether the PV controller has handed the claim over to
+// provisioner name for dynamic provisioning (it annotates claims it found no
+// PV for), as external provisioners require before they provision.
+func handedOver(pvc *corev1.PersistentVolumeClaim, name string) bool {
+	return pvc.Annotations[annStorageProvisioner] == name || pvc.Annotations[annBetaStorageProvider] == name
 }
 
 func (c *Controller) syncClaim(ctx context.Context, key string) error {
@@ -76,7 +85,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		c.claimQueue.AddAfter(key, d)
 		return nil
 	}
-	s := &claimSync{c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
+	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
 	if pvc.DeletionTimestamp != nil {
 		if !ours {
 			return nil
@@ -112,12 +121,33 @@ func (s *claimSync) fail(reason, format string, args ...interface{}) error {
 	return s.retryLater(msg)
 }
 
-// retryLater schedules the next attempt with backoff (failure already reported).
+// retryLater schedules the next attempt with backoff (failure already
+// reported). A claim waiting for its first consumer goes back to the
+// scheduler, which may pick another node for it.
 func (s *claimSync) retryLater(msg string) error {
+	s.reschedule()
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
 	s.c.metrics.operation("provision", "failure", 0)
 	return retryScheduled{fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)}
+}
+
+// reschedule removes the scheduler's node choice from a WaitForFirstConsumer
+// claim after a failed attempt (as sig-storage-lib-external-provisioner does
+// on a final error), so that the scheduler can choose again instead of PaV
+// retrying the same node forever.
+func (s *claimSync) reschedule() {
+	if s.pvc.Annotations[annSelectedNode] == "" || s.class == nil || s.class.VolumeBindingMode == nil ||
+		*s.class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		return
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + annSelectedNode + `":null}}}`)
+	_, err := s.c.kube.CoreV1().PersistentVolumeClaims(s.pvc.Namespace).Patch(s.ctx, s.pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.ErrorS(err, "Removing the selected node from a claim to reschedule it", "claim", s.key)
+		return
+	}
+	klog.V(2).InfoS("Claim returned to the scheduler", "claim", s.key, "node", s.pvc.Annotations[annSelectedNode])
 }
 
 func (s *claimSync) request() Request {
@@ -172,6 +202,11 @@ func (s *claimSync) provision(ctx context.Context) error {
 	if len(s.pods) == 0 {
 		// Preconditions are checked only before an attempt starts; an attempt
 		// in progress is always carried to its end.
+		if !handedOver(pvc, s.p.Name) {
+			// The PV controller has not handed the claim over yet: it may
+			// still bind an existing PV. Its annotation requeues the claim.
+			return nil
+		}
 		if s.p.DeletionTimestamp != nil {
 			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "PavProvisioner %q is being deleted and provisions no new volumes", s.p.Name)
 			return nil

@@ -218,9 +218,15 @@ func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
 }
 
 // createClaim creates a claim; unlike claim, it is safe in any goroutine.
+// Playing the PV controller, it hands the claim over to its class's
+// provisioner at once (annotation volume.kubernetes.io/storage-provisioner).
 func (e *env) createClaim(name, class, size string) (*corev1.PersistentVolumeClaim, error) {
+	ann := map[string]string{}
+	if sc, err := e.kube.StorageV1().StorageClasses().Get(e.ctx, class, metav1.GetOptions{}); err == nil {
+		ann["volume.kubernetes.io/storage-provisioner"] = sc.Provisioner
+	}
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Annotations: ann},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &class,
@@ -952,4 +958,63 @@ func TestProvisionerDeletionIgnoresRetainedAndStaticVolumes(t *testing.T) {
 			t.Errorf("PV %s: %v (PaV must leave it)", name, err)
 		}
 	}
+}
+
+// PaV provisions a claim only once the PV controller handed it over
+// (volume.kubernetes.io/storage-provisioner), so that it never races the
+// binding of an existing PV.
+func TestProvisioningWaitsForHandover(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("handover", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	e.class("handover", p.Name, nil)
+	class := "handover"
+	early := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "early", Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	early, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, early, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A claim handed over after it is provisioned: the controller has seen
+	// (and passed over) the earlier one by then.
+	e.volume(e.claim("later", "handover", "1Gi"))
+	if hasFinalizer(e.getClaim("early"), templating.FinalizerClaim) {
+		t.Fatal("PaV started provisioning a claim the PV controller has not handed over")
+	}
+	e.noVolumeFor(early)
+	patch := []byte(`{"metadata":{"annotations":{"volume.kubernetes.io/storage-provisioner":"` + p.Name + `"}}}`)
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "early", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.volume(early)
+}
+
+// A failed attempt returns a WaitForFirstConsumer claim to the scheduler:
+// PaV removes the selected node, so that another node can be chosen.
+func TestWaitForFirstConsumerFailureReschedules(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("resched", withPods(true, false, false))
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	e.class("resched", p.Name, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })
+	pvc := e.claim("c", "resched", "1Gi")
+	patch := []byte(`{"metadata":{"annotations":{"volume.kubernetes.io/selected-node":"node-7"}}}`)
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "c", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	val := e.pod(templating.PhaseValidation, string(pvc.UID))
+	e.finishPod(val, 1, "node-7 cannot host it", nil)
+	e.waitEvent("c", "ValidationFailed", "node-7 cannot host it")
+	e.waitFor("the selected node removed from the claim", func() (bool, error) {
+		c, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "c", metav1.GetOptions{})
+		return err == nil && c.Annotations["volume.kubernetes.io/selected-node"] == "", err
+	})
 }
