@@ -104,7 +104,6 @@ type Server struct {
 
 	ready    atomic.Bool
 	draining atomic.Bool
-	srv      atomic.Pointer[http.Server]
 }
 
 // Ready reports whether the server is serving with a certificate and is not
@@ -112,16 +111,12 @@ type Server struct {
 func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
 
 // Drain prepares a graceful stop: Ready turns false (so the replica leaves
-// the Service's endpoints) and connections are no longer kept alive (so the
-// API server's next request opens a new one, which goes to a ready
-// replica), while requests that still arrive are answered until Run's
-// context ends.
-func (s *Server) Drain() {
-	s.draining.Store(true)
-	if srv := s.srv.Load(); srv != nil {
-		srv.SetKeepAlivesEnabled(false)
-	}
-}
+// the Service's endpoints), and every answer closes its connection (so the
+// API server's next request opens a new one, which goes to a ready replica),
+// while requests that still arrive are answered until Run's context ends.
+// Idle connections are not closed here: the API server may be writing a
+// request into one at that very moment (a "broken pipe" it does not retry).
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Run obtains the certificate, starts serving and keeps the CA bundle in
 // place (re-patching if someone re-applies the manifest) until ctx ends.
@@ -144,16 +139,17 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("webhook listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(Path, s.Handler)
+	mux.Handle(Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		s.Handler.ServeHTTP(w, r)
+	}))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}
-	if s.draining.Load() {
-		srv.SetKeepAlivesEnabled(false)
-	}
-	s.srv.Store(srv)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	s.ready.Store(true)
