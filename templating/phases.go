@@ -3,6 +3,7 @@ package templating
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -53,8 +54,9 @@ type PodConfig struct {
 	Evaluated   map[string]interface{}
 }
 
-// evaluate evaluates a section (nil: absent) with vars and reads it typed.
-func (c *Compiled) evaluate(ctx context.Context, s *section, vars map[string]interface{}, get PVCGetter) (map[string]interface{}, *sectionValues, error) {
+// evaluate evaluates a section (nil: absent) with vars and reads it typed,
+// leaving out the fields named in omit (they do not apply to this use).
+func (c *Compiled) evaluate(ctx context.Context, s *section, vars map[string]interface{}, get PVCGetter, omit ...string) (map[string]interface{}, *sectionValues, error) {
 	if s == nil {
 		return map[string]interface{}{}, &sectionValues{}, nil
 	}
@@ -62,6 +64,9 @@ func (c *Compiled) evaluate(ctx context.Context, s *section, vars map[string]int
 	out := make(map[string]interface{}, len(s.fields))
 	var errs field.ErrorList
 	for _, k := range sortedFieldKeys(s.fields) {
+		if slices.Contains(omit, k) {
+			continue
+		}
 		v, fe := s.fields[k].eval(s.path.Child(k), e)
 		errs = append(errs, fe...)
 		if v != nil {
@@ -85,8 +90,8 @@ func (c *Compiled) requireMode(m v1alpha1.ProvisioningMode) error {
 	return nil
 }
 
-func (c *Compiled) validationConfig(ctx context.Context, vars map[string]interface{}, get PVCGetter) (*ValidationConfig, error) {
-	raw, v, err := c.evaluate(ctx, c.validation, vars, get)
+func (c *Compiled) validationConfig(ctx context.Context, vars map[string]interface{}, get PVCGetter, omit ...string) (*ValidationConfig, error) {
+	raw, v, err := c.evaluate(ctx, c.validation, vars, get, omit...)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +124,8 @@ func (c *Compiled) DynamicValidation(ctx context.Context, r DynamicRequest, get 
 
 // StaticValidation evaluates spec.volumeValidation for a PersistentVolume
 // written by a user. Check it with cfg.Check(StaticVolumeRequest(r.PV)).
+// The pod template is for dynamic provisioning only (the spec), so it is not
+// evaluated: in the static context it could not even refer to pvc or sc.
 func (c *Compiled) StaticValidation(ctx context.Context, r StaticRequest, get PVCGetter) (*ValidationConfig, error) {
 	if err := c.requireMode(v1alpha1.Static); err != nil {
 		return nil, err
@@ -127,7 +134,7 @@ func (c *Compiled) StaticValidation(ctx context.Context, r StaticRequest, get PV
 	if err != nil {
 		return nil, err
 	}
-	return c.validationConfig(ctx, vars, get)
+	return c.validationConfig(ctx, vars, get, "podTemplate")
 }
 
 // Creation evaluates spec.volumeCreation.

@@ -88,19 +88,26 @@ volumeValidation:
 		}
 	}
 
-	// Static validation: handle and pv instead of sc and pvc.
+	// Static validation: handle and pv instead of sc and pvc, and the pod
+	// template (dynamic provisioning only) is left alone, even when it uses
+	// what only the dynamic context has.
 	c = compiled(t, withSection(`
 volumeValidation:
+  minCapacity: "{{ 1 if handle == 'h-1' and pv.metadata.name == 'pv-1' and params.a == 'b' else 'wrong' }}"
+  maxCapacity: "{{ requestedMaxCapacity }}"
   podTemplate:
     spec:
-      containers: [{name: c, image: img, args: ["{{ handle }}", "{{ pv.metadata.name }}", "{{ params.a }}", "{{ requestedMaxCapacity }}"]}]
+      containers: [{name: c, image: img, args: ["{{ pvc.metadata.name }}", "{{ sc.metadata.name }}"]}]
 `))
 	cfg, err = c.StaticValidation(ctx, StaticRequest{PV: testPV()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.PodTemplate.Spec.Containers[0].Args; !reflect.DeepEqual(got, []string{"h-1", "pv-1", "b", "2147483648"}) {
-		t.Errorf("static args %q", got)
+	if cfg.PodTemplate != nil || cfg.Evaluated["podTemplate"] != nil {
+		t.Errorf("static validation evaluated the pod template: %v", cfg.PodTemplate)
+	}
+	if cfg.MinCapacity == nil || cfg.MinCapacity.Value() != 1 || cfg.MaxCapacity == nil || cfg.MaxCapacity.Value() != 2147483648 {
+		t.Errorf("static min/max %v %v", cfg.MinCapacity, cfg.MaxCapacity)
 	}
 	// ... and sc/pvc are undefined there: an expression using them fails.
 	c = compiled(t, withSection(`
