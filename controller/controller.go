@@ -52,6 +52,7 @@ const (
 	indexVolume      = "volume"
 	indexProvisioner = "provisioner"
 	indexCSIDriver   = "csiDriver"
+	indexNode        = "node"
 )
 
 // Config configures a Controller.
@@ -113,6 +114,7 @@ type Controller struct {
 	volumes      corelisters.PersistentVolumeLister
 	classes      storagelisters.StorageClassLister
 	csiDrivers   storagelisters.CSIDriverLister
+	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	provInformer cache.SharedIndexInformer
 	podIndexer   cache.Indexer
@@ -181,12 +183,22 @@ func New(cfg Config) (*Controller, error) {
 	pvInf := c.factory.Core().V1().PersistentVolumes()
 	scInf := c.factory.Storage().V1().StorageClasses()
 	csiInf := c.factory.Storage().V1().CSIDrivers()
+	nodeInf := c.factory.Core().V1().Nodes()
+	if err := nodeInf.Informer().SetTransform(stripNode); err != nil {
+		return nil, err
+	}
 	podInf := c.podFactory.Core().V1().Pods()
 
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		indexClaimUID:    labelIndex(templating.LabelClaimUID),
 		indexVolume:      labelIndex(templating.LabelVolume),
 		indexProvisioner: labelIndex(templating.LabelProvisioner),
+		indexNode: func(obj interface{}) ([]string, error) {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+				return []string{pod.Spec.NodeName}, nil
+			}
+			return nil, nil
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -204,6 +216,7 @@ func New(cfg Config) (*Controller, error) {
 	c.volumes = pvInf.Lister()
 	c.classes = scInf.Lister()
 	c.csiDrivers = csiInf.Lister()
+	c.nodes = nodeInf.Lister()
 	c.pods = podInf.Lister()
 	c.podIndexer = podInf.Informer().GetIndexer()
 	c.pvIndexer = pvInf.Informer().GetIndexer()
@@ -212,6 +225,7 @@ func New(cfg Config) (*Controller, error) {
 	c.synced = []cache.InformerSynced{
 		claimInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced,
 		csiInf.Informer().HasSynced, podInf.Informer().HasSynced, c.provInformer.HasSynced,
+		nodeInf.Informer().HasSynced,
 	}
 
 	handlers := []struct {
@@ -223,6 +237,7 @@ func New(cfg Config) (*Controller, error) {
 		{scInf.Informer(), c.funcs(c.onClass)},
 		{csiInf.Informer(), c.funcs(c.onCSIDriver)},
 		{podInf.Informer(), c.funcs(c.onPod)},
+		{nodeInf.Informer(), c.funcs(c.onNode)},
 		{c.provInformer, c.funcs(c.onProvisioner)},
 	}
 	for _, h := range handlers {

@@ -24,9 +24,15 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	pv, err := c.volumes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.volumeBackoff.succeeded(name)
+		if err := c.releaseStagingsOnGoneNodes(ctx, name, nil); err != nil {
+			return err
+		}
 		return c.collectVolumePods(ctx, name)
 	}
 	if err != nil {
+		return err
+	}
+	if err := c.releaseStagingsOnGoneNodes(ctx, name, pv); err != nil {
 		return err
 	}
 	if !hasFinalizer(pv, templating.FinalizerVolume) {

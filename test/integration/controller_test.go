@@ -1018,3 +1018,42 @@ func TestWaitForFirstConsumerFailureReschedules(t *testing.T) {
 		return err == nil && c.Annotations["volume.kubernetes.io/selected-node"] == "", err
 	})
 }
+
+// A node deleted while a volume is staged there: its node plugin can never
+// release the staging pod, so the controller does (with an Event on the PV),
+// and the volume's deletion goes on.
+func TestNodeGoneReleasesItsStagings(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("gone", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	e.class("gone", p.Name, nil)
+	pv := e.volume(e.claim("c", "gone", "1Gi"))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone-" + e.ns}}
+	if _, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// What the node plugin of that node created when a client pod used the volume.
+	staging := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "staging", Namespace: e.ns, Finalizers: []string{templating.FinalizerStaging},
+			Labels: map[string]string{templating.LabelProvisioner: p.Name, templating.LabelPhase: string(templating.PhaseStaging), templating.LabelVolume: pv.Name}},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+	}
+	if _, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, staging, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.release(pv)
+	if err := e.kube.CoreV1().Nodes().Delete(e.ctx, node.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent(pv.Name, "NodeGone", "released without unstaging")
+	e.waitFor("the staging pod of the gone node deleted", func() (bool, error) {
+		_, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, "staging", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	e.waitVolumeGone(pv.Name)
+}
