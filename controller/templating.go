@@ -45,12 +45,16 @@ func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvis
 	if err != nil {
 		return nil, err
 	}
+	vr, err := templating.DynamicVolumeRequest(req.PVC)
+	if err != nil {
+		return nil, err
+	}
 	v, err := c.DynamicValidation(ctx, dynamicRequest(req), e.getPVC)
 	if err != nil {
 		return nil, err
 	}
 	return &ValidationConfig{
-		Unsatisfied: v.Check(templating.DynamicVolumeRequest(req.PVC)),
+		Unsatisfied: v.Check(vr),
 		PodTemplate: v.PodTemplate,
 	}, nil
 }

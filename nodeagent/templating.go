@@ -31,11 +31,15 @@ func (e *templatingEngine) CheckStatic(ctx context.Context, p *v1alpha1.PavProvi
 	if err != nil {
 		return err
 	}
+	vr, err := templating.StaticVolumeRequest(pv)
+	if err != nil {
+		return fmt.Errorf("PersistentVolume %s: %w", pv.Name, err)
+	}
 	v, err := c.StaticValidation(ctx, templating.StaticRequest{PV: pv}, e.getPVC)
 	if err != nil {
 		return err
 	}
-	if err := v.Check(templating.StaticVolumeRequest(pv)); err != nil {
+	if err := v.Check(vr); err != nil {
 		return fmt.Errorf("PersistentVolume %s does not fit PavProvisioner %s: %w", pv.Name, p.Name, err)
 	}
 	return nil

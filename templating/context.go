@@ -3,9 +3,12 @@ package templating
 import (
 	"context"
 	"fmt"
+	"math"
 
+	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -88,9 +91,27 @@ type VolumeRequest struct {
 	MaxCapacity *int64 // bytes, nil when unlimited
 }
 
+// maxBytes is the largest capacity PaV accepts: an int64 number of bytes
+// (8 EiB). The API server accepts larger quantities (1e19, 1e100), which no
+// volume has; converting them to int64 would wrap and bypass maxCapacity.
+var maxBytes = inf.NewDec(math.MaxInt64, 0)
+
+// Bytes is a capacity in bytes (rounded up), or an error for a negative
+// quantity or one that does not fit in an int64.
+func Bytes(q resource.Quantity) (int64, error) {
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("capacity %s is negative", q.String())
+	}
+	if q.AsDec().Cmp(maxBytes) > 0 { // exact, whatever the suffix
+
+		return 0, fmt.Errorf("capacity %s is larger than %d bytes", q.String(), int64(math.MaxInt64))
+	}
+	return q.Value(), nil
+}
+
 // DynamicVolumeRequest: volume mode (Filesystem when unset), access modes,
 // requests.storage as the minimum and limits.storage (if any) as the maximum.
-func DynamicVolumeRequest(pvc *corev1.PersistentVolumeClaim) VolumeRequest {
+func DynamicVolumeRequest(pvc *corev1.PersistentVolumeClaim) (VolumeRequest, error) {
 	r := VolumeRequest{
 		VolumeMode:  corev1.PersistentVolumeFilesystem,
 		AccessModes: pvc.Spec.AccessModes,
@@ -98,19 +119,25 @@ func DynamicVolumeRequest(pvc *corev1.PersistentVolumeClaim) VolumeRequest {
 	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode != "" {
 		r.VolumeMode = *pvc.Spec.VolumeMode
 	}
+	var err error
 	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
-		r.MinCapacity = q.Value()
+		if r.MinCapacity, err = Bytes(q); err != nil {
+			return r, fmt.Errorf("the claim's storage request: %w", err)
+		}
 	}
 	if q, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
-		v := q.Value()
+		v, err := Bytes(q)
+		if err != nil {
+			return r, fmt.Errorf("the claim's storage limit: %w", err)
+		}
 		r.MaxCapacity = &v
 	}
-	return r
+	return r, nil
 }
 
 // StaticVolumeRequest: the PV's volume mode, access modes and capacity (as
 // both minimum and maximum).
-func StaticVolumeRequest(pv *corev1.PersistentVolume) VolumeRequest {
+func StaticVolumeRequest(pv *corev1.PersistentVolume) (VolumeRequest, error) {
 	r := VolumeRequest{
 		VolumeMode:  corev1.PersistentVolumeFilesystem,
 		AccessModes: pv.Spec.AccessModes,
@@ -119,11 +146,14 @@ func StaticVolumeRequest(pv *corev1.PersistentVolume) VolumeRequest {
 		r.VolumeMode = *pv.Spec.VolumeMode
 	}
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		r.MinCapacity = q.Value()
+		var err error
+		if r.MinCapacity, err = Bytes(q); err != nil {
+			return r, fmt.Errorf("the PersistentVolume's capacity: %w", err)
+		}
 	}
 	v := r.MinCapacity
 	r.MaxCapacity = &v
-	return r
+	return r, nil
 }
 
 func requestVars(r VolumeRequest) map[string]interface{} {
@@ -148,9 +178,12 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	if r.Class == nil {
 		return nil, fmt.Errorf("no StorageClass")
 	}
-	vars := requestVars(DynamicVolumeRequest(r.PVC))
+	req, err := DynamicVolumeRequest(r.PVC)
+	if err != nil {
+		return nil, err
+	}
+	vars := requestVars(req)
 	vars["params"] = stringMap(r.Class.Parameters)
-	var err error
 	if vars["sc"], err = toMap(r.Class, classGVK); err != nil {
 		return nil, err
 	}
@@ -185,14 +218,17 @@ func staticVars(r StaticRequest) (map[string]interface{}, error) {
 	if r.PV == nil {
 		return nil, fmt.Errorf("no PersistentVolume")
 	}
-	vars := requestVars(StaticVolumeRequest(r.PV))
+	req, err := StaticVolumeRequest(r.PV)
+	if err != nil {
+		return nil, err
+	}
+	vars := requestVars(req)
 	vars["params"] = map[string]interface{}{}
 	vars["handle"] = ""
 	if csi := r.PV.Spec.CSI; csi != nil {
 		vars["params"] = stringMap(csi.VolumeAttributes)
 		vars["handle"] = csi.VolumeHandle
 	}
-	var err error
 	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
 		return nil, err
 	}
@@ -212,7 +248,10 @@ func stagingVars(r StagingRequest) (map[string]interface{}, error) {
 	}
 	var capacity int64
 	if q, ok := r.PV.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.Value()
+		var err error
+		if capacity, err = Bytes(q); err != nil {
+			return nil, fmt.Errorf("the PersistentVolume's capacity: %w", err)
+		}
 	}
 	vars := map[string]interface{}{
 		"volumeMode":  string(mode),

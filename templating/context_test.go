@@ -3,6 +3,7 @@ package templating
 import (
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -179,12 +180,47 @@ func TestStagingContext(t *testing.T) {
 
 func TestVolumeRequests(t *testing.T) {
 	pvc := testPVC()
-	r := DynamicVolumeRequest(pvc)
+	r, err := DynamicVolumeRequest(pvc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r.VolumeMode != corev1.PersistentVolumeFilesystem || r.MinCapacity != 1<<30 || r.MaxCapacity != nil || !reflect.DeepEqual(r.AccessModes, pvc.Spec.AccessModes) {
 		t.Errorf("dynamic %+v", r)
 	}
-	r = StaticVolumeRequest(testPV())
+	if r, err = StaticVolumeRequest(testPV()); err != nil {
+		t.Fatal(err)
+	}
 	if r.VolumeMode != corev1.PersistentVolumeBlock || r.MinCapacity != 2<<30 || r.MaxCapacity == nil || *r.MaxCapacity != 2<<30 {
 		t.Errorf("static %+v", r)
+	}
+}
+
+// Sizes the API server accepts but no int64 holds are refused, never wrapped
+// (a wrapped request would be 0 or negative and pass any maxCapacity).
+func TestVolumeRequestsRefuseOverflowingSizes(t *testing.T) {
+	for _, size := range []string{"1e19", "1e100", "9223372036854775808", "10E"} {
+		pvc := testPVC()
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
+		if _, err := DynamicVolumeRequest(pvc); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Errorf("request %s: %v, want an error", size, err)
+		}
+		if _, err := dynamicVars(DynamicRequest{PVC: pvc, Class: testClass()}); err == nil {
+			t.Errorf("request %s: the template context was built", size)
+		}
+		pvc = testPVC()
+		pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}
+		if _, err := DynamicVolumeRequest(pvc); err == nil {
+			t.Errorf("limit %s: no error", size)
+		}
+		pv := testPV()
+		pv.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse(size)
+		if _, err := StaticVolumeRequest(pv); err == nil {
+			t.Errorf("PV capacity %s: no error", size)
+		}
+	}
+	pvc := testPVC()
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("9223372036854775807")
+	if r, err := DynamicVolumeRequest(pvc); err != nil || r.MinCapacity != 1<<63-1 {
+		t.Errorf("the largest int64: %v %v", r.MinCapacity, err)
 	}
 }

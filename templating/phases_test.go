@@ -74,7 +74,7 @@ volumeValidation:
 	if got := cfg.Evaluated["volumeModes"]; !reflect.DeepEqual(got, []interface{}{"Block"}) {
 		t.Errorf("Evaluated volumeModes %#v", got)
 	}
-	if err := cfg.Check(DynamicVolumeRequest(r.PVC)); err == nil || !strings.Contains(err.Error(), "volume mode Filesystem is not supported (supported: Block)") {
+	if err := cfg.Check(must(DynamicVolumeRequest(r.PVC))); err == nil || !strings.Contains(err.Error(), "volume mode Filesystem is not supported (supported: Block)") {
 		t.Errorf("Check: %v", err)
 	}
 
@@ -392,7 +392,7 @@ func TestCheck(t *testing.T) {
 	pv.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("512Mi")
 	pv.Spec.VolumeMode = nil
 	pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadWriteOnce"}
-	if err := cfg.Check(StaticVolumeRequest(pv)); err == nil || !strings.Contains(err.Error(), "below the minimum capacity") {
+	if err := cfg.Check(must(StaticVolumeRequest(pv))); err == nil || !strings.Contains(err.Error(), "below the minimum capacity") {
 		t.Errorf("static: %v", err)
 	}
 }
@@ -435,4 +435,11 @@ func TestCache(t *testing.T) {
 		t.Error("Compiled shares the caller's object")
 	}
 	_ = fmt.Sprint
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -231,7 +231,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			if err != nil {
 				return errors.New(errorLines(err))
 			}
-			if err := cfg.Check(templating.StaticVolumeRequest(pv)); err != nil {
+			if vr, err := templating.StaticVolumeRequest(pv); err != nil {
+				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
+			} else if err := cfg.Check(vr); err != nil {
 				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
@@ -251,7 +253,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			if err != nil {
 				return errors.New(errorLines(err))
 			}
-			if err := cfg.Check(templating.DynamicVolumeRequest(pvc)); err != nil {
+			if vr, err := templating.DynamicVolumeRequest(pvc); err != nil {
+				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
+			} else if err := cfg.Check(vr); err != nil {
 				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate

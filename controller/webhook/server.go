@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,6 +29,11 @@ import (
 // Path is where the webhook answers AdmissionReviews for PavProvisioners.
 const Path = "/validate-pavprovisioner"
 
+// MaxRequestBytes bounds an AdmissionReview: an object the API server stores
+// is at most 1.5 MiB (etcd's request limit), and a review carries the object
+// and, for updates, its old version.
+const MaxRequestBytes = 4 << 20
+
 // ValidateFunc checks a PavProvisioner (templating.Validate).
 type ValidateFunc func(p *v1alpha1.PavProvisioner) field.ErrorList
 
@@ -40,9 +46,14 @@ type Handler struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		code := http.StatusBadRequest
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, fmt.Sprintf("reading the AdmissionReview: %v", err), code)
 		return
 	}
 	var review admissionv1.AdmissionReview
@@ -146,8 +157,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.Handler.ServeHTTP(w, r)
 	}))
 	srv := &http.Server{
-		Handler:           mux,
+		Handler: mux,
+		// The API server waits at most 30 s (timeoutSeconds) for an answer;
+		// a client that sends or reads slowly must not hold a connection longer.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}
 	errc := make(chan error, 1)

@@ -135,3 +135,13 @@ func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
 	b, _ := json.Marshal(p)
 	return runtime.RawExtension{Raw: b}
 }
+
+// An oversized AdmissionReview is refused before it is decoded.
+func TestHandlerRefusesOversizedReviews(t *testing.T) {
+	h := &Handler{Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil }}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxRequestBytes+1))))
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d (%s), want 413", rec.Code, rec.Body.String())
+	}
+}

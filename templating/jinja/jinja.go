@@ -126,6 +126,7 @@ var filters = func() *exec.FilterSet {
 	must(fs.Replace("urlencode", filterURLEncode))
 	must(fs.Replace("round", filterRound))
 	must(fs.Replace("string", filterString))
+	must(fs.Replace("replace", filterReplace))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
 		must(fs.Replace(name, boundedFilter(name, gonjaFilter(fs, name))))
 	}
@@ -199,6 +200,9 @@ func Compile(source string) (t *Template, err error) {
 	}
 	if len(source) > maxSourceBytes {
 		return nil, &Error{Message: fmt.Sprintf("template is longer than %d bytes", maxSourceBytes)}
+	}
+	if err := checkNesting(source); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -3,7 +3,11 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -125,17 +129,57 @@ func mapValues(m map[string]*exec.Value) []*exec.Value {
 }
 
 // boundedFilter rejects integer arguments above maxWidth (widths, counts)
-// before calling a gonja filter that would allocate accordingly.
+// before calling a gonja filter that would allocate accordingly, and
+// results that would exceed maxOutputBytes if the width were applied to
+// every line of the input (indent(60000) of 100000 lines is 6 GB).
 func boundedFilter(name string, f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		widest := int64(0)
 		for _, a := range append(append([]*exec.Value{}, params.Args...), mapValues(params.KwArgs)...) {
 			if isInt(a) && (asInt(a) > maxWidth || asInt(a) < -maxWidth) {
 				return fatal(e, nil, fmt.Sprintf("filter %s: argument %d too large", name, asInt(a)))
+			}
+			if isInt(a) {
+				widest = max(widest, asInt(a))
+			}
+		}
+		if in.IsString() {
+			str := in.String()
+			if int64(len(str))+widest*int64(strings.Count(str, "\n")+1) > maxOutputBytes {
+				return fatal(e, nil, fmt.Sprintf("filter %s: result would be longer than %d bytes", name, maxOutputBytes))
 			}
 		}
 		return f(e, in, params)
 	}
 }
+
+// filterReplace is the replace filter with the bounds of str.replace.
+func filterReplace(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	out, err := strMethods["replace"](in.String(), in, params)
+	if err != nil {
+		return fatal(e, nil, "filter "+err.Error())
+	}
+	return exec.AsValue(out)
+}
+
+// formatWidths adds up the widths and precisions in the replacement fields
+// of a str.format() format string ("{:>999999999}").
+func formatWidths(format string) int64 {
+	total := int64(0)
+	for _, m := range formatSpecWidth.FindAllStringSubmatch(format, -1) {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err != nil {
+			return math.MaxInt64
+		}
+		total += n
+	}
+	return total
+}
+
+var formatSpecWidth = regexp.MustCompile(`\{[^{}]*:[^{}0-9]*0*([0-9]+)`)
 
 // limitedWriter fails once more than maxOutputBytes have been written.
 type limitedWriter struct {
@@ -262,6 +306,9 @@ func unsafeMethod[T any](typ, name string) exec.Method[T] {
 
 func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 	return func(self string, v *exec.Value, args *exec.VarArgs) (any, error) {
+		if (name == "format" || name == "format_map") && int64(len(self))+formatWidths(self) > maxOutputBytes {
+			return nil, fmt.Errorf("%s(): field widths too large", name)
+		}
 		for _, a := range append(append([]*exec.Value{}, args.Args...), mapValues(args.KwArgs)...) {
 			if isInt(a) && asInt(a) > maxWidth {
 				return nil, fmt.Errorf("%s(): argument %d too large", name, asInt(a))
@@ -269,4 +316,111 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 		}
 		return f(self, v, args)
 	}
+}
+
+// maxNesting bounds brackets nested inside one tag, and blocks nested in a
+// template. gonja's parser recurses once per level: tens of thousands of
+// levels overflow the Go stack, a fatal error no recover catches. Python's
+// own parser refuses 200 nested parentheses; PaV's fields need a handful.
+const maxNesting = 100
+
+// checkNesting refuses a source whose brackets or blocks nest deeper than
+// maxNesting, before the source reaches gonja's parser. It reads tags the
+// way Jinja's lexer does: `}}` and `%}` end a tag only outside brackets,
+// string literals and comments are skipped, raw blocks are text.
+func checkNesting(src string) error {
+	blocks := 0
+	for i := 0; i < len(src); {
+		open := strings.Index(src[i:], "{")
+		if open < 0 || i+open+1 >= len(src) {
+			return nil
+		}
+		i += open
+		switch src[i+1] {
+		case '#':
+			end := strings.Index(src[i+2:], "#}")
+			if end < 0 {
+				return nil // gonja reports the unclosed comment
+			}
+			i += 2 + end + 2
+			continue
+		case '{', '%':
+		default:
+			i++
+			continue
+		}
+		closer := "}}"
+		if src[i+1] == '%' {
+			closer = "%}"
+		}
+		body, next, err := scanTag(src, i+2, closer)
+		if err != nil {
+			return err
+		}
+		i = next
+		if closer != "%}" {
+			continue
+		}
+		word, rest := tagWord(body)
+		switch {
+		case word == "raw":
+			end := strings.Index(src[i:], "endraw")
+			if end < 0 {
+				return nil
+			}
+			i += end
+		case strings.HasPrefix(word, "end"):
+			blocks--
+		case word == "set" && !strings.Contains(rest, "="), blockTags[word]:
+			blocks++
+			if blocks > maxNesting {
+				return &Error{Message: fmt.Sprintf("blocks nested deeper than %d levels", maxNesting)}
+			}
+		}
+	}
+	return nil
+}
+
+// blockTags are the tags that open a block closed by an end tag.
+var blockTags = map[string]bool{"if": true, "for": true, "macro": true, "call": true, "filter": true, "with": true, "block": true, "autoescape": true}
+
+// scanTag reads a tag's body from start up to closer (outside brackets and
+// strings), returning the body and the index after the closer.
+func scanTag(src string, start int, closer string) (body string, next int, err error) {
+	depth := 0
+	for i := start; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '\'', '"':
+			for i++; i < len(src) && src[i] != c; i++ {
+				if src[i] == '\\' {
+					i++
+				}
+			}
+		case '(', '[', '{':
+			depth++
+			if depth > maxNesting {
+				return "", 0, &Error{Message: fmt.Sprintf("brackets nested deeper than %d levels", maxNesting)}
+			}
+		case ')', ']':
+			depth = max(0, depth-1)
+		case '}', '%':
+			if depth == 0 && strings.HasPrefix(src[i:], closer) {
+				return src[start:i], i + len(closer), nil
+			}
+			if c == '}' {
+				depth = max(0, depth-1)
+			}
+		}
+	}
+	return src[start:], len(src), nil
+}
+
+// tagWord splits a statement tag's body into its keyword and the rest.
+func tagWord(body string) (string, string) {
+	body = strings.TrimLeft(body, "-+ \t\r\n")
+	end := strings.IndexFunc(body, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') })
+	if end < 0 {
+		return body, ""
+	}
+	return body[:end], body[end:]
 }

@@ -1,0 +1,63 @@
+package jinja
+
+import (
+	"strings"
+	"testing"
+)
+
+// Inputs an attacker (or a typo) can hand the Jinja engine through a
+// PavProvisioner or an AdmissionReview: each must end with a clear error,
+// quickly and in bounded memory, never crash or hang the process (issue 9).
+var attacks = map[string]string{
+	"nested lists":            "{{ " + strings.Repeat("[", 60000) + " }}",
+	"nested parentheses":      "{{ " + strings.Repeat("(", 50000) + " }}",
+	"nested dicts":            "{{ " + strings.Repeat("{'a':", 30000) + " }}",
+	"nested ifs":              strings.Repeat("{% if true %}", 20000) + "x" + strings.Repeat("{% endif %}", 20000),
+	"nested fors":             strings.Repeat("{% for i in [1] %}", 20000) + "x" + strings.Repeat("{% endfor %}", 20000),
+	"unary chain":             "{{ " + strings.Repeat("not ", 60000) + "1 }}",
+	"minus chain":             "{{ " + strings.Repeat("- ", 60000) + "1 }}",
+	"replace blow-up":         "{% set ns = namespace(s='aaaaaaaaaa') %}{% for i in range(12) %}{% set ns.s = ns.s|replace('a', 'aaaaaaaaaa') %}{% endfor %}{{ ns.s|length }}",
+	"join blow-up":            "{{ (range(100000)|list)|join('x' * 1000) }}",
+	"indent blow-up":          "{{ ('a\n' * 100000)|indent(60000) }}",
+	"wordwrap blow-up":        "{% set ns = namespace(s='a ') %}{% for i in range(30) %}{% set ns.s = (ns.s ~ ns.s)|wordwrap(1) %}{% endfor %}{{ ns.s|length }}",
+	"center blow-up":          "{{ 'a'|center(999999999) }}",
+	"format width":            "{{ '{:>999999999}'.format('x') }}",
+	"percent width":           "{{ '%999999999s' % 'x' }}",
+	"upper in a loop":         "{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = (ns.s ~ ns.s)|upper %}{% endfor %}{{ ns.s|length }}",
+	"repetition":              "{{ 'a' * 999999999 }}",
+	"list repetition":         "{{ ([1] * 99999999)|length }}",
+	"list concatenation loop": "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|length }}",
+	"string concat loop":      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+	"nested loops":            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+	"recursive macro":         "{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}",
+	"dict keys blow-up":       "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set _ = ns.d.update({i: 'x' * 1000}) %}{% endfor %}{{ ns.d|length }}",
+}
+
+func TestAttacksFailCleanly(t *testing.T) {
+	for name, src := range attacks {
+		t.Run(name, func(t *testing.T) {
+			tpl, err := Compile(src)
+			if err == nil {
+				var out string
+				out, _, err = tpl.Render(map[string]interface{}{}, testFunctions())
+				if err == nil {
+					t.Fatalf("rendered %d bytes, want an error", len(out))
+				}
+			}
+			if _, ok := err.(*Error); !ok {
+				t.Errorf("error %T %v is not a template *Error", err, err)
+			}
+			if strings.Contains(err.Error(), "runtime error") {
+				t.Errorf("runtime error: %v", err)
+			}
+			t.Logf("%s: %v", name, truncateForLog(err.Error()))
+		})
+	}
+}
+
+func truncateForLog(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
