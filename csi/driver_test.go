@@ -534,7 +534,10 @@ func newDrainFixture(t *testing.T) (m *Manager, dir, volume string) {
 	dir = t.TempDir()
 	m = NewManager(dir, "1.2.3", "node1", newFakeStager())
 	volume = filepath.Join(dir, "plugins/kubernetes.io/csi/prov/0123abcd")
-	if err := os.MkdirAll(volume, 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(volume, "globalmount"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(volume, "vol_data.json"), []byte(`{"driverName":"prov"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return m, dir, volume
@@ -552,7 +555,9 @@ func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
 	if _, err := csi.NewNodeClient(conn).NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{}); err != nil {
 		t.Fatalf("draining driver does not answer NodeGetCapabilities: %v", err)
 	}
-	if err := os.RemoveAll(volume); err != nil { // kubelet's UnmountDevice done
+	// kubelet's UnmountDevice done: since 1.37 it deletes vol_data.json and
+	// leaves the directory (with an empty globalmount) behind
+	if err := os.Remove(filepath.Join(volume, "vol_data.json")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the drained driver's sockets are gone", func() bool {

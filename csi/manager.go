@@ -343,18 +343,25 @@ func (m *Manager) drain(name string, s *served) {
 	if m.drainEnded != nil {
 		defer m.drainEnded(name)
 	}
+	// Kubelet's per-volume directories are watched too: kubelet deletes the
+	// vol_data.json in them and (since 1.37) leaves the directories.
 	var events <-chan fsnotify.Event
+	watch := func() {}
 	if w, err := fsnotify.NewWatcher(); err == nil {
 		defer w.Close()
-		for _, dir := range []string{m.kubeletVolumesDir(name), m.kubeletBlockVolumesDir()} {
-			if err := w.Add(dir); err == nil {
-				events = w.Events
+		watch = func() {
+			dirs, _ := filepath.Glob(filepath.Join(m.kubeletVolumesDir(name), "*"))
+			for _, dir := range append(dirs, m.kubeletVolumesDir(name), m.kubeletBlockVolumesDir()) {
+				if err := w.Add(dir); err == nil {
+					events = w.Events
+				}
 			}
 		}
 	}
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	for {
+		watch()
 		m.mu.Lock()
 		if m.drivers[name] != s || !s.draining {
 			m.mu.Unlock()
@@ -399,10 +406,12 @@ func (m *Manager) kubeletBlockVolumesDir() string {
 }
 
 // kubeletTracksVolumes tells whether kubelet still keeps state of volumes of
-// driver name: per-volume directories for file system volumes, and for block
+// driver name: a vol_data.json in a per-volume directory for file system
+// volumes (kubelet deletes it once UnmountDevice succeeded; kubelet 1.37
+// leaves the emptied directory and its globalmount behind), and for block
 // volumes a volumeDevices/<pv>/data/vol_data.json naming the driver.
 func (m *Manager) kubeletTracksVolumes(name string) bool {
-	if entries, err := os.ReadDir(m.kubeletVolumesDir(name)); err == nil && len(entries) > 0 {
+	if files, _ := filepath.Glob(filepath.Join(m.kubeletVolumesDir(name), "*", "vol_data.json")); len(files) > 0 {
 		return true
 	}
 	files, _ := filepath.Glob(filepath.Join(m.kubeletBlockVolumesDir(), "*", "data", "vol_data.json"))
