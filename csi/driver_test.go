@@ -641,3 +641,31 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting until %s", what)
 }
+
+// A driver retired by a new incarnation before its registration came up
+// (Leftovers: Add, then Remove at once) still loses the registration socket
+// the previous incarnation left, which would keep it registered with kubelet.
+func TestManagerRetiresLeftoverRegistration(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	m.confirmTimeout.Store(int64(time.Hour)) // the first registration never completes
+	if err := m.Add("first"); err != nil {   // keeps the registrar busy
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "plugins_registry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.RegistrationSocket("old"), nil, 0o600); err != nil { // the previous incarnation's
+		t.Fatal(err)
+	}
+	if err := m.Add("old"); err != nil {
+		t.Fatal(err)
+	}
+	m.Remove("old")
+	m.Remove("first")
+	waitUntil(t, "the old registration socket is removed", func() bool {
+		_, err := os.Stat(m.RegistrationSocket("old"))
+		return os.IsNotExist(err)
+	})
+	m.Stop()
+}

@@ -260,14 +260,16 @@ func (m *Manager) deregister(s *served, confirm bool) {
 	m.mu.Lock()
 	regServer := s.regServer
 	readded := m.drivers[s.name] != nil
-	if regServer != nil && !readded {
+	if !readded {
+		// also when this incarnation never served it: the socket of a
+		// previous incarnation keeps the driver registered with kubelet
 		_ = os.Remove(s.regSocket)
 	}
 	m.mu.Unlock()
 	if regServer != nil {
 		regServer.Stop()
 	}
-	if nd := m.nodeDrivers; nd != nil && confirm && regServer != nil && !readded {
+	if nd := m.nodeDrivers; nd != nil && confirm && !readded {
 		m.confirmDeregistered(nd, s.name)
 	}
 	// Let running NodePublish/NodeUnpublish calls finish.
