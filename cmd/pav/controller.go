@@ -148,10 +148,10 @@ func runController(ctx context.Context, o controllerOptions) error {
 	// fails and connections are not kept alive meanwhile, so the API server
 	// sends its next admission requests to another replica instead of
 	// failing them against one that is gone (rolling restarts, upgrades).
+	var servers sync.WaitGroup
+	defer servers.Wait() // deferred first, so it runs after stopServing
 	serving, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
-	var servers sync.WaitGroup
-	defer servers.Wait()
 
 	// The webhook runs on every replica (the Service may route to any).
 	var wh *webhook.Server
