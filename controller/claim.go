@@ -26,6 +26,7 @@ const (
 	reasonValidationFailed      = "ValidationFailed"
 	reasonCleanupFailed         = "VolumeCleanupFailed"
 	reasonPodNotStarting        = "PodNotStarting"
+	reasonPodNameTaken          = "PodNameTaken"
 )
 
 // claimSync is one sync of one claim.
@@ -272,12 +273,15 @@ func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *co
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
 	}
-	err := s.c.createPod(ctx, tmpl, PodOptions{
+	squatter, err := s.c.createPod(ctx, tmpl, PodOptions{
 		Provisioner: s.p.Name,
 		Phase:       phase,
 		ClaimUID:    string(s.pvc.UID),
 		Annotations: map[string]string{templating.AnnotationClaim: s.key},
 	})
+	if squatter != nil {
+		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, phase))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // shutting down: not a failure to report to the user

@@ -72,8 +72,6 @@ func (m *Metrics) operation(op, result string, d time.Duration) {
 	}
 }
 
-func (m *Metrics) podStarted(templating.Phase) {}
-
 func (m *Metrics) podDone(pod *corev1.Pod, ok bool) {
 	result := "success"
 	if !ok {

@@ -195,26 +195,29 @@ func (c *Controller) logTail(ctx context.Context, pod *corev1.Pod, container str
 	return string(b), err
 }
 
-// createPod creates a PaV pod from an evaluated template. A pod of the same
-// (deterministic) name that already exists is this pod: the cache just has
-// not seen it yet.
-func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts PodOptions) error {
+// createPod creates a PaV pod from an evaluated template (see
+// templating.CreatePod for how a taken name is handled). squatter is a pod
+// that holds the pod's deterministic name but is not PaV's: it was ignored,
+// and the caller tells the user.
+func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts PodOptions) (squatter *corev1.Pod, err error) {
 	opts.Name = c.engine.PodName(opts.Phase, podKey(opts))
 	opts.HostDir = c.engine.NewHostDir(opts.Name)
 	pod, err := c.engine.BuildPod(tmpl, opts)
 	if err != nil {
-		return fmt.Errorf("building the %s pod: %w", opts.Phase, err)
+		return nil, fmt.Errorf("building the %s pod: %w", opts.Phase, err)
 	}
-	created, err := c.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
+	got, squatter, err := templating.CreatePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 	if err != nil {
-		return fmt.Errorf("creating the %s pod %s/%s: %w", opts.Phase, pod.Namespace, pod.Name, err)
+		return squatter, fmt.Errorf("the %s pod: %w", opts.Phase, err)
 	}
-	klog.V(2).InfoS("Created pod", "pod", klog.KObj(created), "phase", opts.Phase)
-	c.metrics.podStarted(opts.Phase)
-	return nil
+	klog.V(2).InfoS("Pod created or found", "pod", klog.KObj(got), "phase", opts.Phase)
+	return squatter, nil
+}
+
+// squatterMessage tells the user about a pod that took a PaV pod's name.
+func squatterMessage(squatter *corev1.Pod, phase templating.Phase) string {
+	return fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored, and PaV runs its pod under another name",
+		squatter.Namespace, squatter.Name, phase)
 }
 
 // podKey is what a pod's deterministic name derives from: the PV name for the

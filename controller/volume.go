@@ -118,13 +118,16 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		claimUID = string(pv.Spec.ClaimRef.UID)
 	}
 	ns, n := req.PVC.Namespace, req.PVC.Name
-	err = c.createPod(ctx, tmpl, PodOptions{
+	squatter, err := c.createPod(ctx, tmpl, PodOptions{
 		Provisioner: p.Name,
 		Phase:       templating.PhaseDeletion,
 		Volume:      name,
 		ClaimUID:    claimUID,
 		Annotations: map[string]string{templating.AnnotationClaim: ns + "/" + n},
 	})
+	if squatter != nil {
+		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, templating.PhaseDeletion))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // shutting down: not a failure to report to the user

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -46,9 +44,12 @@ type Config struct {
 	Pav        *v1alpha1.Client
 	Engine     Engine
 	Mounter    mount.Interface // nil: the real one
-	// HealthAddress serves /healthz, /readyz and /metrics ("" disables).
+	// HealthAddress serves /healthz and /readyz ("" disables).
 	HealthAddress string
-	Workers       int
+	// Registry receives the node plugin's metrics (nil: a private one);
+	// the caller serves it.
+	Registry *prometheus.Registry
+	Workers  int
 }
 
 // Run runs the node plugin until ctx ends.
@@ -69,8 +70,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("creating %s: %w", cfg.PodDirRoot, err)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := newMetrics(reg)
 
 	// PaV's own pods on this node only: the node plugin never needs others.
@@ -116,7 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var ready atomic.Bool
 	if cfg.HealthAddress != "" {
-		go serveHealth(ctx, cfg.HealthAddress, reg, &ready)
+		go serveHealth(ctx, cfg.HealthAddress, &ready)
 	}
 
 	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
@@ -200,7 +203,7 @@ func addDriver(ctx context.Context, m *pavcsi.Manager, name string) {
 	}()
 }
 
-func serveHealth(ctx context.Context, addr string, reg *prometheus.Registry, ready *atomic.Bool) {
+func serveHealth(ctx context.Context, addr string, ready *atomic.Bool) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -210,7 +213,6 @@ func serveHealth(ctx context.Context, addr string, reg *prometheus.Registry, rea
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

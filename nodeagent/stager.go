@@ -474,26 +474,30 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	return s.createPod(ctx, pod, dir)
 }
 
-// createPod creates a PaV pod; if a pod of that name exists already (an
-// earlier attempt, maybe by a previous incarnation of the node plugin),
-// that pod is used and the new directory dropped.
+// createPod creates a PaV pod, or finds the one an earlier attempt (maybe by
+// a previous incarnation of the node plugin) created; a pod that merely holds
+// its name is ignored (templating.CreatePod) and reported in the log and as
+// an Event on itself, where its owner looks.
 func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, error) {
-	created, err := s.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err == nil {
-		return created, nil
+	got, squatter, err := templating.CreatePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod)
+	if squatter != nil {
+		msg := fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored", squatter.Namespace, squatter.Name, pod.Labels[templating.LabelPhase])
+		klog.FromContext(ctx).Info(msg)
+		if s.recorder != nil {
+			s.recorder.Event(squatter, corev1.EventTypeWarning, "PodNameTaken", msg)
+		}
 	}
-	_ = os.Remove(dir)
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, status.Errorf(codes.Internal, "creating pod %s/%s: %v", pod.Namespace, pod.Name, err)
-	}
-	existing, err := s.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "getting existing pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		_ = os.Remove(dir)
+		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
-	if existing.Spec.NodeName != s.node {
-		return nil, status.Errorf(codes.FailedPrecondition, "pod %s/%s exists but runs on node %q", pod.Namespace, pod.Name, existing.Spec.NodeName)
+	if used, _ := podHostDir(got, s.root); used != dir {
+		_ = os.Remove(dir) // an earlier attempt's pod, with its own /pav
 	}
-	return existing, nil
+	if got.Spec.NodeName != s.node {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s/%s exists but runs on node %q", got.Namespace, got.Name, got.Spec.NodeName)
+	}
+	return got, nil
 }
 
 // findPod finds the pod of a phase for a staging ID, first in the cache,

@@ -1,14 +1,21 @@
 package templating
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"maps"
 	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // PodName is the deterministic name of the pod of a phase for a key (the
@@ -167,4 +174,79 @@ func prepareContainer(c *corev1.Container) {
 	if c.TerminationMessagePolicy == "" {
 		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	}
+}
+
+// PavLabels are the labels under PaV's prefix that pod carries. PaV alone may
+// set them (ValidatingAdmissionPolicy pav-reserved-pods in deployment.yaml
+// refuses them from anyone but PaV's service accounts), so a pod carrying the
+// labels BuildPod sets is a pod PaV created.
+func PavLabels(pod *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for k, v := range pod.Labels {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// SamePavPod reports whether existing is the pod PaV built as want: it
+// carries exactly want's PaV labels.
+func SamePavPod(existing, want *corev1.Pod) bool {
+	return existing.Namespace == want.Namespace && maps.Equal(PavLabels(existing), PavLabels(want))
+}
+
+// AlternatePodName is name with a random suffix: the name of a PaV pod whose
+// deterministic name is taken by a pod PaV did not create.
+func AlternatePodName(name string) string {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	suffix := "-" + hex.EncodeToString(b[:])
+	if max := validation.DNS1123LabelMaxLength - len(suffix); len(name) > max {
+		name = name[:max]
+	}
+	return name + suffix
+}
+
+// CreatePod creates pod (built by BuildPod) and returns the pod that now does
+// its job. Pod names are deterministic so that a restarted PaV finds its
+// earlier attempt; but a tenant who may create pods in the pod's namespace
+// can take that name first. So a pod that holds the name is used only if it
+// is PaV's (SamePavPod); otherwise it is ignored and returned as squatter
+// (for the caller to report), and the job goes to the PaV pod with those
+// labels that already exists (a previous call got this far), or to a new pod
+// under an AlternatePodName.
+func CreatePod(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod) (got, squatter *corev1.Pod, err error) {
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil {
+		return created, nil, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, nil, fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	existing, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading existing pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if SamePavPod(existing, pod) {
+		return existing, nil, nil
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(PavLabels(pod)).String()})
+	if err != nil {
+		return nil, existing, fmt.Errorf("listing PaV's pods in namespace %s: %w", pod.Namespace, err)
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; SamePavPod(p, pod) && p.DeletionTimestamp == nil {
+			return p, existing, nil
+		}
+	}
+	alt := pod.DeepCopy()
+	alt.Name = AlternatePodName(pod.Name)
+	created, err = pods.Create(ctx, alt, metav1.CreateOptions{})
+	if err != nil {
+		return nil, existing, fmt.Errorf("creating pod %s/%s: %w", alt.Namespace, alt.Name, err)
+	}
+	return created, existing, nil
 }

@@ -12,9 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +37,7 @@ type controllerOptions struct {
 	resultsWait   time.Duration
 	resync        time.Duration
 	httpAddr      string
+	metricsAddr   string
 	shutdownDelay time.Duration
 
 	leaderElection bool
@@ -81,7 +79,8 @@ func init() {
 	f.DurationVar(&o.retryMax, "retry-interval-max", 5*time.Minute, "maximum retry delay")
 	f.DurationVar(&o.resultsWait, "results-timeout", 2*time.Minute, "how long a terminated PaV pod waits for the node plugin to collect its /pav files")
 	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (a safety net; all work is event-driven)")
-	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz, /readyz and /metrics (empty: disabled)")
+	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
+	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", ns, "namespace of the leader election Lease")
@@ -130,8 +129,8 @@ func runController(ctx context.Context, o controllerOptions) error {
 	}
 	engine := controller.NewTemplatingEngine(kube)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	ctrl, err := controller.New(controller.Config{
 		Kube: kube, Pav: pav, Engine: engine,
 		ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
@@ -207,7 +206,6 @@ func runController(ctx context.Context, o controllerOptions) error {
 			}
 			fmt.Fprintln(w, "ok")
 		})
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		srv := &http.Server{Addr: o.httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

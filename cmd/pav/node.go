@@ -17,13 +17,14 @@ import (
 )
 
 type nodeOptions struct {
-	kubeconfig string
-	nodeName   string
-	kubeletDir string
-	qps        float32
-	burst      int
-	httpAddr   string
-	workers    int
+	kubeconfig  string
+	nodeName    string
+	kubeletDir  string
+	qps         float32
+	burst       int
+	httpAddr    string
+	metricsAddr string
+	workers     int
 }
 
 func init() {
@@ -44,7 +45,8 @@ func init() {
 	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "kubelet's root directory (plugin and registration sockets go under it)")
 	f.Float32Var(&o.qps, "kube-api-qps", 100, "client-side rate limit on Kubernetes API requests per second")
 	f.IntVar(&o.burst, "kube-api-burst", 200, "client-side burst of Kubernetes API requests")
-	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz, /readyz and /metrics (empty: disabled)")
+	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz and /readyz (empty: disabled)")
+	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9091", metricsFlagHelp)
 	f.IntVar(&o.workers, "result-workers", 4, "pods whose results are collected in parallel")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -66,7 +68,10 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
+	reg := newRegistry()
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	return nodeagent.Run(ctx, nodeagent.Config{
+		Registry:      reg,
 		NodeName:      o.nodeName,
 		KubeletDir:    o.kubeletDir,
 		PodDirRoot:    templating.PodDirRoot,

@@ -30,6 +30,7 @@ var attacks = map[string]string{
 	"string concat loop":      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
 	"nested loops":            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
 	"recursive macro":         "{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}",
+	"slow loop":               "{% for i in range(1000) %}{% for j in range(999) %}{% set x = ('x' * 4000)|upper|lower %}{% endfor %}{% endfor %}",
 	"dict keys blow-up":       "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set _ = ns.d.update({i: 'x' * 1000}) %}{% endfor %}{{ ns.d|length }}",
 }
 
@@ -52,6 +53,19 @@ func TestAttacksFailCleanly(t *testing.T) {
 			}
 			t.Logf("%s: %v", name, truncateForLog(err.Error()))
 		})
+	}
+}
+
+// Work within every per-step limit (a million iterations of bounded string
+// operations, no output) still ends at the render's deadline.
+func TestRenderDeadline(t *testing.T) {
+	tpl, err := Compile(attacks["slow loop"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = tpl.Render(map[string]interface{}{}, testFunctions())
+	if err == nil || !strings.Contains(err.Error(), "took longer than") {
+		t.Errorf("err = %v, want the render deadline", err)
 	}
 }
 

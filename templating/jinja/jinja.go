@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/config"
@@ -271,6 +272,8 @@ type renderState struct {
 	exprs []nodes.Expression // the template's, see prepare
 	steps int                // loop iterations and macro calls so far
 	depth int                // current nesting of loop bodies and macro calls
+	// deadline of the render (zero: none); see maxRenderTime
+	deadline time.Time
 }
 
 func (s *renderState) fail(err error) {
@@ -290,7 +293,7 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}
 		}
 	}()
-	state := &renderState{exprs: t.exprs}
+	state := &renderState{exprs: t.exprs, deadline: time.Now().Add(maxRenderTime)}
 	data := globals()
 	for k, v := range vars {
 		data[k] = runtime.DeepCopyJSONValue(v)

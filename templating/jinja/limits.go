@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -23,7 +24,20 @@ const (
 	maxDepth       = 100     // nested macro calls and loop bodies (Jinja: ~150 macro levels)
 	maxOutputBytes = 4 << 20 // rendered bytes, and size of any string or list built by * or filters
 	maxWidth       = 1 << 16 // width arguments of center, indent, ljust, ...
+	// maxRenderTime bounds a render's wall-clock time, checked at every loop
+	// iteration, macro call, bounded filter and output write: the other
+	// limits bound each step, this bounds their sum on a loaded machine.
+	maxRenderTime = 500 * time.Millisecond
 )
+
+// overtime fails the render once its deadline has passed.
+func overtime(s *renderState) bool {
+	if s.deadline.IsZero() || time.Now().Before(s.deadline) {
+		return false
+	}
+	s.fail(&Error{Message: fmt.Sprintf("template evaluation took longer than %v", maxRenderTime)})
+	return true
+}
 
 // step filters run at the start and end of every loop iteration and macro call.
 func filterEnter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
@@ -35,6 +49,8 @@ func filterEnter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value
 		return fatal(e, nil, fmt.Sprintf("template runs more than %d loop iterations and macro calls", maxSteps))
 	case s.depth > maxDepth:
 		return fatal(e, nil, fmt.Sprintf("macro calls and loops nested deeper than %d levels (infinite recursion?)", maxDepth))
+	case overtime(s):
+		return exec.AsValue(s.fatal)
 	}
 	return in
 }
@@ -134,6 +150,9 @@ func mapValues(m map[string]*exec.Value) []*exec.Value {
 // every line of the input (indent(60000) of 100000 lines is 6 GB).
 func boundedFilter(name string, f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if s := stateOf(e); overtime(s) {
+			return exec.AsValue(s.fatal)
+		}
 		widest := int64(0)
 		for _, a := range append(append([]*exec.Value{}, params.Args...), mapValues(params.KwArgs)...) {
 			if isInt(a) && (asInt(a) > maxWidth || asInt(a) < -maxWidth) {
@@ -190,6 +209,9 @@ type limitedWriter struct {
 var errTooLong = errors.New("output too long")
 
 func (w *limitedWriter) Write(p []byte) (int, error) {
+	if overtime(w.state) {
+		return 0, w.state.fatal
+	}
 	if len(w.buf)+len(p) > maxOutputBytes {
 		w.state.fail(&Error{Message: fmt.Sprintf("template output longer than %d bytes", maxOutputBytes)})
 		return 0, errTooLong
