@@ -55,6 +55,13 @@ func TestChooseHandle(t *testing.T) {
 		{"default", nil, nil, "pvc-1", false},
 		{"empty field", strp(""), nil, "", true},
 		{"empty file", nil, strp(" \n"), "", true},
+		{"128 bytes", nil, strp(strings.Repeat("h", 128)), strings.Repeat("h", 128), false},
+		{"129 bytes", nil, strp(strings.Repeat("h", 129)), "", true},
+		{"long field", strp(strings.Repeat("h", 4097)), nil, "", true},
+		{"newline inside", nil, strp("a\nb"), "", true},
+		{"NUL", strp("a\x00b"), nil, "", true},
+		{"invalid UTF-8", nil, strp("a\xffb"), "", true},
+		{"unicode", strp("vol-ümlaut"), nil, "vol-ümlaut", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := chooseHandle(tc.field, tc.file, "pvc-1")
@@ -123,6 +130,9 @@ func TestCheckCapacity(t *testing.T) {
 		{"2Gi", "1Gi", "2Gi", true},
 		{"3Gi", "1Gi", "2Gi", false},
 		{"0", "0", "", false},
+		{"1e100", "1Gi", "", false},
+		{"9223372036854775808", "1Gi", "", false},
+		{"9223372036854775807", "1Gi", "", true},
 	} {
 		err := checkCapacity(resource.MustParse(tc.capacity), claim(tc.req, tc.limit))
 		if (err == nil) != tc.ok {
@@ -138,7 +148,8 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	pvc.Spec.VolumeMode = &block
 	pvc.Spec.StorageClassName = strp("sc")
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov",
-		Parameters: map[string]string{"k": "v"}, ReclaimPolicy: &retain, MountOptions: []string{"ro"}}
+		Parameters:    map[string]string{"k": "v", "csi.storage.k8s.io/node-publish-secret-name": "s"},
+		ReclaimPolicy: &retain, MountOptions: []string{"ro"}}
 	aff := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
 	pv, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("2Gi"), NodeAffinity: aff, SelectedNode: "n1"})
@@ -146,19 +157,20 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	checks := map[string]bool{
-		"name":          pv.Name == "pvc-u1",
-		"claimRef":      pv.Spec.ClaimRef.UID == "u1" && pv.Spec.ClaimRef.Name == "c" && pv.Spec.ClaimRef.Namespace == "ns",
-		"provisionedBy": pv.Annotations[annProvisionedBy] == "prov",
-		"class":         pv.Spec.StorageClassName == "sc",
-		"mode":          *pv.Spec.VolumeMode == block,
-		"access":        len(pv.Spec.AccessModes) == 1 && pv.Spec.AccessModes[0] == corev1.ReadWriteOnce,
-		"capacity":      pv.Spec.Capacity.Storage().Cmp(resource.MustParse("2Gi")) == 0,
-		"reclaim":       pv.Spec.PersistentVolumeReclaimPolicy == retain,
-		"mountOptions":  len(pv.Spec.MountOptions) == 1,
-		"csi":           pv.Spec.CSI.Driver == "prov" && pv.Spec.CSI.VolumeHandle == "h" && pv.Spec.CSI.VolumeAttributes["k"] == "v",
-		"affinity":      pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
-		"finalizer":     hasFinalizer(pv, templating.FinalizerVolume),
-		"selectedNode":  pv.Annotations[templating.AnnotationSelectedNode] == "n1",
+		"name":                     pv.Name == "pvc-u1",
+		"claimRef":                 pv.Spec.ClaimRef.UID == "u1" && pv.Spec.ClaimRef.Name == "c" && pv.Spec.ClaimRef.Namespace == "ns",
+		"provisionedBy":            pv.Annotations[annProvisionedBy] == "prov",
+		"class":                    pv.Spec.StorageClassName == "sc",
+		"mode":                     *pv.Spec.VolumeMode == block,
+		"access":                   len(pv.Spec.AccessModes) == 1 && pv.Spec.AccessModes[0] == corev1.ReadWriteOnce,
+		"capacity":                 pv.Spec.Capacity.Storage().Cmp(resource.MustParse("2Gi")) == 0,
+		"reclaim":                  pv.Spec.PersistentVolumeReclaimPolicy == retain,
+		"mountOptions":             len(pv.Spec.MountOptions) == 1,
+		"csi":                      pv.Spec.CSI.Driver == "prov" && pv.Spec.CSI.VolumeHandle == "h" && pv.Spec.CSI.VolumeAttributes["k"] == "v",
+		"reserved params kept out": len(pv.Spec.CSI.VolumeAttributes) == 1,
+		"affinity":                 pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
+		"finalizer":                hasFinalizer(pv, templating.FinalizerVolume),
+		"selectedNode":             pv.Annotations[templating.AnnotationSelectedNode] == "n1",
 	}
 	for k, ok := range checks {
 		if !ok {

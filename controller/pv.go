@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,20 +22,22 @@ func volumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + stri
 // creation pod's /pav/handle, else pvc-<uid>.
 func chooseHandle(field *string, file *string, defaultHandle string) (string, error) {
 	if field != nil {
-		if *field == "" {
-			return "", fmt.Errorf("spec.volumeCreation.handle evaluated to an empty string")
+		if err := templating.CheckHandle(*field); err != nil {
+			return "", fmt.Errorf("spec.volumeCreation.handle: %w", err)
 		}
 		return *field, nil
 	}
 	if file != nil {
 		h := strings.TrimSpace(*file)
-		if h == "" {
-			return "", fmt.Errorf("the creation pod wrote an empty /pav/%s", templating.FileHandle)
+		if err := templating.CheckHandle(h); err != nil {
+			return "", fmt.Errorf("the creation pod's /pav/%s: %w", templating.FileHandle, err)
 		}
 		return h, nil
 	}
 	return defaultHandle, nil
 }
+
+const reservedParameterPrefix = "csi.storage.k8s.io/"
 
 // chooseCapacity applies the spec's order: volumeCreation.capacity, else the
 // creation pod's /pav/capacity; one of them must be there.
@@ -61,6 +64,9 @@ func chooseCapacity(field *resource.Quantity, file *string, hadPod bool) (resour
 func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim) error {
 	if capacity.Sign() <= 0 {
 		return fmt.Errorf("the volume's capacity %s is not positive", capacity.String())
+	}
+	if capacity.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0 {
+		return fmt.Errorf("the volume's capacity %s is too large: at most %d bytes", capacity.String(), int64(math.MaxInt64))
 	}
 	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && capacity.Cmp(req) < 0 {
 		return fmt.Errorf("the volume's capacity %s is less than the %s the claim requests", capacity.String(), req.String())
@@ -131,11 +137,17 @@ func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
 		ann[templating.AnnotationSelectedNode] = s.SelectedNode
 	}
 	var attrs map[string]string
-	if len(s.Class.Parameters) > 0 {
-		attrs = make(map[string]string, len(s.Class.Parameters))
-		for k, v := range s.Class.Parameters {
-			attrs[k] = v
+	for k, v := range s.Class.Parameters {
+		// Keys under csi.storage.k8s.io/ are for the provisioner (secret
+		// references, fstype) and must never reach the PV (as in
+		// external-provisioner).
+		if strings.HasPrefix(k, reservedParameterPrefix) {
+			continue
 		}
+		if attrs == nil {
+			attrs = make(map[string]string, len(s.Class.Parameters))
+		}
+		attrs[k] = v
 	}
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{

@@ -196,6 +196,14 @@ func TestReadResultFileCapsSize(t *testing.T) {
 	}
 }
 
+func TestReadResultFileRefusesLongHandle(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "handle"), strings.Repeat("h", 5000))
+	if _, ok, err := readResultFile(dir, "handle", maxHandleBytes); !ok || err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("ok=%v err=%v; want a refusal of the long handle, not a cut one", ok, err)
+	}
+}
+
 func TestSweepOrphans(t *testing.T) {
 	root := t.TempDir()
 	used := filepath.Join(root, "used")

@@ -19,7 +19,7 @@ import (
 
 // Size caps for what a pod's /pav files may put into annotations.
 const (
-	maxHandleBytes   = 4 << 10
+	maxHandleBytes   = templating.MaxHandleBytes + 1 // plus a trailing newline
 	maxCapacityBytes = 256
 	maxErrorBytes    = 8 << 10
 )
@@ -78,6 +78,10 @@ func readResultFile(dir, name string, max int) (content string, ok bool, err err
 	}
 	s := string(b)
 	if len(b) > max {
+		if name != templating.FileError {
+			// A cut handle or capacity would be a different one: refuse.
+			return "", true, fmt.Errorf("/pav/%s is longer than %d bytes", name, max)
+		}
 		s = string(b[:max]) + "… (truncated)"
 	}
 	return strings.TrimSpace(s), true, nil

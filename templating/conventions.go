@@ -1,5 +1,11 @@
 package templating
 
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
 // Conventions shared by every PaV process: how PaV's own pods, finalizers and
 // annotations are named, and where pods' /pav directories live on the nodes.
 // Keep every such name here so that the controller and the node plugin agree.
@@ -78,6 +84,30 @@ const (
 	FileVolume   = "volume"
 	FileError    = "error" // PaV-Go addition: a message explaining a failure
 )
+
+// MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.
+const MaxHandleBytes = 128
+
+// CheckHandle enforces what a volume handle must be, wherever it comes from
+// (spec.volumeCreation.handle or /pav/handle): non-empty printable UTF-8 of
+// at most MaxHandleBytes bytes. Kubelet passes it to PaV's node plugin and
+// templates put it into commands and paths, so no control characters.
+func CheckHandle(h string) error {
+	switch {
+	case h == "":
+		return fmt.Errorf("the handle is empty")
+	case len(h) > MaxHandleBytes:
+		return fmt.Errorf("the handle is %d bytes long; at most %d are allowed", len(h), MaxHandleBytes)
+	case !utf8.ValidString(h):
+		return fmt.Errorf("the handle %q is not valid UTF-8", h)
+	}
+	for _, r := range h {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("the handle %q contains the non-printable character %U", h, r)
+		}
+	}
+	return nil
+}
 
 // PodDirRoot is the host directory under which each PaV pod gets its own /pav
 // directory. It sits under kubelet's root dir, which kubelet keeps rshared, so

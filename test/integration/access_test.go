@@ -1,0 +1,307 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/test/integration/framework"
+)
+
+// accessKinds are the objects of deployment.yaml that decide who may do
+// what; the workloads are left out (nothing runs PaV here).
+var accessKinds = map[string]bool{
+	"Namespace": true, "ServiceAccount": true, "CustomResourceDefinition": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+}
+
+// applyAccessObjects creates deployment.yaml's RBAC and admission policies.
+func applyAccessObjects(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !accessKinds[obj.GetKind()] {
+			continue
+		}
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk, obj.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := obj.GetNamespace(); ns != "" {
+			ri = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		if _, err := ri.Create(context.Background(), &obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// as is a client acting as user (the admin impersonates it).
+func as(t *testing.T, cfg *rest.Config, user string, groups []string, extra map[string][]string) kubernetes.Interface {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated"), Extra: extra}
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func serviceAccount(name string) (string, []string) {
+	return "system:serviceaccount:pav:" + name, []string{"system:serviceaccounts", "system:serviceaccounts:pav"}
+}
+
+// What each of PaV's service accounts, and a tenant, can and cannot do once
+// deployment.yaml's RBAC and admission policies are in place, asked of a real
+// API server (SelfSubjectAccessReview for RBAC, real requests for the
+// policies, which RBAC cannot express). Issue 9: a tenant can neither forge
+// nor tamper with PaV's pods; each service account is held to its job.
+func TestAccess(t *testing.T) {
+	env := framework.New(t) // its own API server: the policies would bind the other tests' controller
+	cfg := env.Config
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(cfg)
+	applyAccessObjects(t, cfg)
+
+	const tenantNS = "tenant"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tenant := as(t, cfg, "alice", nil, nil)
+	ctrlUser, ctrlGroups := serviceAccount("controller")
+	ctrl := as(t, cfg, ctrlUser, ctrlGroups, nil)
+	nodeUser, nodeGroups := serviceAccount("node")
+	node := as(t, cfg, nodeUser, nodeGroups, map[string][]string{"authentication.kubernetes.io/node-name": {"node-a"}})
+
+	// PaV's creation pod for a claim, in the tenant's namespace.
+	creation := templating.BuildPod(&corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, templating.PodOptions{Provisioner: "host-directory", Phase: templating.PhaseCreation,
+		Name: templating.PodName(templating.PhaseCreation, "uid-1"), ClaimUID: "uid-1", HostDir: templating.PodDirRoot + "/x"})
+
+	// Admission policies start applying a moment after they are created:
+	// wait until the first denial shows up, then check everything else.
+	forged := creation.DeepCopy()
+	forged.Name = "forged"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, forged, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			if !strings.Contains(err.Error(), "reserved to PaV") {
+				t.Fatalf("tenant's forged PaV pod refused for another reason: %v", err)
+			}
+			break
+		}
+		if err == nil {
+			_ = admin.CoreV1().Pods(tenantNS).Delete(ctx, forged.Name, metav1.DeleteOptions{})
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a tenant can still create a pod with PaV's labels: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	denied := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: allowed, want denied", what)
+		} else if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", what, err, want)
+		}
+	}
+	allowed := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v, want allowed", what, err)
+		}
+	}
+	patch := func(c kubernetes.Interface, ns, name, body string) error {
+		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+
+	// Tenants: no forged results, no tampering with PaV's real pods.
+	resultOnly := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: tenantNS,
+		Annotations: map[string]string{templating.AnnotationResultHandle: "."}},
+		Spec: creation.Spec}
+	_, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, resultOnly, metav1.CreateOptions{})
+	denied("tenant creates a pod with PaV's result annotation", err, "reserved to PaV")
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: creation.Name, Namespace: tenantNS}, Spec: creation.Spec}
+	_, err = tenant.CoreV1().Pods(tenantNS).Create(ctx, plain, metav1.CreateOptions{})
+	allowed("tenant creates an ordinary pod (even under PaV's pod name)", err)
+	_ = admin.CoreV1().Pods(tenantNS).Delete(ctx, plain.Name, metav1.DeleteOptions{})
+	waitGone(t, admin, tenantNS, plain.Name)
+
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, creation, metav1.CreateOptions{})
+	allowed("controller creates its creation pod in the tenant's namespace", err)
+	denied("tenant writes a result on PaV's pod",
+		patch(tenant, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+templating.AnnotationResultHandle+`":"."}}}`), "reserved to PaV")
+	denied("tenant relabels PaV's pod",
+		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"`+templating.LabelClaimUID+`":"other"}}}`), "reserved to PaV")
+	denied("tenant swaps the image of PaV's pod",
+		patch(tenant, tenantNS, creation.Name, `{"spec":{"containers":[{"name":"c","image":"evil"}]}}`), "only PaV may change")
+	allowed("tenant adds its own label to PaV's pod",
+		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
+
+	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
+	stagingOnNodeA := templating.BuildPod(&corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
+		Spec:       creation.Spec,
+	}, templating.PodOptions{Provisioner: "host-directory", Phase: templating.PhaseStaging, Name: "staging-a",
+		StagingID: "id-a", NodeName: "node-a", HostDir: templating.PodDirRoot + "/y"})
+	_, err = ctrl.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
+	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation and deletion pods")
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
+	denied("controller creates a staging pod", err, "only validation, creation and deletion pods")
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
+	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("controller deletes a pod that is not PaV's", ctrl.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only PaV's pods")
+
+	fs := corev1.PersistentVolumeFilesystem
+	pv := func(name string, ann map[string]string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}, Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:             &fs,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}},
+		}}
+	}
+	if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, pv("someone-elses", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("controller deletes a PV it did not provision",
+		ctrl.CoreV1().PersistentVolumes().Delete(ctx, "someone-elses", metav1.DeleteOptions{}), "only the PersistentVolumes it provisioned")
+	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("unrecorded", nil), metav1.CreateOptions{})
+	denied("controller creates a PV that records no claim", err, "record their claim")
+	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("pvc-1", map[string]string{templating.AnnotationClaimSnapshot: "{}"}), metav1.CreateOptions{})
+	allowed("controller creates a PV it provisions", err)
+	allowed("controller deletes a PV it provisioned", ctrl.CoreV1().PersistentVolumes().Delete(ctx, "pvc-1", metav1.DeleteOptions{}))
+
+	claim, err := admin.CoreV1().PersistentVolumeClaims(tenantNS).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "claim"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimPatch := func(body string) error {
+		_, err := ctrl.CoreV1().PersistentVolumeClaims(tenantNS).Patch(ctx, claim.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	allowed("controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+templating.FinalizerClaim+`"]}}`))
+	denied("controller changes a claim's spec", claimPatch(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), "only the metadata of claims")
+
+	// The node plugin: only staging/unstaging pods on its own node; only pods there.
+	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
+	allowed("node plugin of node-a creates a staging pod on node-a", err)
+	stagingOnNodeB := stagingOnNodeA.DeepCopy()
+	stagingOnNodeB.Name, stagingOnNodeB.Spec.NodeName = "staging-b", "node-b"
+	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeB, metav1.CreateOptions{})
+	denied("node plugin of node-a creates a staging pod on node-b", err, "only pods on its own node")
+	creationOnA := creation.DeepCopy()
+	creationOnA.Name, creationOnA.Spec.NodeName = "creation-a", "node-a"
+	_, err = node.CoreV1().Pods("kube-system").Create(ctx, creationOnA, metav1.CreateOptions{})
+	denied("node plugin creates a creation pod", err, "only staging and unstaging pods")
+	denied("node plugin writes on a pod of another node",
+		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+templating.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
+	denied("node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")
+	allowed("node plugin releases its staging pod",
+		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"annotations":{"`+templating.AnnotationUnstaged+`":"true"}}}`))
+
+	// RBAC, as the API server's authorizer answers it.
+	type access struct {
+		who                            kubernetes.Interface
+		whoName                        string
+		verb, group, resource, ns, sub string
+		want                           bool
+	}
+	for _, a := range []access{
+		{tenant, "tenant", "create", "pav.albertofaria.github.io", "pavprovisioners", "", "", false},
+		{tenant, "tenant", "create", "", "pods", tenantNS, "", true},
+		{ctrl, "controller", "create", "pav.albertofaria.github.io", "pavprovisioners", "", "", false},
+		{ctrl, "controller", "get", "", "secrets", "kube-system", "", false},
+		{ctrl, "controller", "create", "", "secrets", "default", "", false},
+		{ctrl, "controller", "get", "", "secrets", "pav", "", false}, // only its certificate Secret, by name
+		{ctrl, "controller", "create", "", "pods", "", "exec", false},
+		{ctrl, "controller", "update", "", "nodes", "", "", false},
+		{ctrl, "controller", "patch", "", "persistentvolumeclaims", tenantNS, "", true},
+		{ctrl, "controller", "delete", "", "persistentvolumeclaims", tenantNS, "", false},
+		{node, "node", "create", "pav.albertofaria.github.io", "pavprovisioners", "", "", false},
+		{node, "node", "update", "", "pods", tenantNS, "", false},
+		{node, "node", "patch", "", "pods", tenantNS, "", true},
+		{node, "node", "create", "", "persistentvolumes", "", "", false},
+		{node, "node", "delete", "", "persistentvolumes", "", "", false},
+		{node, "node", "update", "", "persistentvolumeclaims", tenantNS, "", false},
+		{node, "node", "list", "", "secrets", "", "", false},
+		{node, "node", "create", "", "pods", "", "exec", false},
+	} {
+		review, err := a.who.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.ns, Subresource: a.sub}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != a.want {
+			t.Errorf("%s may %s %s/%s in %q: %v, want %v", a.whoName, a.verb, a.resource, a.sub, a.ns, review.Status.Allowed, a.want)
+		}
+	}
+}
+
+func waitGone(t *testing.T, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+	}
+	t.Fatalf("pod %s/%s still exists", ns, name)
+}
