@@ -202,9 +202,10 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		capacity = q.Value()
 	}
-	src, err := resolveInPav(dir, templating.FileVolume)
+	src, err := openInPav(dir, templating.FileVolume)
 	if err == nil {
-		err = checkVolume(src, req.Block, capacity)
+		defer src.Close()
+		err = checkVolume(src, req.Block, capacity, podDevices(pod))
 	}
 	if err != nil {
 		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err))

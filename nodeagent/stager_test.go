@@ -118,7 +118,7 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	engine := &literalEngine{root: root, staging: podTemplate("stage"), unstaging: podTemplate("unstage")}
 	m := mount.NewFakeMounter(nil)
 	s := NewStager(StagerConfig{
-		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: m,
+		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &fdMounter{FakeMounter: m},
 		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs},
 	})
 	ctx, cancel := context.WithCancel(context.Background())

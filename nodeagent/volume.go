@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
@@ -18,20 +19,40 @@ import (
 // maxSymlinks bounds symlink resolution, as the kernel does (ELOOP).
 const maxSymlinks = 40
 
-// resolveInPav resolves the path name (relative to /pav, e.g. "volume") the
-// way the staging pod sees it, with dir being the host directory mounted at
+// openInPav resolves the path name (relative to /pav, e.g. "volume") the way
+// the staging pod sees it, with dir being the host directory mounted at
 // /pav: an absolute symlink target "/pav/x" means dir/x, a relative one is
 // relative to the link's directory, and anything that leaves /pav (an
-// absolute target elsewhere, or ".." above /pav) is refused. This is what
-// makes a staging pod unable to hand out a host path as its volume.
-func resolveInPav(dir, name string) (string, error) {
+// absolute target elsewhere, or ".." above /pav) is refused. It returns an
+// O_PATH descriptor of what name refers to.
+//
+// The staging pod may change its /pav while PaV looks (swap /pav/volume for
+// a symlink to a host path between a check and the mount), so the path is
+// resolved exactly once, one component at a time, each opened relative to
+// the descriptor of its parent with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS): no symlink or magic link is ever followed by the
+// kernel, PaV follows them itself within /pav, and ".." goes back to a
+// descriptor PaV holds. The caller checks and mounts the returned
+// descriptor, never the path again.
+func openInPav(dir, name string) (*os.File, error) {
 	display := templating.PavMountPath + "/" + name
-	var resolved []string // components below dir, all existing and not symlinks
-	remaining := strings.Split(name, "/")
-	hops := 0
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the staging pod's /pav: %w", err)
+	}
+	// stack holds the descriptors of the directories walked so far, from
+	// /pav down; names their components (for messages).
+	stack, names := []int{root}, []string{}
+	defer func() {
+		for _, fd := range stack {
+			unix.Close(fd)
+		}
+	}()
 	escape := func(how string) error {
 		return fmt.Errorf("%s escapes %s (%s)", display, templating.PavMountPath, how)
 	}
+	remaining := strings.Split(name, "/")
+	hops := 0
 	for len(remaining) > 0 {
 		part := remaining[0]
 		remaining = remaining[1:]
@@ -39,73 +60,119 @@ func resolveInPav(dir, name string) (string, error) {
 		case "", ".":
 			continue
 		case "..":
-			if len(resolved) == 0 {
-				return "", escape(`".." above ` + templating.PavMountPath)
+			if len(stack) == 1 {
+				return nil, escape(`".." above ` + templating.PavMountPath)
 			}
-			resolved = resolved[:len(resolved)-1]
+			unix.Close(stack[len(stack)-1])
+			stack, names = stack[:len(stack)-1], names[:len(names)-1]
 			continue
 		}
-		next := append(append([]string{}, resolved...), part)
-		p := filepath.Join(append([]string{dir}, next...)...)
-		fi, err := os.Lstat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			if len(next) == 1 && next[0] == name {
-				return "", fmt.Errorf("%s does not exist", display)
+		here := strings.Join(append(append([]string{}, names...), part), "/")
+		fd, err := unix.Openat2(stack[len(stack)-1], part, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if errors.Is(err, unix.ENOENT) {
+			if here == name {
+				return nil, fmt.Errorf("%s does not exist", display)
 			}
-			return "", fmt.Errorf("%s does not exist (%s/%s is missing)", display, templating.PavMountPath, strings.Join(next, "/"))
+			return nil, fmt.Errorf("%s does not exist (%s/%s is missing)", display, templating.PavMountPath, here)
+		}
+		if errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("resolving %s: %s/%s is not a directory", display, templating.PavMountPath, strings.Join(names, "/"))
 		}
 		if err != nil {
-			return "", fmt.Errorf("resolving %s: %w", display, err)
+			return nil, fmt.Errorf("resolving %s: %w", display, err)
 		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			resolved = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("resolving %s: %w", display, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			stack, names = append(stack, fd), append(names, part)
 			continue
 		}
-		hops++
-		if hops > maxSymlinks {
-			return "", fmt.Errorf("resolving %s: too many levels of symbolic links", display)
-		}
-		target, err := os.Readlink(p)
+		target, err := readlinkFD(fd)
+		unix.Close(fd)
 		if err != nil {
-			return "", fmt.Errorf("resolving %s: %w", display, err)
+			return nil, fmt.Errorf("resolving %s: %w", display, err)
+		}
+		if hops++; hops > maxSymlinks {
+			return nil, fmt.Errorf("resolving %s: too many levels of symbolic links", display)
 		}
 		rest := strings.Split(target, "/")
 		if filepath.IsAbs(target) {
 			clean := filepath.Clean(target)
 			if clean != templating.PavMountPath && !strings.HasPrefix(clean, templating.PavMountPath+"/") {
-				return "", escape(fmt.Sprintf("symbolic link %s/%s points to %s", templating.PavMountPath, strings.Join(next, "/"), target))
+				return nil, escape(fmt.Sprintf("symbolic link %s/%s points to %s", templating.PavMountPath, here, target))
 			}
-			resolved = nil
+			for _, fd := range stack[1:] {
+				unix.Close(fd)
+			}
+			stack, names = stack[:1], nil
 			rest = strings.Split(strings.TrimPrefix(clean, templating.PavMountPath), "/")
 		}
 		remaining = append(rest, remaining...)
 	}
-	return filepath.Join(append([]string{dir}, resolved...)...), nil
+	// Hand the last descriptor (or a copy of /pav's) to the caller.
+	last := stack[len(stack)-1]
+	if len(stack) == 1 {
+		if last, err = unix.Dup(root); err != nil {
+			return nil, fmt.Errorf("resolving %s: %w", display, err)
+		}
+		unix.CloseOnExec(last)
+	} else {
+		stack = stack[:len(stack)-1]
+	}
+	return os.NewFile(uintptr(last), display), nil
 }
 
-// checkVolume checks what a staging pod exposed at path (the resolved
-// /pav/volume): a directory for Filesystem volumes; for Block volumes a
-// block device whose size is exactly capacity bytes.
-func checkVolume(path string, block bool, capacity int64) error {
-	fi, err := os.Stat(path)
+// readlinkFD reads the target of the symlink an O_PATH descriptor refers to.
+func readlinkFD(fd int) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
 	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// deviceAllowed says whether the staging pod may hand out the block device
+// with the given device number as a volume.
+type deviceAllowed func(rdev uint64) bool
+
+// checkVolume checks what a staging pod exposed (the descriptor openInPav
+// returned for /pav/volume): a directory for Filesystem volumes; for Block
+// volumes a block device the pod may use (allowed) whose size is exactly
+// capacity bytes.
+func checkVolume(f *os.File, block bool, capacity int64, allowed deviceAllowed) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fmt.Errorf("/pav/volume: %w", err)
 	}
+	kind := st.Mode & unix.S_IFMT
 	if !block {
-		if !fi.IsDir() {
+		if kind != unix.S_IFDIR {
 			return fmt.Errorf("/pav/volume is not a directory (the volume's mode is Filesystem)")
 		}
 		return nil
 	}
-	if fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+	if kind != unix.S_IFBLK {
 		return fmt.Errorf("/pav/volume is not a block device (the volume's mode is Block)")
 	}
-	f, err := os.Open(path)
+	if allowed == nil || !allowed(st.Rdev) {
+		return fmt.Errorf("/pav/volume is block device %d:%d, which the staging pod was not given: PaV accepts a block device only from a privileged staging pod or one given that device by a hostPath volume",
+			unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	}
+	// Reopening our own descriptor through /proc/self/fd opens the very
+	// inode it refers to, whatever /pav holds by now.
+	dev, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
 	if err != nil {
 		return fmt.Errorf("opening /pav/volume: %w", err)
 	}
-	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
+	defer dev.Close()
+	size, err := dev.Seek(0, io.SeekEnd)
 	if err != nil {
 		return fmt.Errorf("finding the size of /pav/volume: %w", err)
 	}
@@ -115,13 +182,38 @@ func checkVolume(path string, block bool, capacity int64) error {
 	return nil
 }
 
-// publishTarget bind-mounts source at target, creating target (a directory,
-// or a file for block volumes) first. Filesystem volumes are bound
-// recursively, so mounts the staging pod made inside /pav/volume (a FUSE
-// file system in a subdirectory, say) are part of the volume, read-only
-// for read-only volumes. An existing mount at target is taken as a previous
-// call's work.
-func publishTarget(m mount.Interface, source, target string, block, readOnly bool) error {
+// podDevices is the deviceAllowed rule for a staging pod: a privileged
+// container may use every device of the node, so any is allowed; otherwise
+// only devices the pod was given through hostPath volumes.
+func podDevices(pod *corev1.Pod) deviceAllowed {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				return func(uint64) bool { return true }
+			}
+		}
+	}
+	given := map[uint64]bool{}
+	for _, v := range pod.Spec.Volumes {
+		var st unix.Stat_t
+		if v.HostPath != nil && unix.Stat(v.HostPath.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+			given[st.Rdev] = true
+		}
+	}
+	return func(rdev uint64) bool { return given[rdev] }
+}
+
+// publishTarget binds source (a descriptor from openInPav) at target,
+// creating target (a directory, or a file for block volumes) first.
+// Filesystem volumes are bound recursively, so mounts the staging pod made
+// inside /pav/volume (a FUSE file system in a subdirectory, say) are part of
+// the volume, read-only for read-only volumes. An existing mount at target
+// is taken as a previous call's work.
+func publishTarget(m mount.Interface, source *os.File, target string, block, readOnly bool) error {
+	binder, ok := m.(FDBinder)
+	if !ok {
+		return fmt.Errorf("cannot publish: %T cannot bind a descriptor", m)
+	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return fmt.Errorf("creating parent of target path: %w", err)
 	}
@@ -141,29 +233,10 @@ func publishTarget(m mount.Interface, source, target string, block, readOnly boo
 	if mounted {
 		return nil
 	}
-	if block {
-		opts := []string{"bind"}
-		if readOnly {
-			opts = append(opts, "ro")
-		}
-		// mount-utils binds, then remounts with the options.
-		if err := m.Mount(source, target, "", opts); err != nil {
-			return fmt.Errorf("bind-mounting the block device: %w", err)
-		}
-		return nil
-	}
-	if readOnly {
-		b, ok := m.(ReadOnlyBinder)
-		if !ok {
-			return fmt.Errorf("cannot publish read-only: %T cannot make recursive read-only bind mounts", m)
-		}
-		if err := b.BindReadOnlyRecursive(source, target); err != nil {
-			return fmt.Errorf("bind-mounting the volume read-only: %w", err)
-		}
-	} else if err := m.Mount(source, target, "", []string{"rbind"}); err != nil {
+	if err := binder.BindFD(source, target, readOnly); err != nil {
 		return fmt.Errorf("bind-mounting the volume: %w", err)
 	}
-	klog.V(2).InfoS("Published volume", "source", source, "target", target, "readOnly", readOnly, "block", block)
+	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", readOnly, "block", block)
 	return nil
 }
 
@@ -178,35 +251,37 @@ func unpublishTarget(m mount.Interface, target string) error {
 	return nil
 }
 
-// ReadOnlyBinder is a mounter that can bind a mount tree read-only, every
-// mount in it included.
-type ReadOnlyBinder interface {
-	BindReadOnlyRecursive(source, target string) error
+// FDBinder is a mounter that binds what a descriptor refers to, with every
+// mount under it, read-only if asked.
+type FDBinder interface {
+	BindFD(source *os.File, target string, readOnly bool) error
 }
 
-// HostMounter is the node plugin's mounter: mount-utils' plus recursive
-// read-only binds.
+// HostMounter is the node plugin's mounter: mount-utils' plus binds of
+// descriptors.
 type HostMounter struct{ mount.Interface }
 
-// BindReadOnlyRecursive binds the tree at source to target, read-only in
-// every mount namespace that receives it. Remounting the bound tree
-// read-only afterwards is not enough: per-mount flags do not propagate, so
-// with the node plugin in a container, only its own copy would become
-// read-only while kubelet's, and so the client pod's, stayed writable.
-// Instead the tree is cloned detached (open_tree), made read-only
-// recursively (mount_setattr) and only then attached at target
-// (move_mount), so every propagated copy is born read-only. Linux >= 5.12.
-func (HostMounter) BindReadOnlyRecursive(source, target string) error {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+// BindFD clones the mount tree at source (a descriptor, so nothing can swap
+// what is bound after it was checked) detached with open_tree, makes it
+// read-only recursively with mount_setattr if asked, and only then attaches
+// it at target with move_mount. Remounting read-only after a bind is not
+// enough: per-mount flags do not propagate, so with the node plugin in a
+// container only its own copy would become read-only while kubelet's, and
+// so the client pod's, stayed writable; a tree made read-only before it is
+// attached is born read-only in every copy. Linux >= 5.12.
+func (HostMounter) BindFD(source *os.File, target string, readOnly bool) error {
+	tree, err := unix.OpenTree(int(source.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", source, err)
+		return fmt.Errorf("open_tree %s: %w", source.Name(), err)
 	}
-	defer unix.Close(fd)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
-		return fmt.Errorf("mount_setattr read-only on the clone of %s: %w", source, err)
+	defer unix.Close(tree)
+	if readOnly {
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("mount_setattr read-only on the clone of %s: %w", source.Name(), err)
+		}
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount to %s: %w", target, err)
 	}
 	return nil

@@ -1,15 +1,18 @@
 package nodeagent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	mount "k8s.io/mount-utils"
 )
 
-func TestResolveInPav(t *testing.T) {
+func TestOpenInPav(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, dir string)
@@ -94,18 +97,19 @@ func TestResolveInPav(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tt.setup(t, dir)
-			got, err := resolveInPav(dir, "volume")
+			f, err := openInPav(dir, "volume")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want it to contain %q (got path %q)", err, tt.wantErr, got)
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := filepath.Join(dir, tt.want); got != want {
-				t.Errorf("got %s, want %s", got, want)
+			defer f.Close()
+			if !sameFile(t, f, filepath.Join(dir, tt.want)) {
+				t.Errorf("descriptor does not refer to %s", tt.want)
 			}
 		})
 	}
@@ -125,22 +129,133 @@ func symlink(t testing.TB, target, dir, rel string) {
 	}
 }
 
+// sameFile reports whether f refers to the file at path.
+func sameFile(t testing.TB, f *os.File, path string) bool {
+	t.Helper()
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(path, &b); err != nil {
+		t.Fatal(err)
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+func open(t testing.TB, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, unix.O_PATH, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func TestCheckVolume(t *testing.T) {
 	dir := t.TempDir()
 	mkdir(t, dir, "d")
 	writeFile(t, filepath.Join(dir, "f"), "x")
-	if err := checkVolume(filepath.Join(dir, "d"), false, 0); err != nil {
+	any := func(uint64) bool { return true }
+	if err := checkVolume(open(t, filepath.Join(dir, "d")), false, 0, nil); err != nil {
 		t.Errorf("directory as filesystem volume: %v", err)
 	}
-	if err := checkVolume(filepath.Join(dir, "f"), false, 0); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if err := checkVolume(open(t, filepath.Join(dir, "f")), false, 0, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("file as filesystem volume: %v", err)
 	}
-	if err := checkVolume(filepath.Join(dir, "d"), true, 1<<20); err == nil || !strings.Contains(err.Error(), "not a block device") {
+	if err := checkVolume(open(t, filepath.Join(dir, "d")), true, 1<<20, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("directory as block volume: %v", err)
 	}
-	if err := checkVolume("/dev/null", true, 0); err == nil || !strings.Contains(err.Error(), "not a block device") {
+	if err := checkVolume(open(t, "/dev/null"), true, 0, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("character device as block volume: %v", err)
 	}
+	if blk := firstBlockDevice(); blk != "" {
+		if err := checkVolume(open(t, blk), true, 0, func(uint64) bool { return false }); err == nil || !strings.Contains(err.Error(), "was not given") {
+			t.Errorf("block device %s the pod was not given: %v", blk, err)
+		}
+	}
+}
+
+func firstBlockDevice() string {
+	entries, _ := os.ReadDir("/dev")
+	for _, e := range entries {
+		if e.Type()&os.ModeDevice != 0 && e.Type()&os.ModeCharDevice == 0 {
+			return "/dev/" + e.Name()
+		}
+	}
+	return ""
+}
+
+func TestPodDevices(t *testing.T) {
+	yes := true
+	privileged := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{SecurityContext: &corev1.SecurityContext{Privileged: &yes}}}}}
+	if !podDevices(privileged)(unix.Mkdev(7, 0)) {
+		t.Error("a privileged staging pod may hand out any device")
+	}
+	plain := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}},
+		Volumes: []corev1.Volume{{Name: "null", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev/null"}}}}}}
+	if podDevices(plain)(unix.Mkdev(7, 0)) {
+		t.Error("an unprivileged staging pod handed out a device it was not given")
+	}
+	if blk := firstBlockDevice(); blk != "" {
+		var st unix.Stat_t
+		if err := unix.Stat(blk, &st); err != nil {
+			t.Fatal(err)
+		}
+		plain.Spec.Volumes = append(plain.Spec.Volumes, corev1.Volume{Name: "dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: blk}}})
+		if !podDevices(plain)(st.Rdev) {
+			t.Errorf("a pod given %s by hostPath may hand it out", blk)
+		}
+	}
+}
+
+// The attack of issue 9: while PaV stages, the staging pod keeps swapping
+// /pav/volume between a directory and a symlink to a host directory. Before
+// the fix the check and the mount resolved the path separately; now what PaV checked is what it would mount, so no attempt
+// may end with a descriptor of the host directory.
+func TestOpenInPavRace(t *testing.T) {
+	dir := t.TempDir()
+	host := t.TempDir() // stands for a host directory outside /pav
+	mkdir(t, dir, "volume")
+	symlink(t, host, dir, "swap")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// An atomic swap, as a staging pod can do with renameat2.
+			_ = unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "swap"), unix.AT_FDCWD, filepath.Join(dir, "volume"), unix.RENAME_EXCHANGE)
+		}
+	}()
+	// A path-based check-then-open lost this race about once in 5000
+	// attempts here: 50000 attempts leave it a chance of e^-10 to go unnoticed.
+	const attempts = 50000
+	opened := 0
+	for i := 0; i < attempts; i++ {
+		f, err := openInPav(dir, "volume")
+		if err != nil {
+			continue // the symlink was seen and refused, or nothing was there
+		}
+		opened++
+		if sameFile(t, f, host) {
+			t.Fatalf("attempt %d: the descriptor refers to the host directory", i)
+		}
+		if err := checkVolume(f, false, 0, nil); err != nil {
+			t.Fatalf("attempt %d: an opened volume failed its check: %v", i, err)
+		}
+		f.Close()
+	}
+	close(stop)
+	<-done
+	if opened == 0 {
+		t.Fatalf("no attempt opened a directory: the race never let a check pass")
+	}
+	t.Logf("%d of %d attempts opened the pod's directory, none the host's", opened, attempts)
 }
 
 func TestPublishTarget(t *testing.T) {
@@ -155,21 +270,17 @@ func TestPublishTarget(t *testing.T) {
 		{name: "filesystem", wantOpts: [][]string{{"rbind"}}},
 		{name: "filesystem read-only with a nested mount", readOnly: true, nested: true,
 			wantOpts: [][]string{{"rbind", "ro"}, nil}},
-		{name: "block", block: true, wantOpts: [][]string{{"bind"}}},
-		{name: "block read-only", block: true, readOnly: true, wantOpts: [][]string{{"bind", "ro"}}},
+		{name: "block", block: true, wantOpts: [][]string{{"rbind"}}},
+		{name: "block read-only", block: true, readOnly: true, wantOpts: [][]string{{"rbind", "ro"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			base := t.TempDir()
-			source := filepath.Join(base, "pav", "volume")
 			mkdir(t, base, "pav/volume")
+			source := open(t, filepath.Join(base, "pav", "volume"))
 			target := filepath.Join(base, "pods", "uid", "volumes", "mount")
 			fake := mount.NewFakeMounter(nil)
-			var m mount.Interface = fake
-			if tt.nested {
-				// Like the kernel, the rbind brings along a mount the staging pod made inside the volume.
-				m = &rbindMounter{FakeMounter: fake}
-			}
+			m := &fdMounter{FakeMounter: fake, nested: tt.nested}
 			if err := publishTarget(m, source, target, tt.block, tt.readOnly); err != nil {
 				t.Fatal(err)
 			}
@@ -216,21 +327,29 @@ func TestPublishTarget(t *testing.T) {
 	}
 }
 
-// rbindMounter is a fake mounter whose rbind also shows a nested mount at target/sub.
-type rbindMounter struct{ *mount.FakeMounter }
+// fdMounter is a fake mounter that binds descriptors: it records one mount
+// with options rbind (plus ro when read-only) and, when nested, the mount
+// the staging pod made inside the volume, which a recursive bind brings along.
+type fdMounter struct {
+	*mount.FakeMounter
+	nested bool
+}
 
-func (r *rbindMounter) Mount(source, target, fstype string, options []string) error {
-	if err := r.FakeMounter.Mount(source, target, fstype, options); err != nil {
+func (r *fdMounter) BindFD(source *os.File, target string, readOnly bool) error {
+	opts := []string{"rbind"}
+	if readOnly {
+		opts = append(opts, "ro")
+	}
+	// Record the path the descriptor really refers to.
+	path, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", source.Fd()))
+	if err != nil {
 		return err
 	}
-	if len(options) > 0 && options[0] == "rbind" {
+	if err := r.FakeMounter.Mount(path, target, "", opts); err != nil {
+		return err
+	}
+	if r.nested {
 		r.FakeMounter.MountPoints = append(r.FakeMounter.MountPoints, mount.MountPoint{Device: "tmpfs", Path: filepath.Join(target, "sub")})
 	}
 	return nil
-}
-
-// BindReadOnlyRecursive records the tree as one mount with options rbind,ro
-// (and the nested mount the rbind brings along).
-func (r *rbindMounter) BindReadOnlyRecursive(source, target string) error {
-	return r.Mount(source, target, "", []string{"rbind", "ro"})
 }
