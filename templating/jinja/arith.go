@@ -92,8 +92,8 @@ func arith(op string, l, r *exec.Value, tuple bool) (interface{}, error) {
 			}
 			return l.String() + r.String(), nil
 		case l.IsList() && r.IsList():
-			if l.Len()+r.Len() > maxOutputBytes {
-				return nil, fmt.Errorf("list too long")
+			if l.Len()+r.Len() > maxListItems {
+				return nil, fmt.Errorf("list too long (more than %d items)", maxListItems)
 			}
 			out := make([]interface{}, 0, l.Len()+r.Len())
 			for _, v := range []*exec.Value{l, r} {
@@ -254,8 +254,12 @@ func repeat(v *exec.Value, n int64) (interface{}, error) {
 		}
 		return []interface{}{}, nil
 	}
-	if int64(v.Len())*n > maxOutputBytes || n > maxOutputBytes {
-		return nil, fmt.Errorf("repetition result too large (more than %d items)", maxOutputBytes)
+	limit := int64(maxOutputBytes)
+	if !v.IsString() {
+		limit = maxListItems
+	}
+	if int64(v.Len())*n > limit || n > limit {
+		return nil, fmt.Errorf("repetition result too large (more than %d items)", limit)
 	}
 	if v.IsString() {
 		return strings.Repeat(v.String(), int(n)), nil

@@ -128,6 +128,7 @@ var filters = func() *exec.FilterSet {
 	must(fs.Replace("round", filterRound))
 	must(fs.Replace("string", filterString))
 	must(fs.Replace("replace", filterReplace))
+	must(fs.Replace("join", joinFilter(gonjaFilter(fs, "join"))))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
 		must(fs.Replace(name, boundedFilter(name, gonjaFilter(fs, name))))
 	}
@@ -266,6 +267,9 @@ func jinjaLiteral(s string) string {
 // IsLiteral reports whether the source has no Jinja syntax at all.
 func (t *Template) IsLiteral() bool { return t.literal }
 
+// renderSlots bounds the renders running at once.
+var renderSlots = make(chan struct{}, maxConcurrentRenders)
+
 // renderState carries what a render's filters and functions report back.
 type renderState struct {
 	fatal error              // an error no Jinja construct may swallow (get_pvc, finalize)
@@ -288,6 +292,10 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	if t.literal {
 		return t.source, false, nil
 	}
+	// Each render may use several times maxOutputBytes; bounding how many
+	// run at once bounds the process's memory (see deployment.yaml's limits).
+	renderSlots <- struct{}{}
+	defer func() { <-renderSlots }()
 	defer func() {
 		if r := recover(); r != nil {
 			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}

@@ -24,10 +24,13 @@ const (
 	maxDepth       = 100     // nested macro calls and loop bodies (Jinja: ~150 macro levels)
 	maxOutputBytes = 4 << 20 // rendered bytes, and size of any string or list built by * or filters
 	maxWidth       = 1 << 16 // width arguments of center, indent, ljust, ...
+	maxListItems   = 1 << 18 // items of a list built by + or *
 	// maxRenderTime bounds a render's wall-clock time, checked at every loop
 	// iteration, macro call, bounded filter and output write: the other
 	// limits bound each step, this bounds their sum on a loaded machine.
 	maxRenderTime = 500 * time.Millisecond
+	// maxConcurrentRenders bounds the renders running at once in a process.
+	maxConcurrentRenders = 4
 )
 
 // overtime fails the render once its deadline has passed.
@@ -166,6 +169,32 @@ func boundedFilter(name string, f exec.FilterFunction) exec.FilterFunction {
 			str := in.String()
 			if int64(len(str))+widest*int64(strings.Count(str, "\n")+1) > maxOutputBytes {
 				return fatal(e, nil, fmt.Sprintf("filter %s: result would be longer than %d bytes", name, maxOutputBytes))
+			}
+		}
+		return f(e, in, params)
+	}
+}
+
+// joinFilter is gonja's join, refused when the result would be longer than
+// maxOutputBytes (100000 items joined by a 1000-byte separator is 100 MB).
+func joinFilter(f exec.FilterFunction) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsList() && in.Len() > 0 {
+			size := int64(0)
+			for _, a := range params.Args {
+				if a.IsString() {
+					size += int64(len(a.String())) * int64(in.Len()-1)
+				}
+			}
+			for i := 0; i < in.Len() && size <= maxOutputBytes; i++ {
+				if item := in.Index(i); item.IsString() {
+					size += int64(len(item.String()))
+				} else {
+					size += 24 // a number, a bool, a short repr; bounded by the output check after
+				}
+			}
+			if size > maxOutputBytes {
+				return fatal(e, nil, fmt.Sprintf("filter join: result would be longer than %d bytes", maxOutputBytes))
 			}
 		}
 		return f(e, in, params)
