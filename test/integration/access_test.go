@@ -16,6 +16,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,9 +104,19 @@ func TestAccess(t *testing.T) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// What the "edit" role grants on pods and claims (aggregated roles stay
+	// empty without kube-controller-manager).
+	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "edit"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
+			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "edit"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -160,7 +171,7 @@ func TestAccess(t *testing.T) {
 		}
 	}
 	patch := func(c kubernetes.Interface, ns, name, body string) error {
-		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
 	}
 
@@ -184,6 +195,9 @@ func TestAccess(t *testing.T) {
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"`+templating.LabelClaimUID+`":"other"}}}`), "reserved to PaV")
 	denied("tenant swaps the image of PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"spec":{"containers":[{"name":"c","image":"evil"}]}}`), "only PaV may change")
+	ephemeral := `{"spec":{"ephemeralContainers":[{"name":"debug","image":"evil","targetContainerName":"c"}]}}`
+	_, err = tenant.CoreV1().Pods(tenantNS).Patch(ctx, creation.Name, types.StrategicMergePatchType, []byte(ephemeral), metav1.PatchOptions{}, "ephemeralcontainers")
+	denied("tenant adds an ephemeral container to PaV's pod", err, "only PaV may change")
 	allowed("tenant adds its own label to PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
 
@@ -223,13 +237,25 @@ func TestAccess(t *testing.T) {
 	allowed("controller creates a PV it provisions", err)
 	allowed("controller deletes a PV it provisioned", ctrl.CoreV1().PersistentVolumes().Delete(ctx, "pvc-1", metav1.DeleteOptions{}))
 
+	expandable := true
+	if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "expandable"}, Provisioner: "host-directory", AllowVolumeExpansion: &expandable,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	claim, err := admin.CoreV1().PersistentVolumeClaims(tenantNS).Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "claim"},
 		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &[]string{"expandable"}[0],
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A bound claim's requests are the one thing of its spec the API lets change.
+	claim.Status.Phase = corev1.ClaimBound
+	if claim, err = admin.CoreV1().PersistentVolumeClaims(tenantNS).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	claimPatch := func(body string) error {
@@ -248,7 +274,7 @@ func TestAccess(t *testing.T) {
 	denied("node plugin of node-a creates a staging pod on node-b", err, "only pods on its own node")
 	creationOnA := creation.DeepCopy()
 	creationOnA.Name, creationOnA.Spec.NodeName = "creation-a", "node-a"
-	_, err = node.CoreV1().Pods("kube-system").Create(ctx, creationOnA, metav1.CreateOptions{})
+	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
 	denied("node plugin creates a creation pod", err, "only staging and unstaging pods")
 	denied("node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+templating.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")

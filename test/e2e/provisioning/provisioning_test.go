@@ -31,6 +31,9 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/test/e2e/framework"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 const timeout = 2 * time.Minute
@@ -585,4 +588,75 @@ func TestInvalidProvisionerRejected(t *testing.T) {
 	if !strings.Contains(err.Error(), "spec.volumeCreation.capacity") {
 		t.Errorf("rejection does not name the field: %v", err)
 	}
+}
+
+// Issue 9's forged-results attack: a tenant who may create pods where the
+// provisioner's pods run cannot forge a PaV pod (the admission policy
+// refuses PaV's labels and result annotations), and a pod that merely took
+// the deterministic names of PaV's validation and creation pods is ignored:
+// the claim is still provisioned, with the handle the real creation pod
+// chose, and the claim's Events say what happened.
+func TestForgedPodsIgnored(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("forged", "provisioningModes: [Dynamic]\n"+
+		section("volumeValidation", pod(`true`))+
+		section("volumeCreation", pod(`echo "real-$CLAIM_UID" > /pav/handle && echo 1Gi > /pav/capacity`))+staging)
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := e.class(p, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })
+	pvc := e.claim("data", class, "1Gi")
+
+	// The tenant: may create and change pods in its namespace, nothing else.
+	if _, err := e.Client.RbacV1().Roles(e.Namespace).Create(e.Ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.RbacV1().RoleBindings(e.Namespace).Create(e.Ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "pods"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "mallory"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
+	tenant := kubernetes.NewForConfigOrDie(cfg)
+
+	squat := func(phase templating.Phase, labels, annotations map[string]string) error {
+		_, err := tenant.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: templating.PodName(phase, string(pvc.UID)), Labels: labels, Annotations: annotations},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	err := squat(templating.PhaseCreation,
+		map[string]string{templating.LabelProvisioner: p.Name, templating.LabelPhase: string(templating.PhaseCreation), templating.LabelClaimUID: string(pvc.UID)},
+		map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultHandle: ".", templating.AnnotationResultCapacity: "1Gi"})
+	if err == nil || !strings.Contains(err.Error(), "reserved to PaV") {
+		t.Fatalf("a tenant's forged creation pod: %v, want refused by policy pav-reserved-pods", err)
+	}
+	for _, phase := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation} {
+		if err := squat(phase, nil, nil); err != nil {
+			t.Fatalf("a tenant's ordinary pod under the %s pod's name: %v", phase, err)
+		}
+	}
+
+	client := e.CreatePod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"cat", "/data/greeting"}, VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	_, pv := e.waitBound("data")
+	if want := "real-" + string(pvc.UID); pv.Spec.CSI.VolumeHandle != want {
+		t.Errorf("handle %q, want %q from PaV's own creation pod", pv.Spec.CSI.VolumeHandle, want)
+	}
+	e.waitEvent("data", "PodNameTaken", "was not created by PaV")
+	e.WaitForPod(client.Name, timeout, framework.PodSucceeded)
+	e.DeletePod(client.Name, timeout)
 }
