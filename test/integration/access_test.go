@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -247,8 +248,8 @@ func TestAccess(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "claim"},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: &[]string{"expandable"}[0],
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +265,35 @@ func TestAccess(t *testing.T) {
 	}
 	allowed("controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+templating.FinalizerClaim+`"]}}`))
 	denied("controller changes a claim's spec", claimPatch(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), "only the metadata of claims")
+
+	provisioners := schema.GroupVersionResource{Group: "pav.albertofaria.github.io", Version: "v1alpha1", Resource: "pavprovisioners"}
+	if _, err := dynamic.NewForConfigOrDie(cfg).Resource(provisioners).Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "pav.albertofaria.github.io/v1alpha1", "kind": "PavProvisioner",
+		"metadata": map[string]interface{}{"name": "p"},
+		"spec": map[string]interface{}{"provisioningModes": []interface{}{"Static"},
+			"volumeStaging": map[string]interface{}{"podTemplate": map[string]interface{}{"spec": map[string]interface{}{
+				"containers": []interface{}{map[string]interface{}{"name": "c", "image": "busybox"}}}}}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrlCfg := rest.CopyConfig(cfg)
+	ctrlCfg.Impersonate = rest.ImpersonationConfig{UserName: ctrlUser, Groups: append(ctrlGroups, "system:authenticated")}
+	provUpdate := func(mutate func(*unstructured.Unstructured)) error {
+		c := dynamic.NewForConfigOrDie(ctrlCfg).Resource(provisioners)
+		p, err := c.Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(p)
+		_, err = c.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}
+	allowed("controller adds its finalizer to a PavProvisioner", provUpdate(func(p *unstructured.Unstructured) {
+		p.SetFinalizers([]string{templating.FinalizerProvisioner})
+	}))
+	denied("controller changes a PavProvisioner's spec", provUpdate(func(p *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(p.Object, []string{"Dynamic", "Static"}, "spec", "provisioningModes")
+	}), "never changes what a PavProvisioner says")
 
 	// The node plugin: only staging/unstaging pods on its own node; only pods there.
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
