@@ -296,14 +296,14 @@ func next(have *Certs, dnsNames []string, now time.Time) (*Certs, error) {
 		}
 		if !works {
 			// Nothing to keep serving meanwhile: sign with the new CA now.
-			if out.Cert, out.Key, err = issue(ca, key, dnsNames, now); err != nil {
+			if out.Cert, out.Key, err = issue(ca, key, issueNames(leaf, dnsNames, now), now); err != nil {
 				return nil, err
 			}
 		}
 	case !fresh && (!works || now.After(signer.NotBefore.Add(backdate+caSettle))):
 		bundle = cas
 		var err error
-		if out.Cert, out.Key, err = issue(signer, signerKey, dnsNames, now); err != nil {
+		if out.Cert, out.Key, err = issue(signer, signerKey, issueNames(leaf, dnsNames, now), now); err != nil {
 			return nil, err
 		}
 	default:
@@ -319,6 +319,35 @@ func next(have *Certs, dnsNames []string, now time.Time) (*Certs, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// issueNames are the names for a serving certificate replacing leaf. When
+// leaf is replaced before its time (it lacks some of dnsNames, or its CA is
+// gone), its names are kept too: replicas configured with different names
+// (say, during a rollout that changes them) then converge on a certificate
+// valid for all of them instead of replacing each other's in turn.
+func issueNames(leaf *x509.Certificate, dnsNames []string, now time.Time) []string {
+	if leaf == nil || now.Add(renewBefore).After(leaf.NotAfter) {
+		return dnsNames
+	}
+	names := append([]string(nil), dnsNames...)
+	seen := map[string]bool{}
+	for _, n := range dnsNames {
+		seen[n] = true
+	}
+	for _, n := range leaf.DNSNames {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, ip := range leaf.IPAddresses {
+		if n := ip.String(); !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // EnsureSecret is EnsureSecretAt at the current time.
