@@ -352,7 +352,7 @@ func retry(ctx context.Context, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		klog.ErrorS(err, "Webhook setup failed; retrying", "in", delay)
+		klog.ErrorS(err, "Webhook certificate or CA bundle: retrying", "in", delay)
 		select {
 		case <-ctx.Done():
 			return err
