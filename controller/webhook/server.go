@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -9,12 +10,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -112,9 +115,21 @@ type Server struct {
 	// ExtraNames are more DNS names or IP addresses for the certificate
 	// (e.g. when the API server calls the webhook by URL).
 	ExtraNames []string
+	// RecheckInterval is how often the Secret is checked for certificates
+	// to renew, besides whenever it changes (default: an hour).
+	RecheckInterval time.Duration
+
+	now func() time.Time // the clock for certificate decisions; nil: time.Now
 
 	ready    atomic.Bool
 	draining atomic.Bool
+
+	refreshing sync.Mutex                      // one refresh at a time, so cert and certs move forward together
+	certs      atomic.Pointer[Certs]           // the Secret's content as last read
+	cert       atomic.Pointer[tls.Certificate] // served
+	recheck    chan struct{}                   // re-read the Secret now
+	newBundle  chan struct{}                   // certs.CACert changed
+	addr       net.Addr                        // where it listens, set before ready
 }
 
 // Ready reports whether the server is serving with a certificate and is not
@@ -129,21 +144,54 @@ func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
 // request into one at that very moment (a "broken pipe" it does not retry).
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// Run obtains the certificate, starts serving and keeps the CA bundle in
-// place (re-patching if someone re-applies the manifest) until ctx ends.
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+func (s *Server) names() []string {
+	return append(DNSNames(s.ServiceName, s.Namespace), s.ExtraNames...)
+}
+
+// Run obtains the certificate, starts serving and, until ctx ends, renews
+// the certificate when due (serving the Secret's current one, whichever
+// replica renewed it) and keeps the CA bundle in place (re-patching if
+// someone re-applies the manifest).
 func (s *Server) Run(ctx context.Context) error {
-	var certs *Certs
-	err := retry(ctx, func() error {
-		var err error
-		certs, err = EnsureSecret(ctx, s.Kube, s.Namespace, s.SecretName, append(DNSNames(s.ServiceName, s.Namespace), s.ExtraNames...))
-		return err
+	ctx, cancel := context.WithCancel(ctx)
+	s.recheck = make(chan struct{}, 1)
+	s.newBundle = make(chan struct{}, 1)
+
+	// Watch the one Secret (by name, which a Role's resourceNames can allow)
+	// from the start, so that no change after the first read is missed.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0,
+		informers.WithNamespace(s.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + s.SecretName }))
+	secretChanged := func(obj interface{}) {
+		if m, err := meta.Accessor(obj); err == nil && m.GetName() == s.SecretName {
+			notify(s.recheck)
+		}
+	}
+	_, err := factory.Core().V1().Secrets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    secretChanged,
+		UpdateFunc: func(_, n interface{}) { secretChanged(n) },
+		// A deleted Secret is re-created by the next refresh.
+		DeleteFunc: func(interface{}) { notify(s.recheck) },
 	})
 	if err != nil {
-		return err
+		cancel()
+		return fmt.Errorf("watching Secret %s/%s: %w", s.Namespace, s.SecretName, err)
 	}
-	pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
-	if err != nil {
-		return fmt.Errorf("loading webhook certificate: %w", err)
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel() // first: Shutdown waits for the informer to stop
+		factory.Shutdown()
+	}()
+
+	if err := retry(ctx, func() error { return s.refresh(ctx) }); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -165,15 +213,22 @@ func (s *Server) Run(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		TLSConfig: &tls.Config{
+			// Every handshake takes the current certificate: a renewed one
+			// is served without a restart.
+			GetCertificate: s.getCertificate,
+			MinVersion:     tls.VersionTLS12,
+		},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	s.addr = ln.Addr()
 	s.ready.Store(true)
 	klog.InfoS("Serving admission webhook", "addr", s.Addr)
 
+	go s.keepCert(ctx)
 	if s.WebhookConfigName != "" {
-		go s.keepCABundle(ctx, certs.CACert)
+		go s.keepCABundle(ctx)
 	}
 	select {
 	case <-ctx.Done():
@@ -186,31 +241,107 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// keepCABundle patches the CA bundle now and whenever the configuration changes.
-func (s *Server) keepCABundle(ctx context.Context, ca []byte) {
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + s.WebhookConfigName
-	}))
-	trigger := make(chan struct{}, 1)
-	poke := func(interface{}) {
-		select {
-		case trigger <- struct{}{}:
-		default:
-		}
+func (s *Server) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.cert.Load(), nil
+}
+
+// refresh reads the Secret (renewing its certificates when due) and serves
+// what it holds.
+func (s *Server) refresh(ctx context.Context) error {
+	s.refreshing.Lock()
+	defer s.refreshing.Unlock()
+	certs, err := EnsureSecretAt(ctx, s.Kube, s.Namespace, s.SecretName, s.names(), s.clock())
+	if err != nil {
+		return err
 	}
-	inf := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n interface{}) { poke(n) }})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	old := s.certs.Load()
+	if old != nil && old.equal(certs) {
+		return nil
+	}
+	if old == nil || !bytes.Equal(old.Cert, certs.Cert) || !bytes.Equal(old.Key, certs.Key) {
+		pair, err := tls.X509KeyPair(certs.Cert, certs.Key)
+		if err != nil {
+			return fmt.Errorf("loading the webhook certificate of Secret %s/%s: %w", s.Namespace, s.SecretName, err)
+		}
+		s.cert.Store(&pair)
+		klog.InfoS("Loaded webhook serving certificate", "secret", klog.KRef(s.Namespace, s.SecretName), "notAfter", pair.Leaf.NotAfter)
+	}
+	s.certs.Store(certs)
+	if old == nil || !bytes.Equal(old.CACert, certs.CACert) {
+		notify(s.newBundle)
+	}
+	return nil
+}
+
+// keepCert refreshes the certificate periodically and whenever the Secret
+// changes.
+func (s *Server) keepCert(ctx context.Context) {
+	interval := s.RecheckInterval
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-trigger:
-			if err := retry(ctx, func() error { return PatchCABundle(ctx, s.Kube, s.WebhookConfigName, ca) }); err != nil {
-				klog.ErrorS(err, "Patching the webhook CA bundle")
-			}
+		case <-tick.C:
+		case <-s.recheck:
 		}
+		if err := retry(ctx, func() error { return s.refresh(ctx) }); err != nil {
+			klog.ErrorS(err, "Refreshing the webhook certificate")
+		}
+	}
+}
+
+// keepCABundle patches the Secret's CA bundle into the configuration now,
+// whenever the bundle changes, and whenever the configuration changes.
+//
+// Replicas never fight: the Secret is the one source of the bundle, and a
+// replica re-reads it before answering a change of the configuration, so a
+// replica that has not yet seen a new bundle (its informer lags) does not put
+// the old one back over another replica's patch.
+func (s *Server) keepCABundle(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + s.WebhookConfigName
+	}))
+	configChanged := make(chan struct{}, 1)
+	poke := func(interface{}) { notify(configChanged) }
+	inf := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n interface{}) { poke(n) }})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	patch := func() error {
+		return PatchCABundle(ctx, s.Kube, s.WebhookConfigName, s.certs.Load().CACert)
+	}
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.newBundle:
+			err = retry(ctx, patch)
+		case <-configChanged:
+			err = retry(ctx, func() error {
+				if err := s.refresh(ctx); err != nil {
+					return err
+				}
+				return patch()
+			})
+		}
+		if err != nil {
+			klog.ErrorS(err, "Patching the webhook CA bundle")
+		}
+	}
+}
+
+// notify wakes up the receiver of c (a channel with a buffer of one) without
+// blocking: wake-ups that find one pending coalesce.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
@@ -221,7 +352,7 @@ func retry(ctx context.Context, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		klog.ErrorS(err, "Webhook setup failed; retrying", "in", delay)
+		klog.ErrorS(err, "Webhook certificate or CA bundle: retrying", "in", delay)
 		select {
 		case <-ctx.Done():
 			return err
