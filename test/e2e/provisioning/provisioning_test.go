@@ -660,3 +660,57 @@ func TestForgedPodsIgnored(t *testing.T) {
 	e.WaitForPod(client.Name, timeout, framework.PodSucceeded)
 	e.DeletePod(client.Name, timeout)
 }
+
+// Issue 9's race: a staging pod keeps swapping /pav/volume between a link to
+// its own directory and a link to a host directory (the kubelet root, which
+// the node plugin sees) while PaV checks and mounts it. Each staging either
+// mounts the pod's directory or is refused and retried by kubelet; no client
+// may ever see the host directory. (The unit test TestOpenInPavRace runs the
+// same attack 50,000 times against the resolver itself.)
+func TestStagingPodSwappingVolumeGetsNothingOutside(t *testing.T) {
+	e := newEnv(t)
+	swapper := `volumeStaging:
+  podTemplate:
+    metadata:
+      namespace: NS
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: main
+          image: ` + framework.TestImage + `
+          imagePullPolicy: Never
+          command:
+            - bash
+            - -c
+            - |
+              mkdir -p /pav/real && touch /pav/real/inside-marker
+              ln -s real /pav/volume && touch /pav/ready
+              while true; do
+                ln -sfn /var/lib/kubelet /pav/tmp && mv -fT /pav/tmp /pav/volume
+                ln -sfn real /pav/tmp && mv -fT /pav/tmp /pav/volume
+              done
+`
+	p := e.provisioner("swap", "provisioningModes: [Dynamic]\n"+section("volumeCreation", "capacity: 1Gi\n")+swapper)
+	class := e.class(p, nil)
+	const clients = 6
+	for i := 0; i < clients; i++ {
+		claim := fmt.Sprintf("data-%d", i)
+		e.claim(claim, class, "1Gi")
+		e.CreatePod(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("client-%d", i)},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever,
+					Command:      []string{"sh", "-c", "ls -a /data; test -e /data/inside-marker && ! test -e /data/pods && ! test -e /data/plugins"},
+					VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
+				Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+			},
+		})
+	}
+	for i := 0; i < clients; i++ {
+		name := fmt.Sprintf("client-%d", i)
+		// A failed client saw something other than the staging pod's directory.
+		e.WaitForPod(name, 3*timeout, framework.PodSucceeded)
+		e.DeletePod(name, timeout)
+	}
+}
