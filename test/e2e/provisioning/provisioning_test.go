@@ -31,6 +31,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/test/e2e/framework"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -622,6 +623,18 @@ func TestForgedPodsIgnored(t *testing.T) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
 	tenant := kubernetes.NewForConfigOrDie(cfg)
+	// The API server's authorizer learns of the binding a moment later.
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		review, err := tenant.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "create", Resource: "pods", Namespace: e.Namespace}}}, metav1.CreateOptions{})
+		if err == nil && review.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant never got its role: %v", err)
+		}
+	}
 
 	squat := func(phase templating.Phase, labels, annotations map[string]string) error {
 		_, err := tenant.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{
