@@ -127,6 +127,12 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 	if v := s.VolumeUnstaging; v != nil {
 		c.unstaging = add("volumeUnstaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	}
+	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
+		// The volume's capacity comes from volumeCreation.capacity or the
+		// creation pod's /pav/capacity: with neither, nothing is ever provisioned.
+		errs = append(errs, field.Required(specPath.Child("volumeCreation"),
+			"a provisioner with provisioningModes Dynamic needs volumeCreation.capacity or a volumeCreation.podTemplate whose pod writes /pav/capacity"))
+	}
 	if c.staging != nil && c.staging.fields["podTemplate"] == nil {
 		errs = append(errs, field.Required(specPath.Child("volumeStaging", "podTemplate"), "every provisioner needs a staging pod"))
 	}
@@ -174,6 +180,9 @@ func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.Erro
 			out.MaxCapacity, e = readQuantity(v, p)
 		case "capacity":
 			out.Capacity, e = readQuantity(v, p)
+			if out.Capacity != nil && out.Capacity.Sign() == 0 {
+				e = append(e, field.Invalid(p, out.Capacity.String(), "a volume's capacity must be positive"))
+			}
 		case "handle":
 			out.Handle, e = readHandle(v, p)
 		case "nodeAffinity":
@@ -184,6 +193,10 @@ func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.Erro
 			e = field.ErrorList{field.InternalError(p, fmt.Errorf("unexpected field"))}
 		}
 		errs = append(errs, e...)
+	}
+	if out.MinCapacity != nil && out.MaxCapacity != nil && out.MinCapacity.Cmp(*out.MaxCapacity) > 0 {
+		errs = append(errs, field.Invalid(s.path.Child("maxCapacity"), out.MaxCapacity.String(),
+			fmt.Sprintf("must not be less than minCapacity (%s): no claim could be provisioned", out.MinCapacity.String())))
 	}
 	return out, errs
 }

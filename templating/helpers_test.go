@@ -30,7 +30,12 @@ func provisioner(t testing.TB, doc string) *v1alpha1.PavProvisioner {
 }
 
 // minimal is a valid provisioner; tests append sections to it.
-const minimal = `
+const minimal = minimalNoCreation + `  volumeCreation:
+    capacity: 1Gi
+`
+
+// minimalNoCreation is minimal without its volumeCreation section.
+const minimalNoCreation = `
 apiVersion: pav.albertofaria.github.io/v1alpha1
 kind: PavProvisioner
 metadata:
@@ -46,7 +51,13 @@ spec:
 `
 
 // withSection returns minimal plus YAML that is added under spec.
-func withSection(section string) string { return minimal + indent(section, "  ") }
+// A section that brings its own volumeCreation replaces minimal's.
+func withSection(section string) string {
+	if strings.Contains(section, "volumeCreation:") {
+		return minimalNoCreation + indent(section, "  ")
+	}
+	return minimal + indent(section, "  ")
+}
 
 func indent(s, prefix string) string {
 	lines := strings.Split(strings.Trim(s, "\n"), "\n")

@@ -121,7 +121,7 @@ volumeValidation:
 
 func TestProvisioningModesEnforced(t *testing.T) {
 	ctx := context.Background()
-	static := compiled(t, strings.Replace(minimal, "[Dynamic, Static]", "[Static]", 1))
+	static := compiled(t, strings.Replace(minimalNoCreation, "[Dynamic, Static]", "[Static]", 1))
 	if _, err := static.DynamicValidation(ctx, dynReq(), nil); err == nil || !strings.Contains(err.Error(), "does not support Dynamic provisioning") {
 		t.Errorf("DynamicValidation on a Static provisioner: %v", err)
 	}
@@ -181,9 +181,9 @@ volumeDeletion:
 		t.Errorf("deletion args %q", got)
 	}
 
-	// Absent sections evaluate to empty configs.
+	// Absent sections and fields evaluate to empty configs.
 	c = compiled(t, minimal)
-	if cfg, err := c.Creation(ctx, dynReq(), nil); err != nil || cfg.Handle != nil || cfg.Capacity != nil || cfg.PodTemplate != nil || cfg.NodeAffinity != nil {
+	if cfg, err := c.Creation(ctx, dynReq(), nil); err != nil || cfg.Handle != nil || cfg.PodTemplate != nil || cfg.NodeAffinity != nil {
 		t.Errorf("empty creation: %+v %v", cfg, err)
 	}
 	if cfg, err := c.Deletion(ctx, dynReq(), nil); err != nil || cfg.PodTemplate != nil {
@@ -309,6 +309,7 @@ func TestGetPVC(t *testing.T) {
 	c := compiled(t, withSection(`
 volumeCreation:
   handle: "{{ get_pvc('other', 'ns2').spec.volumeName }}"
+  capacity: 1Gi
 `))
 	var calls []string
 	get := func(gctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -332,6 +333,7 @@ volumeCreation:
 	c = compiled(t, withSection(`
 volumeCreation:
   handle: "{{ get_pvc('missing', 'ns2').spec.volumeName }}"
+  capacity: 1Gi
 `))
 	if _, err := c.Creation(ctx, dynReq(), get); err == nil || !strings.Contains(err.Error(), "spec.volumeCreation.handle") || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("get_pvc error: %v", err)
@@ -345,6 +347,7 @@ func TestContextNotMutated(t *testing.T) {
 	c := compiled(t, withSection(`
 volumeCreation:
   handle: "{% set x = pvc.metadata.update({'name': 'changed'}) %}{{ pvc.metadata.name }}"
+  capacity: 1Gi
 `))
 	r := dynReq()
 	_, _ = c.Creation(context.Background(), r, nil)

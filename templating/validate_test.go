@@ -70,7 +70,7 @@ volumeUnstaging:
   podTemplate: "{% set yaml = true %}{{ params.pod }}"
 `)},
 
-		{name: "no modes", doc: strings.Replace(minimal, "provisioningModes: [Dynamic, Static]", "provisioningModes: []", 1),
+		{name: "no modes", doc: strings.Replace(minimalNoCreation, "provisioningModes: [Dynamic, Static]", "provisioningModes: []", 1),
 			want: []string{"spec.provisioningModes: Required value"}},
 		{name: "bad and duplicate modes", doc: strings.Replace(minimal, "[Dynamic, Static]", "[Dynamic, dynamic, Dynamic]", 1),
 			want: []string{`spec.provisioningModes[1]: Unsupported value: "dynamic"`, `spec.provisioningModes[2]: Duplicate value: "Dynamic"`}},
@@ -110,9 +110,40 @@ volumeUnstaging:
           image: img
           command: [sh, -c, "echo {{ handle"]
 `), want: []string{"spec.volumeUnstaging.podTemplate.spec.containers[0].command[2]: Invalid value: template line 1, column"}},
+		{name: "min above max", doc: withSection(`
+volumeValidation:
+  minCapacity: 2Gi
+  maxCapacity: 1Gi
+`), want: []string{"spec.volumeValidation.maxCapacity: Invalid value: \"1Gi\": must not be less than minCapacity (2Gi)"}},
+		{name: "no modes at all", doc: withSection(`
+volumeValidation:
+  volumeModes: []
+  accessModes: []
+`), want: []string{"spec.volumeValidation.accessModes: Required value: must list at least one access mode",
+			"spec.volumeValidation.volumeModes: Required value: must list at least one volume mode"}},
+		{name: "zero capacity", doc: withSection(`
+volumeCreation:
+  capacity: 0
+`), want: []string{`spec.volumeCreation.capacity: Invalid value: "0": a volume's capacity must be positive`}},
+		{name: "dynamic without a capacity or creation pod", doc: strings.Replace(minimalNoCreation, "[Dynamic, Static]", "[Dynamic]", 1),
+			want: []string{"spec.volumeCreation: Required value: a provisioner with provisioningModes Dynamic needs volumeCreation.capacity or a volumeCreation.podTemplate"}},
+		{name: "dynamic with only a handle", doc: withSection(`
+volumeCreation:
+  handle: h
+`), want: []string{"spec.volumeCreation: Required value"}},
+		{name: "static needs no capacity", doc: strings.Replace(minimalNoCreation, "[Dynamic, Static]", "[Static]", 1)},
+		{name: "templated capacity and modes pass", doc: withSection(`
+volumeValidation:
+  minCapacity: "{{ params.min }}"
+  maxCapacity: 1Gi
+  volumeModes: ["{{ params.mode }}"]
+volumeCreation:
+  capacity: "{{ requestedMinCapacity }}"
+`)},
 		{name: "unknown filter", doc: withSection(`
 volumeCreation:
   handle: "{{ defaultHandle | nosuchfilter }}"
+  capacity: 1Gi
 `), want: []string{"spec.volumeCreation.handle: Invalid value: template line 1"}},
 
 		{name: "bad literal modes", doc: withSection(`
@@ -140,18 +171,22 @@ volumeCreation:
 		{name: "bad handles", doc: withSection(`
 volumeCreation:
   handle: 12
+  capacity: 1Gi
 `), want: []string{"spec.volumeCreation.handle: Invalid value: 12: must be a string"}},
 		{name: "empty handle", doc: withSection(`
 volumeCreation:
   handle: ""
+  capacity: 1Gi
 `), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": must not be empty"}},
 		{name: "node affinity", doc: withSection(`
 volumeCreation:
   nodeAffinity: {requird: {}}
+  capacity: 1Gi
 `), want: []string{"spec.volumeCreation.nodeAffinity.requird: Forbidden: unknown field", "spec.volumeCreation.nodeAffinity.required: Required value"}},
 		{name: "node affinity without terms", doc: withSection(`
 volumeCreation:
   nodeAffinity: {required: {nodeSelectorTerms: []}}
+  capacity: 1Gi
 `), want: []string{"spec.volumeCreation.nodeAffinity.required.nodeSelectorTerms: Required value"}},
 
 		{name: "pod template extra keys", doc: withSection(`

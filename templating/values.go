@@ -33,6 +33,10 @@ func readVolumeModes(v interface{}, p *field.Path) ([]corev1.PersistentVolumeMod
 	if items == nil {
 		return nil, errs
 	}
+	if len(items) == 0 {
+		// None at all: no claim could ever be provisioned or staged.
+		return nil, append(errs, field.Required(p, "must list at least one volume mode"))
+	}
 	out := []corev1.PersistentVolumeMode{}
 	for i, s := range items {
 		if s == nil {
@@ -52,6 +56,10 @@ func readAccessModes(v interface{}, p *field.Path) ([]corev1.PersistentVolumeAcc
 	items, errs := readStringList(v, p)
 	if items == nil {
 		return nil, errs
+	}
+	if len(items) == 0 {
+		// None at all: no claim could ever be provisioned or staged.
+		return nil, append(errs, field.Required(p, "must list at least one access mode"))
 	}
 	out := []corev1.PersistentVolumeAccessMode{}
 	for i, s := range items {

@@ -266,13 +266,14 @@ func TestValidateCommand(t *testing.T) {
 		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeCreation.capacity: Invalid value: "lots"`,
 		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.containers[0].command[0]: Invalid value: template line 1`,
 		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.restartPolicy: Forbidden`,
+		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeCreation: Required value: a provisioner with provisioningModes Dynamic needs`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "\n"); n != 7 {
-		t.Errorf("%d problems printed, want 7:\n%s", n, out)
+	if n := strings.Count(out, "\n"); n != 8 {
+		t.Errorf("%d problems printed, want 8:\n%s", n, out)
 	}
 	if !strings.Contains(stderr, `testdata/invalid.yaml: skipping ConfigMap "not-a-provisioner": not a PavProvisioner`) {
 		t.Errorf("stderr %q", stderr)
