@@ -253,6 +253,10 @@ func (s *claimSync) start(ctx context.Context) error {
 	} else if ok {
 		return s.finish(ctx)
 	}
+	// Refuse before anything is created a claim whose PV could not record it.
+	if _, _, err := snapshots(s.pvc, s.class); err != nil {
+		return s.fail(reasonProvisioningFailed, "%v", err)
+	}
 	vc, err := s.c.engine.Validation(ctx, s.p, s.request())
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeValidation of PavProvisioner %q: %v", s.p.Name, err)

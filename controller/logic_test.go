@@ -351,3 +351,23 @@ func TestMetricsExported(t *testing.T) {
 		}
 	}
 }
+
+// A claim's kubectl last-applied copy stays out of the PV; a claim whose
+// snapshot still cannot fit on a PV is refused with a message saying so.
+func TestSnapshotSize(t *testing.T) {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov"}
+	pvc := claim("1Gi", "")
+	pvc.Annotations[corev1.LastAppliedConfigAnnotation] = strings.Repeat("x", 200<<10)
+	pv, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
+	if err != nil {
+		t.Fatalf("a claim whose only big annotation is kubectl's copy: %v", err)
+	}
+	if strings.Contains(pv.Annotations[templating.AnnotationClaimSnapshot], corev1.LastAppliedConfigAnnotation) {
+		t.Error("the PV records kubectl's last-applied copy of the claim")
+	}
+	pvc.Annotations["big"] = strings.Repeat("y", 200<<10)
+	if _, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")}); err == nil ||
+		!strings.Contains(err.Error(), "shorten the claim's annotations") {
+		t.Errorf("a claim too big to record: %v", err)
+	}
+}

@@ -83,9 +83,19 @@ func snapshot(obj interface{}) (string, error) {
 	return string(b), err
 }
 
+// annLastApplied is kubectl's copy of the whole object: the deletion
+// context has the object itself, so the copy is dropped from snapshots.
+const annLastApplied = corev1.LastAppliedConfigAnnotation
+
+// maxSnapshotBytes bounds the claim and class snapshots a PV carries
+// together: the API server refuses objects whose annotations exceed
+// 256 KiB, and the PV's own annotations need room too.
+const maxSnapshotBytes = 192 << 10
+
 func claimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
 	c := pvc.DeepCopy()
 	c.ManagedFields = nil
+	delete(c.Annotations, annLastApplied)
 	c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
 	return snapshot(c)
 }
@@ -93,8 +103,25 @@ func claimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
 func classSnapshot(sc *storagev1.StorageClass) (string, error) {
 	c := sc.DeepCopy()
 	c.ManagedFields = nil
+	delete(c.Annotations, annLastApplied)
 	c.APIVersion, c.Kind = "storage.k8s.io/v1", "StorageClass"
 	return snapshot(c)
+}
+
+// snapshots returns the claim and class snapshots a PV records for its
+// deletion, or an error saying why they do not fit on a PV.
+func snapshots(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (claim, class string, err error) {
+	if claim, err = claimSnapshot(pvc); err != nil {
+		return "", "", err
+	}
+	if class, err = classSnapshot(sc); err != nil {
+		return "", "", err
+	}
+	if n := len(claim) + len(class); n > maxSnapshotBytes {
+		return "", "", fmt.Errorf("the claim and its StorageClass take %d KiB as JSON (without managed fields and %s), more than the %d KiB a PersistentVolume can record for the volume's deletion: shorten the claim's annotations or labels",
+			n>>10, annLastApplied, maxSnapshotBytes>>10)
+	}
+	return claim, class, nil
 }
 
 // volumeSpec is everything buildVolume needs.
@@ -112,11 +139,7 @@ type volumeSpec struct {
 // the external-provisioner protocol, plus what deletion will need later
 // (snapshots of claim and class, selected node) since both may be gone then.
 func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
-	pvcJSON, err := claimSnapshot(s.PVC)
-	if err != nil {
-		return nil, err
-	}
-	scJSON, err := classSnapshot(s.Class)
+	pvcJSON, scJSON, err := snapshots(s.PVC, s.Class)
 	if err != nil {
 		return nil, err
 	}
