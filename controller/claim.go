@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -266,22 +268,26 @@ func (s *claimSync) start(ctx context.Context) error {
 	}
 	s.event(corev1.EventTypeNormal, reasonProvisioning, "PavProvisioner %q is provisioning a volume for claim %q", s.p.Name, s.key)
 	if vc.PodTemplate != nil {
-		return s.runPod(ctx, templating.PhaseValidation, vc.PodTemplate)
+		return s.runPod(ctx, templating.PhaseValidation, vc.PodTemplate, nil)
 	}
 	return s.startCreation(ctx)
 }
 
 // runPod starts a pod for the claim, after making sure the claim holds PaV's
 // finalizer (so a deleted claim stays readable until PaV has cleaned up).
-func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *corev1.PodTemplateSpec) error {
+func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *corev1.PodTemplateSpec, annotations map[string]string) error {
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
+	}
+	ann := map[string]string{templating.AnnotationClaim: s.key}
+	for k, v := range annotations {
+		ann[k] = v
 	}
 	squatter, err := s.c.createPod(ctx, tmpl, PodOptions{
 		Provisioner: s.p.Name,
 		Phase:       phase,
 		ClaimUID:    string(s.pvc.UID),
-		Annotations: map[string]string{templating.AnnotationClaim: s.key},
+		Annotations: ann,
 	})
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, phase))
@@ -320,7 +326,13 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
 	}
 	if cc.PodTemplate != nil {
-		if err := s.runPod(ctx, templating.PhaseCreation, cc.PodTemplate); err != nil {
+		// The PV will be built from what was evaluated now (recorded on the
+		// pod), not from a second evaluation after the pod ran.
+		recorded, err := json.Marshal(cc)
+		if err != nil {
+			return s.fail(reasonProvisioningFailed, "recording the evaluated spec.volumeCreation: %v", err)
+		}
+		if err := s.runPod(ctx, templating.PhaseCreation, cc.PodTemplate, map[string]string{templating.AnnotationCreationConfig: string(recorded)}); err != nil {
 			return err
 		}
 		// The creation pod now records the progress; the validation pod is done with.
@@ -364,25 +376,35 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 		return nil
 	}
 	s.c.metrics.podDone(pod, r.succeeded)
-	if !r.succeeded {
-		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message))
+	cc, err := s.recordedCreation(ctx, pod)
+	// The handle the attempt chose, for a deletion pod reverting it.
+	chosen := ""
+	if r.handle != nil {
+		chosen = strings.TrimSpace(*r.handle)
 	}
-	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
+	if cc != nil && cc.Handle != nil {
+		chosen = *cc.Handle
+	}
+	if !r.succeeded {
+		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message), chosen)
+	}
 	if err != nil {
-		return s.creationFailed(ctx, fmt.Sprintf("evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err))
+		return s.creationFailed(ctx, err.Error(), chosen)
 	}
 	handle, capacity, err := s.handleAndCapacity(cc, r, true)
 	if err != nil {
-		return s.creationFailed(ctx, err.Error())
+		return s.creationFailed(ctx, err.Error(), chosen)
 	}
 	return s.createVolume(ctx, cc, handle, capacity, true)
 }
 
 // creationFailed reports a failed creation and, as the spec says, runs the
 // deletion pod (if any) to revert whatever the creation pod did.
-func (s *claimSync) creationFailed(ctx context.Context, msg string) error {
+func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) error {
 	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
-	tmpl, err := s.c.engine.Deletion(ctx, s.p, s.request())
+	req := s.request()
+	req.Handle = handle
+	tmpl, err := s.c.engine.Deletion(ctx, s.p, req)
 	if err != nil {
 		return s.fail(reasonCleanupFailed, "evaluating spec.volumeDeletion of PavProvisioner %q to clean up after the failed creation: %v", s.p.Name, err)
 	}
@@ -392,10 +414,29 @@ func (s *claimSync) creationFailed(ctx context.Context, msg string) error {
 		}
 		return s.retryLater(msg)
 	}
-	if err := s.runPod(ctx, templating.PhaseDeletion, tmpl); err != nil {
+	if err := s.runPod(ctx, templating.PhaseDeletion, tmpl, nil); err != nil {
 		return err
 	}
 	return nil
+}
+
+// recordedCreation is the volumeCreation the creation pod's attempt
+// evaluated, recorded on the pod; a pod without the record (created by an
+// older PaV) gets a fresh evaluation.
+func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*CreationConfig, error) {
+	raw, ok := pod.Annotations[templating.AnnotationCreationConfig]
+	if !ok {
+		cc, err := s.c.engine.Creation(ctx, s.p, s.request())
+		if err != nil {
+			return nil, fmt.Errorf("evaluating spec.volumeCreation of PavProvisioner %q: %w", s.p.Name, err)
+		}
+		return cc, nil
+	}
+	cc := &CreationConfig{}
+	if err := json.Unmarshal([]byte(raw), cc); err != nil {
+		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", templating.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
+	}
+	return cc, nil
 }
 
 // afterFailedCreation waits for the deletion pod that reverts a failed
@@ -443,7 +484,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *CreationConfig, handle
 		// The volume exists but cannot be represented (e.g. a bad handle): undo it.
 		msg := fmt.Sprintf("the API server rejected PersistentVolume %s: %v", pv.Name, err)
 		if hadPod {
-			return s.creationFailed(ctx, msg)
+			return s.creationFailed(ctx, msg, handle)
 		}
 		return s.fail(reasonProvisioningFailed, "%s", msg)
 	case err != nil:
@@ -531,7 +572,7 @@ func (s *claimSync) deleted(ctx context.Context) error {
 	if tmpl == nil {
 		return s.finish(ctx)
 	}
-	return s.runPod(ctx, templating.PhaseDeletion, tmpl)
+	return s.runPod(ctx, templating.PhaseDeletion, tmpl, nil)
 }
 
 func (s *claimSync) recheck(r podOutcome) {

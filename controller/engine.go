@@ -46,6 +46,10 @@ type Request struct {
 	// SelectedNodeName is the node the scheduler chose (WaitForFirstConsumer),
 	// else "". Exposed to templates as an extra context variable.
 	SelectedNodeName string
+	// PV and Handle, for deletion only: the volume being deleted (nil when
+	// reverting a failed creation) and its handle ("" if none is known).
+	PV     *corev1.PersistentVolume
+	Handle string
 }
 
 // ValidationConfig is the evaluated spec.volumeValidation.
@@ -58,10 +62,10 @@ type ValidationConfig struct {
 
 // CreationConfig is the evaluated spec.volumeCreation.
 type CreationConfig struct {
-	Handle       *string
-	Capacity     *resource.Quantity
-	PodTemplate  *corev1.PodTemplateSpec
-	NodeAffinity *corev1.VolumeNodeAffinity
+	Handle       *string                    `json:"handle,omitempty"`
+	Capacity     *resource.Quantity         `json:"capacity,omitempty"`
+	PodTemplate  *corev1.PodTemplateSpec    `json:"-"`
+	NodeAffinity *corev1.VolumeNodeAffinity `json:"nodeAffinity,omitempty"`
 }
 
 // PodOptions say what a PaV pod is for.

@@ -106,6 +106,10 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	req.PV = pv
+	if pv.Spec.CSI != nil {
+		req.Handle = pv.Spec.CSI.VolumeHandle
+	}
 	tmpl, err := c.engine.Deletion(ctx, p, req)
 	if err != nil {
 		return fail("evaluating spec.volumeDeletion of PavProvisioner %q: %v", p.Name, err)

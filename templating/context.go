@@ -28,6 +28,12 @@ type DynamicRequest struct {
 	// SelectedNodeName is the node the scheduler picked (WaitForFirstConsumer),
 	// "" when none; templates see it as selectedNodeName (none when "").
 	SelectedNodeName string
+	// PV and Handle are for deletion only (a PaV-Go addition): the volume
+	// being deleted, as pv, and its handle, as handle (the one the creation
+	// pod chose). Reverting a failed creation has no PV, and a handle only if
+	// the creation pod wrote one.
+	PV     *corev1.PersistentVolume
+	Handle string
 }
 
 // StaticRequest is what static provisioning's validation is evaluated for.

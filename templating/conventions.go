@@ -46,6 +46,11 @@ const (
 	AnnotationVolumeSnapshot = prefix + "volume-snapshot" // JSON of the PV
 	AnnotationUnstaged       = prefix + "unstaged"
 
+	// On creation pods: the evaluated volumeCreation fields (handle,
+	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly
+	// what the attempt evaluated, however the claim changed meanwhile.
+	AnnotationCreationConfig = prefix + "creation-config"
+
 	// On terminated validation/creation/deletion pods, written by the node plugin of
 	// the node the pod ran on, from the files the pod left in /pav.
 	AnnotationResultsCollected = prefix + "results-collected" // "true" once /pav was read

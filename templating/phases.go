@@ -153,7 +153,8 @@ func (c *Compiled) Creation(ctx context.Context, r DynamicRequest, get PVCGetter
 	return &CreationConfig{Handle: v.Handle, Capacity: v.Capacity, PodTemplate: v.PodTemplate, NodeAffinity: v.NodeAffinity, Evaluated: raw}, nil
 }
 
-// Deletion evaluates spec.volumeDeletion (same context as creation).
+// Deletion evaluates spec.volumeDeletion: the creation context plus, a
+// PaV-Go addition, pv and handle when known (see DynamicRequest).
 func (c *Compiled) Deletion(ctx context.Context, r DynamicRequest, get PVCGetter) (*PodConfig, error) {
 	if err := c.requireMode(v1alpha1.Dynamic); err != nil {
 		return nil, err
@@ -161,6 +162,14 @@ func (c *Compiled) Deletion(ctx context.Context, r DynamicRequest, get PVCGetter
 	vars, err := creationVars(r)
 	if err != nil {
 		return nil, err
+	}
+	if r.PV != nil {
+		if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+			return nil, err
+		}
+	}
+	if r.Handle != "" {
+		vars["handle"] = r.Handle
 	}
 	raw, v, err := c.evaluate(ctx, c.deletion, vars, get)
 	if err != nil {

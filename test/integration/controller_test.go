@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -1055,5 +1056,63 @@ func TestNodeGoneReleasesItsStagings(t *testing.T) {
 		_, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, "staging", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+	e.waitVolumeGone(pv.Name)
+}
+
+func skipWithLiteralEngine(t *testing.T) {
+	if os.Getenv("PAV_IT_ENGINE") == "literal" {
+		t.Skip("needs template evaluation")
+	}
+}
+
+// Issue 10 item 12: the PV is built from what the attempt evaluated before
+// its creation pod ran, even if the claim changed meanwhile; the deletion
+// pod sees the PV and its handle (a PaV-Go addition).
+func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
+	skipWithLiteralEngine(t)
+	e := newEnv(t)
+	e.startController()
+	deletion := podTemplate(e.ns)
+	deletion["spec"].(map[string]interface{})["containers"].([]interface{})[0].(map[string]interface{})["command"] =
+		[]interface{}{"echo", "{{ handle }}", "{{ pv.metadata.name }}", "{{ pv.spec.capacity.storage }}"}
+	p := e.provisioner("once", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{
+			Handle:      value("{{ pvc.metadata.annotations.flavor }}"),
+			Capacity:    value("{{ pvc.metadata.annotations.size }}"),
+			PodTemplate: value(podTemplate(e.ns)),
+		}
+		s.VolumeDeletion = &v1alpha1.VolumeDeletion{PodTemplate: value(deletion)}
+	})
+	e.class("once", p.Name, nil)
+	pvc := e.claim("c", "once", "1Gi")
+	pvc.Annotations["flavor"], pvc.Annotations["size"] = "first", "2Gi"
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	// The claim changes while the creation pod runs.
+	cur := e.getClaim("c")
+	cur.Annotations["flavor"], cur.Annotations["size"] = "second", "3Gi"
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.finishPod(cre, 0, "", nil)
+	pv := e.volume(pvc)
+	if pv.Spec.CSI.VolumeHandle != "first" {
+		t.Errorf("handle %q, want the one the attempt evaluated before the claim changed", pv.Spec.CSI.VolumeHandle)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("capacity %s, want 2Gi", q.String())
+	}
+
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.release(pv)
+	del := e.pod(templating.PhaseDeletion, pv.Name)
+	if got := strings.Join(del.Spec.Containers[0].Command, " "); got != "echo first "+pv.Name+" 2Gi" {
+		t.Errorf("deletion pod command %q, want the PV's handle, name and capacity", got)
+	}
+	e.finishPod(del, 0, "", nil)
 	e.waitVolumeGone(pv.Name)
 }
