@@ -40,6 +40,9 @@ type claimSync struct {
 	p     *v1alpha1.PavProvisioner
 	class *storagev1.StorageClass
 	pods  map[templating.Phase]*corev1.Pod
+	// source and sourcePV: the claim a clone is made from, and its volume.
+	source   *corev1.PersistentVolumeClaim
+	sourcePV *corev1.PersistentVolume
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -154,7 +157,8 @@ func (s *claimSync) reschedule() {
 }
 
 func (s *claimSync) request() Request {
-	return Request{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode]}
+	return Request{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
+		SourcePVC: s.source, SourcePV: s.sourcePV}
 }
 
 // anyPodGoing: a pod of a previous attempt is still being deleted; its name
@@ -225,12 +229,20 @@ func (s *claimSync) provision(ctx context.Context) error {
 			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "claims with spec.selector are not supported by PaV provisioners")
 			return nil
 		}
-		if pvc.Spec.DataSource != nil || pvc.Spec.DataSourceRef != nil {
-			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "claims with a data source (cloning, snapshots, populators) are not supported by PaV provisioners")
+		if problem, retry := s.cloneSource(); problem != "" {
+			if retry {
+				return s.fail(reasonProvisioningFailed, "%s", problem)
+			}
+			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", problem)
 			return nil
 		}
-	} else if s.class == nil {
-		return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+	} else {
+		if s.class == nil {
+			return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+		}
+		// An attempt in progress carries on even if its source went away:
+		// its templates then see no source.
+		s.cloneSource()
 	}
 	if s.class.VolumeBindingMode != nil && *s.class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
 		pvc.Annotations[annSelectedNode] == "" {
@@ -246,6 +258,44 @@ func (s *claimSync) provision(ctx context.Context) error {
 		return s.validationPodState(ctx, s.pods[templating.PhaseValidation])
 	}
 	return s.start(ctx)
+}
+
+// cloneSource resolves the claim a clone is made from (the claim's data
+// source) into s.source and s.sourcePV. problem says why the claim cannot be
+// provisioned now, and retry whether that may pass by itself (the source is
+// not bound yet) rather than need a change of the claim or provisioner.
+func (s *claimSync) cloneSource() (problem string, retry bool) {
+	ref := s.pvc.Spec.DataSourceRef
+	if ref == nil && s.pvc.Spec.DataSource != nil {
+		ds := s.pvc.Spec.DataSource
+		ref = &corev1.TypedObjectReference{APIGroup: ds.APIGroup, Kind: ds.Kind, Name: ds.Name}
+	}
+	switch {
+	case ref == nil:
+		return "", false
+	case (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim":
+		return fmt.Sprintf("claims with a data source of kind %q (snapshots, populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) is", ref.Kind), false
+	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
+		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
+	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:
+		return fmt.Sprintf("PavProvisioner %q cannot clone volumes (its spec.volumeCreation.cloning is not true)", s.p.Name), false
+	}
+	src, err := s.c.claims.PersistentVolumeClaims(s.pvc.Namespace).Get(ref.Name)
+	if err != nil {
+		return fmt.Sprintf("the claim %q to clone: %v", ref.Name, err), true
+	}
+	if src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "" {
+		return fmt.Sprintf("the claim %q to clone is not bound to a volume yet", ref.Name), true
+	}
+	pv, err := s.c.volumes.Get(src.Spec.VolumeName)
+	if err != nil {
+		return fmt.Sprintf("the volume %q of the claim %q to clone: %v", src.Spec.VolumeName, ref.Name, err), true
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
+		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
+	}
+	s.source, s.sourcePV = src, pv
+	return "", false
 }
 
 // start begins a new attempt: validation.

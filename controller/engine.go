@@ -50,6 +50,9 @@ type Request struct {
 	// reverting a failed creation) and its handle ("" if none is known).
 	PV     *corev1.PersistentVolume
 	Handle string
+	// SourcePVC and SourcePV: the claim a clone is made from, and its volume.
+	SourcePVC *corev1.PersistentVolumeClaim
+	SourcePV  *corev1.PersistentVolume
 }
 
 // ValidationConfig is the evaluated spec.volumeValidation.

@@ -37,7 +37,8 @@ func (e *templatingEngine) Validate(p *v1alpha1.PavProvisioner) field.ErrorList 
 }
 
 func dynamicRequest(req Request) templating.DynamicRequest {
-	return templating.DynamicRequest{PVC: req.PVC, Class: req.Class, SelectedNodeName: req.SelectedNodeName, PV: req.PV, Handle: req.Handle}
+	return templating.DynamicRequest{PVC: req.PVC, Class: req.Class, SelectedNodeName: req.SelectedNodeName, PV: req.PV, Handle: req.Handle,
+		SourcePVC: req.SourcePVC, SourcePV: req.SourcePV}
 }
 
 func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*ValidationConfig, error) {

@@ -34,6 +34,11 @@ type DynamicRequest struct {
 	// the creation pod wrote one.
 	PV     *corev1.PersistentVolume
 	Handle string
+	// SourcePVC and SourcePV, when cloning (a PaV-Go addition): the claim
+	// named in the new claim's dataSource and its volume; templates see them
+	// as sourcePvc, sourcePv and sourceHandle.
+	SourcePVC *corev1.PersistentVolumeClaim
+	SourcePV  *corev1.PersistentVolume
 }
 
 // StaticRequest is what static provisioning's validation is evaluated for.
@@ -199,6 +204,17 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	vars["selectedNodeName"] = nil
 	if r.SelectedNodeName != "" {
 		vars["selectedNodeName"] = r.SelectedNodeName
+	}
+	if r.SourcePVC != nil && r.SourcePV != nil {
+		if vars["sourcePvc"], err = toMap(r.SourcePVC, pvcGVK); err != nil {
+			return nil, err
+		}
+		if vars["sourcePv"], err = toMap(r.SourcePV, pvGVK); err != nil {
+			return nil, err
+		}
+		if r.SourcePV.Spec.CSI != nil {
+			vars["sourceHandle"] = r.SourcePV.Spec.CSI.VolumeHandle
+		}
 	}
 	return vars, nil
 }

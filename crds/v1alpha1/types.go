@@ -76,6 +76,11 @@ type VolumeCreation struct {
 	// NodeAffinity is a PaV-Go addition to the spec: a VolumeNodeAffinity that is
 	// set on the created PersistentVolume (e.g. for node-local volumes).
 	NodeAffinity *Value `json:"nodeAffinity,omitempty"`
+	// Cloning is a PaV-Go addition to the spec: true if the provisioner can
+	// create a volume from another claim of the same provisioner (the new
+	// claim's dataSource); its validation and creation contexts then have
+	// sourcePvc, sourcePv and sourceHandle.
+	Cloning bool `json:"cloning,omitempty"`
 }
 
 // VolumeDeletion: how a dynamically provisioned volume is deleted.

@@ -1116,3 +1116,90 @@ func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
 	e.finishPod(del, 0, "", nil)
 	e.waitVolumeGone(pv.Name)
 }
+
+// bind plays the PV controller: the claim is bound to its volume.
+func (e *env) bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+	e.t.Helper()
+	cur := e.getClaim(pvc.Name)
+	cur.Spec.VolumeName = pv.Name
+	cur, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.ClaimBound
+	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) claimFrom(name, class, size string, source *corev1.TypedLocalObjectReference) *corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": class}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+			DataSource:       source,
+		},
+	}
+	out, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 10 item 3: a claim whose dataSource is a claim of the same
+// provisioner is a clone: provisioned with sourcePvc, sourcePv and
+// sourceHandle in the context if the provisioner declares cloning, refused
+// with an Event otherwise; other data sources are refused.
+func TestCloning(t *testing.T) {
+	skipWithLiteralEngine(t)
+	e := newEnv(t)
+	e.startController()
+	cloner := e.provisioner("cloner", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{
+			Cloning:  true,
+			Handle:   value("{% if sourceHandle is defined %}copy-of-{{ sourceHandle }}-{{ sourcePvc.metadata.name }}-{{ sourcePv.spec.capacity.storage }}{% else %}{{ pvc.metadata.name }}{% endif %}"),
+			Capacity: value("{{ requestedMinCapacity }}"),
+		}
+	})
+	plain := e.provisioner("plain", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	// Class names equal to provisioner names (claimFrom's handover annotation).
+	e.class(cloner.Name, cloner.Name, nil)
+	e.class(plain.Name, plain.Name, nil)
+
+	src := e.claim("src", cloner.Name, "1Gi")
+	srcPV := e.volume(src)
+	if srcPV.Spec.CSI.VolumeHandle != "src" {
+		t.Fatalf("source handle %q", srcPV.Spec.CSI.VolumeHandle)
+	}
+	// A clone of a claim that is not bound yet waits for it.
+	clone := e.claimFrom("clone", cloner.Name, "1Gi", &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "src"})
+	e.waitEvent("clone", "ProvisioningFailed", `the claim "src" to clone is not bound to a volume yet`)
+	e.bind(src, srcPV)
+	pv := e.volume(clone)
+	if want := "copy-of-src-src-1073741824"; pv.Spec.CSI.VolumeHandle != want {
+		t.Errorf("clone handle %q, want %q", pv.Spec.CSI.VolumeHandle, want)
+	}
+
+	plainSrc := e.claim("plain-src", plain.Name, "1Gi")
+	e.bind(plainSrc, e.volume(plainSrc))
+	e.claimFrom("plain-clone", plain.Name, "1Gi", &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "plain-src"})
+	e.waitEvent("plain-clone", "ProvisioningFailed", "cannot clone volumes (its spec.volumeCreation.cloning is not true)")
+
+	e.claimFrom("cross", cloner.Name, "1Gi", &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "plain-src"})
+	e.waitEvent("cross", "ProvisioningFailed", `claim "plain-src" is not a volume of PavProvisioner`)
+
+	group := "snapshot.storage.k8s.io"
+	e.claimFrom("snap", cloner.Name, "1Gi", &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "s"})
+	e.waitEvent("snap", "ProvisioningFailed", `data source of kind "VolumeSnapshot"`)
+	for _, name := range []string{"plain-clone", "cross", "snap"} {
+		if c := e.getClaim(name); c.Spec.VolumeName != "" {
+			t.Errorf("claim %s was provisioned", name)
+		}
+	}
+}

@@ -66,7 +66,49 @@ func TestHostDirectory(t *testing.T) {
 	mustContain(t, waitPodDone(t, ns, "host-directory-reader", clientTimeout), "written by host-directory-client")
 	sw.lap("second client read the data")
 
+	// A clone (dataSource: the claim) starts with a copy of the data, and
+	// writing to it leaves the original alone.
+	applyStdin(t, ns, `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: host-directory-clone
+spec:
+  storageClassName: host-directory
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 100Mi}}
+  dataSource: {kind: PersistentVolumeClaim, name: host-directory}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: host-directory-clone-reader
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: client
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, 'cat /data/hello && echo changed > /data/hello']
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: host-directory-clone}
+`)
+	mustContain(t, waitPodDone(t, ns, "host-directory-clone-reader", clientTimeout), "written by host-directory-client")
+	clone := pvOf(t, ns, "host-directory-clone")
+	cloneDir := filepath.Join("/var/lib/pav-examples/host-directory", field(clone, "spec", "csi", "volumeHandle").(string))
+	if data, err := os.ReadFile(filepath.Join(dir, "hello")); err != nil || !strings.Contains(string(data), "written by host-directory-client") {
+		t.Fatalf("the original changed with its clone: %q %v", data, err)
+	}
+	sw.lap("clone read a copy of the data")
+
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
+	k(t, "-n", ns, "delete", "pvc", "host-directory-clone", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(clone, "metadata", "name").(string), "")
+	if _, err := os.Stat(cloneDir); !os.IsNotExist(err) {
+		t.Fatalf("clone directory %s still exists after its claim was deleted (err=%v)", cloneDir, err)
+	}
 	k(t, "-n", ns, "delete", "pvc", "host-directory", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
