@@ -194,7 +194,12 @@ func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
 func (s *claimSync) provision(ctx context.Context) error {
 	pvc := s.pvc
 	if pvc.Spec.VolumeName != "" {
-		return s.finish(ctx)
+		if len(s.pods) > 0 || hasFinalizer(pvc, templating.FinalizerClaim) {
+			if err := s.finish(ctx); err != nil {
+				return err
+			}
+		}
+		return s.expand(ctx)
 	}
 	if ok, _ := s.volumeExists(ctx, false); ok {
 		return s.finish(ctx)

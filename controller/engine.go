@@ -29,6 +29,10 @@ type Engine interface {
 	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*CreationConfig, error)
 	// Deletion evaluates spec.volumeDeletion; a nil template means no pod.
 	Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, error)
+	// Expansion evaluates spec.volumeExpansion for growing req.PV to what
+	// req.PVC requests; ok is false if the provisioner cannot expand, a nil
+	// template means no pod (the new size is only recorded).
+	Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
 
 	// PodName is the deterministic name of the pod of a phase for a key (the
 	// claim UID for validation/creation/deletion).

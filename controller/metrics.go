@@ -49,12 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"phase"}),
 	}
 	// Start every series at zero so dashboards and alerts see them at once.
-	for _, op := range []string{"provision", "delete"} {
+	for _, op := range []string{"provision", "delete", "expand"} {
 		for _, r := range []string{"success", "failure"} {
 			m.operations.WithLabelValues(op, r)
 		}
 	}
-	for _, ph := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion} {
+	for _, ph := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion, templating.PhaseExpansion} {
 		for _, r := range []string{"success", "failure"} {
 			m.pods.WithLabelValues(string(ph), r)
 		}
@@ -104,7 +104,7 @@ func (f *inFlight) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
 	counts := map[templating.Phase]int{
 		templating.PhaseValidation: 0, templating.PhaseCreation: 0, templating.PhaseDeletion: 0,
-		templating.PhaseStaging: 0, templating.PhaseUnstaging: 0,
+		templating.PhaseStaging: 0, templating.PhaseUnstaging: 0, templating.PhaseExpansion: 0,
 	}
 	pods, _ := f.c.pods.List(everything)
 	for _, p := range pods {

@@ -84,6 +84,18 @@ func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisio
 	return d.PodTemplate, nil
 }
 
+func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, bool, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, false, err
+	}
+	x, ok, err := c.Expansion(ctx, dynamicRequest(req), e.getPVC)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	return x.PodTemplate, true, nil
+}
+
 func (e *templatingEngine) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

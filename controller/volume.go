@@ -64,6 +64,14 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 			return nil
 		case templating.PhaseDeletion:
 			del = pod
+		case templating.PhaseExpansion:
+			// Not while the volume grows; the claim is gone, so finish here.
+			if !c.examine(ctx, pod).done {
+				return nil
+			}
+			if err := c.deletePod(ctx, pod); err != nil {
+				return err
+			}
 		}
 	}
 	provName := pv.Annotations[annProvisionedBy]
@@ -192,7 +200,7 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 // collectVolumePods removes finished deletion pods of a PV that is gone.
 func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
 	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(name)) {
-		if phaseOf(pod) == templating.PhaseDeletion && c.examine(ctx, pod).done {
+		if ph := phaseOf(pod); (ph == templating.PhaseDeletion || ph == templating.PhaseExpansion) && c.examine(ctx, pod).done {
 			if err := c.deletePod(ctx, pod); err != nil {
 				return err
 			}

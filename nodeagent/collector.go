@@ -49,6 +49,7 @@ var collectedPhases = map[templating.Phase]bool{
 	templating.PhaseValidation: true,
 	templating.PhaseCreation:   true,
 	templating.PhaseDeletion:   true,
+	templating.PhaseExpansion:  true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound to this node.

@@ -24,7 +24,7 @@ type Compiled struct {
 	// Provisioner is a private copy of the object that was compiled.
 	Provisioner *v1alpha1.PavProvisioner
 
-	validation, creation, deletion, staging, unstaging *section
+	validation, creation, deletion, staging, unstaging, expansion *section
 }
 
 var specPath = field.NewPath("spec")
@@ -91,6 +91,9 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 		if s.VolumeDeletion != nil {
 			errs = append(errs, field.Forbidden(specPath.Child("volumeDeletion"), "may only be specified if provisioningModes contains Dynamic"))
 		}
+		if s.VolumeExpansion != nil {
+			errs = append(errs, field.Forbidden(specPath.Child("volumeExpansion"), "may only be specified if provisioningModes contains Dynamic"))
+		}
 	}
 
 	c := &Compiled{Provisioner: p.DeepCopy()}
@@ -127,6 +130,9 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 	if v := s.VolumeUnstaging; v != nil {
 		c.unstaging = add("volumeUnstaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	}
+	if v := s.VolumeExpansion; v != nil {
+		c.expansion = add("volumeExpansion", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+	}
 	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
 		// The volume's capacity comes from volumeCreation.capacity or the
 		// creation pod's /pav/capacity: with neither, nothing is ever provisioned.
@@ -139,7 +145,7 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 
 	// Check what is known before evaluation: literal values and the literal
 	// parts around templates.
-	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging} {
+	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion} {
 		if sec != nil {
 			skel := map[string]interface{}{}
 			for k, n := range sec.fields {
@@ -211,6 +217,8 @@ func (s *section) phase() Phase {
 		return PhaseDeletion
 	case "spec.volumeStaging":
 		return PhaseStaging
+	case "spec.volumeExpansion":
+		return PhaseExpansion
 	}
 	return PhaseUnstaging
 }

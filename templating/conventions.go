@@ -20,6 +20,7 @@ const (
 	PhaseDeletion   Phase = "deletion"
 	PhaseStaging    Phase = "staging"
 	PhaseUnstaging  Phase = "unstaging"
+	PhaseExpansion  Phase = "expansion" // PaV-Go addition
 )
 
 const prefix = "pav.albertofaria.github.io/"
@@ -50,6 +51,8 @@ const (
 	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly
 	// what the attempt evaluated, however the claim changed meanwhile.
 	AnnotationCreationConfig = prefix + "creation-config"
+	// On expansion pods: the size they grow the volume to.
+	AnnotationExpansionTarget = prefix + "expansion-target"
 
 	// On terminated validation/creation/deletion pods, written by the node plugin of
 	// the node the pod ran on, from the files the pod left in /pav.

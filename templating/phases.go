@@ -178,6 +178,37 @@ func (c *Compiled) Deletion(ctx context.Context, r DynamicRequest, get PVCGetter
 	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
 }
 
+// Expansion evaluates spec.volumeExpansion (a PaV-Go addition) for growing
+// r.PV to what r.PVC now requests: the creation context (whose
+// requestedMinCapacity and requestedMaxCapacity are the new size) plus pv,
+// handle and capacity (the volume's current capacity in bytes). ok is false
+// if the provisioner has no volumeExpansion section (it cannot expand).
+func (c *Compiled) Expansion(ctx context.Context, r DynamicRequest, get PVCGetter) (cfg *PodConfig, ok bool, err error) {
+	if c.expansion == nil {
+		return nil, false, nil
+	}
+	if r.PV == nil {
+		return nil, true, fmt.Errorf("no PersistentVolume to expand")
+	}
+	vars, err := creationVars(r)
+	if err != nil {
+		return nil, true, err
+	}
+	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+		return nil, true, err
+	}
+	if r.PV.Spec.CSI != nil {
+		vars["handle"] = r.PV.Spec.CSI.VolumeHandle
+	}
+	capacity := r.PV.Spec.Capacity[corev1.ResourceStorage]
+	vars["capacity"] = capacity.Value()
+	raw, v, err := c.evaluate(ctx, c.expansion, vars, get)
+	if err != nil {
+		return nil, true, err
+	}
+	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, true, nil
+}
+
 // Staging evaluates spec.volumeStaging; the result always has a pod template.
 func (c *Compiled) Staging(ctx context.Context, r StagingRequest, get PVCGetter) (*PodConfig, error) {
 	vars, err := stagingVars(r)

@@ -202,6 +202,14 @@ func (Literal) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req con
 	return podTemplate(p.Spec.VolumeDeletion.PodTemplate, field.NewPath("spec", "volumeDeletion", "podTemplate"))
 }
 
+func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req controller.Request) (*corev1.PodTemplateSpec, bool, error) {
+	if p.Spec.VolumeExpansion == nil {
+		return nil, false, nil
+	}
+	tmpl, err := podTemplate(p.Spec.VolumeExpansion.PodTemplate, field.NewPath("spec", "volumeExpansion", "podTemplate"))
+	return tmpl, true, err
+}
+
 func (Literal) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

@@ -55,6 +55,9 @@ func (in *PavProvisionerSpec) DeepCopyInto(out *PavProvisionerSpec) {
 	if in.VolumeStaging != nil {
 		out.VolumeStaging = &VolumeStaging{PodTemplate: in.VolumeStaging.PodTemplate.DeepCopy()}
 	}
+	if in.VolumeExpansion != nil {
+		out.VolumeExpansion = &VolumeExpansion{PodTemplate: in.VolumeExpansion.PodTemplate.DeepCopy()}
+	}
 	if in.VolumeUnstaging != nil {
 		out.VolumeUnstaging = &VolumeUnstaging{PodTemplate: in.VolumeUnstaging.PodTemplate.DeepCopy()}
 	}

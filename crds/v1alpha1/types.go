@@ -57,6 +57,8 @@ type PavProvisionerSpec struct {
 	VolumeDeletion    *VolumeDeletion    `json:"volumeDeletion,omitempty"`
 	VolumeStaging     *VolumeStaging     `json:"volumeStaging,omitempty"`
 	VolumeUnstaging   *VolumeUnstaging   `json:"volumeUnstaging,omitempty"`
+	// VolumeExpansion is a PaV-Go addition to the spec.
+	VolumeExpansion *VolumeExpansion `json:"volumeExpansion,omitempty"`
 }
 
 // VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.
@@ -95,6 +97,13 @@ type VolumeStaging struct {
 
 // VolumeUnstaging: how the effects of staging are reverted.
 type VolumeUnstaging struct {
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// VolumeExpansion: how a dynamically provisioned volume grows when its claim
+// asks for more (a PaV-Go addition). Without a pod template the new size is
+// only recorded.
+type VolumeExpansion struct {
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 

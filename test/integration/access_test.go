@@ -209,9 +209,9 @@ func TestAccess(t *testing.T) {
 	}, templating.PodOptions{Provisioner: "host-directory", Phase: templating.PhaseStaging, Name: "staging-a",
 		StagingID: "id-a", NodeName: "node-a", HostDir: templating.PodDirRoot + "/y"})
 	_, err = ctrl.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation and deletion pods")
+	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation, deletion and expansion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	denied("controller creates a staging pod", err, "only validation, creation and deletion pods")
+	denied("controller creates a staging pod", err, "only validation, creation, deletion and expansion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

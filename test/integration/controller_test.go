@@ -1203,3 +1203,70 @@ func TestCloning(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 item 1: a bound claim asking for more runs the expansion pod,
+// records the resize in its status while it runs, then gets the capacity
+// the pod reported, on the PV and in its status; a failed pod is reported
+// and retried; a provisioner without volumeExpansion says it cannot expand.
+func TestExpansion(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	grow := e.provisioner("grow", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+		s.VolumeExpansion = &v1alpha1.VolumeExpansion{PodTemplate: value(podTemplate(e.ns))}
+	})
+	fixed := e.provisioner("fixed", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+	})
+	expandable := func(sc *storagev1.StorageClass) { yes := true; sc.AllowVolumeExpansion = &yes }
+	e.class("grow", grow.Name, expandable)
+	e.class("fixed", fixed.Name, expandable)
+
+	pvc := e.claim("c", "grow", "1Gi")
+	pv := e.volume(pvc)
+	e.bind(pvc, pv)
+	request := func(name, size string) {
+		t.Helper()
+		patch := `{"spec":{"resources":{"requests":{"storage":"` + size + `"}}}}`
+		if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request("c", "2Gi")
+	pod := e.pod(templating.PhaseExpansion, pv.Name)
+	if pod.Annotations[templating.AnnotationExpansionTarget] != "2Gi" {
+		t.Errorf("expansion pod target %q", pod.Annotations[templating.AnnotationExpansionTarget])
+	}
+	e.waitFor("the claim's status to record the resize", func() (bool, error) {
+		st := e.getClaim("c").Status
+		return st.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInProgress &&
+			st.AllocatedResources.Storage().Cmp(resource.MustParse("2Gi")) == 0 && len(st.Conditions) == 1 &&
+			st.Conditions[0].Type == corev1.PersistentVolumeClaimResizing, nil
+	})
+
+	// A failed expansion is reported and retried with a new pod.
+	e.finishPod(pod, 1, "backend full", nil)
+	e.waitEvent("c", "VolumeResizeFailed", "backend full")
+	again := e.pod(templating.PhaseExpansion, pv.Name)
+	if again.UID == pod.UID {
+		t.Fatal("retry reused the failed pod")
+	}
+	e.finishPod(again, 0, "", map[string]string{templating.AnnotationResultCapacity: "3Gi\n"})
+	e.waitFor("the PV and the claim to show 3Gi", func() (bool, error) {
+		cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := e.getClaim("c").Status
+		return cur.Spec.Capacity.Storage().Cmp(resource.MustParse("3Gi")) == 0 &&
+			st.Capacity.Storage().Cmp(resource.MustParse("3Gi")) == 0 &&
+			len(st.AllocatedResourceStatuses) == 0 && len(st.Conditions) == 0, nil
+	})
+	e.waitEvent("c", "VolumeResizeSuccessful", "expanded to 3Gi")
+
+	other := e.claim("d", "fixed", "1Gi")
+	otherPV := e.volume(other)
+	e.bind(other, otherPV)
+	request("d", "2Gi")
+	e.waitEvent("d", "VolumeResizeFailed", `PavProvisioner "`+fixed.Name+`" cannot expand volumes`)
+}

@@ -103,6 +103,14 @@ spec:
 	}
 	sw.lap("clone read a copy of the data")
 
+	// Expansion only records the new size (directories have none).
+	k(t, "-n", ns, "patch", "pvc", "host-directory", "-p", `{"spec":{"resources":{"requests":{"storage":"200Mi"}}}}`)
+	eventually(t, clientTimeout, "the claim's status to show 200Mi", func() (bool, string) {
+		out := kq("-n", ns, "get", "pvc", "host-directory", "-o", "jsonpath={.status.capacity.storage}")
+		return out == "200Mi", out
+	})
+	sw.lap("expanded")
+
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 	k(t, "-n", ns, "delete", "pvc", "host-directory-clone", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(clone, "metadata", "name").(string), "")
@@ -138,8 +146,32 @@ func TestLoopBlock(t *testing.T) {
 	}
 	handle, _ := field(pv, "spec", "csi", "volumeHandle").(string)
 	img := filepath.Join("/var/lib/pav-examples/loop-block", handle+".img")
-
 	k(t, "-n", ns, "delete", "pod", "loop-block-client", "--wait=true")
+
+	// Expansion while in use: a client keeps printing the device's size
+	// while the claim asks for more; the device grows under it.
+	watcher := strings.NewReplacer("name: loop-block-client", "name: loop-block-watcher",
+		`echo "size: $(blockdev --getsize64 /dev/xvda)"`, `while true; do echo "size: $(blockdev --getsize64 /dev/xvda)"; sleep 0.5; done`).
+		Replace(readFile(t, example("loop-block", "usage.yaml")))
+	applyStdin(t, ns, onlyDoc(t, watcher, "kind: Pod"))
+	eventually(t, clientTimeout, "the watcher to see the device", func() (bool, string) {
+		out := kq("-n", ns, "logs", "loop-block-watcher")
+		return strings.Contains(out, "size: 1000448"), out
+	})
+	k(t, "-n", ns, "patch", "pvc", "loop-block", "-p", `{"spec":{"resources":{"requests":{"storage":"2000000"}}}}`)
+	eventually(t, clientTimeout, "the device in use to grow to 2000384 bytes", func() (bool, string) {
+		out := kq("-n", ns, "logs", "loop-block-watcher", "--tail=1")
+		return strings.Contains(out, "size: 2000384"), out
+	})
+	eventually(t, clientTimeout, "the claim's status to show the new capacity", func() (bool, string) {
+		out := kq("-n", ns, "get", "pvc", "loop-block", "-o", "jsonpath={.status.capacity.storage} {.status.allocatedResourceStatuses} {.status.conditions}")
+		return strings.TrimSpace(out) == "2000384", out
+	})
+	if c := kq("get", "pv", field(pv, "metadata", "name").(string), "-o", "jsonpath={.spec.capacity.storage}"); c != "2000384" {
+		t.Fatalf("PV capacity after expansion = %q, want 2000384", c)
+	}
+	sw.lap("expanded in use")
+	k(t, "-n", ns, "delete", "pod", "loop-block-watcher", "--wait=true")
 	noPavPodsLeft(t, "loop-block")
 	if out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME", "-j", img).Output(); strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("loop device(s) %s still attached to %s after unstaging", strings.TrimSpace(string(out)), img)
