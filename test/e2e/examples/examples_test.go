@@ -164,7 +164,7 @@ func TestLoopBlock(t *testing.T) {
 		return strings.Contains(out, "size: 2000384"), out
 	})
 	eventually(t, clientTimeout, "the claim's status to show the new capacity", func() (bool, string) {
-		out := kq("-n", ns, "get", "pvc", "loop-block", "-o", "jsonpath={.status.capacity.storage} {.status.allocatedResourceStatuses} {.status.conditions}")
+		out := kq("-n", ns, "get", "pvc", "loop-block", "-o", `jsonpath={.status.capacity.storage} {.status.allocatedResourceStatuses} {.status.conditions[?(@.type=="Resizing")].type}`)
 		return strings.TrimSpace(out) == "2000384", out
 	})
 	if c := kq("get", "pv", field(pv, "metadata", "name").(string), "-o", "jsonpath={.spec.capacity.storage}"); c != "2000384" {

@@ -63,6 +63,24 @@ func TestSSHFS(t *testing.T) {
 	k(t, "-n", ns, "delete", "pod", "sshfs-client", "--wait=true")
 	noPavPodsLeft(t, "sshfs")
 	sw.lap("unstaged (sshfs pod stopped)")
+
+	// The FUSE daemon of a volume in use dies: the volume is reported
+	// abnormal (NodeGetVolumeHealth) and its client pod gets an Event.
+	watcher := strings.NewReplacer("name: sshfs-client", "name: sshfs-watcher",
+		`echo "hello over ssh" > /data/hello && cat /data/hello && df -h /data | tail -n 1`, "sleep 3600").
+		Replace(readFile(t, example("sshfs", "usage.yaml")))
+	applyStdin(t, ns, onlyDoc(t, watcher, "kind: Pod"))
+	waitPodReady(t, ns, "sshfs-watcher")
+	staging := strings.TrimSpace(k(t, "-n", srv, "get", "pods", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs", "-o", "jsonpath={.items[0].metadata.name}"))
+	k(t, "-n", srv, "exec", staging, "--", "bash", "-c",
+		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sshfs ] && kill -9 "${p#/proc/}"; done; true`)
+	eventually(t, 3*time.Minute, "a VolumeUnreachable Event on the client pod", func() (bool, string) {
+		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name=sshfs-watcher", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+		return strings.Contains(out, "VolumeUnreachable"), out
+	})
+	k(t, "-n", ns, "delete", "pod", "sshfs-watcher", "--wait=true")
+	noPavPodsLeft(t, "sshfs")
+	sw.lap("dead sshfs reported, unstaged")
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 	if out := kq("-n", srv, "exec", "ssh-server", "--", "ls", "-A", "/srv/sshfs"); strings.TrimSpace(out) != "" {

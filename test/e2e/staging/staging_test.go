@@ -231,6 +231,23 @@ echo "{{ params.greeting }} from {{ handle }}" > /pav/volume/hello`, false)))
 	}
 }
 
+// Issue 10 item 8: a provisioner for both modes whose dynamic validation pod
+// uses pvc stages its static volumes: only the fields that apply to static
+// volumes are evaluated there.
+func TestStaticStagingWithDynamicValidationPod(t *testing.T) {
+	e := newEnv(t, `provisioningModes: [Dynamic, Static]
+volumeCreation:
+  capacity: 1Mi
+`+section("volumeValidation", podTemplate("validate", `test -n "{{ pvc.metadata.name }}"`, false))+
+		section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
+echo "static {{ handle }}" > /pav/volume/hello`, false)))
+	e.staticVolume("good", "static-handle-3", "1Mi", nil)
+	e.clientPod("client", "cat /data/good/hello", []string{"good"}, false, false)
+	if out := e.succeeded("client"); !strings.Contains(out, "static static-handle-3") {
+		t.Errorf("client read %q", out)
+	}
+}
+
 func TestNodePluginRestartDuringStaging(t *testing.T) {
 	e := newEnv(t, dynamicWith(`sleep 8
 mkdir /pav/volume
