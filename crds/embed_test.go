@@ -62,10 +62,11 @@ func TestManifest(t *testing.T) {
 	// Each section's fields match the Go types exactly, every one of any type.
 	sections := map[string][]string{
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
-		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate"},
+		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning"},
 		"volumeDeletion":   {"podTemplate"},
 		"volumeStaging":    {"podTemplate"},
 		"volumeUnstaging":  {"podTemplate"},
+		"volumeExpansion":  {"podTemplate"},
 	}
 	for s, fields := range sections {
 		props, ok, _ := unstructured.NestedMap(spec, "properties", s, "properties")
@@ -76,7 +77,14 @@ func TestManifest(t *testing.T) {
 		if len(props) != len(fields) {
 			t.Errorf("%s: %d fields, want %d", s, len(props), len(fields))
 		}
+		// A section may also be one template string.
+		if sec, _, _ := unstructured.NestedMap(spec, "properties", s); sec["type"] != nil || sec["x-kubernetes-preserve-unknown-fields"] != true {
+			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
+		}
 		for _, f := range fields {
+			if f == "cloning" {
+				continue // a literal boolean, never a template
+			}
 			p, ok := props[f].(map[string]interface{})
 			if !ok || p["x-kubernetes-preserve-unknown-fields"] != true || p["type"] != nil {
 				t.Errorf("%s.%s: want any value, got %v", s, f, props[f])

@@ -12,10 +12,12 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 )
 
-// section is a compiled phase section: its present fields, by JSON name.
+// section is a compiled phase section: its present fields, by JSON name, or
+// (whole) one template for the whole section, which must evaluate to them.
 type section struct {
 	path   *field.Path
 	fields map[string]*node
+	whole  *node
 }
 
 // Compiled is a validated PavProvisioner with every template compiled, ready
@@ -97,8 +99,17 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 	}
 
 	c := &Compiled{Provisioner: p.DeepCopy()}
-	add := func(name string, fields map[string]*v1alpha1.Value) *section {
+	add := func(name string, meta v1alpha1.Section, fields map[string]*v1alpha1.Value) *section {
 		sec := &section{path: specPath.Child(name), fields: map[string]*node{}}
+		for _, k := range meta.Unknown {
+			errs = append(errs, field.Forbidden(sec.path.Child(k), "unknown field"))
+		}
+		if meta.Template != nil {
+			n, e := compileNode(*meta.Template, sec.path)
+			errs = append(errs, e...)
+			sec.whole = n
+			return sec
+		}
 		for _, f := range sortedFieldNames(fields) {
 			v := fields[f]
 			if v == nil || v.Object == nil {
@@ -111,35 +122,35 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 		return sec
 	}
 	if v := s.VolumeValidation; v != nil {
-		c.validation = add("volumeValidation", map[string]*v1alpha1.Value{
+		c.validation = add("volumeValidation", v.Section, map[string]*v1alpha1.Value{
 			"volumeModes": v.VolumeModes, "accessModes": v.AccessModes,
 			"minCapacity": v.MinCapacity, "maxCapacity": v.MaxCapacity, "podTemplate": v.PodTemplate})
 	}
 	if v := s.VolumeCreation; v != nil {
-		c.creation = add("volumeCreation", map[string]*v1alpha1.Value{
+		c.creation = add("volumeCreation", v.Section, map[string]*v1alpha1.Value{
 			"handle": v.Handle, "capacity": v.Capacity, "podTemplate": v.PodTemplate, "nodeAffinity": v.NodeAffinity})
 	}
 	if v := s.VolumeDeletion; v != nil {
-		c.deletion = add("volumeDeletion", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		c.deletion = add("volumeDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	}
 	if v := s.VolumeStaging; v != nil {
-		c.staging = add("volumeStaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		c.staging = add("volumeStaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	} else {
 		errs = append(errs, field.Required(specPath.Child("volumeStaging"), "every provisioner needs a staging pod"))
 	}
 	if v := s.VolumeUnstaging; v != nil {
-		c.unstaging = add("volumeUnstaging", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		c.unstaging = add("volumeUnstaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	}
 	if v := s.VolumeExpansion; v != nil {
-		c.expansion = add("volumeExpansion", map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		c.expansion = add("volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
 	}
-	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
+	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.whole == nil && c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
 		// The volume's capacity comes from volumeCreation.capacity or the
 		// creation pod's /pav/capacity: with neither, nothing is ever provisioned.
 		errs = append(errs, field.Required(specPath.Child("volumeCreation"),
 			"a provisioner with provisioningModes Dynamic needs volumeCreation.capacity or a volumeCreation.podTemplate whose pod writes /pav/capacity"))
 	}
-	if c.staging != nil && c.staging.fields["podTemplate"] == nil {
+	if c.staging != nil && c.staging.whole == nil && c.staging.fields["podTemplate"] == nil {
 		errs = append(errs, field.Required(specPath.Child("volumeStaging", "podTemplate"), "every provisioner needs a staging pod"))
 	}
 
@@ -196,7 +207,8 @@ func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.Erro
 		case "podTemplate":
 			out.PodTemplate, e = readPodTemplate(v, p, phase)
 		default:
-			e = field.ErrorList{field.InternalError(p, fmt.Errorf("unexpected field"))}
+			// Only a whole-section template can produce a key no field has.
+			e = field.ErrorList{field.Forbidden(p, "unknown field")}
 		}
 		errs = append(errs, e...)
 	}

@@ -63,6 +63,27 @@ func (c *Compiled) evaluate(ctx context.Context, s *section, vars map[string]int
 	e := &env{vars: vars, fns: functions(ctx, get)}
 	out := make(map[string]interface{}, len(s.fields))
 	var errs field.ErrorList
+	if s.whole != nil {
+		v, fe := s.whole.eval(s.path, e)
+		if len(fe) > 0 {
+			return nil, nil, fe.ToAggregate()
+		}
+		switch x := v.(type) {
+		case nil:
+		case map[string]interface{}:
+			out = x
+		default:
+			return nil, nil, field.ErrorList{field.Invalid(s.path, describe(v), "a section written as one template must evaluate to an object (use {% set yaml = true %})")}.ToAggregate()
+		}
+		for _, k := range omit {
+			delete(out, k)
+		}
+		for k, v := range out {
+			if v == nil {
+				delete(out, k)
+			}
+		}
+	}
 	for _, k := range sortedFieldKeys(s.fields) {
 		if slices.Contains(omit, k) {
 			continue

@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -299,5 +300,43 @@ volumeCreation:
 `)))
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "spec.volumeCreation.capacity: Invalid value: template line") {
 		t.Errorf("errors %v", errs)
+	}
+}
+
+// Every string under spec may be a template, a whole section included.
+func TestWholeSectionTemplate(t *testing.T) {
+	doc := withSection(`
+volumeCreation: "{% set yaml = true %}capacity: {{ requestedMinCapacity }}\nhandle: h-{{ pvc.metadata.name }}"
+volumeDeletion: "{% set yaml = true %}{{ {'podTemplate': {'spec': {'containers': [{'name': 'd', 'image': 'img'}]}}} | tojson }}"
+`)
+	c := compiled(t, doc)
+	cfg, err := c.Creation(context.Background(), dynReq(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Handle == nil || *cfg.Handle != "h-"+dynReq().PVC.Name || cfg.Capacity == nil {
+		t.Errorf("creation from a whole-section template: %+v", cfg)
+	}
+	d, err := c.Deletion(context.Background(), dynReq(), nil)
+	if err != nil || d.PodTemplate == nil || d.PodTemplate.Spec.Containers[0].Name != "d" {
+		t.Errorf("deletion from a whole-section template: %+v %v", d, err)
+	}
+
+	bad := compiled(t, withSection(`
+volumeCreation: "{% set yaml = true %}[1, 2]"
+volumeDeletion: "{% set yaml = true %}podTemplat: {}"
+`))
+	if _, err := bad.Creation(context.Background(), dynReq(), nil); err == nil || !strings.Contains(err.Error(), "must evaluate to an object") {
+		t.Errorf("a section template evaluating to a list: %v", err)
+	}
+	if _, err := bad.Deletion(context.Background(), dynReq(), nil); err == nil || !strings.Contains(err.Error(), "spec.volumeDeletion.podTemplat: Forbidden: unknown field") {
+		t.Errorf("a section template with an unknown key: %v", err)
+	}
+
+	if errs := errorStrings(Validate(provisioner(t, withSection(`
+volumeDeletion:
+  podTemplat: {}
+`)))); len(errs) != 1 || !strings.Contains(errs[0], "spec.volumeDeletion.podTemplat: Forbidden: unknown field") {
+		t.Errorf("unknown key in a section: %v", errs)
 	}
 }

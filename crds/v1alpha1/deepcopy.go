@@ -34,6 +34,7 @@ func (in *PavProvisionerSpec) DeepCopyInto(out *PavProvisionerSpec) {
 	}
 	if in.VolumeValidation != nil {
 		v := *in.VolumeValidation
+		v.Section = in.VolumeValidation.Section.DeepCopy()
 		v.VolumeModes = in.VolumeValidation.VolumeModes.DeepCopy()
 		v.AccessModes = in.VolumeValidation.AccessModes.DeepCopy()
 		v.MinCapacity = in.VolumeValidation.MinCapacity.DeepCopy()
@@ -43,6 +44,7 @@ func (in *PavProvisionerSpec) DeepCopyInto(out *PavProvisionerSpec) {
 	}
 	if in.VolumeCreation != nil {
 		v := *in.VolumeCreation
+		v.Section = in.VolumeCreation.Section.DeepCopy()
 		v.Handle = in.VolumeCreation.Handle.DeepCopy()
 		v.Capacity = in.VolumeCreation.Capacity.DeepCopy()
 		v.PodTemplate = in.VolumeCreation.PodTemplate.DeepCopy()
@@ -50,17 +52,26 @@ func (in *PavProvisionerSpec) DeepCopyInto(out *PavProvisionerSpec) {
 		out.VolumeCreation = &v
 	}
 	if in.VolumeDeletion != nil {
-		out.VolumeDeletion = &VolumeDeletion{PodTemplate: in.VolumeDeletion.PodTemplate.DeepCopy()}
+		out.VolumeDeletion = &VolumeDeletion{Section: in.VolumeDeletion.Section.DeepCopy(), PodTemplate: in.VolumeDeletion.PodTemplate.DeepCopy()}
 	}
 	if in.VolumeStaging != nil {
-		out.VolumeStaging = &VolumeStaging{PodTemplate: in.VolumeStaging.PodTemplate.DeepCopy()}
+		out.VolumeStaging = &VolumeStaging{Section: in.VolumeStaging.Section.DeepCopy(), PodTemplate: in.VolumeStaging.PodTemplate.DeepCopy()}
 	}
 	if in.VolumeExpansion != nil {
-		out.VolumeExpansion = &VolumeExpansion{PodTemplate: in.VolumeExpansion.PodTemplate.DeepCopy()}
+		out.VolumeExpansion = &VolumeExpansion{Section: in.VolumeExpansion.Section.DeepCopy(), PodTemplate: in.VolumeExpansion.PodTemplate.DeepCopy()}
 	}
 	if in.VolumeUnstaging != nil {
-		out.VolumeUnstaging = &VolumeUnstaging{PodTemplate: in.VolumeUnstaging.PodTemplate.DeepCopy()}
+		out.VolumeUnstaging = &VolumeUnstaging{Section: in.VolumeUnstaging.Section.DeepCopy(), PodTemplate: in.VolumeUnstaging.PodTemplate.DeepCopy()}
 	}
+}
+
+// DeepCopy copies a Section (its template string is immutable).
+func (in Section) DeepCopy() Section {
+	out := in
+	if in.Unknown != nil {
+		out.Unknown = append([]string(nil), in.Unknown...)
+	}
+	return out
 }
 
 func (in *PavProvisionerStatus) DeepCopyInto(out *PavProvisionerStatus) {

@@ -11,6 +11,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,6 +66,7 @@ type PavProvisionerSpec struct {
 
 // VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.
 type VolumeValidation struct {
+	Section     `json:"-"`
 	VolumeModes *Value `json:"volumeModes,omitempty"`
 	AccessModes *Value `json:"accessModes,omitempty"`
 	MinCapacity *Value `json:"minCapacity,omitempty"`
@@ -72,6 +76,7 @@ type VolumeValidation struct {
 
 // VolumeCreation: how a volume is created (dynamic provisioning only).
 type VolumeCreation struct {
+	Section     `json:"-"`
 	Handle      *Value `json:"handle,omitempty"`
 	Capacity    *Value `json:"capacity,omitempty"`
 	PodTemplate *Value `json:"podTemplate,omitempty"`
@@ -87,16 +92,19 @@ type VolumeCreation struct {
 
 // VolumeDeletion: how a dynamically provisioned volume is deleted.
 type VolumeDeletion struct {
+	Section     `json:"-"`
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeStaging: how a volume is made available on a node. podTemplate is mandatory.
 type VolumeStaging struct {
+	Section     `json:"-"`
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeUnstaging: how the effects of staging are reverted.
 type VolumeUnstaging struct {
+	Section     `json:"-"`
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
@@ -104,7 +112,75 @@ type VolumeUnstaging struct {
 // asks for more (a PaV-Go addition). Without a pod template the new size is
 // only recorded.
 type VolumeExpansion struct {
+	Section     `json:"-"`
 	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// Section is what every phase section has besides its fields. Every string
+// under spec may be a template, a whole section included: Template is set
+// when the section is one string (which must evaluate, with
+// {% set yaml = true %}, to the section's fields), and the fields are then
+// empty. Unknown lists the keys the section has but does not know, so that
+// validation reports them (the CRD preserves them, so that a section may be
+// a string).
+type Section struct {
+	Template *string
+	Unknown  []string
+}
+
+// IsTemplate reports whether the whole section is one template string.
+func (s *Section) IsTemplate() bool { return s != nil && s.Template != nil }
+
+// unmarshalSection decodes a section: a string is a whole-section template,
+// an object its fields (into fields, a pointer to the section's type without
+// its JSON methods), with unknown keys recorded rather than refused, so that
+// a stored object always decodes.
+func unmarshalSection(data []byte, sec *Section, fields interface{}) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		var t string
+		if err := json.Unmarshal(data, &t); err != nil {
+			return err
+		}
+		sec.Template = &t
+		return nil
+	}
+	if err := utiljson.Unmarshal(data, fields); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return err
+	}
+	known := jsonNames(fields)
+	for k := range keys {
+		if !known[k] {
+			sec.Unknown = append(sec.Unknown, k)
+		}
+	}
+	sort.Strings(sec.Unknown)
+	return nil
+}
+
+// marshalSection encodes a section as it was written.
+func marshalSection(sec Section, fields interface{}) ([]byte, error) {
+	if sec.Template != nil {
+		return json.Marshal(*sec.Template)
+	}
+	return json.Marshal(fields)
+}
+
+// jsonNames are the JSON field names of the struct v points to.
+func jsonNames(v interface{}) map[string]bool {
+	t := reflect.TypeOf(v).Elem()
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // PavProvisionerStatus is written by the controller.
@@ -169,4 +245,64 @@ func (v *Value) DeepCopy() *Value {
 		return nil
 	}
 	return &Value{Object: runtime.DeepCopyJSONValue(v.Object)}
+}
+
+func (v *VolumeValidation) UnmarshalJSON(data []byte) error {
+	type fields VolumeValidation
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeValidation) MarshalJSON() ([]byte, error) {
+	type fields VolumeValidation
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeCreation) UnmarshalJSON(data []byte) error {
+	type fields VolumeCreation
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeCreation) MarshalJSON() ([]byte, error) {
+	type fields VolumeCreation
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeDeletion) UnmarshalJSON(data []byte) error {
+	type fields VolumeDeletion
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeDeletion) MarshalJSON() ([]byte, error) {
+	type fields VolumeDeletion
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeStaging) UnmarshalJSON(data []byte) error {
+	type fields VolumeStaging
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeStaging) MarshalJSON() ([]byte, error) {
+	type fields VolumeStaging
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeUnstaging) UnmarshalJSON(data []byte) error {
+	type fields VolumeUnstaging
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeUnstaging) MarshalJSON() ([]byte, error) {
+	type fields VolumeUnstaging
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeExpansion) UnmarshalJSON(data []byte) error {
+	type fields VolumeExpansion
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeExpansion) MarshalJSON() ([]byte, error) {
+	type fields VolumeExpansion
+	return marshalSection(v.Section, fields(v))
 }

@@ -166,6 +166,8 @@ func (e *env) provisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)
 		Spec: v1alpha1.PavProvisionerSpec{
 			ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic},
 			VolumeStaging:     &v1alpha1.VolumeStaging{PodTemplate: value(podTemplate(""))},
+			// A Dynamic provisioner needs a capacity or a creation pod.
+			VolumeCreation: &v1alpha1.VolumeCreation{Capacity: value("1Gi")},
 		},
 	}
 	if mutate != nil {
@@ -1269,4 +1271,29 @@ func TestExpansion(t *testing.T) {
 	e.bind(other, otherPV)
 	request("d", "2Gi")
 	e.waitEvent("d", "VolumeResizeFailed", `PavProvisioner "`+fixed.Name+`" cannot expand volumes`)
+}
+
+// A whole section written as one template string is stored by the API server
+// and evaluated by the controller (issue 10 item 9).
+func TestWholeSectionTemplate(t *testing.T) {
+	skipWithLiteralEngine(t)
+	e := newEnv(t)
+	e.startController()
+	tmpl := "{% set yaml = true %}capacity: 2Gi\nhandle: whole-{{ pvc.metadata.name }}"
+	p := e.provisioner("whole", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Section: v1alpha1.Section{Template: &tmpl}}
+	})
+	got, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.VolumeCreation == nil || got.Spec.VolumeCreation.Template == nil || *got.Spec.VolumeCreation.Template != tmpl {
+		t.Fatalf("stored volumeCreation %+v", got.Spec.VolumeCreation)
+	}
+	e.class("whole", p.Name, nil)
+	pvc := e.claim("c", "whole", "1Gi")
+	pv := e.volume(pvc)
+	if pv.Spec.CSI.VolumeHandle != "whole-c" || pv.Spec.Capacity.Storage().Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("PV handle %q capacity %s", pv.Spec.CSI.VolumeHandle, pv.Spec.Capacity.Storage())
+	}
 }

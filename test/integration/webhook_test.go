@@ -110,6 +110,8 @@ func testProvisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)) *v1
 		Spec: v1alpha1.PavProvisionerSpec{
 			ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic},
 			VolumeStaging:     &v1alpha1.VolumeStaging{PodTemplate: value(podTemplate(""))},
+			// A Dynamic provisioner needs a capacity or a creation pod.
+			VolumeCreation: &v1alpha1.VolumeCreation{Capacity: value("1Gi")},
 		},
 	}
 	if mutate != nil {
