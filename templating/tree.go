@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/templating/jinja"
 )
@@ -42,6 +40,10 @@ func compileNode(v interface{}, path *field.Path) (*node, field.ErrorList) {
 		}
 		if !t.IsLiteral() {
 			n.tmpl, n.templated = t, true
+		} else {
+			// Jinja renders even a string without any syntax: one trailing
+			// newline goes, as it does from a template.
+			n.raw = t.LiteralText()
 		}
 	case []interface{}:
 		n.items = make([]*node, len(x))
@@ -178,20 +180,6 @@ func hasTemplate(v interface{}) bool {
 		}
 	}
 	return false
-}
-
-// parseYAML parses a template's output the way PaV reads YAML everywhere:
-// integers stay int64, an empty document is null.
-func parseYAML(s string) (interface{}, error) {
-	j, err := yaml.YAMLToJSON([]byte(s))
-	if err != nil {
-		return nil, err
-	}
-	var v interface{}
-	if err := utiljson.Unmarshal(j, &v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // shorten keeps error messages readable when a value is long.

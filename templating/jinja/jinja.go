@@ -267,6 +267,10 @@ func jinjaLiteral(s string) string {
 // IsLiteral reports whether the source has no Jinja syntax at all.
 func (t *Template) IsLiteral() bool { return t.literal }
 
+// LiteralText is what a literal template renders to: its source as Jinja
+// outputs it (newlines normalized, one trailing newline dropped).
+func (t *Template) LiteralText() string { return t.source }
+
 // renderSlots bounds the renders running at once.
 var renderSlots = make(chan struct{}, maxConcurrentRenders)
 
