@@ -144,11 +144,14 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	id := StagingID(req.VolumeID, req.TargetPath)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
-	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	pod, err := s.findPod(ctx, templating.PhaseStaging, id)
 	if err != nil {
 		return err
 	}
-	pod, err := s.findPod(ctx, templating.PhaseStaging, id)
+	if err := s.checkTarget(req, pod); err != nil {
+		return err
+	}
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
 	if err != nil {
 		return err
 	}
@@ -215,6 +218,36 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	}
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
 		"block", req.Block, "duration", time.Since(start))
+	return nil
+}
+
+// checkTarget refuses, with ALREADY_EXISTS as CSI requires, a publish at a
+// target that is already published incompatibly: with the other read-only
+// flag (recorded on the staging pod), as the other volume mode (a block
+// volume's target is a file, a filesystem's a directory), or for another
+// volume (mounted, but not by this volume's staging, pod).
+func (s *Stager) checkTarget(req *pavcsi.PublishRequest, pod *corev1.Pod) error {
+	if pod != nil && pod.DeletionTimestamp == nil {
+		if was, err := strconv.ParseBool(pod.Annotations[templating.AnnotationReadOnly]); err == nil && was != req.ReadOnly {
+			return status.Errorf(codes.AlreadyExists, "volume %s is already published at %s with read-only %v", req.VolumeID, req.TargetPath, was)
+		}
+	}
+	fi, err := os.Stat(req.TargetPath)
+	if err != nil {
+		return nil // nothing there yet (or a broken mount, which publishing repairs)
+	}
+	mounted, err := s.mounter.IsMountPoint(req.TargetPath)
+	if err != nil || !mounted {
+		return nil
+	}
+	switch {
+	case fi.IsDir() && req.Block:
+		return status.Errorf(codes.AlreadyExists, "%s is already published as a filesystem volume, not a block one", req.TargetPath)
+	case !fi.IsDir() && !req.Block:
+		return status.Errorf(codes.AlreadyExists, "%s is already published as a block volume, not a filesystem one", req.TargetPath)
+	case pod == nil:
+		return status.Errorf(codes.AlreadyExists, "%s is already published, not for volume %s", req.TargetPath, req.VolumeID)
+	}
 	return nil
 }
 

@@ -459,3 +459,38 @@ func TestPublishRefusedWhileProvisionerIsDeleted(t *testing.T) {
 		t.Errorf("a staging pod was created: %v", pods[0].Name)
 	}
 }
+
+// CSI: publishing again at a target already published with another
+// read-only flag, volume mode or volume is ALREADY_EXISTS; the same call
+// again is fine (issue 10 item 11).
+func TestPublishIncompatibleIsAlreadyExists(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	done := async(func() error { return f.publish(ctx) })
+	pod := f.waitForPod(templating.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]*pavcsi.PublishRequest{
+		"read-only":      {VolumeID: testHandle, TargetPath: f.target, ReadOnly: true},
+		"block":          {VolumeID: testHandle, TargetPath: f.target, Block: true},
+		"another volume": {VolumeID: "other-handle", TargetPath: f.target},
+	} {
+		// Without the check, Publish would wait for a staging pod: bound it
+		// so that failure is reported rather than hung.
+		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := f.stager.Publish(callCtx, testDriver, req)
+		cancel()
+		if status.Code(err) != codes.AlreadyExists {
+			t.Errorf("%s: %v, want ALREADY_EXISTS", name, err)
+		}
+	}
+	if err := f.publish(ctx); err != nil {
+		t.Errorf("the same publish again: %v", err)
+	}
+	if n := len(f.mounter.MountPoints); n != 1 {
+		t.Errorf("%d mounts at the target, want 1", n)
+	}
+}
