@@ -239,6 +239,7 @@ func New(cfg Config) (*Controller, error) {
 		{podInf.Informer(), c.funcs(c.onPod)},
 		{nodeInf.Informer(), c.funcs(c.onNode)},
 		{c.provInformer, c.funcs(c.onProvisioner)},
+		{c.provInformer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.forgetProvisioner}},
 	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
@@ -463,6 +464,16 @@ func (c *Controller) enqueueClaimsWhere(pred func(*corev1.PersistentVolumeClaim)
 		if pred(pvc) {
 			c.enqueueClaim(pvc)
 		}
+	}
+}
+
+// forgetProvisioner drops the compiled templates of a deleted provisioner.
+func (c *Controller) forgetProvisioner(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+		c.engine.Forget(p)
 	}
 }
 

@@ -34,6 +34,9 @@ type Engine interface {
 	// template means no pod (the new size is only recorded).
 	Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
 
+	// Forget drops what was cached for p, a deleted PavProvisioner.
+	Forget(p *v1alpha1.PavProvisioner)
+
 	// PodName is the deterministic name of the pod of a phase for a key (the
 	// claim UID for validation/creation/deletion).
 	PodName(phase templating.Phase, key string) string

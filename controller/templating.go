@@ -96,6 +96,8 @@ func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisi
 	return x.PodTemplate, true, nil
 }
 
+func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }
+
 func (e *templatingEngine) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

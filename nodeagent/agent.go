@@ -140,6 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
 				manager.Remove(p.Name)
+				cfg.Engine.Forget(p)
 			}
 		},
 	})

@@ -22,6 +22,9 @@ type Engine interface {
 	// Unstaging evaluates spec.volumeUnstaging; nil without a pod template.
 	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error)
 
+	// Forget drops what was cached for p, a deleted PavProvisioner.
+	Forget(p *v1alpha1.PavProvisioner)
+
 	// PodName is the deterministic name of a phase's pod for a key.
 	PodName(phase templating.Phase, key string) string
 	// NewHostDir picks a fresh host directory for a new pod's /pav.

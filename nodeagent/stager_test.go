@@ -50,6 +50,7 @@ func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, Sta
 	return e.unstaging, nil
 }
 
+func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
 func (e *literalEngine) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

@@ -69,6 +69,8 @@ func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisi
 	return u.PodTemplate, nil
 }
 
+func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }
+
 func (e *templatingEngine) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

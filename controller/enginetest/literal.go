@@ -210,6 +210,8 @@ func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req co
 	return tmpl, true, err
 }
 
+func (Literal) Forget(*v1alpha1.PavProvisioner) {}
+
 func (Literal) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }

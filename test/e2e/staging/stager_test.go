@@ -40,6 +40,7 @@ func (e *literalEngine) Staging(context.Context, *v1alpha1.PavProvisioner, nodea
 func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, nodeagent.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.unstaging, nil
 }
+func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
 func (e *literalEngine) PodName(phase templating.Phase, key string) string {
 	return templating.PodName(phase, key)
 }
