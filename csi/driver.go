@@ -47,6 +47,9 @@ type Stager interface {
 	// Stats reports usage and health of the volume published at volumePath;
 	// a NotFound status if nothing is published there.
 	Stats(ctx context.Context, driver, volumeID, volumePath string) (*VolumeStats, error)
+	// Ready is nil when the stager can serve calls (its caches are synced
+	// and still watching), else why not. CSI Probe reports it.
+	Ready() error
 }
 
 // VolumeStats is what NodeGetVolumeStats reports of a published volume.
@@ -109,7 +112,13 @@ func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabiliti
 	return &csi.GetPluginCapabilitiesResponse{}, nil
 }
 
+// Probe: ready while the stager is (CSI lets a plugin that is alive but
+// not ready answer ready=false rather than fail).
 func (d *Driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	if err := d.stager.Ready(); err != nil {
+		klog.V(2).InfoS("Probe: not ready", "driver", d.name, "err", err)
+		return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
+	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ type fakeStager struct {
 func newFakeStager() *fakeStager {
 	return &fakeStager{volumes: map[string]bool{}, published: map[string]*PublishRequest{}}
 }
+
+func (f *fakeStager) Ready() error { return nil }
 
 func (f *fakeStager) Publish(ctx context.Context, driver string, req *PublishRequest) error {
 	if f.block != nil {
@@ -265,9 +268,12 @@ func TestNodePublishArguments(t *testing.T) {
 }
 
 type recordingStager struct {
-	err  error
-	last *PublishRequest
+	err      error
+	last     *PublishRequest
+	notReady error
 }
+
+func (r *recordingStager) Ready() error { return r.notReady }
 
 func (r *recordingStager) Publish(_ context.Context, _ string, req *PublishRequest) error {
 	r.last = req
@@ -276,6 +282,20 @@ func (r *recordingStager) Publish(_ context.Context, _ string, req *PublishReque
 func (r *recordingStager) Unpublish(context.Context, string, string, string) error { return r.err }
 func (r *recordingStager) Stats(context.Context, string, string, string) (*VolumeStats, error) {
 	return &VolumeStats{Abnormal: true, Reason: "StagingPodStopped", Message: "the staging pod stopped"}, r.err
+}
+
+// Probe reports the stager's readiness: kubelet and liveness probes see a
+// node plugin whose caches stopped as not ready.
+func TestProbeFollowsStager(t *testing.T) {
+	s := &recordingStager{}
+	d := NewDriver("d", "v", "n", s)
+	for _, notReady := range []error{nil, errors.New("the pods informer stopped"), nil} {
+		s.notReady = notReady
+		resp, err := d.Probe(context.Background(), &csi.ProbeRequest{})
+		if err != nil || resp.GetReady().GetValue() != (notReady == nil) {
+			t.Errorf("stager not ready %v: Probe %v, %v", notReady, resp, err)
+		}
+	}
 }
 
 // Stats and health go from the stager to CSI as kubelet reads them: usage
@@ -348,6 +368,30 @@ func TestConcurrentCallsAreAborted(t *testing.T) {
 	close(s.block)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Check notices a served driver's socket that is gone.
+func TestManagerCheck(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	defer m.Stop()
+	created := make(chan string, 1)
+	m.socketCreated = func(name string) { created <- name }
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	<-created
+	if err := m.Check(); err != nil {
+		t.Fatalf("all sockets in place: %v", err)
+	}
+	for _, socket := range []string{m.RegistrationSocket("prov"), m.CSISocket("prov")} {
+		if err := os.Remove(socket); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Check(); err == nil || !strings.Contains(err.Error(), socket) {
+			t.Errorf("%s removed: Check() = %v", socket, err)
+		}
 	}
 }
 

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -126,6 +129,28 @@ func (m *Manager) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Check is nil while every driver served has its sockets in place. A
+// socket deleted under the node plugin (kubelet's directory wiped, say)
+// cuts kubelet off from the driver for good; the node plugin's liveness
+// probe reports it, and the restart that follows creates the sockets again.
+func (m *Manager) Check() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(m.drivers)) {
+		s := m.drivers[name]
+		sockets := []string{s.csiSocket}
+		if s.regServer != nil { // the registrar has created it
+			sockets = append(sockets, s.regSocket)
+		}
+		for _, path := range sockets {
+			if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != fs.ModeSocket {
+				return fmt.Errorf("CSI driver %s: socket %s is gone", name, path)
+			}
+		}
+	}
+	return nil
 }
 
 // Registered returns a channel closed once kubelet has registered driver

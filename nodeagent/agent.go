@@ -117,9 +117,9 @@ func Run(ctx context.Context, cfg Config) error {
 	csiNodeFactory.Start(ctx.Done())
 	go provInformer.Run(ctx.Done())
 
-	var ready atomic.Bool
+	var started atomic.Bool // caches synced, drivers being served
 	if cfg.HealthAddress != "" {
-		go serveHealth(ctx, cfg.HealthAddress, &ready)
+		go serveHealth(ctx, cfg.HealthAddress, nodeHealth{started: &started, stager: stager, manager: manager})
 	}
 
 	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
 	go collector.Run(ctx, cfg.Workers)
-	ready.Store(true)
+	started.Store(true)
 	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)
 
 	<-ctx.Done()
@@ -204,16 +204,53 @@ func addDriver(ctx context.Context, m *pavcsi.Manager, name string) {
 	}()
 }
 
-func serveHealth(ctx context.Context, addr string, ready *atomic.Bool) {
+// nodeHealth is what the node plugin's probes report.
+type nodeHealth struct {
+	started *atomic.Bool
+	stager  interface{ Ready() error }
+	manager interface{ Check() error }
+}
+
+// live is nil unless the node plugin, once started, lost what kubelet needs
+// of it: a cache that stopped watching, a driver socket that is gone. A
+// restart repairs both. While starting it is alive (syncing caches may take
+// a while on a big cluster), only not ready.
+func (h nodeHealth) live() error {
+	if !h.started.Load() {
+		return nil
+	}
+	if err := h.stager.Ready(); err != nil {
+		return err
+	}
+	return h.manager.Check()
+}
+
+// ready is nil once caches synced and drivers are served, while live.
+func (h nodeHealth) ready() error {
+	if !h.started.Load() {
+		return errors.New("caches not synced yet")
+	}
+	return h.live()
+}
+
+// handler serves /healthz (live) and /readyz (ready): 200 "ok", or 503
+// with the reason.
+func (h nodeHealth) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	for path, check := range map[string]func() error{"/healthz": h.live, "/readyz": h.ready} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
+	}
+	return mux
+}
+
+func serveHealth(ctx context.Context, addr string, h nodeHealth) {
+	mux := h.handler()
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

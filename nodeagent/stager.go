@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +93,8 @@ type Stager struct {
 	metrics      *metrics
 	recorder     record.EventRecorder // Events on client pods; nil: none
 	health       *volumeHealth
+	// informers behind the caches above, by resource (Ready)
+	informers map[string]cache.SharedIndexInformer
 }
 
 // StagerConfig wires a Stager. The pod informer must only see PaV pods on
@@ -125,6 +129,9 @@ func NewStager(cfg StagerConfig) *Stager {
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
+		informers: map[string]cache.SharedIndexInformer{
+			"pods": cfg.Pods, "persistentvolumes": cfg.PVs, "pavprovisioners": cfg.Provisioners,
+		},
 	}
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
@@ -134,6 +141,20 @@ func NewStager(cfg StagerConfig) *Stager {
 }
 
 var _ pavcsi.Stager = (*Stager)(nil)
+
+// Ready is nil once the stager's caches have synced, as long as their
+// informers run: Publish and Unpublish answer from those caches.
+func (s *Stager) Ready() error {
+	for _, name := range slices.Sorted(maps.Keys(s.informers)) {
+		switch inf := s.informers[name]; {
+		case inf.IsStopped():
+			return fmt.Errorf("the %s informer stopped", name)
+		case !inf.HasSynced():
+			return fmt.Errorf("the %s cache has not synced yet", name)
+		}
+	}
+	return nil
+}
 
 // Publish stages a volume for one client pod: it runs (or finds) the staging
 // pod, waits until the pod completed or signalled /pav/ready, checks

@@ -16,6 +16,7 @@ import (
 
 type noStager struct{}
 
+func (noStager) Ready() error                                                  { return nil }
 func (noStager) Publish(context.Context, string, *pavcsi.PublishRequest) error { return nil }
 func (noStager) Unpublish(context.Context, string, string, string) error       { return nil }
 func (noStager) Stats(context.Context, string, string, string) (*pavcsi.VolumeStats, error) {

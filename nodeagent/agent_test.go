@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	mount "k8s.io/mount-utils"
+)
+
+type checkFunc func() error
+
+func (f checkFunc) Ready() error { return f() }
+func (f checkFunc) Check() error { return f() }
+
+// The probes: alive while starting but not ready; once started, both fail
+// with the reason when a cache stopped or a driver socket is gone.
+func TestHealthProbes(t *testing.T) {
+	var stagerErr, socketErr error
+	var started atomic.Bool
+	h := nodeHealth{
+		started: &started,
+		stager:  checkFunc(func() error { return stagerErr }),
+		manager: checkFunc(func() error { return socketErr }),
+	}
+	probe := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, strings.TrimSpace(rec.Body.String())
+	}
+	for _, c := range []struct {
+		name               string
+		started            bool
+		stagerErr, sockErr error
+		healthz, readyz    int
+		reason             string
+	}{
+		{name: "starting", healthz: 200, readyz: 503, reason: "caches not synced yet"},
+		{name: "starting, sockets not there yet", sockErr: errors.New("socket gone"), healthz: 200, readyz: 503, reason: "caches not synced yet"},
+		{name: "running", started: true, healthz: 200, readyz: 200},
+		{name: "informer stopped", started: true, stagerErr: errors.New("the pods informer stopped"), healthz: 503, readyz: 503, reason: "the pods informer stopped"},
+		{name: "socket gone", started: true, sockErr: errors.New("CSI driver p: socket /x is gone"), healthz: 503, readyz: 503, reason: "CSI driver p: socket /x is gone"},
+	} {
+		started.Store(c.started)
+		stagerErr, socketErr = c.stagerErr, c.sockErr
+		if code, body := probe("/healthz"); code != c.healthz || (code != 200 && body != c.reason) {
+			t.Errorf("%s: /healthz %d %q, want %d", c.name, code, body, c.healthz)
+		}
+		if code, body := probe("/readyz"); code != c.readyz || (code != 200 && body != c.reason) {
+			t.Errorf("%s: /readyz %d %q, want %d %q", c.name, code, body, c.readyz, c.reason)
+		}
+	}
+}
+
+// The stager is ready once its caches synced, and not any more when an
+// informer behind them stopped.
+func TestStagerReadyFollowsInformers(t *testing.T) {
+	kube := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	s := NewStager(StagerConfig{
+		Kube: kube, Engine: &literalEngine{}, NodeName: "node1", PodDirRoot: t.TempDir(), Mounter: mount.NewFakeMounter(nil),
+		Pods: factory.Core().V1().Pods().Informer(), PVs: factory.Core().V1().PersistentVolumes().Informer(),
+		// any informer will do: Ready only looks at its state
+		Provisioners: factory.Core().V1().Nodes().Informer(),
+	})
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "has not synced") {
+		t.Errorf("before start: Ready() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	if err := s.Ready(); err != nil {
+		t.Errorf("synced: Ready() = %v", err)
+	}
+	cancel()
+	factory.Shutdown() // returns once the informers stopped
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "informer stopped") {
+		t.Errorf("stopped: Ready() = %v", err)
+	}
+}
