@@ -92,6 +92,9 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		return nil
 	}
 	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
+	if sc := s.attemptClass(); sc != nil {
+		s.class = sc
+	}
 	if pvc.DeletionTimestamp != nil {
 		if !ours {
 			return nil
@@ -99,6 +102,28 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		return s.deleted(ctx)
 	}
 	return s.provision(ctx)
+}
+
+// attemptClass is the StorageClass an attempt in progress started with,
+// recorded on its pods; nil without an attempt (or a record).
+func (s *claimSync) attemptClass() *storagev1.StorageClass {
+	for _, phase := range []templating.Phase{templating.PhaseCreation, templating.PhaseValidation, templating.PhaseDeletion} {
+		pod := s.pods[phase]
+		if pod == nil {
+			continue
+		}
+		raw, ok := pod.Annotations[templating.AnnotationClassSnapshot]
+		if !ok {
+			continue
+		}
+		sc := &storagev1.StorageClass{}
+		if err := json.Unmarshal([]byte(raw), sc); err != nil {
+			klog.ErrorS(err, "Reading the StorageClass recorded on a PaV pod; using the current one", "pod", klog.KObj(pod))
+			return nil
+		}
+		return sc
+	}
+	return nil
 }
 
 // claimPods are the validation/creation/deletion pods PaV runs for a claim
@@ -335,6 +360,13 @@ func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *co
 		return err
 	}
 	ann := map[string]string{templating.AnnotationClaim: s.key}
+	if s.class != nil {
+		class, err := classSnapshot(s.class)
+		if err != nil {
+			return s.fail(reasonProvisioningFailed, "%v", err)
+		}
+		ann[templating.AnnotationClassSnapshot] = class
+	}
 	for k, v := range annotations {
 		ann[k] = v
 	}

@@ -63,6 +63,9 @@ const (
 
 	// On PersistentVolumes PaV created: snapshots of the claim and class at
 	// creation time, so that deletion can be evaluated after both are gone.
+	// AnnotationClassSnapshot is on a claim's validation, creation and
+	// deletion pods too: an attempt uses the class as it was when the
+	// attempt started, even if the class is deleted or changed meanwhile.
 	AnnotationClaimSnapshot = prefix + "claim-snapshot" // JSON of the PVC
 	AnnotationClassSnapshot = prefix + "class-snapshot" // JSON of the StorageClass
 	// AnnotationSelectedNode on PersistentVolumes: the node chosen by the scheduler

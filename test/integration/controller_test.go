@@ -1297,3 +1297,43 @@ func TestWholeSectionTemplate(t *testing.T) {
 		t.Errorf("PV handle %q capacity %s", pv.Spec.CSI.VolumeHandle, pv.Spec.Capacity.Storage())
 	}
 }
+
+// An attempt keeps the StorageClass it started with: deleting the class
+// while creation pods run neither strands a claim nor leaks what its
+// creation pod made. One claim is provisioned from the recorded class (its
+// PV carries the class's parameters and snapshot); a claim deleted meanwhile
+// gets the deletion pod, which needs the class too.
+func TestClassDeletedDuringAttempt(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("gonecls", withPods(false, true, true))
+	e.class("gonecls", p.Name, nil)
+	kept, dropped := e.claim("kept", "gonecls", "1Gi"), e.claim("dropped", "gonecls", "1Gi")
+	keptPod, droppedPod := e.pod(templating.PhaseCreation, string(kept.UID)), e.pod(templating.PhaseCreation, string(dropped.UID))
+	if err := e.kube.StorageV1().StorageClasses().Delete(e.ctx, "gonecls", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "dropped", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.finishPod(keptPod, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	pv := e.volume(kept)
+	if got := pv.Spec.CSI.VolumeAttributes["color"]; got != "blue" {
+		t.Errorf("PV volumeAttributes %v: want the class's parameters", pv.Spec.CSI.VolumeAttributes)
+	}
+	if !strings.Contains(pv.Annotations[templating.AnnotationClassSnapshot], `"name":"gonecls"`) {
+		t.Errorf("PV class snapshot %q: want the deleted class", pv.Annotations[templating.AnnotationClassSnapshot])
+	}
+
+	e.finishPod(droppedPod, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.finishPod(e.pod(templating.PhaseDeletion, string(dropped.UID)), 0, "", nil)
+	e.waitFor("the deleted claim released by PaV", func() (bool, error) {
+		c, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "dropped", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && !hasFinalizer(c, templating.FinalizerClaim), err
+	})
+	e.noVolumeFor(dropped)
+}
