@@ -515,3 +515,31 @@ func TestDifferentNamesConverge(t *testing.T) {
 		t.Error("settled certificate not valid for all names")
 	}
 }
+
+// A replica is not ready while the webhook configuration lacks its CA: the
+// API server would refuse its certificate. Ready follows the first patch.
+func TestNotReadyUntilCABundlePatched(t *testing.T) {
+	kube := newKube() // no webhook configuration yet
+	s := testServer(kube, &fakeClock{t: time.Now()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the server to listen", s.ready.Load)
+	if s.Ready() {
+		t.Fatal("ready without a webhook configuration to carry its CA")
+	}
+	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhookConfig(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to be ready", s.Ready)
+	cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, testConfig, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			t.Errorf("ready, but webhook %s has no CA bundle", w.Name)
+		}
+	}
+}

@@ -123,6 +123,9 @@ type Server struct {
 
 	ready    atomic.Bool
 	draining atomic.Bool
+	// bundled: the webhook configuration carries our CA (or there is none
+	// to keep): until then the API server would refuse our certificate.
+	bundled atomic.Bool
 
 	refreshing sync.Mutex                      // one refresh at a time, so cert and certs move forward together
 	certs      atomic.Pointer[Certs]           // the Secret's content as last read
@@ -132,9 +135,9 @@ type Server struct {
 	addr       net.Addr                        // where it listens, set before ready
 }
 
-// Ready reports whether the server is serving with a certificate and is not
-// draining.
-func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
+// Ready reports whether the server is serving with a certificate the API
+// server trusts (its CA is in the webhook configuration) and is not draining.
+func (s *Server) Ready() bool { return s.ready.Load() && s.bundled.Load() && !s.draining.Load() }
 
 // Drain prepares a graceful stop: Ready turns false (so the replica leaves
 // the Service's endpoints), and every answer closes its connection (so the
@@ -229,6 +232,8 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.keepCert(ctx)
 	if s.WebhookConfigName != "" {
 		go s.keepCABundle(ctx)
+	} else {
+		s.bundled.Store(true)
 	}
 	select {
 	case <-ctx.Done():
@@ -332,7 +337,9 @@ func (s *Server) keepCABundle(ctx context.Context) {
 		}
 		if err != nil {
 			klog.ErrorS(err, "Patching the webhook CA bundle")
+			continue
 		}
+		s.bundled.Store(true)
 	}
 }
 
