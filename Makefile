@@ -66,9 +66,9 @@ undeploy: ## uninstall as the spec says: CRD first (waits for PavProvisioners to
 # ---------------------------------------------------------------- examples
 .PHONY: examples-images demo
 examples-images: ## build the examples' images (Debian packages, versitygw) into _output/images; then make cluster-load
-	examples/images.sh
+	hack/images/examples.sh
 demo: ## bring the local cluster up if none is reachable, install PaV, run examples/hello-world, print what it read
-	examples/demo.sh
+	hack/demo.sh
 
 # ---------------------------------------------------------------- tests
 .PHONY: test test-unit test-integration e2e

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# images.sh [NAME]... - build the examples' images as OCI tarballs in
+# examples.sh [NAME]... - build the examples' images as OCI tarballs in
 # $IMAGES_DIR (default _output/images), mostly from Debian packages with the
 # shared builder hack/images/debimage; `make cluster-load` imports them. With
 # no argument every image is built. Used by `make examples-images`.
@@ -13,7 +13,7 @@
 #
 # hello-world and host-directory only need pav-test:latest (make images).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export IMAGES_DIR=${IMAGES_DIR:-$ROOT/_output/images}
 DEBIMAGE=$ROOT/hack/images/debimage
 MKIMG=$ROOT/_output/bin/mkimg
@@ -76,5 +76,5 @@ names=("$@")
 for n in "${names[@]}"; do
   start=$(date +%s)
   build "$n"
-  echo "examples/images.sh: $n built in $(( $(date +%s) - start ))s"
+  echo "hack/images/examples.sh: $n built in $(( $(date +%s) - start ))s"
 done
