@@ -1,0 +1,420 @@
+// PaV's staging and unstaging pods: creating, finding, waiting on and
+// deleting them, and saying why one failed.
+
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/templating"
+)
+
+// createStagingPod evaluates volumeStaging (after static validation for
+// statically provisioned PVs) and creates the staging pod, pinned to this
+// node. A pod of the same name that already exists is reused.
+func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *corev1.PersistentVolume, req *pavcsi.PublishRequest) (*corev1.Pod, error) {
+	p, err := s.provisioner(driver)
+	if err != nil {
+		return nil, err
+	}
+	if pv.Annotations[annotationProvisionedBy] != driver {
+		if !p.HasMode(v1alpha1.Static) {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"PersistentVolume %s was not provisioned by PavProvisioner %s, which does not support static provisioning (provisioningModes lacks Static)", pv.Name, p.Name)
+		}
+		if err := s.engine.CheckStatic(ctx, p, pv); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not valid for PavProvisioner %s: %v", pv.Name, p.Name, err)
+		}
+	}
+	if pv.Spec.ClaimRef == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not bound to a claim", pv.Name)
+	}
+	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(pv.Spec.ClaimRef.Namespace).Get(ctx, pv.Spec.ClaimRef.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "getting claim %s/%s of PersistentVolume %s: %v", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Name, err)
+	}
+	node, err := s.kube.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "getting node %s: %v", s.node, err)
+	}
+	tmpl, err := s.engine.Staging(ctx, p, StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: req.ReadOnly})
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeStaging of PavProvisioner %s: %v", p.Name, err)
+	}
+	if tmpl == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
+	}
+	name := s.engine.PodName(templating.PhaseStaging, id)
+	dir := s.engine.NewHostDir(name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
+	}
+	ann := map[string]string{
+		templating.AnnotationClaim:      pvc.Namespace + "/" + pvc.Name,
+		templating.AnnotationTargetPath: req.TargetPath,
+		templating.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
+	}
+	if b, err := json.Marshal(trimPVC(pvc)); err == nil {
+		ann[templating.AnnotationClaimSnapshot] = string(b)
+	}
+	if b, err := json.Marshal(trimPV(pv)); err == nil {
+		ann[templating.AnnotationVolumeSnapshot] = string(b)
+	}
+	pod := s.engine.BuildPod(tmpl, PodOptions{
+		Provisioner: p.Name,
+		Phase:       templating.PhaseStaging,
+		Name:        name,
+		Volume:      pv.Name,
+		ClaimUID:    string(pvc.UID),
+		StagingID:   id,
+		NodeName:    s.node,
+		HostDir:     dir,
+		Annotations: ann,
+	})
+	pod.Finalizers = append(pod.Finalizers, templating.FinalizerStaging)
+	return s.createPod(ctx, pod, dir)
+}
+
+// createPod creates a PaV pod, or finds the one an earlier attempt (maybe by
+// a previous incarnation of the node plugin) created; a pod that merely holds
+// its name is ignored (templating.CreatePod) and reported in the log and as
+// an Event on itself, where its owner looks.
+func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, error) {
+	got, squatter, err := templating.CreatePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod)
+	if squatter != nil {
+		msg := fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored", squatter.Namespace, squatter.Name, pod.Labels[templating.LabelPhase])
+		klog.FromContext(ctx).Info(msg)
+		if s.recorder != nil {
+			s.recorder.Event(squatter, corev1.EventTypeWarning, "PodNameTaken", msg)
+		}
+	}
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	if used, _ := podHostDir(got, s.root); used != dir {
+		_ = os.Remove(dir) // an earlier attempt's pod, with its own /pav
+	}
+	if got.Spec.NodeName != s.node {
+		return nil, status.Errorf(codes.FailedPrecondition, "pod %s/%s exists but runs on node %q", got.Namespace, got.Name, got.Spec.NodeName)
+	}
+	return got, nil
+}
+
+// findPod finds the pod of a phase for a staging ID, first in the cache,
+// then (in case the cache lags behind a create) in the API.
+func (s *Stager) findPod(ctx context.Context, phase templating.Phase, id string) (*corev1.Pod, error) {
+	objs, err := s.pods.ByIndex(podsByStaging, string(phase)+"/"+id)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	var pod *corev1.Pod
+	for _, obj := range objs {
+		p := obj.(*corev1.Pod)
+		if pod == nil || p.CreationTimestamp.After(pod.CreationTimestamp.Time) {
+			pod = p
+		}
+	}
+	if pod != nil {
+		return pod, nil
+	}
+	sel := labels.Set{templating.LabelPhase: string(phase), templating.LabelStagingID: id}.AsSelector().String()
+	list, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+		LabelSelector: sel,
+		FieldSelector: "spec.nodeName=" + s.node,
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "listing %s pods: %v", phase, err)
+	}
+	for i := range list.Items {
+		if pod == nil || list.Items[i].CreationTimestamp.After(pod.CreationTimestamp.Time) {
+			pod = &list.Items[i]
+		}
+	}
+	return pod, nil
+}
+
+// livePod gets a pod from the API; nil if it does not exist.
+func (s *Stager) livePod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	pod, err := s.kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "getting pod %s/%s: %v", namespace, name, err)
+	}
+	return pod, nil
+}
+
+// wait waits until done(pod) holds, re-checking on every informer event for
+// the pod and, if dir is set, every change in that directory (for
+// /pav/ready). done gets nil once the pod is gone. It returns the last state
+// seen (nil if gone). Until the cache has seen the pod (just created), the
+// given object stands in for it.
+func (s *Stager) wait(ctx context.Context, pod *corev1.Pod, dir string, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	events, unsubscribe := s.events.subscribe(pod.Namespace, pod.Name)
+	defer unsubscribe()
+	var fsEvents chan fsnotify.Event
+	var fsErrors chan error
+	if dir != "" {
+		w, err := fsnotify.NewWatcher()
+		if err == nil {
+			defer w.Close()
+			if err := w.Add(dir); err != nil {
+				klog.FromContext(ctx).Error(err, "Watching the pod's /pav; relying on pod events only", "dir", dir)
+			} else {
+				fsEvents, fsErrors = w.Events, w.Errors
+			}
+		}
+	}
+	last := pod
+	seen := false
+	for {
+		cached, err := s.podLister.Pods(pod.Namespace).Get(pod.Name)
+		switch {
+		case err == nil && cached.UID == pod.UID:
+			seen, last = true, cached
+		case err == nil: // a new pod of the same name: ours is gone
+			last = nil
+		case apierrors.IsNotFound(err) && seen:
+			last = nil
+		}
+		if done(last) {
+			return last, nil
+		}
+		if last == nil {
+			return nil, nil
+		}
+		select {
+		case <-events:
+		case <-fsEvents:
+		case err := <-fsErrors:
+			klog.FromContext(ctx).Error(err, "Watching the pod's /pav", "dir", dir)
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+	}
+}
+
+type stagingState int
+
+const (
+	stagingPending stagingState = iota
+	stagingReady
+	stagingFailed
+	stagingGone
+)
+
+// stagingStateOf: a staging pod is done when it succeeded, or while it runs
+// once it created /pav/ready; it failed when it failed, or when a container
+// failed that will not be restarted.
+func stagingStateOf(pod *corev1.Pod, dir string) stagingState {
+	switch {
+	case pod == nil:
+		return stagingGone
+	case pod.DeletionTimestamp != nil:
+		return stagingGone
+	case pod.Status.Phase == corev1.PodFailed || failedNever(pod):
+		return stagingFailed
+	case pod.Status.Phase == corev1.PodSucceeded:
+		return stagingReady
+	}
+	if _, err := os.Lstat(filepath.Join(dir, templating.FileReady)); err == nil {
+		return stagingReady
+	}
+	return stagingPending
+}
+
+// failedNever: a container exited with an error and will not be restarted.
+func failedNever(pod *corev1.Pod) bool {
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		return false
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stopped: no container of the pod runs any more.
+func stopped(pod *corev1.Pod) bool {
+	if terminated(pod) {
+		return true
+	}
+	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending {
+		return false
+	}
+	n := 0
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Running != nil {
+				return false
+			}
+			if cs.State.Terminated != nil {
+				n++
+			}
+		}
+	}
+	return n > 0 && n == len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses)
+}
+
+// describePod summarises why a pod is not done, for messages kubelet shows.
+func describePod(pod *corev1.Pod) string {
+	if pod == nil {
+		return "the pod is gone"
+	}
+	parts := []string{"phase " + string(pod.Status.Phase)}
+	if pod.Status.Phase == "" {
+		parts = []string{"not yet started"}
+	}
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		parts = append(parts, strings.TrimSpace(pod.Status.Reason+" "+pod.Status.Message))
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			switch {
+			case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+				parts = append(parts, fmt.Sprintf("container %s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+			case cs.State.Running != nil:
+				parts = append(parts, fmt.Sprintf("container %s running", cs.Name))
+			case cs.State.Terminated != nil:
+				parts = append(parts, fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode))
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+				parts = append(parts, fmt.Sprintf("container %s last exited with code %d %s", cs.Name, t.ExitCode, strings.TrimSpace(t.Message)))
+			}
+		}
+	}
+	return strings.TrimSpace(strings.Join(parts, "; "))
+}
+
+// failureMessage explains a failed pod in its own words: /pav/error if it
+// wrote one, else the failed container's exit code and termination message
+// (BuildPod sets FallbackToLogsOnError), else the tail of its log.
+func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string) string {
+	if dir != "" {
+		if msg, _, err := readResultFile(dir, templating.FileError, maxErrorBytes); err == nil && msg != "" {
+			return msg
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			head := fmt.Sprintf("container %q exited with code %d", cs.Name, t.ExitCode)
+			if t.Reason != "" && t.Reason != "Error" {
+				head += " (" + t.Reason + ")"
+			}
+			if msg := strings.TrimSpace(t.Message); msg != "" {
+				return head + ": " + msg
+			}
+			if tail := s.logTail(ctx, pod, cs.Name); tail != "" {
+				return head + "; last lines of its log:\n" + tail
+			}
+			return head
+		}
+	}
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		return strings.TrimSpace(pod.Status.Reason + ": " + pod.Status.Message)
+	}
+	return "the pod failed without saying why"
+}
+
+func (s *Stager) logTail(ctx context.Context, pod *corev1.Pod, container string) string {
+	lines, limit := int64(logTailLines), int64(4096)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rc, err := s.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: container, TailLines: &lines, LimitBytes: &limit,
+	}).Stream(ctx)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return strings.TrimRight(string(b), "\n")
+}
+
+// deletePod deletes a pod (at once if it already terminated).
+func (s *Stager) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
+	if terminated(pod) {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	err := s.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return status.Errorf(codes.Unavailable, "deleting pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+func (s *Stager) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]interface{}) error {
+	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"annotations": ann}})
+	_, err := s.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return status.Errorf(codes.Unavailable, "annotating pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// removeFinalizer releases the staging pod, which then disappears. A JSON
+// patch that tests the finalizer's position leaves other finalizers alone.
+func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
+	for attempt := 0; ; attempt++ {
+		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+		if err != nil || live == nil || live.UID != pod.UID {
+			return err
+		}
+		i := -1
+		for j, f := range live.Finalizers {
+			if f == templating.FinalizerStaging {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil
+		}
+		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		patch, _ := json.Marshal([]map[string]interface{}{
+			{"op": "test", "path": path, "value": templating.FinalizerStaging},
+			{"op": "remove", "path": path},
+		})
+		_, err = s.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if attempt >= 3 {
+			return status.Errorf(codes.Unavailable, "removing the finalizer of pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		}
+	}
+}
