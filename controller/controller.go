@@ -74,6 +74,12 @@ type Config struct {
 	Metrics *Metrics
 	// Identity names this controller in Events.
 	Identity string
+	// Settled, if set, is told of every sync that ended without error: the
+	// queue ("claims", "volumes" or "provisioners"), the key, and the
+	// resourceVersion of the object in the cache as the sync began (the sync
+	// saw that version or a newer one; "" if there was none). Tests wait on it
+	// to check that something did not happen, instead of sleeping.
+	Settled func(queue, key, resourceVersion string)
 }
 
 func (c *Config) setDefaults() {
@@ -321,21 +327,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.metrics.registerInFlight(c)
 
 	var wg sync.WaitGroup
-	run := func(n int, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+	run := func(n int, w worker) {
 		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				wait.UntilWithContext(ctx, func(ctx context.Context) {
-					for c.processNext(ctx, q, sync) {
+					for c.processNext(ctx, w) {
 					}
 				}, time.Second)
 			}()
 		}
 	}
-	run(c.cfg.ClaimWorkers, c.claimQueue, c.syncClaim)
-	run(c.cfg.VolumeWorkers, c.volumeQueue, c.syncVolume)
-	run(c.cfg.ProvisionerWorkers, c.provisionerQueue, c.syncProvisioner)
+	run(c.cfg.ClaimWorkers, worker{"claims", c.claimQueue, c.syncClaim, c.claimVersion})
+	run(c.cfg.VolumeWorkers, worker{"volumes", c.volumeQueue, c.syncVolume, c.volumeVersion})
+	run(c.cfg.ProvisionerWorkers, worker{"provisioners", c.provisionerQueue, c.syncProvisioner, c.provisionerVersion})
 
 	c.readyMu.Lock()
 	c.ready = true
@@ -357,17 +363,34 @@ type retryScheduled struct{ err error }
 func (e retryScheduled) Error() string { return e.err.Error() }
 func (e retryScheduled) Unwrap() error { return e.err }
 
-func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) bool {
+// worker is one queue and what syncs its keys.
+type worker struct {
+	name  string
+	queue workqueue.TypedRateLimitingInterface[string]
+	sync  func(context.Context, string) error
+	// version: the resourceVersion of a key's object in the cache ("" if none)
+	version func(key string) string
+}
+
+func (c *Controller) processNext(ctx context.Context, w worker) bool {
+	q := w.queue
 	key, quit := q.Get()
 	if quit {
 		return false
 	}
 	defer q.Done(key)
-	err := sync(ctx, key)
+	var version string
+	if c.cfg.Settled != nil {
+		version = w.version(key)
+	}
+	err := w.sync(ctx, key)
 	var scheduled retryScheduled
 	switch {
 	case err == nil:
 		q.Forget(key)
+		if c.cfg.Settled != nil {
+			c.cfg.Settled(w.name, key, version)
+		}
 	case errors.As(err, &scheduled):
 		klog.V(2).InfoS("Sync failed; retry scheduled", "key", key, "err", err)
 	default:
@@ -377,6 +400,28 @@ func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimit
 		q.AddRateLimited(key)
 	}
 	return true
+}
+
+func (c *Controller) claimVersion(key string) string {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	if pvc, err := c.claims.PersistentVolumeClaims(ns).Get(name); err == nil {
+		return pvc.ResourceVersion
+	}
+	return ""
+}
+
+func (c *Controller) volumeVersion(name string) string {
+	if pv, err := c.volumes.Get(name); err == nil {
+		return pv.ResourceVersion
+	}
+	return ""
+}
+
+func (c *Controller) provisionerVersion(name string) string {
+	if p := c.provisioner(name); p != nil {
+		return p.ResourceVersion
+	}
+	return ""
 }
 
 // --- event handlers: map every change to the work items it affects ---

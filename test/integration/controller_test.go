@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,11 @@ type env struct {
 	ctrlDone   chan struct{}
 	engine     controller.Engine
 	workerOpts controller.Config
+
+	// settled: per "<queue>/<key>", the newest resourceVersion a sync of the
+	// controller finished on (controller.Config.Settled)
+	settledMu sync.Mutex
+	settled   map[string]uint64
 }
 
 var nsCounter int
@@ -85,10 +91,14 @@ func (e *env) startController() {
 	e.t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.settledMu.Lock()
+	e.settled = nil // what an earlier controller settled on says nothing about this one
+	e.settledMu.Unlock()
 	c, err := controller.New(controller.Config{
 		Kube: e.kube, Pav: e.pav, Engine: e.engine,
 		RetryStart: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		ResultsTimeout: time.Minute,
+		Settled:        e.recordSettled,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -112,6 +122,35 @@ func (e *env) stopController() {
 		<-e.ctrlDone
 		e.stopCtrl = nil
 	}
+}
+
+func (e *env) recordSettled(queue, key, resourceVersion string) {
+	v, err := strconv.ParseUint(resourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	e.settledMu.Lock()
+	defer e.settledMu.Unlock()
+	if e.settled == nil {
+		e.settled = map[string]uint64{}
+	}
+	e.settled[queue+"/"+key] = max(e.settled[queue+"/"+key], v)
+}
+
+// waitSettled waits until the controller has finished a sync of key (in
+// queue "claims", "volumes" or "provisioners") that saw obj's version or a
+// newer one: whatever it decided on that version, it has done.
+func (e *env) waitSettled(queue, key string, obj metav1.Object) {
+	e.t.Helper()
+	want, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		e.t.Fatalf("resourceVersion of %s: %v", key, err)
+	}
+	e.waitFor("controller settled on "+queue+"/"+key, func() (bool, error) {
+		e.settledMu.Lock()
+		defer e.settledMu.Unlock()
+		return e.settled[queue+"/"+key] >= want, nil
+	})
 }
 
 func (e *env) waitFor(what string, cond func() (bool, error)) {
@@ -318,16 +357,18 @@ func (e *env) volume(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume
 }
 
 // release plays the PV controller: the claim is gone, the PV is Released.
-func (e *env) release(pv *corev1.PersistentVolume) {
+func (e *env) release(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	e.t.Helper()
 	cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	cur.Status.Phase = corev1.VolumeReleased
-	if _, err := e.kube.CoreV1().PersistentVolumes().UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+	released, err := e.kube.CoreV1().PersistentVolumes().UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	return released
 }
 
 // volumeGone: the PV is gone, or only kube-controller-manager's protection
@@ -628,8 +669,7 @@ func TestRetain(t *testing.T) {
 	if pv.Spec.PersistentVolumeReclaimPolicy != retain {
 		t.Fatalf("reclaim policy %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
-	e.release(pv)
-	time.Sleep(time.Second) // give the controller a chance to do something wrong
+	e.waitSettled("volumes", pv.Name, e.release(pv))
 	if pods, _ := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: templating.LabelVolume + "=" + pv.Name}); len(pods.Items) > 0 {
 		t.Fatalf("a pod runs for a retained volume: %s", pods.Items[0].Name)
 	}
@@ -650,7 +690,7 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	e.class("wffc", p.Name, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })
 	pvc := e.claim("c", "wffc", "1Gi")
-	time.Sleep(time.Second)
+	e.waitSettled("claims", e.ns+"/c", pvc)
 	if pods := e.pavPods(pvc.UID); len(pods) > 0 {
 		t.Fatalf("pod %s started before a node was selected", pods[0].Name)
 	}
@@ -700,7 +740,7 @@ func TestRestartDuringCreationResumesWithoutDuplicate(t *testing.T) {
 	cre2 := e.pod(templating.PhaseCreation, string(pvc2.UID))
 	e.stopController()
 	e.startController()
-	time.Sleep(500 * time.Millisecond)
+	e.waitSettled("claims", e.ns+"/c2", e.getClaim("c2"))
 	pods := e.pavPods(pvc2.UID)
 	if len(pods) != 1 || pods[0].UID != cre2.UID {
 		t.Fatalf("after restart: %d pods (want the original one)", len(pods))
@@ -719,7 +759,7 @@ func TestClaimDeletedDuringCreation(t *testing.T) {
 	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	e.waitSettled("claims", e.ns+"/c", e.getClaim("c"))
 	if !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim) {
 		t.Fatal("finalizer removed while the creation pod runs")
 	}
