@@ -54,12 +54,8 @@ deploy: ## build and load the images, install deployment.yaml with $(IMAGE), wai
 	$(MAKE) images cluster-load
 	$(LOCK) $(MAKE) deploy-only
 .PHONY: deploy-only
-deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded) and wait
-	sed 's|image: pav:latest|image: $(IMAGE)|' deployment.yaml | $(KUBECTL) apply -f -
-	# same tag, new image: restart so the pods run what was just loaded
-	$(KUBECTL) -n pav rollout restart deployment/controller-agent daemonset/node-agent
-	$(KUBECTL) -n pav rollout status deployment/controller-agent --timeout=180s
-	$(KUBECTL) -n pav rollout status daemonset/node-agent --timeout=180s
+deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded), restart PaV and wait (hack/deploy.sh)
+	KUBECTL='$(KUBECTL)' hack/deploy.sh
 undeploy: ## uninstall as the spec says: CRD first (waits for PavProvisioners to go), then the rest
 	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found -f deployment.yaml'
 
@@ -71,17 +67,23 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 	hack/demo.sh
 
 # ---------------------------------------------------------------- tests
-.PHONY: test test-unit test-integration e2e
+.PHONY: test test-unit test-integration e2e test-upstream
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
-test: ## unit, integration, then e2e tests (brings the cluster up, loads images, installs PaV)
+test: ## unit, integration, e2e, then the original PaV's system tests (brings the cluster up, loads images, installs PaV)
 	$(MAKE) test-unit
 	$(MAKE) test-integration
+	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
+	$(if $(CI),hack/cluster/down.sh --purge)
 	hack/cluster/up.sh
 	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
 	$(LOCK) $(MAKE) deploy-only
 	$(MAKE) e2e
+	$(MAKE) test-upstream
+
+test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
+	$(LOCK) sh -c '$(MAKE) undeploy && hack/cluster/upstream-tests.sh; rc=$$?; $(MAKE) deploy-only && exit $$rc'
 
 # Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
 KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)

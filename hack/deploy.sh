@@ -1,0 +1,31 @@
+#!/bin/bash
+# deploy.sh - install deployment.yaml with $IMAGE (default pav:latest) using $KUBECTL (default
+# the local cluster's), restart PaV so it runs that image even under the same tag, and wait
+# until it is rolled out. Used by `make deploy-only`, on the local cluster or any other.
+#
+# An uninstall cut short leaves the CRD terminating: it refuses every new PavProvisioner until
+# its last one is gone, and applying deployment.yaml over it changes nothing. So this first
+# lets that deletion finish (PaV's controller, started by the first apply, finalizes the
+# PavProvisioners), then applies again, which creates the CRD afresh.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+KUBECTL=${KUBECTL:-$REPO/hack/cluster/kubectl}
+IMAGE=${IMAGE:-pav:latest}
+CRD=pavprovisioners.pav.albertofaria.github.io
+k() { $KUBECTL "$@"; }
+apply() { sed "s|image: pav:latest|image: $IMAGE|" "$REPO/deployment.yaml" | k apply -f -; }
+
+apply
+if [ -n "$(k get crd "$CRD" -o jsonpath='{.metadata.deletionTimestamp}' --ignore-not-found)" ]; then
+  echo "CRD $CRD is being deleted (an earlier uninstall); waiting for it to go"
+  if ! k wait --for=delete "crd/$CRD" --timeout=180s; then
+    echo "CRD $CRD is still being deleted: these PavProvisioners wait for their volumes to go:" >&2
+    k get pavprovisioners,pv -o wide >&2 || true
+    exit 1
+  fi
+  apply
+fi
+# same tag, new image: restart so the pods run what was just loaded
+k -n pav rollout restart deployment/controller-agent daemonset/node-agent
+k -n pav rollout status deployment/controller-agent --timeout=180s
+k -n pav rollout status daemonset/node-agent --timeout=180s
