@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -548,7 +549,14 @@ func TestProvisionerWithVolumesCannotBeDeletedUntilTheyAreGone(t *testing.T) {
 	if err := e.pav.Delete(e.Ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// PaV has seen the deletion and decided to wait for the volume: it says so
+	// in the Ready condition. The PavProvisioner must still be there after it.
+	if _, err := framework.WaitFor(e.Ctx, e.pav, p.Name, timeout, func(cur *v1alpha1.PavProvisioner) (bool, error) {
+		c := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == "Terminating" && strings.Contains(c.Message, "1 PersistentVolume(s)"), nil
+	}); err != nil {
+		t.Fatalf("PavProvisioner with a volume: no Ready=False/Terminating condition waiting for it: %v", err)
+	}
 	cur, err := e.pav.Get(e.Ctx, p.Name, metav1.GetOptions{})
 	if err != nil || cur.DeletionTimestamp == nil {
 		t.Fatalf("PavProvisioner with a volume: %v (deleting: %v)", err, cur != nil && cur.DeletionTimestamp != nil)
