@@ -56,8 +56,8 @@ deploy: ## build and load the images, install deployment.yaml with $(IMAGE), wai
 .PHONY: deploy-only
 deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded), restart PaV and wait (hack/deploy.sh)
 	KUBECTL='$(KUBECTL)' hack/deploy.sh
-undeploy: ## uninstall as the spec says: CRD first (waits for PavProvisioners to go), then the rest
-	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found -f deployment.yaml'
+undeploy: ## uninstall as the spec says: CRD first (waits up to 3 min for PavProvisioners to go), then the rest
+	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found --timeout=180s crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found --timeout=180s -f deployment.yaml'
 
 # ---------------------------------------------------------------- examples
 .PHONY: examples-images demo
