@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Event reasons on claims (the first two as the external-provisioner uses them).
@@ -39,7 +39,7 @@ type claimSync struct {
 	pvc   *corev1.PersistentVolumeClaim
 	p     *v1alpha1.PavProvisioner
 	class *storagev1.StorageClass
-	pods  map[templating.Phase]*corev1.Pod
+	pods  map[protocol.Phase]*corev1.Pod
 	// source and sourcePV: the claim a clone is made from, and its volume.
 	source   *corev1.PersistentVolumeClaim
 	sourcePV *corev1.PersistentVolume
@@ -83,7 +83,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	}
 	provName, class := c.claimTarget(pvc)
 	p := c.provisioner(provName)
-	ours := hasFinalizer(pvc, templating.FinalizerClaim)
+	ours := hasFinalizer(pvc, protocol.FinalizerClaim)
 	if p == nil && !ours {
 		return nil // not a PaV claim (or its PavProvisioner does not exist yet)
 	}
@@ -107,12 +107,12 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 // attemptClass is the StorageClass an attempt in progress started with,
 // recorded on its pods; nil without an attempt (or a record).
 func (s *claimSync) attemptClass() *storagev1.StorageClass {
-	for _, phase := range []templating.Phase{templating.PhaseCreation, templating.PhaseValidation, templating.PhaseDeletion} {
+	for _, phase := range []protocol.Phase{protocol.PhaseCreation, protocol.PhaseValidation, protocol.PhaseDeletion} {
 		pod := s.pods[phase]
 		if pod == nil {
 			continue
 		}
-		raw, ok := pod.Annotations[templating.AnnotationClassSnapshot]
+		raw, ok := pod.Annotations[protocol.AnnotationClassSnapshot]
 		if !ok {
 			continue
 		}
@@ -130,10 +130,10 @@ func (s *claimSync) attemptClass() *storagev1.StorageClass {
 // while it has no PV (pods working on an existing PV carry LabelVolume).
 func (c *Controller) claimPods(pvc *corev1.PersistentVolumeClaim) []*corev1.Pod {
 	var out []*corev1.Pod
-	for _, pod := range c.podsBy(indexClaimUID, templating.LabelValue(string(pvc.UID))) {
+	for _, pod := range c.podsBy(indexClaimUID, protocol.LabelValue(string(pvc.UID))) {
 		switch phaseOf(pod) {
-		case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion:
-			if pod.Labels[templating.LabelVolume] == "" {
+		case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
+			if pod.Labels[protocol.LabelVolume] == "" {
 				out = append(out, pod)
 			}
 		}
@@ -219,7 +219,7 @@ func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
 func (s *claimSync) provision(ctx context.Context) error {
 	pvc := s.pvc
 	if pvc.Spec.VolumeName != "" {
-		if len(s.pods) > 0 || hasFinalizer(pvc, templating.FinalizerClaim) {
+		if len(s.pods) > 0 || hasFinalizer(pvc, protocol.FinalizerClaim) {
 			if err := s.finish(ctx); err != nil {
 				return err
 			}
@@ -280,12 +280,12 @@ func (s *claimSync) provision(ctx context.Context) error {
 	}
 
 	switch {
-	case s.pods[templating.PhaseDeletion] != nil:
-		return s.afterFailedCreation(ctx, s.pods[templating.PhaseDeletion])
-	case s.pods[templating.PhaseCreation] != nil:
-		return s.creationPodState(ctx, s.pods[templating.PhaseCreation])
-	case s.pods[templating.PhaseValidation] != nil:
-		return s.validationPodState(ctx, s.pods[templating.PhaseValidation])
+	case s.pods[protocol.PhaseDeletion] != nil:
+		return s.afterFailedCreation(ctx, s.pods[protocol.PhaseDeletion])
+	case s.pods[protocol.PhaseCreation] != nil:
+		return s.creationPodState(ctx, s.pods[protocol.PhaseCreation])
+	case s.pods[protocol.PhaseValidation] != nil:
+		return s.validationPodState(ctx, s.pods[protocol.PhaseValidation])
 	}
 	return s.start(ctx)
 }
@@ -348,24 +348,24 @@ func (s *claimSync) start(ctx context.Context) error {
 	}
 	s.event(corev1.EventTypeNormal, reasonProvisioning, "PavProvisioner %q is provisioning a volume for claim %q", s.p.Name, s.key)
 	if vc.PodTemplate != nil {
-		return s.runPod(ctx, templating.PhaseValidation, vc.PodTemplate, nil)
+		return s.runPod(ctx, protocol.PhaseValidation, vc.PodTemplate, nil)
 	}
 	return s.startCreation(ctx)
 }
 
 // runPod starts a pod for the claim, after making sure the claim holds PaV's
 // finalizer (so a deleted claim stays readable until PaV has cleaned up).
-func (s *claimSync) runPod(ctx context.Context, phase templating.Phase, tmpl *corev1.PodTemplateSpec, annotations map[string]string) error {
+func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *corev1.PodTemplateSpec, annotations map[string]string) error {
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
 	}
-	ann := map[string]string{templating.AnnotationClaim: s.key}
+	ann := map[string]string{protocol.AnnotationClaim: s.key}
 	if s.class != nil {
 		class, err := classSnapshot(s.class)
 		if err != nil {
 			return s.fail(reasonProvisioningFailed, "%v", err)
 		}
-		ann[templating.AnnotationClassSnapshot] = class
+		ann[protocol.AnnotationClassSnapshot] = class
 	}
 	for k, v := range annotations {
 		ann[k] = v
@@ -419,11 +419,11 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		if err != nil {
 			return s.fail(reasonProvisioningFailed, "recording the evaluated spec.volumeCreation: %v", err)
 		}
-		if err := s.runPod(ctx, templating.PhaseCreation, cc.PodTemplate, map[string]string{templating.AnnotationCreationConfig: string(recorded)}); err != nil {
+		if err := s.runPod(ctx, protocol.PhaseCreation, cc.PodTemplate, map[string]string{protocol.AnnotationCreationConfig: string(recorded)}); err != nil {
 			return err
 		}
 		// The creation pod now records the progress; the validation pod is done with.
-		if v := s.pods[templating.PhaseValidation]; v != nil {
+		if v := s.pods[protocol.PhaseValidation]; v != nil {
 			return s.c.deletePod(ctx, v)
 		}
 		return nil
@@ -451,7 +451,7 @@ func (s *claimSync) handleAndCapacity(cc *CreationConfig, r podOutcome, hadPod b
 }
 
 func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
-	if v := s.pods[templating.PhaseValidation]; v != nil {
+	if v := s.pods[protocol.PhaseValidation]; v != nil {
 		// Left over from a crash between creating this pod and deleting that one.
 		if err := s.c.deletePod(ctx, v); err != nil {
 			return err
@@ -501,7 +501,7 @@ func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) erro
 		}
 		return s.retryLater(msg)
 	}
-	if err := s.runPod(ctx, templating.PhaseDeletion, tmpl, nil); err != nil {
+	if err := s.runPod(ctx, protocol.PhaseDeletion, tmpl, nil); err != nil {
 		return err
 	}
 	return nil
@@ -511,7 +511,7 @@ func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) erro
 // evaluated, recorded on the pod; a pod without the record (created by an
 // older PaV) gets a fresh evaluation.
 func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*CreationConfig, error) {
-	raw, ok := pod.Annotations[templating.AnnotationCreationConfig]
+	raw, ok := pod.Annotations[protocol.AnnotationCreationConfig]
 	if !ok {
 		cc, err := s.c.engine.Creation(ctx, s.p, s.request())
 		if err != nil {
@@ -521,7 +521,7 @@ func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*Cre
 	}
 	cc := &CreationConfig{}
 	if err := json.Unmarshal([]byte(raw), cc); err != nil {
-		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", templating.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
+		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", protocol.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
 	}
 	return cc, nil
 }
@@ -620,7 +620,7 @@ func (s *claimSync) deleted(ctx context.Context) error {
 		// The PV exists: the volume path deletes it once it is released.
 		return s.finish(ctx)
 	}
-	if del := s.pods[templating.PhaseDeletion]; del != nil {
+	if del := s.pods[protocol.PhaseDeletion]; del != nil {
 		r := s.c.examine(ctx, del)
 		if !r.done {
 			s.recheck(r)
@@ -636,7 +636,7 @@ func (s *claimSync) deleted(ctx context.Context) error {
 		}
 		return s.finish(ctx)
 	}
-	cre := s.pods[templating.PhaseCreation]
+	cre := s.pods[protocol.PhaseCreation]
 	if cre == nil {
 		return s.finish(ctx) // nothing was created
 	}
@@ -659,7 +659,7 @@ func (s *claimSync) deleted(ctx context.Context) error {
 	if tmpl == nil {
 		return s.finish(ctx)
 	}
-	return s.runPod(ctx, templating.PhaseDeletion, tmpl, nil)
+	return s.runPod(ctx, protocol.PhaseDeletion, tmpl, nil)
 }
 
 func (s *claimSync) recheck(r podOutcome) {
@@ -672,11 +672,11 @@ func (s *claimSync) recheck(r podOutcome) {
 }
 
 func (s *claimSync) addFinalizer(ctx context.Context) error {
-	if hasFinalizer(s.pvc, templating.FinalizerClaim) {
+	if hasFinalizer(s.pvc, protocol.FinalizerClaim) {
 		return nil
 	}
 	pvc := s.pvc.DeepCopy()
-	pvc.Finalizers = append(pvc.Finalizers, templating.FinalizerClaim)
+	pvc.Finalizers = append(pvc.Finalizers, protocol.FinalizerClaim)
 	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("adding finalizer to claim %s: %w", s.key, err)
@@ -686,11 +686,11 @@ func (s *claimSync) addFinalizer(ctx context.Context) error {
 }
 
 func (s *claimSync) removeFinalizer(ctx context.Context) error {
-	if !hasFinalizer(s.pvc, templating.FinalizerClaim) {
+	if !hasFinalizer(s.pvc, protocol.FinalizerClaim) {
 		return nil
 	}
 	pvc := s.pvc.DeepCopy()
-	pvc.Finalizers = withoutFinalizer(pvc.Finalizers, templating.FinalizerClaim)
+	pvc.Finalizers = withoutFinalizer(pvc.Finalizers, protocol.FinalizerClaim)
 	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

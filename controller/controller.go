@@ -35,7 +35,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Well-known annotations of the PV/PVC protocol.
@@ -183,7 +183,7 @@ func New(cfg Config) (*Controller, error) {
 
 	c.factory = informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
 	c.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = templating.LabelPhase }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = protocol.LabelPhase }))
 
 	claimInf := c.factory.Core().V1().PersistentVolumeClaims()
 	pvInf := c.factory.Core().V1().PersistentVolumes()
@@ -196,9 +196,9 @@ func New(cfg Config) (*Controller, error) {
 	podInf := c.podFactory.Core().V1().Pods()
 
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
-		indexClaimUID:    labelIndex(templating.LabelClaimUID),
-		indexVolume:      labelIndex(templating.LabelVolume),
-		indexProvisioner: labelIndex(templating.LabelProvisioner),
+		indexClaimUID:    labelIndex(protocol.LabelClaimUID),
+		indexVolume:      labelIndex(protocol.LabelVolume),
+		indexProvisioner: labelIndex(protocol.LabelProvisioner),
 		indexNode: func(obj interface{}) ([]string, error) {
 			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
 				return []string{pod.Spec.NodeName}, nil
@@ -476,13 +476,13 @@ func (c *Controller) onPod(obj interface{}) {
 		return
 	}
 	l := pod.Labels
-	if p := l[templating.LabelProvisioner]; p != "" {
+	if p := l[protocol.LabelProvisioner]; p != "" {
 		c.provisionerQueue.Add(p)
 	}
-	if pvc := pod.Annotations[templating.AnnotationClaim]; pvc != "" && templating.Phase(l[templating.LabelPhase]) != templating.PhaseStaging && templating.Phase(l[templating.LabelPhase]) != templating.PhaseUnstaging {
+	if pvc := pod.Annotations[protocol.AnnotationClaim]; pvc != "" && protocol.Phase(l[protocol.LabelPhase]) != protocol.PhaseStaging && protocol.Phase(l[protocol.LabelPhase]) != protocol.PhaseUnstaging {
 		c.claimQueue.Add(pvc)
 	}
-	if v := l[templating.LabelVolume]; v != "" {
+	if v := l[protocol.LabelVolume]; v != "" {
 		c.volumeQueue.Add(v)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Engine is what the controller needs from PavProvisioner evaluation. The
@@ -39,7 +39,7 @@ type Engine interface {
 
 	// PodName is the deterministic name of the pod of a phase for a key (the
 	// claim UID for validation/creation/deletion).
-	PodName(phase templating.Phase, key string) string
+	PodName(phase protocol.Phase, key string) string
 	// NewHostDir picks the host directory that becomes a new pod's /pav.
 	NewHostDir(podName string) string
 	// BuildPod turns an evaluated pod template into the pod PaV creates.
@@ -81,7 +81,7 @@ type CreationConfig struct {
 // PodOptions say what a PaV pod is for.
 type PodOptions struct {
 	Provisioner string
-	Phase       templating.Phase
+	Phase       protocol.Phase
 	Name        string
 	Volume      string // PV name
 	ClaimUID    string

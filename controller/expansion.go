@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // Volume expansion (a PaV-Go addition), as external-resizer does it for CSI
@@ -45,8 +44,8 @@ func (s *claimSync) expand(ctx context.Context) error {
 	want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	have := pv.Spec.Capacity[corev1.ResourceStorage]
 	var pod *corev1.Pod
-	for _, p := range s.c.podsBy(indexVolume, templating.LabelValue(pv.Name)) {
-		if phaseOf(p) == templating.PhaseExpansion {
+	for _, p := range s.c.podsBy(indexVolume, protocol.LabelValue(pv.Name)) {
+		if phaseOf(p) == protocol.PhaseExpansion {
 			pod = p
 		}
 	}
@@ -85,13 +84,13 @@ func (s *claimSync) expand(ctx context.Context) error {
 	}
 	squatter, err := s.c.createPod(ctx, tmpl, PodOptions{
 		Provisioner: s.p.Name,
-		Phase:       templating.PhaseExpansion,
+		Phase:       protocol.PhaseExpansion,
 		Volume:      pv.Name,
 		ClaimUID:    string(pvc.UID),
-		Annotations: map[string]string{templating.AnnotationClaim: s.key, templating.AnnotationExpansionTarget: want.String()},
+		Annotations: map[string]string{protocol.AnnotationClaim: s.key, protocol.AnnotationExpansionTarget: want.String()},
 	})
 	if squatter != nil {
-		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, templating.PhaseExpansion))
+		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseExpansion))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -119,15 +118,15 @@ func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.Persistent
 	if !r.succeeded {
 		return s.expansionFailed("expansion pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
 	}
-	target, err := resource.ParseQuantity(pod.Annotations[templating.AnnotationExpansionTarget])
+	target, err := resource.ParseQuantity(pod.Annotations[protocol.AnnotationExpansionTarget])
 	if err != nil {
-		return s.expansionFailed("expansion pod %s/%s has no valid %s annotation", pod.Namespace, pod.Name, templating.AnnotationExpansionTarget)
+		return s.expansionFailed("expansion pod %s/%s has no valid %s annotation", pod.Namespace, pod.Name, protocol.AnnotationExpansionTarget)
 	}
 	capacity := target
 	if r.capacity != nil {
 		v := strings.TrimSpace(*r.capacity)
 		if capacity, err = resource.ParseQuantity(v); err != nil {
-			return s.expansionFailed("the expansion pod wrote %q to /pav/%s, which is not a capacity: %v", v, templating.FileCapacity, err)
+			return s.expansionFailed("the expansion pod wrote %q to /pav/%s, which is not a capacity: %v", v, protocol.FileCapacity, err)
 		}
 		if capacity.Cmp(target) < 0 {
 			return s.expansionFailed("the expansion pod grew the volume to %s, less than the %s requested", capacity.String(), target.String())

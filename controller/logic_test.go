@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 func strp(s string) *string { return &s }
@@ -169,8 +168,8 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 		"csi":                      pv.Spec.CSI.Driver == "prov" && pv.Spec.CSI.VolumeHandle == "h" && pv.Spec.CSI.VolumeAttributes["k"] == "v",
 		"reserved params kept out": len(pv.Spec.CSI.VolumeAttributes) == 1,
 		"affinity":                 pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
-		"finalizer":                hasFinalizer(pv, templating.FinalizerVolume),
-		"selectedNode":             pv.Annotations[templating.AnnotationSelectedNode] == "n1",
+		"finalizer":                hasFinalizer(pv, protocol.FinalizerVolume),
+		"selectedNode":             pv.Annotations[protocol.AnnotationSelectedNode] == "n1",
 	}
 	for k, ok := range checks {
 		if !ok {
@@ -195,7 +194,7 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
 		t.Errorf("defaults: %v %v", pv.Spec.PersistentVolumeReclaimPolicy, *pv.Spec.VolumeMode)
 	}
-	if _, ok := pv.Annotations[templating.AnnotationSelectedNode]; ok {
+	if _, ok := pv.Annotations[protocol.AnnotationSelectedNode]; ok {
 		t.Errorf("selected node annotation without a selected node")
 	}
 }
@@ -205,7 +204,7 @@ func TestRequestFromVolumeErrors(t *testing.T) {
 	if _, err := requestFromVolume(pv); err == nil {
 		t.Error("no snapshots: no error")
 	}
-	pv.Annotations = map[string]string{templating.AnnotationClaimSnapshot: "{", templating.AnnotationClassSnapshot: "{}"}
+	pv.Annotations = map[string]string{protocol.AnnotationClaimSnapshot: "{", protocol.AnnotationClassSnapshot: "{}"}
 	if _, err := requestFromVolume(pv); err == nil {
 		t.Error("bad JSON: no error")
 	}
@@ -231,7 +230,7 @@ func TestFailureMessage(t *testing.T) {
 		logs func(string) (string, error)
 		want string
 	}{
-		{"pav error file wins", failedPod(map[string]string{templating.AnnotationResultError: "disk full\n"}, exited("c", 1, "msg")), logs, "disk full"},
+		{"pav error file wins", failedPod(map[string]string{protocol.AnnotationResultError: "disk full\n"}, exited("c", 1, "msg")), logs, "disk full"},
 		{"termination message", failedPod(nil, exited("ok", 0, ""), exited("c", 3, "bad param\n")), logs, `container "c" exited with code 3: bad param`},
 		{"log tail", failedPod(nil, exited("c", 2, "")), logs, "container \"c\" exited with code 2; last lines of its log:\nline1\nline2"},
 		{"exit code only", failedPod(nil, exited("c", 2, "")), noLogs, `container "c" exited with code 2`},
@@ -249,35 +248,35 @@ func TestFailureMessage(t *testing.T) {
 func TestExaminePod(t *testing.T) {
 	now := time.Unix(10000, 0)
 	finished := metav1.NewTime(now.Add(-10 * time.Second))
-	mk := func(phase corev1.PodPhase, pavPhase templating.Phase, ann map[string]string) *corev1.Pod {
+	mk := func(phase corev1.PodPhase, pavPhase protocol.Phase, ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann, Labels: map[string]string{templating.LabelPhase: string(pavPhase)}},
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann, Labels: map[string]string{protocol.LabelPhase: string(pavPhase)}},
 			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "c",
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: map[bool]int32{true: 0, false: 1}[phase == corev1.PodSucceeded], FinishedAt: finished}}}}},
 		}
 	}
-	collected := map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultHandle: "h", templating.AnnotationResultCapacity: "1Gi"}
+	collected := map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationResultHandle: "h", protocol.AnnotationResultCapacity: "1Gi"}
 
-	if r := examinePod(mk(corev1.PodRunning, templating.PhaseCreation, nil), now, time.Minute, nil); r.done || r.recheck != 0 {
+	if r := examinePod(mk(corev1.PodRunning, protocol.PhaseCreation, nil), now, time.Minute, nil); r.done || r.recheck != 0 {
 		t.Errorf("running pod: %+v", r)
 	}
-	r := examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, nil), now, time.Minute, nil)
+	r := examinePod(mk(corev1.PodSucceeded, protocol.PhaseCreation, nil), now, time.Minute, nil)
 	if r.done || r.recheck != 50*time.Second {
 		t.Errorf("uncollected pod within the timeout: %+v", r)
 	}
-	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, collected), now, time.Minute, nil)
+	r = examinePod(mk(corev1.PodSucceeded, protocol.PhaseCreation, collected), now, time.Minute, nil)
 	if !r.done || !r.succeeded || *r.handle != "h" || *r.capacity != "1Gi" {
 		t.Errorf("collected pod: %+v", r)
 	}
-	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseCreation, nil), now, 5*time.Second, nil)
+	r = examinePod(mk(corev1.PodSucceeded, protocol.PhaseCreation, nil), now, 5*time.Second, nil)
 	if !r.done || r.succeeded || !strings.Contains(r.message, "not collected") {
 		t.Errorf("uncollected creation pod after the timeout must fail: %+v", r)
 	}
-	r = examinePod(mk(corev1.PodSucceeded, templating.PhaseValidation, nil), now, 5*time.Second, nil)
+	r = examinePod(mk(corev1.PodSucceeded, protocol.PhaseValidation, nil), now, 5*time.Second, nil)
 	if !r.done || !r.succeeded {
 		t.Errorf("uncollected validation pod after the timeout keeps its phase: %+v", r)
 	}
-	r = examinePod(mk(corev1.PodFailed, templating.PhaseDeletion, map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultError: "nope"}), now, time.Minute, nil)
+	r = examinePod(mk(corev1.PodFailed, protocol.PhaseDeletion, map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationResultError: "nope"}), now, time.Minute, nil)
 	if !r.done || r.succeeded || r.message != "nope" {
 		t.Errorf("failed pod: %+v", r)
 	}
@@ -318,7 +317,7 @@ func TestMetricsExported(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.operation("provision", "success", 2*time.Second)
-	m.podDone(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{templating.LabelPhase: "creation"},
+	m.podDone(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{protocol.LabelPhase: "creation"},
 		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Second))}}, false)
 	families, err := reg.Gather()
 	if err != nil {
@@ -362,7 +361,7 @@ func TestSnapshotSize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a claim whose only big annotation is kubectl's copy: %v", err)
 	}
-	if strings.Contains(pv.Annotations[templating.AnnotationClaimSnapshot], corev1.LastAppliedConfigAnnotation) {
+	if strings.Contains(pv.Annotations[protocol.AnnotationClaimSnapshot], corev1.LastAppliedConfigAnnotation) {
 		t.Error("the PV records kubectl's last-applied copy of the claim")
 	}
 	pvc.Annotations["big"] = strings.Repeat("y", 200<<10)

@@ -4,10 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // Metrics are the controller's Prometheus metrics:
@@ -54,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.operations.WithLabelValues(op, r)
 		}
 	}
-	for _, ph := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion, templating.PhaseExpansion} {
+	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion} {
 		for _, r := range []string{"success", "failure"} {
 			m.pods.WithLabelValues(string(ph), r)
 		}
@@ -102,9 +101,9 @@ type inFlight struct {
 func (f *inFlight) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 
 func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
-	counts := map[templating.Phase]int{
-		templating.PhaseValidation: 0, templating.PhaseCreation: 0, templating.PhaseDeletion: 0,
-		templating.PhaseStaging: 0, templating.PhaseUnstaging: 0, templating.PhaseExpansion: 0,
+	counts := map[protocol.Phase]int{
+		protocol.PhaseValidation: 0, protocol.PhaseCreation: 0, protocol.PhaseDeletion: 0,
+		protocol.PhaseStaging: 0, protocol.PhaseUnstaging: 0, protocol.PhaseExpansion: 0,
 	}
 	pods, _ := f.c.pods.List(everything)
 	for _, p := range pods {

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 const reasonNodeGone = "NodeGone"
@@ -35,7 +34,7 @@ func (c *Controller) onNode(obj interface{}) {
 	}
 	// Deleted: the volumes staged there must learn it.
 	for _, pod := range c.podsBy(indexNode, n.Name) {
-		if v := pod.Labels[templating.LabelVolume]; v != "" {
+		if v := pod.Labels[protocol.LabelVolume]; v != "" {
 			c.volumeQueue.Add(v)
 		}
 	}
@@ -47,9 +46,9 @@ func (c *Controller) onNode(obj interface{}) {
 // that the volume's and the provisioner's deletion can go on. An Event on
 // the PV says what was skipped.
 func (c *Controller) releaseStagingsOnGoneNodes(ctx context.Context, volume string, pv *corev1.PersistentVolume) error {
-	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(volume)) {
+	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(volume)) {
 		switch phaseOf(pod) {
-		case templating.PhaseStaging, templating.PhaseUnstaging:
+		case protocol.PhaseStaging, protocol.PhaseUnstaging:
 		default:
 			continue
 		}
@@ -57,14 +56,14 @@ func (c *Controller) releaseStagingsOnGoneNodes(ctx context.Context, volume stri
 		if err != nil || !gone {
 			return err
 		}
-		if hasFinalizer(pod, templating.FinalizerStaging) {
+		if hasFinalizer(pod, protocol.FinalizerStaging) {
 			msg := fmt.Sprintf("node %s no longer exists: %s pod %s/%s released without unstaging (what it set up on that node is not undone)",
 				pod.Spec.NodeName, phaseOf(pod), pod.Namespace, pod.Name)
 			if pv != nil {
 				c.recorder.Event(pv, corev1.EventTypeWarning, reasonNodeGone, msg)
 			}
 			klog.InfoS("Releasing a PaV pod of a node that is gone", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "volume", volume)
-			if err := c.removePodFinalizer(ctx, pod, templating.FinalizerStaging); err != nil {
+			if err := c.removePodFinalizer(ctx, pod, protocol.FinalizerStaging); err != nil {
 				return err
 			}
 		}

@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 var everything = labels.Everything()
@@ -101,23 +100,23 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	out := podOutcome{done: true, succeeded: pod.Status.Phase == corev1.PodSucceeded}
 	ann := pod.Annotations
 	var note string
-	if ann[templating.AnnotationResultsCollected] != "true" {
+	if ann[protocol.AnnotationResultsCollected] != "true" {
 		elapsed := now.Sub(terminationTime(pod))
 		if elapsed < resultsTimeout {
 			return podOutcome{recheck: resultsTimeout - elapsed}
 		}
 		note = fmt.Sprintf("the files pod %s/%s left in /pav were not collected within %v (is PaV's node plugin running on node %q?)",
 			pod.Namespace, pod.Name, resultsTimeout, pod.Spec.NodeName)
-		if out.succeeded && templating.Phase(pod.Labels[templating.LabelPhase]) == templating.PhaseCreation {
+		if out.succeeded && protocol.Phase(pod.Labels[protocol.LabelPhase]) == protocol.PhaseCreation {
 			out.succeeded = false
 			out.message = note
 			return out
 		}
 	} else {
-		if v, ok := ann[templating.AnnotationResultHandle]; ok {
+		if v, ok := ann[protocol.AnnotationResultHandle]; ok {
 			out.handle = &v
 		}
-		if v, ok := ann[templating.AnnotationResultCapacity]; ok {
+		if v, ok := ann[protocol.AnnotationResultCapacity]; ok {
 			out.capacity = &v
 		}
 	}
@@ -134,7 +133,7 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 // said: /pav/error, else the failed container's termination message and exit
 // code, else the exit code and the last lines of its log.
 func failureMessage(pod *corev1.Pod, logs func(container string) (string, error)) string {
-	if msg := strings.TrimSpace(pod.Annotations[templating.AnnotationResultError]); msg != "" {
+	if msg := strings.TrimSpace(pod.Annotations[protocol.AnnotationResultError]); msg != "" {
 		return msg
 	}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
@@ -196,7 +195,7 @@ func (c *Controller) logTail(ctx context.Context, pod *corev1.Pod, container str
 }
 
 // createPod creates a PaV pod from an evaluated template (see
-// templating.CreatePod for how a taken name is handled). squatter is a pod
+// protocol.CreatePod for how a taken name is handled). squatter is a pod
 // that holds the pod's deterministic name but is not PaV's: it was ignored,
 // and the caller tells the user.
 func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts PodOptions) (squatter *corev1.Pod, err error) {
@@ -206,7 +205,7 @@ func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec
 	if err != nil {
 		return nil, fmt.Errorf("building the %s pod: %w", opts.Phase, err)
 	}
-	got, squatter, err := templating.CreatePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
+	got, squatter, err := protocol.CreatePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 	if err != nil {
 		return squatter, fmt.Errorf("the %s pod: %w", opts.Phase, err)
 	}
@@ -215,7 +214,7 @@ func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec
 }
 
 // squatterMessage tells the user about a pod that took a PaV pod's name.
-func squatterMessage(squatter *corev1.Pod, phase templating.Phase) string {
+func squatterMessage(squatter *corev1.Pod, phase protocol.Phase) string {
 	return fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored, and PaV runs its pod under another name",
 		squatter.Namespace, squatter.Name, phase)
 }
@@ -247,13 +246,13 @@ func (c *Controller) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-func phaseOf(pod *corev1.Pod) templating.Phase {
-	return templating.Phase(pod.Labels[templating.LabelPhase])
+func phaseOf(pod *corev1.Pod) protocol.Phase {
+	return protocol.Phase(pod.Labels[protocol.LabelPhase])
 }
 
 // byPhase picks, among pods, the one of each phase.
-func byPhase(pods []*corev1.Pod) map[templating.Phase]*corev1.Pod {
-	m := make(map[templating.Phase]*corev1.Pod, len(pods))
+func byPhase(pods []*corev1.Pod) map[protocol.Phase]*corev1.Pod {
+	m := make(map[protocol.Phase]*corev1.Pod, len(pods))
 	for _, p := range pods {
 		m[phaseOf(p)] = p
 	}

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Condition reasons and Event reasons on PavProvisioners.
@@ -36,7 +36,7 @@ func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   p.Name,
-			Labels: map[string]string{templating.LabelProvisioner: p.Name},
+			Labels: map[string]string{protocol.LabelProvisioner: p.Name},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.SchemeGroupVersion.String(),
 				Kind:       v1alpha1.Kind,
@@ -91,9 +91,9 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	if p.DeletionTimestamp != nil {
 		return c.provisionerTerminating(ctx, p)
 	}
-	if !hasFinalizer(p, templating.FinalizerProvisioner) {
+	if !hasFinalizer(p, protocol.FinalizerProvisioner) {
 		cp := p.DeepCopy()
-		cp.Finalizers = append(cp.Finalizers, templating.FinalizerProvisioner)
+		cp.Finalizers = append(cp.Finalizers, protocol.FinalizerProvisioner)
 		updated, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{})
 		if err != nil {
 			return fmt.Errorf("adding finalizer to PavProvisioner %s: %w", name, err)
@@ -187,7 +187,7 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 // original PaV: uninstalling must not wait for them). Then it removes what
 // it owns and lets the provisioner go.
 func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
-	if !hasFinalizer(p, templating.FinalizerProvisioner) {
+	if !hasFinalizer(p, protocol.FinalizerProvisioner) {
 		return nil
 	}
 	var vols []*corev1.PersistentVolume
@@ -197,7 +197,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 			vols = append(vols, pv)
 		}
 	}
-	pods := c.podsBy(indexProvisioner, templating.LabelValue(p.Name))
+	pods := c.podsBy(indexProvisioner, protocol.LabelValue(p.Name))
 	if len(vols) > 0 || len(pods) > 0 {
 		status := &p.DeepCopy().Status
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
@@ -213,7 +213,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 		}
 	}
 	cp := p.DeepCopy()
-	cp.Finalizers = withoutFinalizer(cp.Finalizers, templating.FinalizerProvisioner)
+	cp.Finalizers = withoutFinalizer(cp.Finalizers, protocol.FinalizerProvisioner)
 	if _, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer from PavProvisioner %s: %w", p.Name, err)
 	}
@@ -224,7 +224,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 // pavMustDelete: PaV provisioned the volume (its finalizer is on the PV) and
 // will run the deletion phase for it once it is released.
 func pavMustDelete(pv *corev1.PersistentVolume) bool {
-	return hasFinalizer(pv, templating.FinalizerVolume) && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
+	return hasFinalizer(pv, protocol.FinalizerVolume) && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
 }
 
 func truncate(s string, n int) string {

@@ -6,12 +6,11 @@ import (
 	"math"
 	"strings"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // volumeName is the PV name for a claim; the UID makes a second PV for the
@@ -22,15 +21,15 @@ func volumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + stri
 // creation pod's /pav/handle, else pvc-<uid>.
 func chooseHandle(field *string, file *string, defaultHandle string) (string, error) {
 	if field != nil {
-		if err := templating.CheckHandle(*field); err != nil {
+		if err := protocol.CheckHandle(*field); err != nil {
 			return "", fmt.Errorf("spec.volumeCreation.handle: %w", err)
 		}
 		return *field, nil
 	}
 	if file != nil {
 		h := strings.TrimSpace(*file)
-		if err := templating.CheckHandle(h); err != nil {
-			return "", fmt.Errorf("the creation pod's /pav/%s: %w", templating.FileHandle, err)
+		if err := protocol.CheckHandle(h); err != nil {
+			return "", fmt.Errorf("the creation pod's /pav/%s: %w", protocol.FileHandle, err)
 		}
 		return h, nil
 	}
@@ -49,14 +48,14 @@ func chooseCapacity(field *resource.Quantity, file *string, hadPod bool) (resour
 		s := strings.TrimSpace(*file)
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
-			return resource.Quantity{}, fmt.Errorf("the creation pod wrote %q to /pav/%s, which is not a capacity (e.g. 1073741824 or 1Gi): %v", s, templating.FileCapacity, err)
+			return resource.Quantity{}, fmt.Errorf("the creation pod wrote %q to /pav/%s, which is not a capacity (e.g. 1073741824 or 1Gi): %v", s, protocol.FileCapacity, err)
 		}
 		return q, nil
 	}
 	if hadPod {
-		return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and the creation pod did not write /pav/%s", templating.FileCapacity)
+		return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and the creation pod did not write /pav/%s", protocol.FileCapacity)
 	}
-	return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and there is no creation pod to write /pav/%s", templating.FileCapacity)
+	return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and there is no creation pod to write /pav/%s", protocol.FileCapacity)
 }
 
 // checkCapacity enforces the protocol: never smaller than requested, and not
@@ -152,12 +151,12 @@ func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
 		mode = *s.PVC.Spec.VolumeMode
 	}
 	ann := map[string]string{
-		annProvisionedBy:                   s.Provisioner,
-		templating.AnnotationClaimSnapshot: pvcJSON,
-		templating.AnnotationClassSnapshot: scJSON,
+		annProvisionedBy:                 s.Provisioner,
+		protocol.AnnotationClaimSnapshot: pvcJSON,
+		protocol.AnnotationClassSnapshot: scJSON,
 	}
 	if s.SelectedNode != "" {
-		ann[templating.AnnotationSelectedNode] = s.SelectedNode
+		ann[protocol.AnnotationSelectedNode] = s.SelectedNode
 	}
 	var attrs map[string]string
 	for k, v := range s.Class.Parameters {
@@ -176,7 +175,7 @@ func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        volumeName(s.PVC),
 			Annotations: ann,
-			Finalizers:  []string{templating.FinalizerVolume},
+			Finalizers:  []string{protocol.FinalizerVolume},
 		},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:    corev1.ResourceList{corev1.ResourceStorage: s.Capacity},
@@ -206,23 +205,23 @@ func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
 // requestFromVolume rebuilds a deletion request from what the PV stored.
 func requestFromVolume(pv *corev1.PersistentVolume) (Request, error) {
 	var req Request
-	pvcJSON, ok := pv.Annotations[templating.AnnotationClaimSnapshot]
+	pvcJSON, ok := pv.Annotations[protocol.AnnotationClaimSnapshot]
 	if !ok {
-		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, templating.AnnotationClaimSnapshot)
+		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, protocol.AnnotationClaimSnapshot)
 	}
-	scJSON, ok := pv.Annotations[templating.AnnotationClassSnapshot]
+	scJSON, ok := pv.Annotations[protocol.AnnotationClassSnapshot]
 	if !ok {
-		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, templating.AnnotationClassSnapshot)
+		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, protocol.AnnotationClassSnapshot)
 	}
 	req.PVC = &corev1.PersistentVolumeClaim{}
 	if err := json.Unmarshal([]byte(pvcJSON), req.PVC); err != nil {
-		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", templating.AnnotationClaimSnapshot, pv.Name, err)
+		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", protocol.AnnotationClaimSnapshot, pv.Name, err)
 	}
 	req.Class = &storagev1.StorageClass{}
 	if err := json.Unmarshal([]byte(scJSON), req.Class); err != nil {
-		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", templating.AnnotationClassSnapshot, pv.Name, err)
+		return req, fmt.Errorf("decoding annotation %s of PersistentVolume %s: %w", protocol.AnnotationClassSnapshot, pv.Name, err)
 	}
-	req.SelectedNodeName = pv.Annotations[templating.AnnotationSelectedNode]
+	req.SelectedNodeName = pv.Annotations[protocol.AnnotationSelectedNode]
 	return req, nil
 }
 

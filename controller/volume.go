@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 const reasonVolumeFailedDelete = "VolumeFailedDelete"
@@ -35,7 +34,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err := c.releaseStagingsOnGoneNodes(ctx, name, pv); err != nil {
 		return err
 	}
-	if !hasFinalizer(pv, templating.FinalizerVolume) {
+	if !hasFinalizer(pv, protocol.FinalizerVolume) {
 		return c.collectVolumePods(ctx, name)
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
@@ -55,16 +54,16 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		return nil
 	}
 	var del *corev1.Pod
-	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(name)) {
+	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(name)) {
 		switch phaseOf(pod) {
-		case templating.PhaseStaging, templating.PhaseUnstaging:
+		case protocol.PhaseStaging, protocol.PhaseUnstaging:
 			// Still staged somewhere: deleting now would pull the volume
 			// from under a client; the pod's removal requeues us.
 			klog.V(3).InfoS("Volume still staged; deletion waits", "volume", name, "pod", klog.KObj(pod))
 			return nil
-		case templating.PhaseDeletion:
+		case protocol.PhaseDeletion:
 			del = pod
-		case templating.PhaseExpansion:
+		case protocol.PhaseExpansion:
 			// Not while the volume grows; the claim is gone, so finish here.
 			if !c.examine(ctx, pod).done {
 				return nil
@@ -132,13 +131,13 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	ns, n := req.PVC.Namespace, req.PVC.Name
 	squatter, err := c.createPod(ctx, tmpl, PodOptions{
 		Provisioner: p.Name,
-		Phase:       templating.PhaseDeletion,
+		Phase:       protocol.PhaseDeletion,
 		Volume:      name,
 		ClaimUID:    claimUID,
-		Annotations: map[string]string{templating.AnnotationClaim: ns + "/" + n},
+		Annotations: map[string]string{protocol.AnnotationClaim: ns + "/" + n},
 	})
 	if squatter != nil {
-		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, templating.PhaseDeletion))
+		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseDeletion))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -175,7 +174,7 @@ func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVol
 }
 
 func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if !hasFinalizer(pv, templating.FinalizerVolume) {
+	if !hasFinalizer(pv, protocol.FinalizerVolume) {
 		return nil
 	}
 	// Re-read: the Delete above changed the object.
@@ -186,10 +185,10 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 	if err != nil {
 		return err
 	}
-	if !hasFinalizer(cur, templating.FinalizerVolume) {
+	if !hasFinalizer(cur, protocol.FinalizerVolume) {
 		return nil
 	}
-	cur.Finalizers = withoutFinalizer(cur.Finalizers, templating.FinalizerVolume)
+	cur.Finalizers = withoutFinalizer(cur.Finalizers, protocol.FinalizerVolume)
 	_, err = c.kube.CoreV1().PersistentVolumes().Update(ctx, cur, metav1.UpdateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer from PersistentVolume %s: %w", pv.Name, err)
@@ -199,8 +198,8 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 
 // collectVolumePods removes finished deletion pods of a PV that is gone.
 func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
-	for _, pod := range c.podsBy(indexVolume, templating.LabelValue(name)) {
-		if ph := phaseOf(pod); (ph == templating.PhaseDeletion || ph == templating.PhaseExpansion) && c.examine(ctx, pod).done {
+	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(name)) {
+		if ph := phaseOf(pod); (ph == protocol.PhaseDeletion || ph == protocol.PhaseExpansion) && c.examine(ctx, pod).done {
 			if err := c.deletePod(ctx, pod); err != nil {
 				return err
 			}

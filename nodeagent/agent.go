@@ -31,14 +31,14 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Config of the node plugin.
 type Config struct {
 	NodeName   string
 	KubeletDir string // kubelet's root directory; plugin sockets go under it
-	PodDirRoot string // where PaV pods' /pav directories live (templating.PodDirRoot)
+	PodDirRoot string // where PaV pods' /pav directories live (protocol.PodDirRoot)
 	Version    string
 	Kube       kubernetes.Interface
 	Pav        *v1alpha1.Client
@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.New("the node name is required (--node-name or $NODE_NAME)")
 	}
 	if cfg.PodDirRoot == "" {
-		cfg.PodDirRoot = templating.PodDirRoot
+		cfg.PodDirRoot = protocol.PodDirRoot
 	}
 	if cfg.Mounter == nil {
 		cfg.Mounter = HostMounter{mount.New("")}
@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) error {
 	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = "spec.nodeName=" + cfg.NodeName
-			o.LabelSelector = templating.LabelPhase
+			o.LabelSelector = protocol.LabelPhase
 		}))
 	podInformer := podFactory.Core().V1().Pods().Informer()
 	if err := podInformer.AddIndexers(PodIndexers()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +23,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // Collector hands the files that validation, creation and deletion pods
@@ -45,11 +44,11 @@ type Collector struct {
 }
 
 // collectedPhases are the phases whose results the controller reads.
-var collectedPhases = map[templating.Phase]bool{
-	templating.PhaseValidation: true,
-	templating.PhaseCreation:   true,
-	templating.PhaseDeletion:   true,
-	templating.PhaseExpansion:  true,
+var collectedPhases = map[protocol.Phase]bool{
+	protocol.PhaseValidation: true,
+	protocol.PhaseCreation:   true,
+	protocol.PhaseDeletion:   true,
+	protocol.PhaseExpansion:  true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound to this node.
@@ -67,7 +66,7 @@ func NewCollector(kube kubernetes.Interface, podInformer cache.SharedIndexInform
 	}
 	enqueue := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || !collectedPhases[templating.Phase(pod.Labels[templating.LabelPhase])] || !terminated(pod) {
+		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !terminated(pod) {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
@@ -136,7 +135,7 @@ func (c *Collector) sync(ctx context.Context, key string) error {
 // removes its host directory. It is idempotent: a pod already collected
 // only gets its directory removed (a crash may have come in between).
 func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
-	if !terminated(pod) || !collectedPhases[templating.Phase(pod.Labels[templating.LabelPhase])] {
+	if !terminated(pod) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
 		return nil
 	}
 	dir, err := podHostDir(pod, c.root)
@@ -145,8 +144,8 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 		klog.InfoS("Not reading pod's /pav", "pod", klog.KObj(pod), "reason", err)
 		dir = ""
 	}
-	if pod.Annotations[templating.AnnotationResultsCollected] != "true" {
-		ann := map[string]interface{}{templating.AnnotationResultsCollected: "true"}
+	if pod.Annotations[protocol.AnnotationResultsCollected] != "true" {
+		ann := map[string]interface{}{protocol.AnnotationResultsCollected: "true"}
 		if dir != "" {
 			results, err := readResults(dir)
 			if err != nil {
@@ -183,9 +182,9 @@ func readResults(dir string) (map[string]string, error) {
 		name, annotation string
 		max              int
 	}{
-		{templating.FileHandle, templating.AnnotationResultHandle, maxHandleBytes},
-		{templating.FileCapacity, templating.AnnotationResultCapacity, maxCapacityBytes},
-		{templating.FileError, templating.AnnotationResultError, maxErrorBytes},
+		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes},
+		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes},
+		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes},
 	}
 	var refused []string
 	for _, f := range files {
@@ -203,10 +202,10 @@ func readResults(dir string) (map[string]string, error) {
 	}
 	if len(refused) > 0 {
 		msg := fmt.Sprintf("PaV refused to read the pod's results: %v", refused)
-		if e := out[templating.AnnotationResultError]; e != "" {
+		if e := out[protocol.AnnotationResultError]; e != "" {
 			msg = e + "\n" + msg
 		}
-		out[templating.AnnotationResultError] = msg
+		out[protocol.AnnotationResultError] = msg
 	}
 	return out, nil
 }

@@ -8,26 +8,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	mount "k8s.io/mount-utils"
-
-	"github.com/albertofaria/pav/templating"
 )
 
-func pavPod(name string, phase templating.Phase, podPhase corev1.PodPhase, hostDir string) *corev1.Pod {
+func pavPod(name string, phase protocol.Phase, podPhase corev1.PodPhase, hostDir string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "default",
-			Labels: map[string]string{templating.LabelPhase: string(phase)},
+			Labels: map[string]string{protocol.LabelPhase: string(phase)},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: "node1",
 			Volumes: []corev1.Volume{{
-				Name:         templating.PavVolumeName,
+				Name:         protocol.PavVolumeName,
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hostDir}},
 			}},
 		},
@@ -64,7 +63,7 @@ func TestCollect(t *testing.T) {
 	root := t.TempDir()
 	tests := []struct {
 		name       string
-		phase      templating.Phase
+		phase      protocol.Phase
 		podPhase   corev1.PodPhase
 		files      map[string]string
 		symlinks   map[string]string
@@ -73,45 +72,45 @@ func TestCollect(t *testing.T) {
 		dirGone    bool
 	}{
 		{
-			name: "creation succeeded with handle and capacity", phase: templating.PhaseCreation, podPhase: corev1.PodSucceeded,
+			name: "creation succeeded with handle and capacity", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
 			files: map[string]string{"handle": "vol-1\n", "capacity": " 1Gi \n", "error": ""},
 			want: map[string]string{
-				templating.AnnotationResultsCollected: "true",
-				templating.AnnotationResultHandle:     "vol-1",
-				templating.AnnotationResultCapacity:   "1Gi",
+				protocol.AnnotationResultsCollected: "true",
+				protocol.AnnotationResultHandle:     "vol-1",
+				protocol.AnnotationResultCapacity:   "1Gi",
 			},
 			dirGone: true,
 		},
 		{
-			name: "validation failed with error file", phase: templating.PhaseValidation, podPhase: corev1.PodFailed,
+			name: "validation failed with error file", phase: protocol.PhaseValidation, podPhase: corev1.PodFailed,
 			files: map[string]string{"error": "size too large\n"},
 			want: map[string]string{
-				templating.AnnotationResultsCollected: "true",
-				templating.AnnotationResultError:      "size too large",
+				protocol.AnnotationResultsCollected: "true",
+				protocol.AnnotationResultError:      "size too large",
 			},
 			dirGone: true,
 		},
 		{
-			name: "symlinked handle is refused", phase: templating.PhaseCreation, podPhase: corev1.PodSucceeded,
+			name: "symlinked handle is refused", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
 			symlinks: map[string]string{"handle": "/etc/hostname"},
 			want: map[string]string{
-				templating.AnnotationResultsCollected: "true",
-				templating.AnnotationResultError:      "PaV refused to read the pod's results: [/pav/handle is a symbolic link; PaV only reads regular files]",
+				protocol.AnnotationResultsCollected: "true",
+				protocol.AnnotationResultError:      "PaV refused to read the pod's results: [/pav/handle is a symbolic link; PaV only reads regular files]",
 			},
 			dirGone: true,
 		},
 		{
-			name: "leftover mount is unmounted before removal", phase: templating.PhaseDeletion, podPhase: corev1.PodSucceeded,
+			name: "leftover mount is unmounted before removal", phase: protocol.PhaseDeletion, podPhase: corev1.PodSucceeded,
 			preMounted: true,
-			want:       map[string]string{templating.AnnotationResultsCollected: "true"},
+			want:       map[string]string{protocol.AnnotationResultsCollected: "true"},
 			dirGone:    true,
 		},
 		{
-			name: "running pod is left alone", phase: templating.PhaseCreation, podPhase: corev1.PodRunning,
+			name: "running pod is left alone", phase: protocol.PhaseCreation, podPhase: corev1.PodRunning,
 			files: map[string]string{"handle": "x"},
 		},
 		{
-			name: "staging pod is left alone", phase: templating.PhaseStaging, podPhase: corev1.PodSucceeded,
+			name: "staging pod is left alone", phase: protocol.PhaseStaging, podPhase: corev1.PodSucceeded,
 			files: map[string]string{"handle": "x"},
 		},
 	}
@@ -170,13 +169,13 @@ func TestCollectRefusesDirOutsideRoot(t *testing.T) {
 	root := t.TempDir()
 	outside := t.TempDir()
 	writeFile(t, filepath.Join(outside, "handle"), "secret")
-	pod := pavPod("p", templating.PhaseCreation, corev1.PodSucceeded, outside)
+	pod := pavPod("p", protocol.PhaseCreation, corev1.PodSucceeded, outside)
 	c, kube, _ := newTestCollector(t, root, pod)
 	if err := c.Collect(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := kube.CoreV1().Pods("default").Get(context.Background(), "p", metav1.GetOptions{})
-	if got.Annotations[templating.AnnotationResultHandle] != "" || got.Annotations[templating.AnnotationResultsCollected] != "true" {
+	if got.Annotations[protocol.AnnotationResultHandle] != "" || got.Annotations[protocol.AnnotationResultsCollected] != "true" {
 		t.Errorf("annotations = %v", got.Annotations)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "handle")); err != nil {
@@ -220,7 +219,7 @@ func TestSweepOrphans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, _, _ := newTestCollector(t, root, pavPod("p", templating.PhaseStaging, corev1.PodRunning, used))
+	c, _, _ := newTestCollector(t, root, pavPod("p", protocol.PhaseStaging, corev1.PodRunning, used))
 	if err := c.SweepOrphans(time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Engine is what the node plugin needs from PavProvisioner evaluation. The
@@ -26,7 +26,7 @@ type Engine interface {
 	Forget(p *v1alpha1.PavProvisioner)
 
 	// PodName is the deterministic name of a phase's pod for a key.
-	PodName(phase templating.Phase, key string) string
+	PodName(phase protocol.Phase, key string) string
 	// NewHostDir picks a fresh host directory for a new pod's /pav.
 	NewHostDir(podName string) string
 	// BuildPod turns an evaluated template into the pod PaV creates.
@@ -44,7 +44,7 @@ type StagingRequest struct {
 // PodOptions say what a staging or unstaging pod is for.
 type PodOptions struct {
 	Provisioner string
-	Phase       templating.Phase
+	Phase       protocol.Phase
 	Name        string
 	Volume      string // PV name
 	ClaimUID    string

@@ -10,16 +10,15 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // Size caps for what a pod's /pav files may put into annotations.
 const (
-	maxHandleBytes   = templating.MaxHandleBytes + 1 // plus a trailing newline
+	maxHandleBytes   = protocol.MaxHandleBytes + 1 // plus a trailing newline
 	maxCapacityBytes = 256
 	maxErrorBytes    = 8 << 10
 )
@@ -29,7 +28,7 @@ const (
 // rights, so a path outside root is refused rather than read or removed.
 func podHostDir(pod *corev1.Pod, root string) (string, error) {
 	for _, v := range pod.Spec.Volumes {
-		if v.Name != templating.PavVolumeName {
+		if v.Name != protocol.PavVolumeName {
 			continue
 		}
 		if v.HostPath == nil {
@@ -37,7 +36,7 @@ func podHostDir(pod *corev1.Pod, root string) (string, error) {
 		}
 		return checkUnder(v.HostPath.Path, root)
 	}
-	return "", fmt.Errorf("pod %s/%s has no %q volume", pod.Namespace, pod.Name, templating.PavVolumeName)
+	return "", fmt.Errorf("pod %s/%s has no %q volume", pod.Namespace, pod.Name, protocol.PavVolumeName)
 }
 
 // checkUnder returns the cleaned path if it is a direct child of root.
@@ -78,7 +77,7 @@ func readResultFile(dir, name string, max int) (content string, ok bool, err err
 	}
 	s := string(b)
 	if len(b) > max {
-		if name != templating.FileError {
+		if name != protocol.FileError {
 			// A cut handle or capacity would be a different one: refuse.
 			return "", true, fmt.Errorf("/pav/%s is longer than %d bytes", name, max)
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // findPV finds the PV kubelet means: CSI requests carry the volume handle,
@@ -80,7 +80,7 @@ func trimPVC(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 func trimPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	c := pv.DeepCopy()
 	c.ManagedFields = nil
-	for _, k := range []string{templating.AnnotationClaimSnapshot, templating.AnnotationClassSnapshot, "kubectl.kubernetes.io/last-applied-configuration"} {
+	for _, k := range []string{protocol.AnnotationClaimSnapshot, protocol.AnnotationClassSnapshot, "kubectl.kubernetes.io/last-applied-configuration"} {
 		delete(c.Annotations, k)
 	}
 	return c

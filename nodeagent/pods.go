@@ -26,7 +26,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // createStagingPod evaluates volumeStaging (after static validation for
@@ -64,25 +64,25 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	name := s.engine.PodName(templating.PhaseStaging, id)
+	name := s.engine.PodName(protocol.PhaseStaging, id)
 	dir := s.engine.NewHostDir(name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
 	ann := map[string]string{
-		templating.AnnotationClaim:      pvc.Namespace + "/" + pvc.Name,
-		templating.AnnotationTargetPath: req.TargetPath,
-		templating.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
+		protocol.AnnotationClaim:      pvc.Namespace + "/" + pvc.Name,
+		protocol.AnnotationTargetPath: req.TargetPath,
+		protocol.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
 	}
 	if b, err := json.Marshal(trimPVC(pvc)); err == nil {
-		ann[templating.AnnotationClaimSnapshot] = string(b)
+		ann[protocol.AnnotationClaimSnapshot] = string(b)
 	}
 	if b, err := json.Marshal(trimPV(pv)); err == nil {
-		ann[templating.AnnotationVolumeSnapshot] = string(b)
+		ann[protocol.AnnotationVolumeSnapshot] = string(b)
 	}
 	pod := s.engine.BuildPod(tmpl, PodOptions{
 		Provisioner: p.Name,
-		Phase:       templating.PhaseStaging,
+		Phase:       protocol.PhaseStaging,
 		Name:        name,
 		Volume:      pv.Name,
 		ClaimUID:    string(pvc.UID),
@@ -91,18 +91,18 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 		HostDir:     dir,
 		Annotations: ann,
 	})
-	pod.Finalizers = append(pod.Finalizers, templating.FinalizerStaging)
+	pod.Finalizers = append(pod.Finalizers, protocol.FinalizerStaging)
 	return s.createPod(ctx, pod, dir)
 }
 
 // createPod creates a PaV pod, or finds the one an earlier attempt (maybe by
 // a previous incarnation of the node plugin) created; a pod that merely holds
-// its name is ignored (templating.CreatePod) and reported in the log and as
+// its name is ignored (protocol.CreatePod) and reported in the log and as
 // an Event on itself, where its owner looks.
 func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, error) {
-	got, squatter, err := templating.CreatePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod)
+	got, squatter, err := protocol.CreatePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod)
 	if squatter != nil {
-		msg := fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored", squatter.Namespace, squatter.Name, pod.Labels[templating.LabelPhase])
+		msg := fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored", squatter.Namespace, squatter.Name, pod.Labels[protocol.LabelPhase])
 		klog.FromContext(ctx).Info(msg)
 		if s.recorder != nil {
 			s.recorder.Event(squatter, corev1.EventTypeWarning, "PodNameTaken", msg)
@@ -123,7 +123,7 @@ func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*c
 
 // findPod finds the pod of a phase for a staging ID, first in the cache,
 // then (in case the cache lags behind a create) in the API.
-func (s *Stager) findPod(ctx context.Context, phase templating.Phase, id string) (*corev1.Pod, error) {
+func (s *Stager) findPod(ctx context.Context, phase protocol.Phase, id string) (*corev1.Pod, error) {
 	objs, err := s.pods.ByIndex(podsByStaging, string(phase)+"/"+id)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
@@ -138,7 +138,7 @@ func (s *Stager) findPod(ctx context.Context, phase templating.Phase, id string)
 	if pod != nil {
 		return pod, nil
 	}
-	sel := labels.Set{templating.LabelPhase: string(phase), templating.LabelStagingID: id}.AsSelector().String()
+	sel := labels.Set{protocol.LabelPhase: string(phase), protocol.LabelStagingID: id}.AsSelector().String()
 	list, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
 		LabelSelector: sel,
 		FieldSelector: "spec.nodeName=" + s.node,
@@ -239,7 +239,7 @@ func stagingStateOf(pod *corev1.Pod, dir string) stagingState {
 	case pod.Status.Phase == corev1.PodSucceeded:
 		return stagingReady
 	}
-	if _, err := os.Lstat(filepath.Join(dir, templating.FileReady)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, protocol.FileReady)); err == nil {
 		return stagingReady
 	}
 	return stagingPending
@@ -317,7 +317,7 @@ func describePod(pod *corev1.Pod) string {
 // (BuildPod sets FallbackToLogsOnError), else the tail of its log.
 func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string) string {
 	if dir != "" {
-		if msg, _, err := readResultFile(dir, templating.FileError, maxErrorBytes); err == nil && msg != "" {
+		if msg, _, err := readResultFile(dir, protocol.FileError, maxErrorBytes); err == nil && msg != "" {
 			return msg
 		}
 	}
@@ -397,7 +397,7 @@ func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
 		}
 		i := -1
 		for j, f := range live.Finalizers {
-			if f == templating.FinalizerStaging {
+			if f == protocol.FinalizerStaging {
 				i = j
 			}
 		}
@@ -406,7 +406,7 @@ func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
 		}
 		path := fmt.Sprintf("/metadata/finalizers/%d", i)
 		patch, _ := json.Marshal([]map[string]interface{}{
-			{"op": "test", "path": path, "value": templating.FinalizerStaging},
+			{"op": "test", "path": path, "value": protocol.FinalizerStaging},
 			{"op": "remove", "path": path},
 		})
 		_, err = s.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})

@@ -24,7 +24,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // TestSanityOnStager runs csi-sanity against PaV's node service backed by
@@ -62,7 +62,7 @@ func TestSanityOnStager(t *testing.T) {
 	staged := 0
 	for _, a := range f.kube.Actions() {
 		if c, ok := a.(clienttesting.CreateAction); ok && a.GetResource().Resource == "pods" {
-			if c.GetObject().(*corev1.Pod).Labels[templating.LabelPhase] == string(templating.PhaseStaging) {
+			if c.GetObject().(*corev1.Pod).Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
 				staged++
 			}
 		}
@@ -88,10 +88,10 @@ func (f *stagerFixture) runPods(ctx context.Context) {
 		if !ok || pod.Status.Phase != "" || pod.DeletionTimestamp != nil {
 			continue
 		}
-		if pod.Labels[templating.LabelPhase] == string(templating.PhaseStaging) {
+		if pod.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
 			dir, err := podHostDir(pod, f.root)
 			if err == nil {
-				err = os.MkdirAll(filepath.Join(dir, templating.FileVolume), 0o750)
+				err = os.MkdirAll(filepath.Join(dir, protocol.FileVolume), 0o750)
 			}
 			if err != nil {
 				f.t.Error(err)

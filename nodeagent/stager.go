@@ -22,7 +22,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Index names.
@@ -43,10 +43,10 @@ const logTailLines = 10
 func PodIndexers() cache.Indexers {
 	return cache.Indexers{podsByStaging: func(obj interface{}) ([]string, error) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Labels[templating.LabelStagingID] == "" {
+		if !ok || pod.Labels[protocol.LabelStagingID] == "" {
 			return nil, nil
 		}
-		return []string{pod.Labels[templating.LabelPhase] + "/" + pod.Labels[templating.LabelStagingID]}, nil
+		return []string{pod.Labels[protocol.LabelPhase] + "/" + pod.Labels[protocol.LabelStagingID]}, nil
 	}}
 }
 
@@ -155,7 +155,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	id := StagingID(req.VolumeID, req.TargetPath)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
-	pod, err := s.findPod(ctx, templating.PhaseStaging, id)
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		capacity = q.Value()
 	}
-	src, err := openInPav(dir, templating.FileVolume)
+	src, err := openInPav(dir, protocol.FileVolume)
 	if err == nil {
 		defer src.Close()
 		err = checkVolume(src, req.Block, capacity, podDevices(pod))
@@ -239,7 +239,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 // volume (mounted, but not by this volume's staging, pod).
 func (s *Stager) checkTarget(req *pavcsi.PublishRequest, pod *corev1.Pod) error {
 	if pod != nil && pod.DeletionTimestamp == nil {
-		if was, err := strconv.ParseBool(pod.Annotations[templating.AnnotationReadOnly]); err == nil && was != req.ReadOnly {
+		if was, err := strconv.ParseBool(pod.Annotations[protocol.AnnotationReadOnly]); err == nil && was != req.ReadOnly {
 			return status.Errorf(codes.AlreadyExists, "volume %s is already published at %s with read-only %v", req.VolumeID, req.TargetPath, was)
 		}
 	}
@@ -281,7 +281,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	if err := unmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)
 	}
-	pod, err := s.findPod(ctx, templating.PhaseStaging, id)
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // literalEngine evaluates nothing: its templates are fixed.
@@ -51,8 +51,8 @@ func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, Sta
 }
 
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
-func (e *literalEngine) PodName(phase templating.Phase, key string) string {
-	return templating.PodName(phase, key)
+func (e *literalEngine) PodName(phase protocol.Phase, key string) string {
+	return protocol.PodName(phase, key)
 }
 
 func (e *literalEngine) NewHostDir(podName string) string {
@@ -60,7 +60,7 @@ func (e *literalEngine) NewHostDir(podName string) string {
 }
 
 func (e *literalEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
-	return templating.BuildPod(tmpl, templating.PodOptions{
+	return protocol.BuildPod(tmpl, protocol.PodOptions{
 		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
 		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
 	})
@@ -143,7 +143,7 @@ func (f *stagerFixture) publish(ctx context.Context) error {
 }
 
 // waitForPod waits until a pod of the phase exists and returns it.
-func (f *stagerFixture) waitForPod(phase templating.Phase) *corev1.Pod {
+func (f *stagerFixture) waitForPod(phase protocol.Phase) *corev1.Pod {
 	f.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		list, err := f.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
@@ -151,7 +151,7 @@ func (f *stagerFixture) waitForPod(phase templating.Phase) *corev1.Pod {
 			f.t.Fatal(err)
 		}
 		for i := range list.Items {
-			if list.Items[i].Labels[templating.LabelPhase] == string(phase) {
+			if list.Items[i].Labels[protocol.LabelPhase] == string(phase) {
 				return &list.Items[i]
 			}
 		}
@@ -200,10 +200,10 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	ctx := context.Background()
 	done := async(func() error { return f.publish(ctx) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	dir := hostDir(t, pod, f.root)
-	if pod.Spec.NodeName != "node1" || pod.Annotations[templating.AnnotationTargetPath] != f.target ||
-		pod.Annotations[templating.AnnotationClaim] != "ns/claim" || len(pod.Finalizers) != 1 {
+	if pod.Spec.NodeName != "node1" || pod.Annotations[protocol.AnnotationTargetPath] != f.target ||
+		pod.Annotations[protocol.AnnotationClaim] != "ns/claim" || len(pod.Finalizers) != 1 {
 		t.Errorf("staging pod = %+v", pod.ObjectMeta)
 	}
 	mkdir(t, dir, "volume")
@@ -226,8 +226,8 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	}
 
 	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
-	un := f.waitForPod(templating.PhaseUnstaging)
-	if un.Annotations[templating.AnnotationClaim] != "ns/claim" {
+	un := f.waitForPod(protocol.PhaseUnstaging)
+	if un.Annotations[protocol.AnnotationClaim] != "ns/claim" {
 		t.Errorf("unstaging pod annotations = %v", un.Annotations)
 	}
 	f.setPhase(un, corev1.PodSucceeded, 0)
@@ -259,7 +259,7 @@ func (f *stagerFixture) publishLongRunning() (<-chan error, string) {
 	f.t.Helper()
 	f.engine.unstaging = nil
 	done := async(func() error { return f.publish(context.Background()) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	dir := hostDir(f.t, pod, f.root)
 	f.setPhase(pod, corev1.PodRunning, -1)
 	mkdir(f.t, dir, "data")
@@ -306,10 +306,10 @@ func BenchmarkPublishReadyLatency(b *testing.B) {
 func TestPublishFailureRunsUnstaging(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	done := async(func() error { return f.publish(context.Background()) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	writeFile(t, filepath.Join(hostDir(t, pod, f.root), "error"), "cannot reach the storage server\n")
 	f.setPhase(pod, corev1.PodFailed, 3)
-	un := f.waitForPod(templating.PhaseUnstaging)
+	un := f.waitForPod(protocol.PhaseUnstaging)
 	f.setPhase(un, corev1.PodSucceeded, 0)
 	err := <-done
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "cannot reach the storage server") {
@@ -330,7 +330,7 @@ func TestPublishFailureMessageFromTermination(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	f.engine.unstaging = nil
 	done := async(func() error { return f.publish(context.Background()) })
-	pod := f.waitForPod(templating.PhaseStaging).DeepCopy()
+	pod := f.waitForPod(protocol.PhaseStaging).DeepCopy()
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "stage", State: corev1.ContainerState{
 		Terminated: &corev1.ContainerStateTerminated{ExitCode: 7, Message: "mount: permission denied"}}}}
 	pod.Status.Phase = corev1.PodRunning // a container failed; restartPolicy Never: no need to wait for the phase
@@ -347,7 +347,7 @@ func TestPublishVolumeEscapingPav(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	f.engine.unstaging = nil
 	done := async(func() error { return f.publish(context.Background()) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	symlink(t, "/etc", hostDir(t, pod, f.root), "volume")
 	f.setPhase(pod, corev1.PodSucceeded, 0)
 	err := <-done
@@ -367,7 +367,7 @@ func TestPublishDeadlineThenResume(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not done yet") {
 		t.Fatalf("err = %v", err)
 	}
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	mkdir(t, hostDir(t, pod, f.root), "volume")
 	f.setPhase(pod, corev1.PodSucceeded, 0)
 	if err := f.publish(context.Background()); err != nil {
@@ -401,7 +401,7 @@ func TestPublishStatic(t *testing.T) {
 	t.Run("accepted", func(t *testing.T) {
 		f := newStagerFixture(t, static, v1alpha1.Static)
 		done := async(func() error { return f.publish(context.Background()) })
-		pod := f.waitForPod(templating.PhaseStaging)
+		pod := f.waitForPod(protocol.PhaseStaging)
 		mkdir(t, hostDir(t, pod, f.root), "volume")
 		f.setPhase(pod, corev1.PodSucceeded, 0)
 		if err := <-done; err != nil {
@@ -422,7 +422,7 @@ func TestPublishUnknownVolume(t *testing.T) {
 func TestUnpublishWithClaimGone(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	done := async(func() error { return f.publish(context.Background()) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	mkdir(t, hostDir(t, pod, f.root), "volume")
 	f.setPhase(pod, corev1.PodSucceeded, 0)
 	if err := <-done; err != nil {
@@ -432,7 +432,7 @@ func TestUnpublishWithClaimGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	done = async(func() error { return f.stager.Unpublish(context.Background(), testDriver, testHandle, f.target) })
-	un := f.waitForPod(templating.PhaseUnstaging)
+	un := f.waitForPod(protocol.PhaseUnstaging)
 	f.setPhase(un, corev1.PodSucceeded, 0)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -449,7 +449,7 @@ func TestPublishRefusedWhileProvisionerIsDeleted(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	now := metav1.Now()
 	_ = f.stager.provisioners.Update(&v1alpha1.PavProvisioner{
-		ObjectMeta: metav1.ObjectMeta{Name: testDriver, DeletionTimestamp: &now, Finalizers: []string{templating.FinalizerProvisioner}},
+		ObjectMeta: metav1.ObjectMeta{Name: testDriver, DeletionTimestamp: &now, Finalizers: []string{protocol.FinalizerProvisioner}},
 		Spec:       v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}},
 	})
 	err := f.publish(context.Background())
@@ -468,7 +468,7 @@ func TestPublishIncompatibleIsAlreadyExists(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	ctx := context.Background()
 	done := async(func() error { return f.publish(ctx) })
-	pod := f.waitForPod(templating.PhaseStaging)
+	pod := f.waitForPod(protocol.PhaseStaging)
 	mkdir(t, hostDir(t, pod, f.root), "volume")
 	f.setPhase(pod, corev1.PodSucceeded, 0)
 	if err := <-done; err != nil {

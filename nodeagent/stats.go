@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Reasons of abnormal volumes (VolumeStats.Reason, and the client pod's Event).
@@ -81,7 +81,7 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 // /pav/ready) must still run for its volume to work; a run-to-completion
 // staging pod is done by design.
 func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath string) (reason, message string) {
-	pod, err := s.findPod(ctx, templating.PhaseStaging, StagingID(volumeID, volumePath))
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, StagingID(volumeID, volumePath))
 	if err != nil || pod == nil {
 		return "", "" // not PaV's to judge (e.g. a staging from before an upgrade), or the API is down
 	}
@@ -89,7 +89,7 @@ func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath stri
 	if err != nil {
 		return "", ""
 	}
-	if _, err := os.Lstat(filepath.Join(dir, templating.FileReady)); err != nil {
+	if _, err := os.Lstat(filepath.Join(dir, protocol.FileReady)); err != nil {
 		return "", ""
 	}
 	stopped := pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed

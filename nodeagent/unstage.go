@@ -10,21 +10,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // teardown stops a staging pod, runs the unstaging pod, cleans up the
 // staging pod's directory and finally releases the pod. Every step can be
 // repeated: the staging pod's finalizer and annotations record progress.
 func (s *Stager) teardown(ctx context.Context, driver string, pod *corev1.Pod) error {
-	id := pod.Labels[templating.LabelStagingID]
+	id := pod.Labels[protocol.LabelStagingID]
 	if pod.DeletionTimestamp == nil {
 		if err := s.deletePod(ctx, pod); err != nil {
 			return err
@@ -43,12 +42,12 @@ func (s *Stager) teardown(ctx context.Context, driver string, pod *corev1.Pod) e
 	if current != nil {
 		pod = current
 	}
-	if pod.Annotations[templating.AnnotationUnstaged] != "true" {
+	if pod.Annotations[protocol.AnnotationUnstaged] != "true" {
 		if err := s.runUnstaging(ctx, driver, pod, id); err != nil {
 			return err
 		}
 		if current != nil {
-			if err := s.patchAnnotations(ctx, pod, map[string]interface{}{templating.AnnotationUnstaged: "true"}); err != nil {
+			if err := s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationUnstaged: "true"}); err != nil {
 				return err
 			}
 		}
@@ -87,7 +86,7 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	if tmpl == nil {
 		return nil
 	}
-	pod, err := s.findPod(ctx, templating.PhaseUnstaging, id)
+	pod, err := s.findPod(ctx, protocol.PhaseUnstaging, id)
 	if err != nil {
 		return err
 	}
@@ -101,14 +100,14 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 		pod = nil
 	}
 	if pod == nil {
-		name := s.engine.PodName(templating.PhaseUnstaging, id)
+		name := s.engine.PodName(protocol.PhaseUnstaging, id)
 		dir := s.engine.NewHostDir(name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 		}
 		built := s.engine.BuildPod(tmpl, PodOptions{
 			Provisioner: p.Name,
-			Phase:       templating.PhaseUnstaging,
+			Phase:       protocol.PhaseUnstaging,
 			Name:        name,
 			Volume:      req.PV.Name,
 			ClaimUID:    string(req.PVC.UID),
@@ -116,9 +115,9 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 			NodeName:    s.node,
 			HostDir:     dir,
 			Annotations: map[string]string{
-				templating.AnnotationClaim:      stagingPod.Annotations[templating.AnnotationClaim],
-				templating.AnnotationTargetPath: stagingPod.Annotations[templating.AnnotationTargetPath],
-				templating.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
+				protocol.AnnotationClaim:      stagingPod.Annotations[protocol.AnnotationClaim],
+				protocol.AnnotationTargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath],
+				protocol.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
 			},
 		})
 		pod, err = s.createPod(ctx, built, dir)
@@ -153,7 +152,7 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 // removeUnstagingPods deletes the (terminated) unstaging pods of a staging
 // and their directories.
 func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
-	objs, err := s.pods.ByIndex(podsByStaging, string(templating.PhaseUnstaging)+"/"+id)
+	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseUnstaging)+"/"+id)
 	if err != nil {
 		return err
 	}
@@ -178,13 +177,13 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 // where they still exist, else the snapshots on the staging pod.
 func (s *Stager) unstagingRequest(ctx context.Context, stagingPod *corev1.Pod) (StagingRequest, error) {
 	ann := stagingPod.Annotations
-	req := StagingRequest{ReadOnly: ann[templating.AnnotationReadOnly] == "true"}
+	req := StagingRequest{ReadOnly: ann[protocol.AnnotationReadOnly] == "true"}
 
 	snapPVC := &corev1.PersistentVolumeClaim{}
-	if err := json.Unmarshal([]byte(ann[templating.AnnotationClaimSnapshot]), snapPVC); err != nil {
+	if err := json.Unmarshal([]byte(ann[protocol.AnnotationClaimSnapshot]), snapPVC); err != nil {
 		snapPVC = nil
 	}
-	if ns, name, ok := strings.Cut(ann[templating.AnnotationClaim], "/"); ok {
+	if ns, name, ok := strings.Cut(ann[protocol.AnnotationClaim], "/"); ok {
 		pvc, err := s.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil && (snapPVC == nil || pvc.UID == snapPVC.UID):
@@ -205,7 +204,7 @@ func (s *Stager) unstagingRequest(ctx context.Context, stagingPod *corev1.Pod) (
 	}
 
 	snapPV := &corev1.PersistentVolume{}
-	if err := json.Unmarshal([]byte(ann[templating.AnnotationVolumeSnapshot]), snapPV); err != nil || snapPV.Name == "" {
+	if err := json.Unmarshal([]byte(ann[protocol.AnnotationVolumeSnapshot]), snapPV); err != nil || snapPV.Name == "" {
 		return req, status.Errorf(codes.FailedPrecondition, "staging pod %s/%s has no PersistentVolume snapshot", stagingPod.Namespace, stagingPod.Name)
 	}
 	pv, err := s.kube.CoreV1().PersistentVolumes().Get(ctx, snapPV.Name, metav1.GetOptions{})

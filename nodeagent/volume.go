@@ -8,12 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/albertofaria/pav/protocol"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // maxSymlinks bounds symlink resolution, as the kernel does (ELOOP).
@@ -35,7 +34,7 @@ const maxSymlinks = 40
 // descriptor PaV holds. The caller checks and mounts the returned
 // descriptor, never the path again.
 func openInPav(dir, name string) (*os.File, error) {
-	display := templating.PavMountPath + "/" + name
+	display := protocol.PavMountPath + "/" + name
 	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the staging pod's /pav: %w", err)
@@ -49,7 +48,7 @@ func openInPav(dir, name string) (*os.File, error) {
 		}
 	}()
 	escape := func(how string) error {
-		return fmt.Errorf("%s escapes %s (%s)", display, templating.PavMountPath, how)
+		return fmt.Errorf("%s escapes %s (%s)", display, protocol.PavMountPath, how)
 	}
 	remaining := strings.Split(name, "/")
 	hops := 0
@@ -61,7 +60,7 @@ func openInPav(dir, name string) (*os.File, error) {
 			continue
 		case "..":
 			if len(stack) == 1 {
-				return nil, escape(`".." above ` + templating.PavMountPath)
+				return nil, escape(`".." above ` + protocol.PavMountPath)
 			}
 			unix.Close(stack[len(stack)-1])
 			stack, names = stack[:len(stack)-1], names[:len(names)-1]
@@ -76,10 +75,10 @@ func openInPav(dir, name string) (*os.File, error) {
 			if here == name {
 				return nil, fmt.Errorf("%s does not exist", display)
 			}
-			return nil, fmt.Errorf("%s does not exist (%s/%s is missing)", display, templating.PavMountPath, here)
+			return nil, fmt.Errorf("%s does not exist (%s/%s is missing)", display, protocol.PavMountPath, here)
 		}
 		if errors.Is(err, unix.ENOTDIR) {
-			return nil, fmt.Errorf("resolving %s: %s/%s is not a directory", display, templating.PavMountPath, strings.Join(names, "/"))
+			return nil, fmt.Errorf("resolving %s: %s/%s is not a directory", display, protocol.PavMountPath, strings.Join(names, "/"))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("resolving %s: %w", display, err)
@@ -104,14 +103,14 @@ func openInPav(dir, name string) (*os.File, error) {
 		rest := strings.Split(target, "/")
 		if filepath.IsAbs(target) {
 			clean := filepath.Clean(target)
-			if clean != templating.PavMountPath && !strings.HasPrefix(clean, templating.PavMountPath+"/") {
-				return nil, escape(fmt.Sprintf("symbolic link %s/%s points to %s", templating.PavMountPath, here, target))
+			if clean != protocol.PavMountPath && !strings.HasPrefix(clean, protocol.PavMountPath+"/") {
+				return nil, escape(fmt.Sprintf("symbolic link %s/%s points to %s", protocol.PavMountPath, here, target))
 			}
 			for _, fd := range stack[1:] {
 				unix.Close(fd)
 			}
 			stack, names = stack[:1], nil
-			rest = strings.Split(strings.TrimPrefix(clean, templating.PavMountPath), "/")
+			rest = strings.Split(strings.TrimPrefix(clean, protocol.PavMountPath), "/")
 		}
 		remaining = append(rest, remaining...)
 	}

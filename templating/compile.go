@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // section is a compiled phase section: its present fields, by JSON name, or
@@ -219,20 +220,20 @@ func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.Erro
 	return out, errs
 }
 
-func (s *section) phase() Phase {
+func (s *section) phase() protocol.Phase {
 	switch s.path.String() {
 	case "spec.volumeValidation":
-		return PhaseValidation
+		return protocol.PhaseValidation
 	case "spec.volumeCreation":
-		return PhaseCreation
+		return protocol.PhaseCreation
 	case "spec.volumeDeletion":
-		return PhaseDeletion
+		return protocol.PhaseDeletion
 	case "spec.volumeStaging":
-		return PhaseStaging
+		return protocol.PhaseStaging
 	case "spec.volumeExpansion":
-		return PhaseExpansion
+		return protocol.PhaseExpansion
 	}
-	return PhaseUnstaging
+	return protocol.PhaseUnstaging
 }
 
 func sortedFieldNames(m map[string]*v1alpha1.Value) []string {

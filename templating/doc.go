@@ -35,8 +35,7 @@
 //	(*Compiled).Unstaging(ctx, StagingRequest, PVCGetter) (*PodConfig, error)
 //	(*ValidationConfig).Check(VolumeRequest) error   // with DynamicVolumeRequest(pvc) / StaticVolumeRequest(pv)
 //
-//	PodName(phase, key) string; LabelValue(s) string; NewHostDir(podName) string
-//	BuildPod(*corev1.PodTemplateSpec, PodOptions) *corev1.Pod
+// Names, pods and the /pav files are package protocol's.
 //
 // Evaluation errors are utilerrors.Aggregate of *field.Error too, except for
 // missing request objects and unsupported provisioning modes (plain errors).

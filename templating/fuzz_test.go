@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // FuzzValidate: any YAML document, valid or not, must be validated (and, if
@@ -41,7 +42,7 @@ func FuzzValidate(f *testing.F) {
 		_, _ = c.Creation(ctx, dynReq(), nil)
 		_, _ = c.Deletion(ctx, dynReq(), nil)
 		if cfg, err := c.Staging(ctx, stageReq(), nil); err == nil {
-			BuildPod(cfg.PodTemplate, PodOptions{Name: "x", HostDir: "/h"})
+			protocol.BuildPod(cfg.PodTemplate, protocol.PodOptions{Name: "x", HostDir: "/h"})
 		}
 		_, _ = c.Unstaging(ctx, stageReq(), nil)
 	})

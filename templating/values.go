@@ -6,6 +6,7 @@ import (
 	"path"
 	"reflect"
 
+	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -187,7 +188,7 @@ func readNodeAffinity(v interface{}, p *field.Path) (*corev1.VolumeNodeAffinity,
 // readPodTemplate checks a pod template: only metadata and spec, a shape that
 // decodes into a PodTemplateSpec, and the pod rules PaV relies on. phase
 // decides the restart policies allowed.
-func readPodTemplate(v interface{}, p *field.Path, phase Phase) (*corev1.PodTemplateSpec, field.ErrorList) {
+func readPodTemplate(v interface{}, p *field.Path, phase protocol.Phase) (*corev1.PodTemplateSpec, field.ErrorList) {
 	if _, ok := v.(templateValue); ok || v == nil {
 		return nil, nil
 	}
@@ -255,7 +256,7 @@ func literalStringMap(v interface{}) (map[string]string, bool) {
 	return out, true
 }
 
-func checkPodSpec(v interface{}, p *field.Path, phase Phase) field.ErrorList {
+func checkPodSpec(v interface{}, p *field.Path, phase protocol.Phase) field.ErrorList {
 	spec, ok := v.(map[string]interface{})
 	if !ok {
 		return nil // a template, or a type error already reported
@@ -278,9 +279,9 @@ func checkPodSpec(v interface{}, p *field.Path, phase Phase) field.ErrorList {
 	}
 	if vols, ok := spec["volumes"].([]interface{}); ok {
 		for i, item := range vols {
-			if vol, ok := item.(map[string]interface{}); ok && vol["name"] == PavVolumeName {
+			if vol, ok := item.(map[string]interface{}); ok && vol["name"] == protocol.PavVolumeName {
 				errs = append(errs, field.Forbidden(p.Child("volumes").Index(i).Child("name"),
-					fmt.Sprintf("the volume name %q is reserved: PaV adds its own volume %q, mounted at %s in every container", PavVolumeName, PavVolumeName, PavMountPath)))
+					fmt.Sprintf("the volume name %q is reserved: PaV adds its own volume %q, mounted at %s in every container", protocol.PavVolumeName, protocol.PavVolumeName, protocol.PavMountPath)))
 			}
 		}
 	}
@@ -289,7 +290,7 @@ func checkPodSpec(v interface{}, p *field.Path, phase Phase) field.ErrorList {
 		case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
 		case corev1.RestartPolicyAlways:
 			msg := "PaV pods run to completion: use Never (the default) or OnFailure"
-			if phase == PhaseStaging {
+			if phase == protocol.PhaseStaging {
 				msg = "use Never (the default) or OnFailure: a staging pod that keeps running creates /pav/ready instead"
 			}
 			errs = append(errs, field.Forbidden(p.Child("restartPolicy"), msg))
@@ -332,9 +333,9 @@ func checkContainer(v interface{}, p *field.Path, names sets.Set[string]) field.
 		if !ok {
 			continue
 		}
-		if mp, ok := m["mountPath"].(string); ok && path.Clean("/"+mp) == PavMountPath {
+		if mp, ok := m["mountPath"].(string); ok && path.Clean("/"+mp) == protocol.PavMountPath {
 			errs = append(errs, field.Forbidden(p.Child("volumeMounts").Index(i).Child("mountPath"),
-				fmt.Sprintf("%s is reserved: PaV mounts its own volume there in every container", PavMountPath)))
+				fmt.Sprintf("%s is reserved: PaV mounts its own volume there in every container", protocol.PavMountPath)))
 		}
 	}
 	return errs

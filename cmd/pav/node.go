@@ -13,7 +13,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/nodeagent"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 type nodeOptions struct {
@@ -74,7 +74,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		Registry:      reg,
 		NodeName:      o.nodeName,
 		KubeletDir:    o.kubeletDir,
-		PodDirRoot:    templating.PodDirRoot,
+		PodDirRoot:    protocol.PodDirRoot,
 		Version:       version,
 		Kube:          kube,
 		Pav:           pav,

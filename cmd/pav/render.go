@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
 
@@ -129,9 +130,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	phase := templating.Phase(o.phase)
+	phase := protocol.Phase(o.phase)
 	switch phase {
-	case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion, templating.PhaseStaging, templating.PhaseUnstaging:
+	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseStaging, protocol.PhaseUnstaging:
 	case "":
 		return errors.New("--phase is required (validation, creation, deletion, staging or unstaging)")
 	default:
@@ -220,11 +221,11 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 
 	var section interface{}
 	var podTemplate *corev1.PodTemplateSpec
-	podOpts := templating.PodOptions{Provisioner: prov.Name, Phase: phase}
+	podOpts := protocol.PodOptions{Provisioner: prov.Name, Phase: phase}
 	switch phase {
-	case templating.PhaseValidation, templating.PhaseCreation, templating.PhaseDeletion:
-		if pvc == nil && !(phase == templating.PhaseValidation && pv != nil) {
-			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == templating.PhaseValidation])
+	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
+		if pvc == nil && !(phase == protocol.PhaseValidation && pv != nil) {
+			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == protocol.PhaseValidation])
 		}
 		if pvc == nil { // static validation
 			cfg, err := compiled.StaticValidation(ctx, templating.StaticRequest{PV: pv}, get)
@@ -246,9 +247,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
 		podOpts.ClaimUID = string(pvc.UID)
 		podOpts.Volume = "pvc-" + string(pvc.UID)
-		podOpts.Name = templating.PodName(phase, string(pvc.UID))
+		podOpts.Name = protocol.PodName(phase, string(pvc.UID))
 		switch phase {
-		case templating.PhaseValidation:
+		case protocol.PhaseValidation:
 			cfg, err := compiled.DynamicValidation(ctx, r, get)
 			if err != nil {
 				return errors.New(errorLines(err))
@@ -259,13 +260,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		case templating.PhaseCreation:
+		case protocol.PhaseCreation:
 			cfg, err := compiled.Creation(ctx, r, get)
 			if err != nil {
 				return errors.New(errorLines(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		case templating.PhaseDeletion:
+		case protocol.PhaseDeletion:
 			cfg, err := compiled.Deletion(ctx, r, get)
 			if err != nil {
 				return errors.New(errorLines(err))
@@ -311,7 +312,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		}
 		r := templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: o.readOnly}
 		var cfg *templating.PodConfig
-		if phase == templating.PhaseStaging {
+		if phase == protocol.PhaseStaging {
 			cfg, err = compiled.Staging(ctx, r, get)
 		} else {
 			cfg, err = compiled.Unstaging(ctx, r, get)
@@ -324,10 +325,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		// path; offline there is no target path, so the node stands in.
 		stagingID := fmt.Sprintf("%x", sha256.Sum256([]byte(pv.Name+"\x00"+node.Name)))[:16]
 		podOpts.Volume, podOpts.StagingID, podOpts.NodeName = pv.Name, stagingID, node.Name
-		podOpts.Name = templating.PodName(phase, stagingID)
+		podOpts.Name = protocol.PodName(phase, stagingID)
 		podOpts.Annotations = map[string]string{
-			templating.AnnotationClaim:    pvc.Namespace + "/" + pvc.Name,
-			templating.AnnotationReadOnly: fmt.Sprint(o.readOnly),
+			protocol.AnnotationClaim:    pvc.Namespace + "/" + pvc.Name,
+			protocol.AnnotationReadOnly: fmt.Sprint(o.readOnly),
 		}
 	}
 
@@ -343,8 +344,8 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		fmt.Fprintf(stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, prov.Name)
 		return nil
 	}
-	podOpts.HostDir = templating.NewHostDir(podOpts.Name)
-	out, err := yaml.Marshal(templating.BuildPod(podTemplate, podOpts))
+	podOpts.HostDir = protocol.NewHostDir(podOpts.Name)
+	out, err := yaml.Marshal(protocol.BuildPod(podTemplate, podOpts))
 	if err != nil {
 		return err
 	}

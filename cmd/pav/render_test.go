@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/albertofaria/pav/protocol"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/albertofaria/pav/templating"
 )
 
 // run executes a fresh command in-process.
@@ -169,10 +168,10 @@ func TestRenderPods(t *testing.T) {
 	if pod.Kind != "Pod" || pod.Spec.NodeName != "worker-3" || pod.Namespace != "default" || !strings.HasPrefix(pod.Name, "pav-staging-") {
 		t.Errorf("pod %s/%s kind %s node %s", pod.Namespace, pod.Name, pod.Kind, pod.Spec.NodeName)
 	}
-	if pod.Labels[templating.LabelProvisioner] != "echo" || pod.Labels[templating.LabelVolume] != "static-pv" || pod.Labels[templating.LabelPhase] != "staging" {
+	if pod.Labels[protocol.LabelProvisioner] != "echo" || pod.Labels[protocol.LabelVolume] != "static-pv" || pod.Labels[protocol.LabelPhase] != "staging" {
 		t.Errorf("labels %v", pod.Labels)
 	}
-	if pod.Annotations[templating.AnnotationClaim] != "ns2/static-claim" || pod.Annotations[templating.AnnotationReadOnly] != "true" {
+	if pod.Annotations[protocol.AnnotationClaim] != "ns2/static-claim" || pod.Annotations[protocol.AnnotationReadOnly] != "true" {
 		t.Errorf("annotations %v", pod.Annotations)
 	}
 	m := pod.Spec.Containers[0].VolumeMounts
@@ -188,8 +187,8 @@ func TestRenderPods(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(out), pod); err != nil {
 		t.Fatal(err)
 	}
-	uid := pod.Labels[templating.LabelClaimUID]
-	if pod.Namespace != "ns" || pod.Name != templating.PodName(templating.PhaseCreation, uid) || uid == "" || pod.Labels["app"] != "create" || pod.Labels[templating.LabelVolume] != "pvc-"+uid {
+	uid := pod.Labels[protocol.LabelClaimUID]
+	if pod.Namespace != "ns" || pod.Name != protocol.PodName(protocol.PhaseCreation, uid) || uid == "" || pod.Labels["app"] != "create" || pod.Labels[protocol.LabelVolume] != "pvc-"+uid {
 		t.Errorf("creation pod %s/%s labels %v", pod.Namespace, pod.Name, pod.Labels)
 	}
 

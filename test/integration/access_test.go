@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/integration/framework"
 )
 
@@ -129,11 +129,11 @@ func TestAccess(t *testing.T) {
 	node := as(t, cfg, nodeUser, nodeGroups, map[string][]string{"authentication.kubernetes.io/node-name": {"node-a"}})
 
 	// PaV's creation pod for a claim, in the tenant's namespace.
-	creation := templating.BuildPod(&corev1.PodTemplateSpec{
+	creation := protocol.BuildPod(&corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}, templating.PodOptions{Provisioner: "host-directory", Phase: templating.PhaseCreation,
-		Name: templating.PodName(templating.PhaseCreation, "uid-1"), ClaimUID: "uid-1", HostDir: templating.PodDirRoot + "/x"})
+	}, protocol.PodOptions{Provisioner: "host-directory", Phase: protocol.PhaseCreation,
+		Name: protocol.PodName(protocol.PhaseCreation, "uid-1"), ClaimUID: "uid-1", HostDir: protocol.PodDirRoot + "/x"})
 
 	// Admission policies start applying a moment after they are created:
 	// wait until the first denial shows up, then check everything else.
@@ -178,7 +178,7 @@ func TestAccess(t *testing.T) {
 
 	// Tenants: no forged results, no tampering with PaV's real pods.
 	resultOnly := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: tenantNS,
-		Annotations: map[string]string{templating.AnnotationResultHandle: "."}},
+		Annotations: map[string]string{protocol.AnnotationResultHandle: "."}},
 		Spec: creation.Spec}
 	_, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, resultOnly, metav1.CreateOptions{})
 	denied("tenant creates a pod with PaV's result annotation", err, "reserved to PaV")
@@ -191,9 +191,9 @@ func TestAccess(t *testing.T) {
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, creation, metav1.CreateOptions{})
 	allowed("controller creates its creation pod in the tenant's namespace", err)
 	denied("tenant writes a result on PaV's pod",
-		patch(tenant, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+templating.AnnotationResultHandle+`":"."}}}`), "reserved to PaV")
+		patch(tenant, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultHandle+`":"."}}}`), "reserved to PaV")
 	denied("tenant relabels PaV's pod",
-		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"`+templating.LabelClaimUID+`":"other"}}}`), "reserved to PaV")
+		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"`+protocol.LabelClaimUID+`":"other"}}}`), "reserved to PaV")
 	denied("tenant swaps the image of PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"spec":{"containers":[{"name":"c","image":"evil"}]}}`), "only PaV may change")
 	ephemeral := `{"spec":{"ephemeralContainers":[{"name":"debug","image":"evil","targetContainerName":"c"}]}}`
@@ -203,11 +203,11 @@ func TestAccess(t *testing.T) {
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
-	stagingOnNodeA := templating.BuildPod(&corev1.PodTemplateSpec{
+	stagingOnNodeA := protocol.BuildPod(&corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
 		Spec:       creation.Spec,
-	}, templating.PodOptions{Provisioner: "host-directory", Phase: templating.PhaseStaging, Name: "staging-a",
-		StagingID: "id-a", NodeName: "node-a", HostDir: templating.PodDirRoot + "/y"})
+	}, protocol.PodOptions{Provisioner: "host-directory", Phase: protocol.PhaseStaging, Name: "staging-a",
+		StagingID: "id-a", NodeName: "node-a", HostDir: protocol.PodDirRoot + "/y"})
 	_, err = ctrl.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
 	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation, deletion and expansion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
@@ -234,7 +234,7 @@ func TestAccess(t *testing.T) {
 		ctrl.CoreV1().PersistentVolumes().Delete(ctx, "someone-elses", metav1.DeleteOptions{}), "only the PersistentVolumes it provisioned")
 	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("unrecorded", nil), metav1.CreateOptions{})
 	denied("controller creates a PV that records no claim", err, "record their claim")
-	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("pvc-1", map[string]string{templating.AnnotationClaimSnapshot: "{}"}), metav1.CreateOptions{})
+	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("pvc-1", map[string]string{protocol.AnnotationClaimSnapshot: "{}"}), metav1.CreateOptions{})
 	allowed("controller creates a PV it provisions", err)
 	allowed("controller deletes a PV it provisioned", ctrl.CoreV1().PersistentVolumes().Delete(ctx, "pvc-1", metav1.DeleteOptions{}))
 
@@ -263,7 +263,7 @@ func TestAccess(t *testing.T) {
 		_, err := ctrl.CoreV1().PersistentVolumeClaims(tenantNS).Patch(ctx, claim.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
 	}
-	allowed("controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+templating.FinalizerClaim+`"]}}`))
+	allowed("controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerClaim+`"]}}`))
 	denied("controller changes a claim's spec", claimPatch(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), "only the metadata of claims")
 
 	provisioners := schema.GroupVersionResource{Group: "pav.albertofaria.github.io", Version: "v1alpha1", Resource: "pavprovisioners"}
@@ -289,7 +289,7 @@ func TestAccess(t *testing.T) {
 		return err
 	}
 	allowed("controller adds its finalizer to a PavProvisioner", provUpdate(func(p *unstructured.Unstructured) {
-		p.SetFinalizers([]string{templating.FinalizerProvisioner})
+		p.SetFinalizers([]string{protocol.FinalizerProvisioner})
 	}))
 	denied("controller changes a PavProvisioner's spec", provUpdate(func(p *unstructured.Unstructured) {
 		_ = unstructured.SetNestedStringSlice(p.Object, []string{"Dynamic", "Static"}, "spec", "provisioningModes")
@@ -307,10 +307,10 @@ func TestAccess(t *testing.T) {
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
 	denied("node plugin creates a creation pod", err, "only staging and unstaging pods")
 	denied("node plugin writes on a pod of another node",
-		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+templating.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
+		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
 	denied("node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")
 	allowed("node plugin releases its staging pod",
-		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"annotations":{"`+templating.AnnotationUnstaged+`":"true"}}}`))
+		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationUnstaged+`":"true"}}}`))
 
 	// RBAC, as the API server's authorizer answers it.
 	type access struct {

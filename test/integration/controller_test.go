@@ -32,7 +32,7 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 )
 
 const timeout = 30 * time.Second
@@ -281,9 +281,9 @@ func (e *env) createClaim(name, class, size string) (*corev1.PersistentVolumeCla
 // --- playing kubelet, node plugin and PV controller ---
 
 // pod waits for the pod of a phase for key (claim UID, or PV name for deletions of a PV).
-func (e *env) pod(phase templating.Phase, key string) *corev1.Pod {
+func (e *env) pod(phase protocol.Phase, key string) *corev1.Pod {
 	e.t.Helper()
-	sel := templating.LabelPhase + "=" + string(phase)
+	sel := protocol.LabelPhase + "=" + string(phase)
 	var found *corev1.Pod
 	e.waitFor(fmt.Sprintf("the %s pod of %s", phase, key), func() (bool, error) {
 		pods, err := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: sel})
@@ -292,8 +292,8 @@ func (e *env) pod(phase templating.Phase, key string) *corev1.Pod {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if (p.Labels[templating.LabelClaimUID] == key || p.Labels[templating.LabelVolume] == key) && p.DeletionTimestamp == nil &&
-				(phase != templating.PhaseDeletion || key != p.Labels[templating.LabelClaimUID] || p.Labels[templating.LabelVolume] == "") {
+			if (p.Labels[protocol.LabelClaimUID] == key || p.Labels[protocol.LabelVolume] == key) && p.DeletionTimestamp == nil &&
+				(phase != protocol.PhaseDeletion || key != p.Labels[protocol.LabelClaimUID] || p.Labels[protocol.LabelVolume] == "") {
 				found = p
 				return true, nil
 			}
@@ -306,7 +306,7 @@ func (e *env) pod(phase templating.Phase, key string) *corev1.Pod {
 // pavPods lists PaV pods of a claim UID (any phase).
 func (e *env) pavPods(claimUID types.UID) []corev1.Pod {
 	e.t.Helper()
-	pods, err := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: templating.LabelClaimUID + "=" + string(claimUID)})
+	pods, err := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: protocol.LabelClaimUID + "=" + string(claimUID)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func (e *env) finishPod(pod *corev1.Pod, exitCode int32, terminationMessage stri
 	if _, err := e.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatalf("setting status of pod %s: %v", pod.Name, err)
 	}
-	ann := map[string]interface{}{templating.AnnotationResultsCollected: "true"}
+	ann := map[string]interface{}{protocol.AnnotationResultsCollected: "true"}
 	for k, v := range results {
 		ann[k] = v
 	}
@@ -384,7 +384,7 @@ func (e *env) waitVolumeGone(name string) {
 			return false, err
 		}
 		for _, f := range pv.Finalizers {
-			if f == templating.FinalizerVolume {
+			if f == protocol.FinalizerVolume {
 				return false, nil
 			}
 		}
@@ -466,12 +466,12 @@ func TestProvisionWithoutPods(t *testing.T) {
 		t.Errorf("claimRef %+v", r)
 	}
 	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != p.Name || pv.Spec.StorageClassName != "nopods" ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !hasFinalizer(pv, templating.FinalizerVolume) {
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !hasFinalizer(pv, protocol.FinalizerVolume) {
 		t.Errorf("PV metadata/spec: %+v", pv)
 	}
 	e.waitEvent("c", "ProvisioningSucceeded", pv.Name)
 	e.waitFor("claim finalizer removed", func() (bool, error) {
-		return !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim), nil
+		return !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
 	})
 
 	// The PavProvisioner got its CSIDriver, finalizer and status.
@@ -483,7 +483,7 @@ func TestProvisionWithoutPods(t *testing.T) {
 		ready := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
 		valid := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionValid)
 		return ready != nil && ready.Status == metav1.ConditionTrue && valid != nil && valid.Status == metav1.ConditionTrue &&
-			cur.Status.ObservedGeneration == cur.Generation && hasFinalizer(cur, templating.FinalizerProvisioner), nil
+			cur.Status.ObservedGeneration == cur.Generation && hasFinalizer(cur, protocol.FinalizerProvisioner), nil
 	})
 	d, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
@@ -516,22 +516,22 @@ func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 	pvc := e.claim("c", "pods", "1Gi")
 	uid := string(pvc.UID)
 
-	val := e.pod(templating.PhaseValidation, uid)
-	if val.Namespace != "default" || val.Labels[templating.LabelProvisioner] != p.Name {
+	val := e.pod(protocol.PhaseValidation, uid)
+	if val.Namespace != "default" || val.Labels[protocol.LabelProvisioner] != p.Name {
 		t.Errorf("validation pod %s/%s labels %v", val.Namespace, val.Name, val.Labels)
 	}
-	if !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim) {
+	if !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
 		t.Error("claim has no PaV finalizer while its pods run")
 	}
 	e.finishPod(val, 0, "", nil)
-	cre := e.pod(templating.PhaseCreation, uid)
+	cre := e.pod(protocol.PhaseCreation, uid)
 	e.waitFor("validation pod deleted", func() (bool, error) {
 		_, err := e.kube.CoreV1().Pods(val.Namespace).Get(e.ctx, val.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	e.finishPod(cre, 0, "", map[string]string{
-		templating.AnnotationResultHandle:   "backend-volume-7\n",
-		templating.AnnotationResultCapacity: "2147483648\n",
+		protocol.AnnotationResultHandle:   "backend-volume-7\n",
+		protocol.AnnotationResultCapacity: "2147483648\n",
 	})
 	pv := e.volume(pvc)
 	if pv.Spec.CSI.VolumeHandle != "backend-volume-7" {
@@ -542,7 +542,7 @@ func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 	}
 	e.waitNoPods(pvc.UID)
 	e.waitFor("claim finalizer removed", func() (bool, error) {
-		return !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim), nil
+		return !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
 	})
 }
 
@@ -552,15 +552,15 @@ func TestValidationFailureKeepsClaimPending(t *testing.T) {
 	p := e.provisioner("valfail", withPods(true, true, false))
 	e.class("valfail", p.Name, nil)
 	pvc := e.claim("c", "valfail", "1Gi")
-	val := e.pod(templating.PhaseValidation, string(pvc.UID))
-	e.finishPod(val, 1, "", map[string]string{templating.AnnotationResultError: "parameter color=blue is not supported"})
+	val := e.pod(protocol.PhaseValidation, string(pvc.UID))
+	e.finishPod(val, 1, "", map[string]string{protocol.AnnotationResultError: "parameter color=blue is not supported"})
 	e.waitEvent("c", "ValidationFailed", "parameter color=blue is not supported")
 	e.noVolumeFor(pvc)
-	if pods := e.pavPods(pvc.UID); len(pods) > 0 && pods[0].Labels[templating.LabelPhase] == string(templating.PhaseCreation) {
+	if pods := e.pavPods(pvc.UID); len(pods) > 0 && pods[0].Labels[protocol.LabelPhase] == string(protocol.PhaseCreation) {
 		t.Fatal("a creation pod ran after validation failed")
 	}
 	// Retried with backoff: a new validation pod comes.
-	again := e.pod(templating.PhaseValidation, string(pvc.UID))
+	again := e.pod(protocol.PhaseValidation, string(pvc.UID))
 	if again.UID == val.UID {
 		t.Fatal("retry reused the failed pod")
 	}
@@ -576,15 +576,15 @@ func TestCreationFailureRunsDeletionPod(t *testing.T) {
 	e.class("crefail", p.Name, nil)
 	pvc := e.claim("c", "crefail", "1Gi")
 	uid := string(pvc.UID)
-	cre := e.pod(templating.PhaseCreation, uid)
+	cre := e.pod(protocol.PhaseCreation, uid)
 	e.finishPod(cre, 3, "quota exceeded", nil)
 	e.waitEvent("c", "ProvisioningFailed", "quota exceeded")
-	del := e.pod(templating.PhaseDeletion, uid)
+	del := e.pod(protocol.PhaseDeletion, uid)
 	e.finishPod(del, 0, "", nil)
 	// The attempt ends (pods gone), then a new one starts after the backoff.
 	e.waitFor("a new creation pod", func() (bool, error) {
 		for _, pod := range e.pavPods(pvc.UID) {
-			if pod.Labels[templating.LabelPhase] == string(templating.PhaseCreation) && pod.UID != cre.UID {
+			if pod.Labels[protocol.LabelPhase] == string(protocol.PhaseCreation) && pod.UID != cre.UID {
 				return true, nil
 			}
 		}
@@ -599,10 +599,10 @@ func TestBadCapacityFromCreationPodRunsDeletionPod(t *testing.T) {
 	p := e.provisioner("badcap", withPods(false, true, true))
 	e.class("badcap", p.Name, nil)
 	pvc := e.claim("c", "badcap", "1Gi")
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
-	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Mi"})
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
+	e.finishPod(cre, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Mi"})
 	e.waitEvent("c", "ProvisioningFailed", "less than the 1Gi the claim requests")
-	del := e.pod(templating.PhaseDeletion, string(pvc.UID))
+	del := e.pod(protocol.PhaseDeletion, string(pvc.UID))
 	e.finishPod(del, 0, "", nil)
 	e.noVolumeFor(pvc)
 }
@@ -636,14 +636,14 @@ func TestClaimDeletionDeletesVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.release(pv)
-	del := e.pod(templating.PhaseDeletion, pv.Name)
-	if del.Namespace != e.ns || del.Labels[templating.LabelVolume] != pv.Name {
+	del := e.pod(protocol.PhaseDeletion, pv.Name)
+	if del.Namespace != e.ns || del.Labels[protocol.LabelVolume] != pv.Name {
 		t.Errorf("deletion pod %s/%s labels %v", del.Namespace, del.Name, del.Labels)
 	}
 	// A failed deletion is reported on the PV and retried.
 	e.finishPod(del, 1, "backend unreachable", nil)
 	e.waitEvent(pv.Name, "VolumeFailedDelete", "backend unreachable")
-	again := e.pod(templating.PhaseDeletion, pv.Name)
+	again := e.pod(protocol.PhaseDeletion, pv.Name)
 	if again.UID == del.UID {
 		t.Fatal("retry reused the failed pod")
 	}
@@ -670,7 +670,7 @@ func TestRetain(t *testing.T) {
 		t.Fatalf("reclaim policy %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 	e.waitSettled("volumes", pv.Name, e.release(pv))
-	if pods, _ := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: templating.LabelVolume + "=" + pv.Name}); len(pods.Items) > 0 {
+	if pods, _ := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: protocol.LabelVolume + "=" + pv.Name}); len(pods.Items) > 0 {
 		t.Fatalf("a pod runs for a retained volume: %s", pods.Items[0].Name)
 	}
 	if _, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{}); err != nil {
@@ -698,10 +698,10 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "c", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
-	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
+	e.finishPod(cre, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
 	pv := e.volume(pvc)
-	if pv.Annotations[templating.AnnotationSelectedNode] != "node-7" {
+	if pv.Annotations[protocol.AnnotationSelectedNode] != "node-7" {
 		t.Errorf("selected node annotation: %v", pv.Annotations)
 	}
 }
@@ -712,11 +712,11 @@ func TestRestartDuringCreationResumesWithoutDuplicate(t *testing.T) {
 	p := e.provisioner("restart", withPods(false, true, false))
 	e.class("restart", p.Name, nil)
 	pvc := e.claim("c", "restart", "1Gi")
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
 	e.stopController()
 
 	// The pod finishes while no controller runs.
-	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.finishPod(cre, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
 	e.startController()
 	pv := e.volume(pvc)
 	if pv.Spec.CSI.VolumeHandle != "pvc-"+string(pvc.UID) {
@@ -737,7 +737,7 @@ func TestRestartDuringCreationResumesWithoutDuplicate(t *testing.T) {
 
 	// Restart again in the middle of a running pod: the new controller adopts it.
 	pvc2 := e.claim("c2", "restart", "1Gi")
-	cre2 := e.pod(templating.PhaseCreation, string(pvc2.UID))
+	cre2 := e.pod(protocol.PhaseCreation, string(pvc2.UID))
 	e.stopController()
 	e.startController()
 	e.waitSettled("claims", e.ns+"/c2", e.getClaim("c2"))
@@ -745,7 +745,7 @@ func TestRestartDuringCreationResumesWithoutDuplicate(t *testing.T) {
 	if len(pods) != 1 || pods[0].UID != cre2.UID {
 		t.Fatalf("after restart: %d pods (want the original one)", len(pods))
 	}
-	e.finishPod(cre2, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.finishPod(cre2, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
 	e.volume(pvc2)
 }
 
@@ -755,17 +755,17 @@ func TestClaimDeletedDuringCreation(t *testing.T) {
 	p := e.provisioner("delcre", withPods(false, true, true))
 	e.class("delcre", p.Name, nil)
 	pvc := e.claim("c", "delcre", "1Gi")
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
 	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "c", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitSettled("claims", e.ns+"/c", e.getClaim("c"))
-	if !hasFinalizer(e.getClaim("c"), templating.FinalizerClaim) {
+	if !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
 		t.Fatal("finalizer removed while the creation pod runs")
 	}
 	// Creation succeeds after all: what it created must be deleted.
-	e.finishPod(cre, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
-	del := e.pod(templating.PhaseDeletion, string(pvc.UID))
+	e.finishPod(cre, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
+	del := e.pod(protocol.PhaseDeletion, string(pvc.UID))
 	e.noVolumeFor(pvc)
 	e.finishPod(del, 0, "", nil)
 	e.waitFor("claim released by PaV", func() (bool, error) {
@@ -773,7 +773,7 @@ func TestClaimDeletedDuringCreation(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return err == nil && !hasFinalizer(c, templating.FinalizerClaim), err
+		return err == nil && !hasFinalizer(c, protocol.FinalizerClaim), err
 	})
 	e.waitNoPods(pvc.UID)
 	e.noVolumeFor(pvc)
@@ -790,7 +790,7 @@ func TestProvisionerWithVolumesCannotBeDeleted(t *testing.T) {
 	pv := e.volume(pvc)
 	e.waitFor("provisioner finalizer", func() (bool, error) {
 		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
-		return err == nil && hasFinalizer(cur, templating.FinalizerProvisioner), err
+		return err == nil && hasFinalizer(cur, protocol.FinalizerProvisioner), err
 	})
 	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -878,7 +878,7 @@ func TestStuckPodIsReported(t *testing.T) {
 	p := e.provisioner("stuck", withPods(false, true, false))
 	e.class("stuck", p.Name, nil)
 	pvc := e.claim("c", "stuck", "1Gi")
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
 	cur, err := e.kube.CoreV1().Pods(cre.Namespace).Get(e.ctx, cre.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -987,7 +987,7 @@ func TestProvisionerDeletionIgnoresRetainedAndStaticVolumes(t *testing.T) {
 	})
 	e.waitFor("provisioner finalizer", func() (bool, error) {
 		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
-		return err == nil && hasFinalizer(cur, templating.FinalizerProvisioner), err
+		return err == nil && hasFinalizer(cur, protocol.FinalizerProvisioner), err
 	})
 	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -1029,7 +1029,7 @@ func TestProvisioningWaitsForHandover(t *testing.T) {
 	// A claim handed over after it is provisioned: the controller has seen
 	// (and passed over) the earlier one by then.
 	e.volume(e.claim("later", "handover", "1Gi"))
-	if hasFinalizer(e.getClaim("early"), templating.FinalizerClaim) {
+	if hasFinalizer(e.getClaim("early"), protocol.FinalizerClaim) {
 		t.Fatal("PaV started provisioning a claim the PV controller has not handed over")
 	}
 	e.noVolumeFor(early)
@@ -1053,7 +1053,7 @@ func TestWaitForFirstConsumerFailureReschedules(t *testing.T) {
 	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "c", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	val := e.pod(templating.PhaseValidation, string(pvc.UID))
+	val := e.pod(protocol.PhaseValidation, string(pvc.UID))
 	e.finishPod(val, 1, "node-7 cannot host it", nil)
 	e.waitEvent("c", "ValidationFailed", "node-7 cannot host it")
 	e.waitFor("the selected node removed from the claim", func() (bool, error) {
@@ -1079,8 +1079,8 @@ func TestNodeGoneReleasesItsStagings(t *testing.T) {
 	}
 	// What the node plugin of that node created when a client pod used the volume.
 	staging := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "staging", Namespace: e.ns, Finalizers: []string{templating.FinalizerStaging},
-			Labels: map[string]string{templating.LabelProvisioner: p.Name, templating.LabelPhase: string(templating.PhaseStaging), templating.LabelVolume: pv.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: "staging", Namespace: e.ns, Finalizers: []string{protocol.FinalizerStaging},
+			Labels: map[string]string{protocol.LabelProvisioner: p.Name, protocol.LabelPhase: string(protocol.PhaseStaging), protocol.LabelVolume: pv.Name}},
 		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Image: "img"}}},
 	}
 	if _, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, staging, metav1.CreateOptions{}); err != nil {
@@ -1131,7 +1131,7 @@ func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
 	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cre := e.pod(templating.PhaseCreation, string(pvc.UID))
+	cre := e.pod(protocol.PhaseCreation, string(pvc.UID))
 	// The claim changes while the creation pod runs.
 	cur := e.getClaim("c")
 	cur.Annotations["flavor"], cur.Annotations["size"] = "second", "3Gi"
@@ -1151,7 +1151,7 @@ func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.release(pv)
-	del := e.pod(templating.PhaseDeletion, pv.Name)
+	del := e.pod(protocol.PhaseDeletion, pv.Name)
 	if got := strings.Join(del.Spec.Containers[0].Command, " "); got != "echo first "+pv.Name+" 2Gi" {
 		t.Errorf("deletion pod command %q, want the PV's handle, name and capacity", got)
 	}
@@ -1275,9 +1275,9 @@ func TestExpansion(t *testing.T) {
 		}
 	}
 	request("c", "2Gi")
-	pod := e.pod(templating.PhaseExpansion, pv.Name)
-	if pod.Annotations[templating.AnnotationExpansionTarget] != "2Gi" {
-		t.Errorf("expansion pod target %q", pod.Annotations[templating.AnnotationExpansionTarget])
+	pod := e.pod(protocol.PhaseExpansion, pv.Name)
+	if pod.Annotations[protocol.AnnotationExpansionTarget] != "2Gi" {
+		t.Errorf("expansion pod target %q", pod.Annotations[protocol.AnnotationExpansionTarget])
 	}
 	e.waitFor("the claim's status to record the resize", func() (bool, error) {
 		st := e.getClaim("c").Status
@@ -1289,11 +1289,11 @@ func TestExpansion(t *testing.T) {
 	// A failed expansion is reported and retried with a new pod.
 	e.finishPod(pod, 1, "backend full", nil)
 	e.waitEvent("c", "VolumeResizeFailed", "backend full")
-	again := e.pod(templating.PhaseExpansion, pv.Name)
+	again := e.pod(protocol.PhaseExpansion, pv.Name)
 	if again.UID == pod.UID {
 		t.Fatal("retry reused the failed pod")
 	}
-	e.finishPod(again, 0, "", map[string]string{templating.AnnotationResultCapacity: "3Gi\n"})
+	e.finishPod(again, 0, "", map[string]string{protocol.AnnotationResultCapacity: "3Gi\n"})
 	e.waitFor("the PV and the claim to show 3Gi", func() (bool, error) {
 		cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
 		if err != nil {
@@ -1349,7 +1349,7 @@ func TestClassDeletedDuringAttempt(t *testing.T) {
 	p := e.provisioner("gonecls", withPods(false, true, true))
 	e.class("gonecls", p.Name, nil)
 	kept, dropped := e.claim("kept", "gonecls", "1Gi"), e.claim("dropped", "gonecls", "1Gi")
-	keptPod, droppedPod := e.pod(templating.PhaseCreation, string(kept.UID)), e.pod(templating.PhaseCreation, string(dropped.UID))
+	keptPod, droppedPod := e.pod(protocol.PhaseCreation, string(kept.UID)), e.pod(protocol.PhaseCreation, string(dropped.UID))
 	if err := e.kube.StorageV1().StorageClasses().Delete(e.ctx, "gonecls", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -1357,23 +1357,23 @@ func TestClassDeletedDuringAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.finishPod(keptPod, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
+	e.finishPod(keptPod, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
 	pv := e.volume(kept)
 	if got := pv.Spec.CSI.VolumeAttributes["color"]; got != "blue" {
 		t.Errorf("PV volumeAttributes %v: want the class's parameters", pv.Spec.CSI.VolumeAttributes)
 	}
-	if !strings.Contains(pv.Annotations[templating.AnnotationClassSnapshot], `"name":"gonecls"`) {
-		t.Errorf("PV class snapshot %q: want the deleted class", pv.Annotations[templating.AnnotationClassSnapshot])
+	if !strings.Contains(pv.Annotations[protocol.AnnotationClassSnapshot], `"name":"gonecls"`) {
+		t.Errorf("PV class snapshot %q: want the deleted class", pv.Annotations[protocol.AnnotationClassSnapshot])
 	}
 
-	e.finishPod(droppedPod, 0, "", map[string]string{templating.AnnotationResultCapacity: "1Gi"})
-	e.finishPod(e.pod(templating.PhaseDeletion, string(dropped.UID)), 0, "", nil)
+	e.finishPod(droppedPod, 0, "", map[string]string{protocol.AnnotationResultCapacity: "1Gi"})
+	e.finishPod(e.pod(protocol.PhaseDeletion, string(dropped.UID)), 0, "", nil)
 	e.waitFor("the deleted claim released by PaV", func() (bool, error) {
 		c, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "dropped", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return err == nil && !hasFinalizer(c, templating.FinalizerClaim), err
+		return err == nil && !hasFinalizer(c, protocol.FinalizerClaim), err
 	})
 	e.noVolumeFor(dropped)
 }

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -272,7 +272,7 @@ func pod(script string) string {
         hostPath:
           path: %s/NS
           type: DirectoryOrCreate
-`, framework.TestImage, script, templating.LabelClaimUID, markerRoot)
+`, framework.TestImage, script, protocol.LabelClaimUID, markerRoot)
 }
 
 const staging = `volumeStaging:
@@ -326,7 +326,7 @@ func TestBoundWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 }
 
 func (e *env) pavPods(claimUID types.UID) []corev1.Pod {
-	list, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelClaimUID + "=" + string(claimUID)})
+	list, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: protocol.LabelClaimUID + "=" + string(claimUID)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -442,7 +442,7 @@ func TestWaitForFirstConsumer(t *testing.T) {
 		},
 	})
 	_, pv := e.waitBound("data")
-	node := pv.Annotations[templating.AnnotationSelectedNode]
+	node := pv.Annotations[protocol.AnnotationSelectedNode]
 	if node == "" || pv.Spec.CSI.VolumeHandle != "on-"+node {
 		t.Errorf("selected node %q, handle %q", node, pv.Spec.CSI.VolumeHandle)
 	}
@@ -466,7 +466,7 @@ func TestControllerKilledDuringCreation(t *testing.T) {
 	// Record every creation pod ever created for the claim. A RetryWatcher,
 	// because a plain watch can be closed by the API server mid-test and
 	// would then silently miss pods.
-	creationPods := metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)}
+	creationPods := metav1.ListOptions{LabelSelector: protocol.LabelPhase + "=" + string(protocol.PhaseCreation)}
 	initial, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, creationPods)
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +498,7 @@ func TestControllerKilledDuringCreation(t *testing.T) {
 	waitPods := func() {
 		deadline := time.Now().Add(timeout)
 		for time.Now().Before(deadline) {
-			list, _ := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=" + string(templating.PhaseCreation)})
+			list, _ := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: protocol.LabelPhase + "=" + string(protocol.PhaseCreation)})
 			if list != nil && len(list.Items) > 0 {
 				return
 			}
@@ -644,21 +644,21 @@ func TestForgedPodsIgnored(t *testing.T) {
 		}
 	}
 
-	squat := func(phase templating.Phase, labels, annotations map[string]string) error {
+	squat := func(phase protocol.Phase, labels, annotations map[string]string) error {
 		_, err := tenant.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: templating.PodName(phase, string(pvc.UID)), Labels: labels, Annotations: annotations},
+			ObjectMeta: metav1.ObjectMeta{Name: protocol.PodName(phase, string(pvc.UID)), Labels: labels, Annotations: annotations},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
 				Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}}},
 		}, metav1.CreateOptions{})
 		return err
 	}
-	err := squat(templating.PhaseCreation,
-		map[string]string{templating.LabelProvisioner: p.Name, templating.LabelPhase: string(templating.PhaseCreation), templating.LabelClaimUID: string(pvc.UID)},
-		map[string]string{templating.AnnotationResultsCollected: "true", templating.AnnotationResultHandle: ".", templating.AnnotationResultCapacity: "1Gi"})
+	err := squat(protocol.PhaseCreation,
+		map[string]string{protocol.LabelProvisioner: p.Name, protocol.LabelPhase: string(protocol.PhaseCreation), protocol.LabelClaimUID: string(pvc.UID)},
+		map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationResultHandle: ".", protocol.AnnotationResultCapacity: "1Gi"})
 	if err == nil || !strings.Contains(err.Error(), "reserved to PaV") {
 		t.Fatalf("a tenant's forged creation pod: %v, want refused by policy pav-reserved-pods", err)
 	}
-	for _, phase := range []templating.Phase{templating.PhaseValidation, templating.PhaseCreation} {
+	for _, phase := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation} {
 		if err := squat(phase, nil, nil); err != nil {
 			t.Fatalf("a tenant's ordinary pod under the %s pod's name: %v", phase, err)
 		}

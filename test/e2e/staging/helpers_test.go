@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -117,12 +117,12 @@ func (e *env) cleanup() {
 	c := e.Client
 	pods, _ := c.CoreV1().Pods(e.Namespace).List(ctx, metav1.ListOptions{})
 	for _, p := range pods.Items {
-		if p.Labels[templating.LabelPhase] == "" {
+		if p.Labels[protocol.LabelPhase] == "" {
 			_ = c.CoreV1().Pods(e.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 		}
 	}
 	for _, p := range pods.Items {
-		if p.Labels[templating.LabelPhase] == "" {
+		if p.Labels[protocol.LabelPhase] == "" {
 			if err := framework.WaitForDeletion(ctx, c.CoreV1().Pods(e.Namespace), p.Name); err != nil {
 				t.Errorf("cleanup: client pod %s: %v", p.Name, err)
 			}
@@ -149,7 +149,7 @@ func (e *env) cleanup() {
 		t.Errorf("cleanup: PavProvisioner %s: %v", e.prov, err)
 	}
 	// Nothing of PaV's may remain: pods, /pav directories, mounts.
-	left, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: templating.LabelProvisioner + "=" + e.prov})
+	left, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: protocol.LabelProvisioner + "=" + e.prov})
 	if err == nil && len(left.Items) > 0 {
 		var names []string
 		for _, p := range left.Items {
@@ -175,15 +175,15 @@ func (e *env) cleanup() {
 	if len(extra) > 0 {
 		t.Errorf("/pav directories left behind: %v", extra)
 	}
-	if m := mountsUnder(t, templating.PodDirRoot); len(m) > 0 {
-		t.Errorf("mounts left under %s: %v", templating.PodDirRoot, m)
+	if m := mountsUnder(t, protocol.PodDirRoot); len(m) > 0 {
+		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot, m)
 	}
 	_ = os.RemoveAll(e.marker)
 }
 
 // podDirs lists the node's PaV pod directories.
 func podDirs(t *testing.T) map[string]bool {
-	entries, err := os.ReadDir(templating.PodDirRoot)
+	entries, err := os.ReadDir(protocol.PodDirRoot)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

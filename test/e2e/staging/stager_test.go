@@ -22,7 +22,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/nodeagent"
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -41,12 +41,12 @@ func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, nod
 	return e.unstaging, nil
 }
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
-func (e *literalEngine) PodName(phase templating.Phase, key string) string {
-	return templating.PodName(phase, key)
+func (e *literalEngine) PodName(phase protocol.Phase, key string) string {
+	return protocol.PodName(phase, key)
 }
-func (e *literalEngine) NewHostDir(podName string) string { return templating.NewHostDir(podName) }
+func (e *literalEngine) NewHostDir(podName string) string { return protocol.NewHostDir(podName) }
 func (e *literalEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o nodeagent.PodOptions) *corev1.Pod {
-	return templating.BuildPod(tmpl, templating.PodOptions{
+	return protocol.BuildPod(tmpl, protocol.PodOptions{
 		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
 		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
 	})
@@ -123,7 +123,7 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 
 	factory := informers.NewSharedInformerFactoryWithOptions(f.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "spec.nodeName=" + node
-		o.LabelSelector = templating.LabelPhase
+		o.LabelSelector = protocol.LabelPhase
 	}))
 	pods := factory.Core().V1().Pods().Informer()
 	must(t, pods.AddIndexers(nodeagent.PodIndexers()))
@@ -135,7 +135,7 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 		Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}))
 	m := nodeagent.HostMounter{Interface: mount.New("")}
 	stager := nodeagent.NewStager(nodeagent.StagerConfig{
-		Kube: f.Client, Engine: engine, NodeName: node, PodDirRoot: templating.PodDirRoot, Mounter: m,
+		Kube: f.Client, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot, Mounter: m,
 		Pods: pods, PVs: pvs, Provisioners: provs,
 	})
 	factory.Start(ctx.Done())
@@ -187,8 +187,8 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 			t.Errorf("/pav directory left: %s", d)
 		}
 	}
-	if mps := mountsUnder(t, templating.PodDirRoot); len(mps) > 0 {
-		t.Errorf("mounts left under %s: %v", templating.PodDirRoot, mps)
+	if mps := mountsUnder(t, protocol.PodDirRoot); len(mps) > 0 {
+		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot, mps)
 	}
 	must(t, stager.Unpublish(ctx, driver, "h1", target))
 

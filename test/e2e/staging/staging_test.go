@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/albertofaria/pav/templating"
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -222,10 +222,10 @@ echo "{{ params.greeting }} from {{ handle }}" > /pav/volume/hello`, false)))
 	e.clientPod("client2", "cat /data/toobig/hello", []string{"toobig"}, false, false)
 	msg := e.waitForEvent("client2", regexp.MustCompile(`not valid for PavProvisioner`), timeout)
 	t.Logf("event on the client pod: %s", msg)
-	pods, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelProvisioner + "=" + e.prov + "," + templating.LabelPhase + "=staging"})
+	pods, err := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{LabelSelector: protocol.LabelProvisioner + "=" + e.prov + "," + protocol.LabelPhase + "=staging"})
 	must(t, err)
 	for _, p := range pods.Items {
-		if p.Labels[templating.LabelVolume] == templating.LabelValue(e.Namespace+"-toobig") {
+		if p.Labels[protocol.LabelVolume] == protocol.LabelValue(e.Namespace+"-toobig") {
 			t.Errorf("a staging pod %s was created for a PV that failed static validation", p.Name)
 		}
 	}
@@ -256,7 +256,7 @@ echo survived > /pav/volume/f`, "touch /marker/unstaged", false, ""))
 	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
 	e.clientPod("client", "cat /data/c1/f", []string{"c1"}, false, false)
 	// Wait for the staging pod to run, then kill the node plugin.
-	sel := templating.LabelProvisioner + "=" + e.prov + "," + templating.LabelPhase + "=staging"
+	sel := protocol.LabelProvisioner + "=" + e.prov + "," + protocol.LabelPhase + "=staging"
 	deadline := time.Now().Add(timeout)
 	for {
 		pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: sel})
@@ -359,7 +359,7 @@ sleep 3600 & echo $! > /pav/sleep.pid; wait`, "", true, ""))
 	}
 
 	// The staging pod's process dies: the volume is abnormal.
-	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: templating.LabelPhase + "=staging"})
+	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: protocol.LabelPhase + "=staging"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("staging pods: %v (%d)", err, len(pods.Items))
 	}

@@ -1,4 +1,9 @@
-package templating
+// Package protocol is PaV's contract with the cluster, in one home for the
+// controller, the node plugin and `pav render`: the names PaV gives its pods,
+// labels, annotations and finalizers, the /pav files, where pods' /pav
+// directories live on the nodes, and how PaV's pods are built and created.
+// It evaluates no template (that is package templating).
+package protocol
 
 import (
 	"fmt"
@@ -6,9 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Conventions shared by every PaV process: how PaV's own pods, finalizers and
-// annotations are named, and where pods' /pav directories live on the nodes.
-// Keep every such name here so that the controller and the node plugin agree.
+// Keep every name PaV gives here, so that its processes agree.
 
 // Phase names a step of a volume's life. Each phase has its own spec section,
 // its own Jinja context and its own pod.
