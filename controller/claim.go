@@ -370,7 +370,7 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 	for k, v := range annotations {
 		ann[k] = v
 	}
-	squatter, err := s.c.createPod(ctx, tmpl, PodOptions{
+	squatter, err := s.c.createPod(ctx, tmpl, protocol.PodOptions{
 		Provisioner: s.p.Name,
 		Phase:       phase,
 		ClaimUID:    string(s.pvc.UID),

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/protocol"
 )
 
 // Engine is what the controller needs from PavProvisioner evaluation. The
@@ -36,14 +35,6 @@ type Engine interface {
 
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)
-
-	// PodName is the deterministic name of the pod of a phase for a key (the
-	// claim UID for validation/creation/deletion).
-	PodName(phase protocol.Phase, key string) string
-	// NewHostDir picks the host directory that becomes a new pod's /pav.
-	NewHostDir(podName string) string
-	// BuildPod turns an evaluated pod template into the pod PaV creates.
-	BuildPod(tmpl *corev1.PodTemplateSpec, opts PodOptions) (*corev1.Pod, error)
 }
 
 // Request identifies the volume a dynamic-provisioning phase is evaluated for.
@@ -76,16 +67,4 @@ type CreationConfig struct {
 	Capacity     *resource.Quantity         `json:"capacity,omitempty"`
 	PodTemplate  *corev1.PodTemplateSpec    `json:"-"`
 	NodeAffinity *corev1.VolumeNodeAffinity `json:"nodeAffinity,omitempty"`
-}
-
-// PodOptions say what a PaV pod is for.
-type PodOptions struct {
-	Provisioner string
-	Phase       protocol.Phase
-	Name        string
-	Volume      string // PV name
-	ClaimUID    string
-	NodeName    string // pins the pod (WaitForFirstConsumer); "" lets the scheduler choose
-	HostDir     string
-	Annotations map[string]string
 }

@@ -82,7 +82,7 @@ func (s *claimSync) expand(ctx context.Context) error {
 	if tmpl == nil {
 		return s.grown(ctx, pv, want)
 	}
-	squatter, err := s.c.createPod(ctx, tmpl, PodOptions{
+	squatter, err := s.c.createPod(ctx, tmpl, protocol.PodOptions{
 		Provisioner: s.p.Name,
 		Phase:       protocol.PhaseExpansion,
 		Volume:      pv.Name,

@@ -198,13 +198,10 @@ func (c *Controller) logTail(ctx context.Context, pod *corev1.Pod, container str
 // protocol.CreatePod for how a taken name is handled). squatter is a pod
 // that holds the pod's deterministic name but is not PaV's: it was ignored,
 // and the caller tells the user.
-func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts PodOptions) (squatter *corev1.Pod, err error) {
-	opts.Name = c.engine.PodName(opts.Phase, podKey(opts))
-	opts.HostDir = c.engine.NewHostDir(opts.Name)
-	pod, err := c.engine.BuildPod(tmpl, opts)
-	if err != nil {
-		return nil, fmt.Errorf("building the %s pod: %w", opts.Phase, err)
-	}
+func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts protocol.PodOptions) (squatter *corev1.Pod, err error) {
+	opts.Name = protocol.PodName(opts.Phase, podKey(opts))
+	opts.HostDir = protocol.NewHostDir(protocol.PodDirRoot, opts.Name)
+	pod := protocol.BuildPod(tmpl, opts)
 	got, squatter, err := protocol.CreatePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 	if err != nil {
 		return squatter, fmt.Errorf("the %s pod: %w", opts.Phase, err)
@@ -221,7 +218,7 @@ func squatterMessage(squatter *corev1.Pod, phase protocol.Phase) string {
 
 // podKey is what a pod's deterministic name derives from: the PV name for the
 // deletion of an existing PV, else the claim UID.
-func podKey(opts PodOptions) string {
+func podKey(opts protocol.PodOptions) string {
 	if opts.Volume != "" {
 		return opts.Volume
 	}

@@ -129,7 +129,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		claimUID = string(pv.Spec.ClaimRef.UID)
 	}
 	ns, n := req.PVC.Namespace, req.PVC.Name
-	squatter, err := c.createPod(ctx, tmpl, PodOptions{
+	squatter, err := c.createPod(ctx, tmpl, protocol.PodOptions{
 		Provisioner: p.Name,
 		Phase:       protocol.PhaseDeletion,
 		Volume:      name,

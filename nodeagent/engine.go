@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/protocol"
 )
 
 // Engine is what the node plugin needs from PavProvisioner evaluation. The
@@ -24,13 +23,6 @@ type Engine interface {
 
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)
-
-	// PodName is the deterministic name of a phase's pod for a key.
-	PodName(phase protocol.Phase, key string) string
-	// NewHostDir picks a fresh host directory for a new pod's /pav.
-	NewHostDir(podName string) string
-	// BuildPod turns an evaluated template into the pod PaV creates.
-	BuildPod(tmpl *corev1.PodTemplateSpec, opts PodOptions) *corev1.Pod
 }
 
 // StagingRequest is the context of volumeStaging and volumeUnstaging.
@@ -39,17 +31,4 @@ type StagingRequest struct {
 	PV       *corev1.PersistentVolume
 	Node     *corev1.Node
 	ReadOnly bool
-}
-
-// PodOptions say what a staging or unstaging pod is for.
-type PodOptions struct {
-	Provisioner string
-	Phase       protocol.Phase
-	Name        string
-	Volume      string // PV name
-	ClaimUID    string
-	StagingID   string
-	NodeName    string
-	HostDir     string
-	Annotations map[string]string
 }

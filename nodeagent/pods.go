@@ -64,8 +64,8 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	name := s.engine.PodName(protocol.PhaseStaging, id)
-	dir := s.engine.NewHostDir(name)
+	name := protocol.PodName(protocol.PhaseStaging, id)
+	dir := protocol.NewHostDir(s.root, name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
@@ -80,7 +80,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if b, err := json.Marshal(trimPV(pv)); err == nil {
 		ann[protocol.AnnotationVolumeSnapshot] = string(b)
 	}
-	pod := s.engine.BuildPod(tmpl, PodOptions{
+	pod := protocol.BuildPod(tmpl, protocol.PodOptions{
 		Provisioner: p.Name,
 		Phase:       protocol.PhaseStaging,
 		Name:        name,

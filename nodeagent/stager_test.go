@@ -27,7 +27,6 @@ import (
 
 // literalEngine evaluates nothing: its templates are fixed.
 type literalEngine struct {
-	root        string
 	staging     *corev1.PodTemplateSpec
 	unstaging   *corev1.PodTemplateSpec
 	staticErr   error
@@ -51,20 +50,6 @@ func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, Sta
 }
 
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
-func (e *literalEngine) PodName(phase protocol.Phase, key string) string {
-	return protocol.PodName(phase, key)
-}
-
-func (e *literalEngine) NewHostDir(podName string) string {
-	return filepath.Join(e.root, podName+".x")
-}
-
-func (e *literalEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
-	return protocol.BuildPod(tmpl, protocol.PodOptions{
-		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
-		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
-	})
-}
 
 func podTemplate(name string) *corev1.PodTemplateSpec {
 	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "busybox"}}}}
@@ -116,7 +101,7 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	}
 	provs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	_ = provs.Add(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: modes}})
-	engine := &literalEngine{root: root, staging: podTemplate("stage"), unstaging: podTemplate("unstage")}
+	engine := &literalEngine{staging: podTemplate("stage"), unstaging: podTemplate("unstage")}
 	m := mount.NewFakeMounter(nil)
 	s := NewStager(StagerConfig{
 		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &fdMounter{FakeMounter: m},

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
 
@@ -71,16 +70,3 @@ func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisi
 }
 
 func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }
-
-func (e *templatingEngine) PodName(phase protocol.Phase, key string) string {
-	return protocol.PodName(phase, key)
-}
-
-func (e *templatingEngine) NewHostDir(podName string) string { return protocol.NewHostDir(podName) }
-
-func (e *templatingEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
-	return protocol.BuildPod(tmpl, protocol.PodOptions{
-		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
-		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
-	})
-}

@@ -100,12 +100,12 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 		pod = nil
 	}
 	if pod == nil {
-		name := s.engine.PodName(protocol.PhaseUnstaging, id)
-		dir := s.engine.NewHostDir(name)
+		name := protocol.PodName(protocol.PhaseUnstaging, id)
+		dir := protocol.NewHostDir(s.root, name)
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 		}
-		built := s.engine.BuildPod(tmpl, PodOptions{
+		built := protocol.BuildPod(tmpl, protocol.PodOptions{
 			Provisioner: p.Name,
 			Phase:       protocol.PhaseUnstaging,
 			Name:        name,

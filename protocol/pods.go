@@ -47,15 +47,15 @@ func hash(s string, n int) string {
 	return hex.EncodeToString(sum[:])[:n]
 }
 
-// NewHostDir returns a fresh host directory for a new pod's /pav: under
-// PodDirRoot, the pod's name plus a random suffix, so that each incarnation
-// of a pod (same name, recreated) starts with an empty /pav.
-func NewHostDir(podName string) string {
+// NewHostDir returns a fresh host directory for a new pod's /pav: under root
+// (PodDirRoot on a node), the pod's name plus a random suffix, so that each
+// incarnation of a pod (same name, recreated) starts with an empty /pav.
+func NewHostDir(root, podName string) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
-	return PodDirRoot + "/" + podName + "." + hex.EncodeToString(b[:])
+	return root + "/" + podName + "." + hex.EncodeToString(b[:])
 }
 
 // PodOptions say what a pod PaV creates is for.

@@ -72,7 +72,7 @@ func TestLabelValue(t *testing.T) {
 }
 
 func TestNewHostDir(t *testing.T) {
-	a, b := NewHostDir("pav-staging-x"), NewHostDir("pav-staging-x")
+	a, b := NewHostDir(PodDirRoot, "pav-staging-x"), NewHostDir(PodDirRoot, "pav-staging-x")
 	if a == b {
 		t.Errorf("two host dirs are equal: %s", a)
 	}

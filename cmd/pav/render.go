@@ -344,7 +344,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		fmt.Fprintf(stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, prov.Name)
 		return nil
 	}
-	podOpts.HostDir = protocol.NewHostDir(podOpts.Name)
+	podOpts.HostDir = protocol.NewHostDir(protocol.PodDirRoot, podOpts.Name)
 	out, err := yaml.Marshal(protocol.BuildPod(podTemplate, podOpts))
 	if err != nil {
 		return err

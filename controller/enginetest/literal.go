@@ -16,7 +16,6 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/protocol"
 )
 
 // Literal is the literal Engine.
@@ -211,13 +210,3 @@ func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req co
 }
 
 func (Literal) Forget(*v1alpha1.PavProvisioner) {}
-
-func (Literal) PodName(phase protocol.Phase, key string) string {
-	return protocol.PodName(phase, key)
-}
-
-func (Literal) NewHostDir(podName string) string { return protocol.NewHostDir(podName) }
-
-func (Literal) BuildPod(tmpl *corev1.PodTemplateSpec, o controller.PodOptions) (*corev1.Pod, error) {
-	return controller.BuildPod(tmpl, o), nil
-}

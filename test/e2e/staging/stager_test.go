@@ -41,16 +41,6 @@ func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, nod
 	return e.unstaging, nil
 }
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
-func (e *literalEngine) PodName(phase protocol.Phase, key string) string {
-	return protocol.PodName(phase, key)
-}
-func (e *literalEngine) NewHostDir(podName string) string { return protocol.NewHostDir(podName) }
-func (e *literalEngine) BuildPod(tmpl *corev1.PodTemplateSpec, o nodeagent.PodOptions) *corev1.Pod {
-	return protocol.BuildPod(tmpl, protocol.PodOptions{
-		Provisioner: o.Provisioner, Phase: o.Phase, Name: o.Name, Volume: o.Volume, ClaimUID: o.ClaimUID,
-		StagingID: o.StagingID, NodeName: o.NodeName, HostDir: o.HostDir, Annotations: o.Annotations,
-	})
-}
 
 func shPod(ns, script string, privileged bool) *corev1.PodTemplateSpec {
 	grace := int64(5)
