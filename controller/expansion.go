@@ -103,7 +103,7 @@ func (s *claimSync) expand(ctx context.Context) error {
 
 // expansionPodState acts on the expansion pod's outcome.
 func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.PersistentVolume, pod *corev1.Pod) error {
-	if pod.DeletionTimestamp != nil && !terminated(pod) {
+	if pod.DeletionTimestamp != nil && !protocol.Terminated(pod) {
 		return nil
 	}
 	r := s.c.examine(ctx, pod)

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -207,41 +206,6 @@ func TestRequestFromVolumeErrors(t *testing.T) {
 	pv.Annotations = map[string]string{protocol.AnnotationClaimSnapshot: "{", protocol.AnnotationClassSnapshot: "{}"}
 	if _, err := requestFromVolume(pv); err == nil {
 		t.Error("bad JSON: no error")
-	}
-}
-
-func failedPod(ann map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann},
-		Status:     corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: statuses},
-	}
-}
-
-func exited(name string, code int32, msg string) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}}}
-}
-
-func TestFailureMessage(t *testing.T) {
-	logs := func(string) (string, error) { return "line1\nline2\n", nil }
-	noLogs := func(string) (string, error) { return "", errors.New("no kubelet") }
-	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		logs func(string) (string, error)
-		want string
-	}{
-		{"pav error file wins", failedPod(map[string]string{protocol.AnnotationResultError: "disk full\n"}, exited("c", 1, "msg")), logs, "disk full"},
-		{"termination message", failedPod(nil, exited("ok", 0, ""), exited("c", 3, "bad param\n")), logs, `container "c" exited with code 3: bad param`},
-		{"log tail", failedPod(nil, exited("c", 2, "")), logs, "container \"c\" exited with code 2; last lines of its log:\nline1\nline2"},
-		{"exit code only", failedPod(nil, exited("c", 2, "")), noLogs, `container "c" exited with code 2`},
-		{"pod reason", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "too slow"}}, logs, "pod ns/p failed: DeadlineExceeded: too slow"},
-		{"nothing known", failedPod(nil), logs, "pod ns/p failed"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := failureMessage(tc.pod, tc.logs); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
 

@@ -107,7 +107,7 @@ func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
 	}
 	pods, _ := f.c.pods.List(everything)
 	for _, p := range pods {
-		if !terminated(p) {
+		if !protocol.Terminated(p) {
 			counts[phaseOf(p)]++
 		}
 	}

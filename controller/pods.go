@@ -3,22 +3,15 @@ package controller
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 )
 
 var everything = labels.Everything()
-
-// logTailLines is how much of a failed container's log goes into a message.
-const logTailLines = 10
 
 // podOutcome is what the controller concluded about one of its run-to-completion pods.
 type podOutcome struct {
@@ -59,10 +52,6 @@ func stuckReason(pod *corev1.Pod) string {
 	return ""
 }
 
-func terminated(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
 // terminationTime is when the pod's last container ended (best effort).
 func terminationTime(pod *corev1.Pod) time.Time {
 	var t time.Time
@@ -94,7 +83,7 @@ func terminationTime(pod *corev1.Pod) time.Time {
 // phase decides, except that a creation pod then counts as failed, because
 // its handle and capacity files would be silently ignored.
 func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, logs func(container string) (string, error)) podOutcome {
-	if !terminated(pod) {
+	if !protocol.Terminated(pod) {
 		return podOutcome{stuck: stuckReason(pod)}
 	}
 	out := podOutcome{done: true, succeeded: pod.Status.Phase == corev1.PodSucceeded}
@@ -121,7 +110,7 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 		}
 	}
 	if !out.succeeded {
-		out.message = failureMessage(pod, logs)
+		out.message = protocol.FailureMessage(pod, pod.Annotations[protocol.AnnotationResultError], logs)
 		if note != "" {
 			out.message += "; " + note
 		}
@@ -129,69 +118,11 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	return out
 }
 
-// failureMessage explains why a pod failed, preferring what the pod itself
-// said: /pav/error, else the failed container's termination message and exit
-// code, else the exit code and the last lines of its log.
-func failureMessage(pod *corev1.Pod, logs func(container string) (string, error)) string {
-	if msg := strings.TrimSpace(pod.Annotations[protocol.AnnotationResultError]); msg != "" {
-		return msg
-	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, cs := range list {
-			t := cs.State.Terminated
-			if t == nil {
-				t = cs.LastTerminationState.Terminated
-			}
-			if t == nil || t.ExitCode == 0 {
-				continue
-			}
-			head := fmt.Sprintf("container %q exited with code %d", cs.Name, t.ExitCode)
-			if t.Reason != "" && t.Reason != "Error" {
-				head += " (" + t.Reason + ")"
-			}
-			if msg := strings.TrimSpace(t.Message); msg != "" {
-				return head + ": " + msg
-			}
-			if logs != nil {
-				if tail, err := logs(cs.Name); err == nil && strings.TrimSpace(tail) != "" {
-					return head + "; last lines of its log:\n" + strings.TrimRight(tail, "\n")
-				}
-			}
-			return head
-		}
-	}
-	switch {
-	case pod.Status.Reason != "" && pod.Status.Message != "":
-		return fmt.Sprintf("pod %s/%s failed: %s: %s", pod.Namespace, pod.Name, pod.Status.Reason, pod.Status.Message)
-	case pod.Status.Message != "":
-		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Message)
-	case pod.Status.Reason != "":
-		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Reason)
-	}
-	return fmt.Sprintf("pod %s/%s failed", pod.Namespace, pod.Name)
-}
-
 // examine is examinePod with the controller's clock, timeout and log access.
 func (c *Controller) examine(ctx context.Context, pod *corev1.Pod) podOutcome {
 	return examinePod(pod, time.Now(), c.cfg.ResultsTimeout, func(container string) (string, error) {
-		return c.logTail(ctx, pod, container)
+		return protocol.LogTail(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, container)
 	})
-}
-
-func (c *Controller) logTail(ctx context.Context, pod *corev1.Pod, container string) (string, error) {
-	lines := int64(logTailLines)
-	limit := int64(4096)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	rc, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: container, TailLines: &lines, LimitBytes: &limit,
-	}).Stream(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	return string(b), err
 }
 
 // createPod creates a PaV pod from an evaluated template (see
@@ -228,19 +159,7 @@ func podKey(opts protocol.PodOptions) string {
 // deletePod removes a PaV pod. Terminated pods are removed at once (their
 // containers are gone and their results collected); others get their grace period.
 func (c *Controller) deletePod(ctx context.Context, pod *corev1.Pod) error {
-	if pod.DeletionTimestamp != nil && !terminated(pod) {
-		return nil
-	}
-	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
-	if terminated(pod) {
-		zero := int64(0)
-		opts.GracePeriodSeconds = &zero
-	}
-	err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	return protocol.DeletePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 }
 
 func phaseOf(pod *corev1.Pod) protocol.Phase {

@@ -84,7 +84,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)}
 	}
 	if del != nil {
-		if del.DeletionTimestamp != nil && !terminated(del) {
+		if del.DeletionTimestamp != nil && !protocol.Terminated(del) {
 			return nil
 		}
 		r := c.examine(ctx, del)

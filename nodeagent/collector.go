@@ -66,7 +66,7 @@ func NewCollector(kube kubernetes.Interface, podInformer cache.SharedIndexInform
 	}
 	enqueue := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !terminated(pod) {
+		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !protocol.Terminated(pod) {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
@@ -135,7 +135,7 @@ func (c *Collector) sync(ctx context.Context, key string) error {
 // removes its host directory. It is idempotent: a pod already collected
 // only gets its directory removed (a crash may have come in between).
 func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
-	if !terminated(pod) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
+	if !protocol.Terminated(pod) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
 		return nil
 	}
 	dir, err := podHostDir(pod, c.root)
@@ -248,8 +248,4 @@ func (c *Collector) SweepOrphans(now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func terminated(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }

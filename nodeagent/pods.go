@@ -7,12 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc/codes"
@@ -262,7 +260,7 @@ func failedNever(pod *corev1.Pod) bool {
 
 // stopped: no container of the pod runs any more.
 func stopped(pod *corev1.Pod) bool {
-	if terminated(pod) {
+	if protocol.Terminated(pod) {
 		return true
 	}
 	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending {
@@ -312,68 +310,24 @@ func describePod(pod *corev1.Pod) string {
 	return strings.TrimSpace(strings.Join(parts, "; "))
 }
 
-// failureMessage explains a failed pod in its own words: /pav/error if it
-// wrote one, else the failed container's exit code and termination message
-// (BuildPod sets FallbackToLogsOnError), else the tail of its log.
+// failureMessage explains a failed pod in its own words (see
+// protocol.FailureMessage), reading /pav/error from dir ("": none).
 func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string) string {
+	var pavError string
 	if dir != "" {
-		if msg, _, err := readResultFile(dir, protocol.FileError, maxErrorBytes); err == nil && msg != "" {
-			return msg
+		if msg, _, err := readResultFile(dir, protocol.FileError, maxErrorBytes); err == nil {
+			pavError = msg
 		}
 	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, cs := range list {
-			t := cs.State.Terminated
-			if t == nil {
-				t = cs.LastTerminationState.Terminated
-			}
-			if t == nil || t.ExitCode == 0 {
-				continue
-			}
-			head := fmt.Sprintf("container %q exited with code %d", cs.Name, t.ExitCode)
-			if t.Reason != "" && t.Reason != "Error" {
-				head += " (" + t.Reason + ")"
-			}
-			if msg := strings.TrimSpace(t.Message); msg != "" {
-				return head + ": " + msg
-			}
-			if tail := s.logTail(ctx, pod, cs.Name); tail != "" {
-				return head + "; last lines of its log:\n" + tail
-			}
-			return head
-		}
-	}
-	if pod.Status.Reason != "" || pod.Status.Message != "" {
-		return strings.TrimSpace(pod.Status.Reason + ": " + pod.Status.Message)
-	}
-	return "the pod failed without saying why"
+	return protocol.FailureMessage(pod, pavError, func(container string) (string, error) {
+		return protocol.LogTail(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod, container)
+	})
 }
 
-func (s *Stager) logTail(ctx context.Context, pod *corev1.Pod, container string) string {
-	lines, limit := int64(logTailLines), int64(4096)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	rc, err := s.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: container, TailLines: &lines, LimitBytes: &limit,
-	}).Stream(ctx)
-	if err != nil {
-		return ""
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(rc)
-	return strings.TrimRight(string(b), "\n")
-}
-
-// deletePod deletes a pod (at once if it already terminated).
+// deletePod deletes a PaV pod (see protocol.DeletePod).
 func (s *Stager) deletePod(ctx context.Context, pod *corev1.Pod) error {
-	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
-	if terminated(pod) {
-		zero := int64(0)
-		opts.GracePeriodSeconds = &zero
-	}
-	err := s.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return status.Errorf(codes.Unavailable, "deleting pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	if err := protocol.DeletePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod); err != nil {
+		return status.Errorf(codes.Unavailable, "%v", err)
 	}
 	return nil
 }

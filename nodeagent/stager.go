@@ -36,9 +36,6 @@ const (
 // AnnotationProvisionedBy is set on PVs by dynamic provisioners.
 const annotationProvisionedBy = "pv.kubernetes.io/provisioned-by"
 
-// logTailLines is how much of a failed container's log goes into a message.
-const logTailLines = 10
-
 // PodIndexers are the indexers the stager needs on the pod informer.
 func PodIndexers() cache.Indexers {
 	return cache.Indexers{podsByStaging: func(obj interface{}) ([]string, error) {

@@ -131,7 +131,7 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	}
 	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
 	defer cancel()
-	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || terminated(p) || failedNever(p) })
+	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || protocol.Terminated(p) || failedNever(p) })
 	if err != nil {
 		return status.Errorf(codes.DeadlineExceeded, "unstaging pod %s/%s is not done yet: %s", pod.Namespace, pod.Name, describePod(last))
 	}
@@ -158,7 +158,7 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 	}
 	for _, obj := range objs {
 		pod := obj.(*corev1.Pod)
-		if !terminated(pod) && pod.DeletionTimestamp == nil {
+		if !protocol.Terminated(pod) && pod.DeletionTimestamp == nil {
 			continue // not ours to stop; it was created for a staging we still track
 		}
 		if err := s.deletePod(ctx, pod); err != nil {

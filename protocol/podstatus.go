@@ -1,0 +1,109 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// What both processes do with PaV's pods once they run: tell whether one
+// ended, say why it failed, and delete it.
+
+// Terminated: the pod ended for good (Succeeded or Failed).
+func Terminated(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// How much of a failed container's log goes into a failure message, and how
+// long reading it may take.
+const (
+	logTailLines   = 10
+	logTailBytes   = 4096
+	logTailTimeout = 5 * time.Second
+)
+
+// LogTail returns the last lines of a container's log (at most 10 lines and
+// 4 KiB, read within 5 s), without the final newline.
+func LogTail(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod, container string) (string, error) {
+	lines, limit := int64(logTailLines), int64(logTailBytes)
+	ctx, cancel := context.WithTimeout(ctx, logTailTimeout)
+	defer cancel()
+	rc, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit}).Stream(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return strings.TrimRight(string(b), "\n"), err
+}
+
+// FailureMessage explains why a pod failed, preferring what the pod itself
+// said: pavError (its /pav/error, "" if none), else the failed container's
+// termination message and exit code (BuildPod sets FallbackToLogsOnError),
+// else the exit code and the last lines of its log (logs may be nil), else
+// the pod's own reason and message.
+func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string) (string, error)) string {
+	if msg := strings.TrimSpace(pavError); msg != "" {
+		return msg
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			t := cs.State.Terminated
+			if t == nil {
+				t = cs.LastTerminationState.Terminated
+			}
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			head := fmt.Sprintf("container %q exited with code %d", cs.Name, t.ExitCode)
+			if t.Reason != "" && t.Reason != "Error" {
+				head += " (" + t.Reason + ")"
+			}
+			if msg := strings.TrimSpace(t.Message); msg != "" {
+				return head + ": " + msg
+			}
+			if logs != nil {
+				if tail, err := logs(cs.Name); err == nil && strings.TrimSpace(tail) != "" {
+					return head + "; last lines of its log:\n" + strings.TrimRight(tail, "\n")
+				}
+			}
+			return head
+		}
+	}
+	switch {
+	case pod.Status.Reason != "" && pod.Status.Message != "":
+		return fmt.Sprintf("pod %s/%s failed: %s: %s", pod.Namespace, pod.Name, pod.Status.Reason, pod.Status.Message)
+	case pod.Status.Message != "":
+		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Message)
+	case pod.Status.Reason != "":
+		return fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, pod.Status.Reason)
+	}
+	return fmt.Sprintf("pod %s/%s failed", pod.Namespace, pod.Name)
+}
+
+// DeletePod deletes this incarnation of a PaV pod (a UID precondition): at
+// once if it terminated (its containers are gone, its results collected),
+// else with its grace period, and not again while that runs. A pod already
+// gone or replaced is not an error.
+func DeletePod(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod) error {
+	if pod.DeletionTimestamp != nil && !Terminated(pod) {
+		return nil
+	}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}
+	if Terminated(pod) {
+		zero := int64(0)
+		opts.GracePeriodSeconds = &zero
+	}
+	err := pods.Delete(ctx, pod.Name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

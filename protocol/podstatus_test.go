@@ -1,0 +1,91 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func failedPod(ann map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: ann},
+		Status:     corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: statuses},
+	}
+}
+
+func exited(name string, code int32, msg string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}}}
+}
+
+func TestFailureMessage(t *testing.T) {
+	pavError := func(pod *corev1.Pod) string { return pod.Annotations[AnnotationResultError] }
+	logs := func(string) (string, error) { return "line1\nline2\n", nil }
+	noLogs := func(string) (string, error) { return "", errors.New("no kubelet") }
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		logs func(string) (string, error)
+		want string
+	}{
+		{"pav error file wins", failedPod(map[string]string{AnnotationResultError: "disk full\n"}, exited("c", 1, "msg")), logs, "disk full"},
+		{"termination message", failedPod(nil, exited("ok", 0, ""), exited("c", 3, "bad param\n")), logs, `container "c" exited with code 3: bad param`},
+		{"log tail", failedPod(nil, exited("c", 2, "")), logs, "container \"c\" exited with code 2; last lines of its log:\nline1\nline2"},
+		{"exit code only", failedPod(nil, exited("c", 2, "")), noLogs, `container "c" exited with code 2`},
+		{"pod reason", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "too slow"}}, logs, "pod ns/p failed: DeadlineExceeded: too slow"},
+		{"nothing known", failedPod(nil), logs, "pod ns/p failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FailureMessage(tc.pod, pavError(tc.pod), tc.logs); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeletePod(t *testing.T) {
+	ctx := context.Background()
+	mk := func(name string, phase corev1.PodPhase, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")}, Status: corev1.PodStatus{Phase: phase}}
+		if deleting {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	done, running, stopping := mk("done", corev1.PodSucceeded, false), mk("running", corev1.PodRunning, false), mk("stopping", corev1.PodRunning, true)
+	kube := fake.NewClientset(done, running, stopping)
+	var graces = map[string]*int64{}
+	kube.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		graces[d.GetName()] = d.GetDeleteOptions().GracePeriodSeconds
+		if uid := d.GetDeleteOptions().Preconditions.UID; uid == nil || string(*uid) != d.GetName()+"-uid" {
+			t.Errorf("delete of %s without its UID as precondition", d.GetName())
+		}
+		return false, nil, nil
+	})
+	pods := kube.CoreV1().Pods("ns")
+	for _, p := range []*corev1.Pod{done, running, stopping} {
+		if err := DeletePod(ctx, pods, p); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	if g := graces["done"]; g == nil || *g != 0 {
+		t.Errorf("a terminated pod is deleted at once; grace %v", g)
+	}
+	if g, ok := graces["running"]; !ok || g != nil {
+		t.Errorf("a running pod keeps its grace period; deleted: %v, grace %v", ok, g)
+	}
+	if _, ok := graces["stopping"]; ok {
+		t.Error("a pod already stopping is deleted again")
+	}
+	if err := DeletePod(ctx, pods, done); err != nil {
+		t.Errorf("a pod already gone: %v", err)
+	}
+}
