@@ -83,7 +83,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	}
 	provName, class := c.claimTarget(pvc)
 	p := c.provisioner(provName)
-	ours := hasFinalizer(pvc, protocol.FinalizerClaim)
+	ours := protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
 	if p == nil && !ours {
 		return nil // not a PaV claim (or its PavProvisioner does not exist yet)
 	}
@@ -219,7 +219,7 @@ func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
 func (s *claimSync) provision(ctx context.Context) error {
 	pvc := s.pvc
 	if pvc.Spec.VolumeName != "" {
-		if len(s.pods) > 0 || hasFinalizer(pvc, protocol.FinalizerClaim) {
+		if len(s.pods) > 0 || protocol.HasFinalizer(pvc, protocol.FinalizerClaim) {
 			if err := s.finish(ctx); err != nil {
 				return err
 			}
@@ -672,7 +672,7 @@ func (s *claimSync) recheck(r podOutcome) {
 }
 
 func (s *claimSync) addFinalizer(ctx context.Context) error {
-	if hasFinalizer(s.pvc, protocol.FinalizerClaim) {
+	if protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
 		return nil
 	}
 	pvc := s.pvc.DeepCopy()
@@ -686,11 +686,11 @@ func (s *claimSync) addFinalizer(ctx context.Context) error {
 }
 
 func (s *claimSync) removeFinalizer(ctx context.Context) error {
-	if !hasFinalizer(s.pvc, protocol.FinalizerClaim) {
+	if !protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
 		return nil
 	}
 	pvc := s.pvc.DeepCopy()
-	pvc.Finalizers = withoutFinalizer(pvc.Finalizers, protocol.FinalizerClaim)
+	pvc.Finalizers = protocol.WithoutFinalizer(pvc.Finalizers, protocol.FinalizerClaim)
 	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -167,7 +167,7 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 		"csi":                      pv.Spec.CSI.Driver == "prov" && pv.Spec.CSI.VolumeHandle == "h" && pv.Spec.CSI.VolumeAttributes["k"] == "v",
 		"reserved params kept out": len(pv.Spec.CSI.VolumeAttributes) == 1,
 		"affinity":                 pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
-		"finalizer":                hasFinalizer(pv, protocol.FinalizerVolume),
+		"finalizer":                protocol.HasFinalizer(pv, protocol.FinalizerVolume),
 		"selectedNode":             pv.Annotations[protocol.AnnotationSelectedNode] == "n1",
 	}
 	for k, ok := range checks {

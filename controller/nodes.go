@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -56,14 +54,14 @@ func (c *Controller) releaseStagingsOnGoneNodes(ctx context.Context, volume stri
 		if err != nil || !gone {
 			return err
 		}
-		if hasFinalizer(pod, protocol.FinalizerStaging) {
+		if protocol.HasFinalizer(pod, protocol.FinalizerStaging) {
 			msg := fmt.Sprintf("node %s no longer exists: %s pod %s/%s released without unstaging (what it set up on that node is not undone)",
 				pod.Spec.NodeName, phaseOf(pod), pod.Namespace, pod.Name)
 			if pv != nil {
 				c.recorder.Event(pv, corev1.EventTypeWarning, reasonNodeGone, msg)
 			}
 			klog.InfoS("Releasing a PaV pod of a node that is gone", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "volume", volume)
-			if err := c.removePodFinalizer(ctx, pod, protocol.FinalizerStaging); err != nil {
+			if err := protocol.RemovePodFinalizer(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, protocol.FinalizerStaging); err != nil {
 				return err
 			}
 		}
@@ -95,21 +93,4 @@ func (c *Controller) nodeGone(ctx context.Context, name string) (bool, error) {
 		return false, fmt.Errorf("checking node %s: %w", name, err)
 	}
 	return false, nil
-}
-
-// removePodFinalizer removes finalizer from pod, failing on a conflict (the
-// caller's sync is retried with fresh objects).
-func (c *Controller) removePodFinalizer(ctx context.Context, pod *corev1.Pod, finalizer string) error {
-	patch, err := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
-		"resourceVersion": pod.ResourceVersion,
-		"finalizers":      withoutFinalizer(pod.Finalizers, finalizer),
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer %s from pod %s/%s: %w", finalizer, pod.Namespace, pod.Name, err)
-	}
-	return nil
 }

@@ -91,7 +91,7 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	if p.DeletionTimestamp != nil {
 		return c.provisionerTerminating(ctx, p)
 	}
-	if !hasFinalizer(p, protocol.FinalizerProvisioner) {
+	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
 		cp := p.DeepCopy()
 		cp.Finalizers = append(cp.Finalizers, protocol.FinalizerProvisioner)
 		updated, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{})
@@ -187,7 +187,7 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 // original PaV: uninstalling must not wait for them). Then it removes what
 // it owns and lets the provisioner go.
 func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
-	if !hasFinalizer(p, protocol.FinalizerProvisioner) {
+	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
 		return nil
 	}
 	var vols []*corev1.PersistentVolume
@@ -213,7 +213,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 		}
 	}
 	cp := p.DeepCopy()
-	cp.Finalizers = withoutFinalizer(cp.Finalizers, protocol.FinalizerProvisioner)
+	cp.Finalizers = protocol.WithoutFinalizer(cp.Finalizers, protocol.FinalizerProvisioner)
 	if _, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer from PavProvisioner %s: %w", p.Name, err)
 	}
@@ -224,7 +224,7 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 // pavMustDelete: PaV provisioned the volume (its finalizer is on the PV) and
 // will run the deletion phase for it once it is released.
 func pavMustDelete(pv *corev1.PersistentVolume) bool {
-	return hasFinalizer(pv, protocol.FinalizerVolume) && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
+	return protocol.HasFinalizer(pv, protocol.FinalizerVolume) && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete
 }
 
 func truncate(s string, n int) string {

@@ -224,22 +224,3 @@ func requestFromVolume(pv *corev1.PersistentVolume) (Request, error) {
 	req.SelectedNodeName = pv.Annotations[protocol.AnnotationSelectedNode]
 	return req, nil
 }
-
-func hasFinalizer(m metav1.Object, f string) bool {
-	for _, x := range m.GetFinalizers() {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
-func withoutFinalizer(list []string, f string) []string {
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		if x != f {
-			out = append(out, x)
-		}
-	}
-	return out
-}

@@ -34,7 +34,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err := c.releaseStagingsOnGoneNodes(ctx, name, pv); err != nil {
 		return err
 	}
-	if !hasFinalizer(pv, protocol.FinalizerVolume) {
+	if !protocol.HasFinalizer(pv, protocol.FinalizerVolume) {
 		return c.collectVolumePods(ctx, name)
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
@@ -174,7 +174,7 @@ func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVol
 }
 
 func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if !hasFinalizer(pv, protocol.FinalizerVolume) {
+	if !protocol.HasFinalizer(pv, protocol.FinalizerVolume) {
 		return nil
 	}
 	// Re-read: the Delete above changed the object.
@@ -185,10 +185,10 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 	if err != nil {
 		return err
 	}
-	if !hasFinalizer(cur, protocol.FinalizerVolume) {
+	if !protocol.HasFinalizer(cur, protocol.FinalizerVolume) {
 		return nil
 	}
-	cur.Finalizers = withoutFinalizer(cur.Finalizers, protocol.FinalizerVolume)
+	cur.Finalizers = protocol.WithoutFinalizer(cur.Finalizers, protocol.FinalizerVolume)
 	_, err = c.kube.CoreV1().PersistentVolumes().Update(ctx, cur, metav1.UpdateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer from PersistentVolume %s: %w", pv.Name, err)

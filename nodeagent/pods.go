@@ -341,34 +341,20 @@ func (s *Stager) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[
 	return nil
 }
 
-// removeFinalizer releases the staging pod, which then disappears. A JSON
-// patch that tests the finalizer's position leaves other finalizers alone.
+// removeFinalizer releases the staging pod, which then disappears. It reads
+// the pod afresh for each try: a conflict means the pod changed meanwhile.
 func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
 	for attempt := 0; ; attempt++ {
 		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
 		if err != nil || live == nil || live.UID != pod.UID {
 			return err
 		}
-		i := -1
-		for j, f := range live.Finalizers {
-			if f == protocol.FinalizerStaging {
-				i = j
-			}
-		}
-		if i < 0 {
+		err = protocol.RemovePodFinalizer(ctx, s.kube.CoreV1().Pods(pod.Namespace), live, protocol.FinalizerStaging)
+		if err == nil {
 			return nil
 		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		patch, _ := json.Marshal([]map[string]interface{}{
-			{"op": "test", "path": path, "value": protocol.FinalizerStaging},
-			{"op": "remove", "path": path},
-		})
-		_, err = s.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
-		}
-		if attempt >= 3 {
-			return status.Errorf(codes.Unavailable, "removing the finalizer of pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		if !apierrors.IsConflict(err) || attempt >= 3 {
+			return status.Errorf(codes.Unavailable, "%v", err)
 		}
 	}
 }

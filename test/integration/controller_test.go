@@ -401,15 +401,6 @@ func (e *env) getClaim(name string) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
-func hasFinalizer(m metav1.Object, f string) bool {
-	for _, x := range m.GetFinalizers() {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
 // waitEvent waits for an Event on an object whose reason and message match.
 func (e *env) waitEvent(objName, reason, substring string) {
 	e.t.Helper()
@@ -466,12 +457,12 @@ func TestProvisionWithoutPods(t *testing.T) {
 		t.Errorf("claimRef %+v", r)
 	}
 	if pv.Annotations["pv.kubernetes.io/provisioned-by"] != p.Name || pv.Spec.StorageClassName != "nopods" ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !hasFinalizer(pv, protocol.FinalizerVolume) {
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !protocol.HasFinalizer(pv, protocol.FinalizerVolume) {
 		t.Errorf("PV metadata/spec: %+v", pv)
 	}
 	e.waitEvent("c", "ProvisioningSucceeded", pv.Name)
 	e.waitFor("claim finalizer removed", func() (bool, error) {
-		return !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
+		return !protocol.HasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
 	})
 
 	// The PavProvisioner got its CSIDriver, finalizer and status.
@@ -483,7 +474,7 @@ func TestProvisionWithoutPods(t *testing.T) {
 		ready := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
 		valid := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionValid)
 		return ready != nil && ready.Status == metav1.ConditionTrue && valid != nil && valid.Status == metav1.ConditionTrue &&
-			cur.Status.ObservedGeneration == cur.Generation && hasFinalizer(cur, protocol.FinalizerProvisioner), nil
+			cur.Status.ObservedGeneration == cur.Generation && protocol.HasFinalizer(cur, protocol.FinalizerProvisioner), nil
 	})
 	d, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
@@ -520,7 +511,7 @@ func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 	if val.Namespace != "default" || val.Labels[protocol.LabelProvisioner] != p.Name {
 		t.Errorf("validation pod %s/%s labels %v", val.Namespace, val.Name, val.Labels)
 	}
-	if !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
+	if !protocol.HasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
 		t.Error("claim has no PaV finalizer while its pods run")
 	}
 	e.finishPod(val, 0, "", nil)
@@ -542,7 +533,7 @@ func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 	}
 	e.waitNoPods(pvc.UID)
 	e.waitFor("claim finalizer removed", func() (bool, error) {
-		return !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
+		return !protocol.HasFinalizer(e.getClaim("c"), protocol.FinalizerClaim), nil
 	})
 }
 
@@ -760,7 +751,7 @@ func TestClaimDeletedDuringCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitSettled("claims", e.ns+"/c", e.getClaim("c"))
-	if !hasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
+	if !protocol.HasFinalizer(e.getClaim("c"), protocol.FinalizerClaim) {
 		t.Fatal("finalizer removed while the creation pod runs")
 	}
 	// Creation succeeds after all: what it created must be deleted.
@@ -773,7 +764,7 @@ func TestClaimDeletedDuringCreation(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return err == nil && !hasFinalizer(c, protocol.FinalizerClaim), err
+		return err == nil && !protocol.HasFinalizer(c, protocol.FinalizerClaim), err
 	})
 	e.waitNoPods(pvc.UID)
 	e.noVolumeFor(pvc)
@@ -790,7 +781,7 @@ func TestProvisionerWithVolumesCannotBeDeleted(t *testing.T) {
 	pv := e.volume(pvc)
 	e.waitFor("provisioner finalizer", func() (bool, error) {
 		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
-		return err == nil && hasFinalizer(cur, protocol.FinalizerProvisioner), err
+		return err == nil && protocol.HasFinalizer(cur, protocol.FinalizerProvisioner), err
 	})
 	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -987,7 +978,7 @@ func TestProvisionerDeletionIgnoresRetainedAndStaticVolumes(t *testing.T) {
 	})
 	e.waitFor("provisioner finalizer", func() (bool, error) {
 		cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
-		return err == nil && hasFinalizer(cur, protocol.FinalizerProvisioner), err
+		return err == nil && protocol.HasFinalizer(cur, protocol.FinalizerProvisioner), err
 	})
 	if err := e.pav.Delete(e.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -1029,7 +1020,7 @@ func TestProvisioningWaitsForHandover(t *testing.T) {
 	// A claim handed over after it is provisioned: the controller has seen
 	// (and passed over) the earlier one by then.
 	e.volume(e.claim("later", "handover", "1Gi"))
-	if hasFinalizer(e.getClaim("early"), protocol.FinalizerClaim) {
+	if protocol.HasFinalizer(e.getClaim("early"), protocol.FinalizerClaim) {
 		t.Fatal("PaV started provisioning a claim the PV controller has not handed over")
 	}
 	e.noVolumeFor(early)
@@ -1373,7 +1364,7 @@ func TestClassDeletedDuringAttempt(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return err == nil && !hasFinalizer(c, protocol.FinalizerClaim), err
+		return err == nil && !protocol.HasFinalizer(c, protocol.FinalizerClaim), err
 	})
 	e.noVolumeFor(dropped)
 }

@@ -1,0 +1,47 @@
+package protocol
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestRemovePodFinalizer(t *testing.T) {
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "7",
+		Finalizers: []string{"other/a", FinalizerStaging, "other/b"}}}
+	kube := fake.NewClientset(pod.DeepCopy())
+	var patches []string
+	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))
+		return false, nil, nil
+	})
+	pods := kube.CoreV1().Pods("ns")
+	if err := RemovePodFinalizer(ctx, pods, pod, FinalizerStaging); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pods.Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"other/a", "other/b"}; !slices.Equal(got.Finalizers, want) {
+		t.Errorf("finalizers %v, want %v", got.Finalizers, want)
+	}
+	if len(patches) != 1 || !strings.Contains(patches[0], `"resourceVersion":"7"`) {
+		t.Errorf("the patch must apply to the version read only: %v", patches)
+	}
+	// Nothing to do: no call. A pod that is gone: not an error.
+	if err := RemovePodFinalizer(ctx, pods, got, FinalizerStaging); err != nil || len(patches) != 1 {
+		t.Errorf("finalizer already gone: err %v, %d patches", err, len(patches))
+	}
+	if err := RemovePodFinalizer(ctx, pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: "ns", Finalizers: []string{FinalizerStaging}}}, FinalizerStaging); err != nil {
+		t.Errorf("pod gone: %v", err)
+	}
+}
