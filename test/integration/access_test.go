@@ -123,6 +123,19 @@ func TestAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := as(t, cfg, "alice", nil, nil)
+	// The API server's RBAC authorizer learns of the binding a moment later:
+	// until then a refusal would be RBAC's, not the policy's.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		review, err := tenant.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "create", Resource: "pods", Namespace: tenantNS}}}, metav1.CreateOptions{})
+		if err == nil && review.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant never got its role: %v", err)
+		}
+	}
 	ctrlUser, ctrlGroups := serviceAccount("controller")
 	ctrl := as(t, cfg, ctrlUser, ctrlGroups, nil)
 	nodeUser, nodeGroups := serviceAccount("node")
