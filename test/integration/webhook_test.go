@@ -11,6 +11,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/controller/webhook"
@@ -53,10 +54,19 @@ func TestWebhook(t *testing.T) {
 		_ = e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfgName, metav1.DeleteOptions{})
 	})
 
-	// While the webhook is not serving, PavProvisioners cannot be created (failurePolicy Fail).
-	if _, err := e.pav.Create(e.ctx, testProvisioner("early", nil), metav1.CreateOptions{}); err == nil {
-		t.Fatal("created a PavProvisioner while the webhook was down")
-	}
+	// While the webhook is not serving, PavProvisioners cannot be created
+	// (failurePolicy Fail), once the API server has loaded the configuration
+	// (a moment after it is created): wait for the first refusal.
+	e.waitFor("a PavProvisioner refused while the webhook is down", func() (bool, error) {
+		_, err := e.pav.Create(e.ctx, testProvisioner("early", nil), metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return false, e.pav.Delete(e.ctx, "early", metav1.DeleteOptions{})
+		case apierrors.IsAlreadyExists(err): // the last one is still going
+			return false, err
+		}
+		return true, nil
+	})
 
 	srv := &webhook.Server{
 		Kube: e.kube, Namespace: e.ns, SecretName: "cert", ServiceName: "pav-webhook",
