@@ -18,6 +18,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // Event reasons on claims (the first two as the external-provisioner uses them).
@@ -181,8 +182,8 @@ func (s *claimSync) reschedule() {
 	klog.V(2).InfoS("Claim returned to the scheduler", "claim", s.key, "node", s.pvc.Annotations[annSelectedNode])
 }
 
-func (s *claimSync) request() Request {
-	return Request{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
+func (s *claimSync) request() templating.DynamicRequest {
+	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
 		SourcePVC: s.source, SourcePV: s.sourcePV}
 }
 
@@ -435,7 +436,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 	return s.createVolume(ctx, cc, handle, capacity, false)
 }
 
-func (s *claimSync) handleAndCapacity(cc *CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
+func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
 	handle, err := chooseHandle(cc.Handle, r.handle, volumeName(s.pvc))
 	if err != nil {
 		return "", resource.Quantity{}, err
@@ -510,7 +511,7 @@ func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) erro
 // recordedCreation is the volumeCreation the creation pod's attempt
 // evaluated, recorded on the pod; a pod without the record (created by an
 // older PaV) gets a fresh evaluation.
-func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*CreationConfig, error) {
+func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*templating.CreationConfig, error) {
 	raw, ok := pod.Annotations[protocol.AnnotationCreationConfig]
 	if !ok {
 		cc, err := s.c.engine.Creation(ctx, s.p, s.request())
@@ -519,7 +520,7 @@ func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*Cre
 		}
 		return cc, nil
 	}
-	cc := &CreationConfig{}
+	cc := &templating.CreationConfig{}
 	if err := json.Unmarshal([]byte(raw), cc); err != nil {
 		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", protocol.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
 	}
@@ -544,7 +545,7 @@ func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) er
 	return s.retryLater("creation failed")
 }
 
-func (s *claimSync) createVolume(ctx context.Context, cc *CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
+func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
 	pv, err := buildVolume(volumeSpec{
 		Provisioner:  s.p.Name,
 		PVC:          s.pvc,

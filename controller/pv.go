@@ -6,11 +6,13 @@ import (
 	"math"
 	"strings"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // volumeName is the PV name for a claim; the UID makes a second PV for the
@@ -203,8 +205,8 @@ func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
 }
 
 // requestFromVolume rebuilds a deletion request from what the PV stored.
-func requestFromVolume(pv *corev1.PersistentVolume) (Request, error) {
-	var req Request
+func requestFromVolume(pv *corev1.PersistentVolume) (templating.DynamicRequest, error) {
+	var req templating.DynamicRequest
 	pvcJSON, ok := pv.Annotations[protocol.AnnotationClaimSnapshot]
 	if !ok {
 		return req, fmt.Errorf("PersistentVolume %s has no %s annotation", pv.Name, protocol.AnnotationClaimSnapshot)

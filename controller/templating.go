@@ -36,12 +36,9 @@ func (e *templatingEngine) Validate(p *v1alpha1.PavProvisioner) field.ErrorList 
 	return templating.Validate(p)
 }
 
-func dynamicRequest(req Request) templating.DynamicRequest {
-	return templating.DynamicRequest{PVC: req.PVC, Class: req.Class, SelectedNodeName: req.SelectedNodeName, PV: req.PV, Handle: req.Handle,
-		SourcePVC: req.SourcePVC, SourcePV: req.SourcePV}
-}
 
-func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*ValidationConfig, error) {
+
+func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*ValidationConfig, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, err
@@ -50,7 +47,7 @@ func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvis
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.DynamicValidation(ctx, dynamicRequest(req), e.getPVC)
+	v, err := c.DynamicValidation(ctx, req, e.getPVC)
 	if err != nil {
 		return nil, err
 	}
@@ -60,36 +57,32 @@ func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvis
 	}, nil
 }
 
-func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*CreationConfig, error) {
+func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*templating.CreationConfig, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, err
 	}
-	cr, err := c.Creation(ctx, dynamicRequest(req), e.getPVC)
-	if err != nil {
-		return nil, err
-	}
-	return &CreationConfig{Handle: cr.Handle, Capacity: cr.Capacity, PodTemplate: cr.PodTemplate, NodeAffinity: cr.NodeAffinity}, nil
+	return c.Creation(ctx, req, e.getPVC)
 }
 
-func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, error) {
+func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, err
 	}
-	d, err := c.Deletion(ctx, dynamicRequest(req), e.getPVC)
+	d, err := c.Deletion(ctx, req, e.getPVC)
 	if err != nil {
 		return nil, err
 	}
 	return d.PodTemplate, nil
 }
 
-func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req Request) (*corev1.PodTemplateSpec, bool, error) {
+func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, false, err
 	}
-	x, ok, err := c.Expansion(ctx, dynamicRequest(req), e.getPVC)
+	x, ok, err := c.Expansion(ctx, req, e.getPVC)
 	if err != nil || !ok {
 		return nil, ok, err
 	}

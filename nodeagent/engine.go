@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
 )
 
 // Engine is what the node plugin needs from PavProvisioner evaluation. The
@@ -17,18 +18,10 @@ type Engine interface {
 	// A non-nil error explains to the user why the PV does not fit.
 	CheckStatic(ctx context.Context, p *v1alpha1.PavProvisioner, pv *corev1.PersistentVolume) error
 	// Staging evaluates spec.volumeStaging.
-	Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error)
+	Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
 	// Unstaging evaluates spec.volumeUnstaging; nil without a pod template.
-	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error)
+	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
 
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)
-}
-
-// StagingRequest is the context of volumeStaging and volumeUnstaging.
-type StagingRequest struct {
-	PVC      *corev1.PersistentVolumeClaim
-	PV       *corev1.PersistentVolume
-	Node     *corev1.Node
-	ReadOnly bool
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // createStagingPod evaluates volumeStaging (after static validation for
@@ -55,7 +56,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "getting node %s: %v", s.node, err)
 	}
-	tmpl, err := s.engine.Staging(ctx, p, StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: req.ReadOnly})
+	tmpl, err := s.engine.Staging(ctx, p, templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: req.ReadOnly})
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeStaging of PavProvisioner %s: %v", p.Name, err)
 	}

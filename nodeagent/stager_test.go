@@ -23,6 +23,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // literalEngine evaluates nothing: its templates are fixed.
@@ -31,21 +32,21 @@ type literalEngine struct {
 	unstaging   *corev1.PodTemplateSpec
 	staticErr   error
 	mu          sync.Mutex
-	stagingReqs []StagingRequest
+	stagingReqs []templating.StagingRequest
 }
 
 func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {
 	return e.staticErr
 }
 
-func (e *literalEngine) Staging(_ context.Context, _ *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *literalEngine) Staging(_ context.Context, _ *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stagingReqs = append(e.stagingReqs, req)
 	return e.staging, nil
 }
 
-func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.unstaging, nil
 }
 

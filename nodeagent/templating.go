@@ -45,24 +45,24 @@ func (e *templatingEngine) CheckStatic(ctx context.Context, p *v1alpha1.PavProvi
 	return nil
 }
 
-func (e *templatingEngine) Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *templatingEngine) Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.Staging(ctx, templating.StagingRequest(req), e.getPVC)
+	s, err := c.Staging(ctx, req, e.getPVC)
 	if err != nil {
 		return nil, err
 	}
 	return s.PodTemplate, nil
 }
 
-func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
 		return nil, err
 	}
-	u, err := c.Unstaging(ctx, templating.StagingRequest(req), e.getPVC)
+	u, err := c.Unstaging(ctx, req, e.getPVC)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/albertofaria/pav/protocol"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // teardown stops a staging pod, runs the unstaging pod, cleans up the
@@ -175,9 +177,9 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 
 // unstagingRequest rebuilds the staging context for unstaging: live objects
 // where they still exist, else the snapshots on the staging pod.
-func (s *Stager) unstagingRequest(ctx context.Context, stagingPod *corev1.Pod) (StagingRequest, error) {
+func (s *Stager) unstagingRequest(ctx context.Context, stagingPod *corev1.Pod) (templating.StagingRequest, error) {
 	ann := stagingPod.Annotations
-	req := StagingRequest{ReadOnly: ann[protocol.AnnotationReadOnly] == "true"}
+	req := templating.StagingRequest{ReadOnly: ann[protocol.AnnotationReadOnly] == "true"}
 
 	snapPVC := &corev1.PersistentVolumeClaim{}
 	if err := json.Unmarshal([]byte(ann[protocol.AnnotationClaimSnapshot]), snapPVC); err != nil {

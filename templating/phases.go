@@ -38,12 +38,15 @@ type ValidationConfig struct {
 }
 
 // CreationConfig is the evaluated spec.volumeCreation (all nil when absent).
+// The controller records it as JSON on the creation pod (the fields that
+// decide the PV), so a restarted controller makes the PV this evaluation
+// meant.
 type CreationConfig struct {
-	Handle       *string
-	Capacity     *resource.Quantity
-	PodTemplate  *corev1.PodTemplateSpec
-	NodeAffinity *corev1.VolumeNodeAffinity
-	Evaluated    map[string]interface{}
+	Handle       *string                    `json:"handle,omitempty"`
+	Capacity     *resource.Quantity         `json:"capacity,omitempty"`
+	PodTemplate  *corev1.PodTemplateSpec    `json:"-"`
+	NodeAffinity *corev1.VolumeNodeAffinity `json:"nodeAffinity,omitempty"`
+	Evaluated    map[string]interface{}     `json:"-"`
 }
 
 // PodConfig is an evaluated section that only holds a pod template

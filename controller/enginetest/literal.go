@@ -16,6 +16,7 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/templating"
 )
 
 // Literal is the literal Engine.
@@ -100,7 +101,7 @@ func (Literal) Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
 	return errs
 }
 
-func (Literal) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req controller.Request) (*controller.ValidationConfig, error) {
+func (Literal) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*controller.ValidationConfig, error) {
 	out := &controller.ValidationConfig{}
 	v := p.Spec.VolumeValidation
 	if v == nil {
@@ -164,8 +165,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (Literal) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req controller.Request) (*controller.CreationConfig, error) {
-	out := &controller.CreationConfig{}
+func (Literal) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*templating.CreationConfig, error) {
+	out := &templating.CreationConfig{}
 	c := p.Spec.VolumeCreation
 	if c == nil {
 		return out, nil
@@ -194,14 +195,14 @@ func (Literal) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, req con
 	return out, nil
 }
 
-func (Literal) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req controller.Request) (*corev1.PodTemplateSpec, error) {
+func (Literal) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
 	if p.Spec.VolumeDeletion == nil {
 		return nil, nil
 	}
 	return podTemplate(p.Spec.VolumeDeletion.PodTemplate, field.NewPath("spec", "volumeDeletion", "podTemplate"))
 }
 
-func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req controller.Request) (*corev1.PodTemplateSpec, bool, error) {
+func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	if p.Spec.VolumeExpansion == nil {
 		return nil, false, nil
 	}

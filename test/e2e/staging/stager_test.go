@@ -23,6 +23,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/nodeagent"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -34,10 +35,10 @@ type literalEngine struct {
 func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {
 	return nil
 }
-func (e *literalEngine) Staging(context.Context, *v1alpha1.PavProvisioner, nodeagent.StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *literalEngine) Staging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.staging, nil
 }
-func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, nodeagent.StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.unstaging, nil
 }
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
