@@ -390,12 +390,10 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 }
 
 func (s *claimSync) validationPodState(ctx context.Context, pod *corev1.Pod) error {
-	r := s.c.examine(ctx, pod)
-	if !r.done {
-		s.recheck(r)
+	r, ok := s.finishedPod(ctx, pod)
+	if !ok {
 		return nil
 	}
-	s.c.metrics.podDone(pod, r.succeeded)
 	if !r.succeeded {
 		s.event(corev1.EventTypeWarning, reasonValidationFailed, "validation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
 		if err := s.c.deletePod(ctx, pod); err != nil {
@@ -458,12 +456,10 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 			return err
 		}
 	}
-	r := s.c.examine(ctx, pod)
-	if !r.done {
-		s.recheck(r)
+	r, ok := s.finishedPod(ctx, pod)
+	if !ok {
 		return nil
 	}
-	s.c.metrics.podDone(pod, r.succeeded)
 	cc, err := s.recordedCreation(ctx, pod)
 	// The handle the attempt chose, for a deletion pod reverting it.
 	chosen := ""
@@ -530,12 +526,10 @@ func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*tem
 // afterFailedCreation waits for the deletion pod that reverts a failed
 // creation, then ends the attempt.
 func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) error {
-	r := s.c.examine(ctx, pod)
-	if !r.done {
-		s.recheck(r)
+	r, ok := s.finishedPod(ctx, pod)
+	if !ok {
 		return nil
 	}
-	s.c.metrics.podDone(pod, r.succeeded)
 	if !r.succeeded {
 		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s, run to revert the failed creation, failed too: %s", pod.Namespace, pod.Name, r.message)
 	}
@@ -622,12 +616,10 @@ func (s *claimSync) deleted(ctx context.Context) error {
 		return s.finish(ctx)
 	}
 	if del := s.pods[protocol.PhaseDeletion]; del != nil {
-		r := s.c.examine(ctx, del)
-		if !r.done {
-			s.recheck(r)
+		r, ok := s.finishedPod(ctx, del)
+		if !ok {
 			return nil
 		}
-		s.c.metrics.podDone(del, r.succeeded)
 		if !r.succeeded {
 			s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s failed: %s", del.Namespace, del.Name, r.message)
 			if err := s.c.deletePod(ctx, del); err != nil {
@@ -641,9 +633,7 @@ func (s *claimSync) deleted(ctx context.Context) error {
 	if cre == nil {
 		return s.finish(ctx) // nothing was created
 	}
-	r := s.c.examine(ctx, cre)
-	if !r.done {
-		s.recheck(r)
+	if _, ok := s.finishedPod(ctx, cre); !ok {
 		return nil
 	}
 	if s.p == nil {
@@ -663,13 +653,9 @@ func (s *claimSync) deleted(ctx context.Context) error {
 	return s.runPod(ctx, protocol.PhaseDeletion, tmpl, nil)
 }
 
-func (s *claimSync) recheck(r podOutcome) {
-	if r.stuck != "" {
-		s.event(corev1.EventTypeWarning, reasonPodNotStarting, "%s", r.stuck)
-	}
-	if r.recheck > 0 {
-		s.c.claimQueue.AddAfter(s.key, r.recheck)
-	}
+// finishedPod is Controller.finishedPod for one of the claim's pods.
+func (s *claimSync) finishedPod(ctx context.Context, pod *corev1.Pod) (podOutcome, bool) {
+	return s.c.finishedPod(ctx, pod, podWaiter{obj: s.pvc, queue: s.c.claimQueue, key: s.key})
 }
 
 func (s *claimSync) addFinalizer(ctx context.Context) error {

@@ -106,12 +106,10 @@ func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.Persistent
 	if pod.DeletionTimestamp != nil && !protocol.Terminated(pod) {
 		return nil
 	}
-	r := s.c.examine(ctx, pod)
-	if !r.done {
-		s.recheck(r)
+	r, ok := s.finishedPod(ctx, pod)
+	if !ok {
 		return nil
 	}
-	s.c.metrics.podDone(pod, r.succeeded)
 	if err := s.c.deletePod(ctx, pod); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -123,6 +125,34 @@ func (c *Controller) examine(ctx context.Context, pod *corev1.Pod) podOutcome {
 	return examinePod(pod, time.Now(), c.cfg.ResultsTimeout, func(container string) (string, error) {
 		return protocol.LogTail(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, container)
 	})
+}
+
+// podWaiter is where a sync waits for its pods: the object that hears about a
+// stuck pod, and the queue and key to look again when no watch event will
+// say that the results timeout passed.
+type podWaiter struct {
+	obj   runtime.Object
+	queue workqueue.TypedRateLimitingInterface[string]
+	key   string
+}
+
+// finishedPod examines one of PaV's run-to-completion pods. While the pod is
+// not done it reports a stuck pod on w.obj, schedules a recheck and returns
+// ok false; once it is done, the outcome is counted in the metrics and
+// returned for the caller to act on.
+func (c *Controller) finishedPod(ctx context.Context, pod *corev1.Pod, w podWaiter) (r podOutcome, ok bool) {
+	r = c.examine(ctx, pod)
+	if !r.done {
+		if r.stuck != "" {
+			c.recorder.Event(w.obj, corev1.EventTypeWarning, reasonPodNotStarting, r.stuck)
+		}
+		if r.recheck > 0 {
+			w.queue.AddAfter(w.key, r.recheck)
+		}
+		return r, false
+	}
+	c.metrics.podDone(pod, r.succeeded)
+	return r, true
 }
 
 // createPod creates a PaV pod from an evaluated template (see

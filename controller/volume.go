@@ -87,17 +87,10 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		if del.DeletionTimestamp != nil && !protocol.Terminated(del) {
 			return nil
 		}
-		r := c.examine(ctx, del)
-		if !r.done {
-			if r.stuck != "" {
-				c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNotStarting, r.stuck)
-			}
-			if r.recheck > 0 {
-				c.volumeQueue.AddAfter(name, r.recheck)
-			}
+		r, ok := c.finishedPod(ctx, del, podWaiter{obj: pv, queue: c.volumeQueue, key: name})
+		if !ok {
 			return nil
 		}
-		c.metrics.podDone(del, r.succeeded)
 		if !r.succeeded {
 			if err := c.deletePod(ctx, del); err != nil {
 				return err
