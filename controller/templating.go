@@ -36,8 +36,6 @@ func (e *templatingEngine) Validate(p *v1alpha1.PavProvisioner) field.ErrorList 
 	return templating.Validate(p)
 }
 
-
-
 func (e *templatingEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*ValidationConfig, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {
