@@ -199,7 +199,7 @@ func (s *claimSync) anyPodGoing() bool {
 }
 
 func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
-	name := volumeName(s.pvc)
+	name := protocol.VolumeName(s.pvc)
 	if _, err := s.c.volumes.Get(name); err == nil {
 		return true, nil
 	}
@@ -337,7 +337,7 @@ func (s *claimSync) start(ctx context.Context) error {
 		return s.finish(ctx)
 	}
 	// Refuse before anything is created a claim whose PV could not record it.
-	if _, _, err := snapshots(s.pvc, s.class); err != nil {
+	if _, _, err := protocol.Snapshots(s.pvc, s.class); err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
 	vc, err := s.c.engine.Validation(ctx, s.p, s.request())
@@ -360,23 +360,11 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
 	}
-	ann := map[string]string{protocol.AnnotationClaim: s.key}
-	if s.class != nil {
-		class, err := classSnapshot(s.class)
-		if err != nil {
-			return s.fail(reasonProvisioningFailed, "%v", err)
-		}
-		ann[protocol.AnnotationClassSnapshot] = class
+	pod, err := protocol.ClaimPod(tmpl, s.p.Name, phase, s.pvc, s.class, annotations)
+	if err != nil {
+		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
-	for k, v := range annotations {
-		ann[k] = v
-	}
-	squatter, err := s.c.createPod(ctx, tmpl, protocol.PodOptions{
-		Provisioner: s.p.Name,
-		Phase:       phase,
-		ClaimUID:    string(s.pvc.UID),
-		Annotations: ann,
-	})
+	squatter, err := s.c.createPod(ctx, pod)
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, phase))
 	}
@@ -435,7 +423,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 }
 
 func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
-	handle, err := chooseHandle(cc.Handle, r.handle, volumeName(s.pvc))
+	handle, err := chooseHandle(cc.Handle, r.handle, protocol.VolumeName(s.pvc))
 	if err != nil {
 		return "", resource.Quantity{}, err
 	}
@@ -540,7 +528,7 @@ func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) er
 }
 
 func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
-	pv, err := buildVolume(volumeSpec{
+	pv, err := protocol.BuildVolume(protocol.VolumeSpec{
 		Provisioner:  s.p.Name,
 		PVC:          s.pvc,
 		Class:        s.class,

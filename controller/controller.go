@@ -40,7 +40,6 @@ import (
 
 // Well-known annotations of the PV/PVC protocol.
 const (
-	annProvisionedBy       = "pv.kubernetes.io/provisioned-by"
 	annStorageProvisioner  = "volume.kubernetes.io/storage-provisioner"
 	annBetaStorageProvider = "volume.beta.kubernetes.io/storage-provisioner"
 	annSelectedNode        = "volume.kubernetes.io/selected-node"

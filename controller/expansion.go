@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Volume expansion (a PaV-Go addition), as external-resizer does it for CSI
@@ -38,7 +39,7 @@ func (s *claimSync) expand(ctx context.Context) error {
 		return nil
 	}
 	pv, err := s.c.volumes.Get(pvc.Spec.VolumeName)
-	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name || pv.Annotations[annProvisionedBy] != s.p.Name {
+	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name || pv.Annotations[protocol.AnnotationProvisionedBy] != s.p.Name {
 		return nil // not a volume PaV provisioned for this provisioner
 	}
 	want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -82,13 +83,9 @@ func (s *claimSync) expand(ctx context.Context) error {
 	if tmpl == nil {
 		return s.grown(ctx, pv, want)
 	}
-	squatter, err := s.c.createPod(ctx, tmpl, protocol.PodOptions{
-		Provisioner: s.p.Name,
-		Phase:       protocol.PhaseExpansion,
-		Volume:      pv.Name,
-		ClaimUID:    string(pvc.UID),
-		Annotations: map[string]string{protocol.AnnotationClaim: s.key, protocol.AnnotationExpansionTarget: want.String()},
-	})
+	claim := &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
+	squatter, err := s.c.createPod(ctx, protocol.VolumePod(tmpl, s.p.Name, protocol.PhaseExpansion, pv.Name, claim,
+		map[string]string{protocol.AnnotationExpansionTarget: want.String()}))
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseExpansion))
 	}

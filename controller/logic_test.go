@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/albertofaria/pav/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 func strp(s string) *string { return &s }
@@ -150,14 +151,14 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 		ReclaimPolicy: &retain, MountOptions: []string{"ro"}}
 	aff := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
-	pv, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("2Gi"), NodeAffinity: aff, SelectedNode: "n1"})
+	pv, err := protocol.BuildVolume(protocol.VolumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("2Gi"), NodeAffinity: aff, SelectedNode: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checks := map[string]bool{
 		"name":                     pv.Name == "pvc-u1",
 		"claimRef":                 pv.Spec.ClaimRef.UID == "u1" && pv.Spec.ClaimRef.Name == "c" && pv.Spec.ClaimRef.Namespace == "ns",
-		"provisionedBy":            pv.Annotations[annProvisionedBy] == "prov",
+		"provisionedBy":            pv.Annotations[protocol.AnnotationProvisionedBy] == "prov",
 		"class":                    pv.Spec.StorageClassName == "sc",
 		"mode":                     *pv.Spec.VolumeMode == block,
 		"access":                   len(pv.Spec.AccessModes) == 1 && pv.Spec.AccessModes[0] == corev1.ReadWriteOnce,
@@ -189,7 +190,7 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	// Default reclaim policy is Delete, default mode Filesystem.
 	sc.ReclaimPolicy = nil
 	pvc.Spec.VolumeMode = nil
-	pv, _ = buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
+	pv, _ = protocol.BuildVolume(protocol.VolumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
 		t.Errorf("defaults: %v %v", pv.Spec.PersistentVolumeReclaimPolicy, *pv.Spec.VolumeMode)
 	}
@@ -321,7 +322,7 @@ func TestSnapshotSize(t *testing.T) {
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov"}
 	pvc := claim("1Gi", "")
 	pvc.Annotations[corev1.LastAppliedConfigAnnotation] = strings.Repeat("x", 200<<10)
-	pv, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
+	pv, err := protocol.BuildVolume(protocol.VolumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
 	if err != nil {
 		t.Fatalf("a claim whose only big annotation is kubectl's copy: %v", err)
 	}
@@ -329,7 +330,7 @@ func TestSnapshotSize(t *testing.T) {
 		t.Error("the PV records kubectl's last-applied copy of the claim")
 	}
 	pvc.Annotations["big"] = strings.Repeat("y", 200<<10)
-	if _, err := buildVolume(volumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")}); err == nil ||
+	if _, err := protocol.BuildVolume(protocol.VolumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")}); err == nil ||
 		!strings.Contains(err.Error(), "shorten the claim's annotations") {
 		t.Errorf("a claim too big to record: %v", err)
 	}

@@ -4,9 +4,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/albertofaria/pav/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Metrics are the controller's Prometheus metrics:

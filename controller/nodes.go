@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 const reasonNodeGone = "NodeGone"

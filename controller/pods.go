@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 var everything = labels.Everything()
@@ -155,19 +156,17 @@ func (c *Controller) finishedPod(ctx context.Context, pod *corev1.Pod, w podWait
 	return r, true
 }
 
-// createPod creates a PaV pod from an evaluated template (see
+// createPod creates a PaV pod built by a protocol pod function (see
 // protocol.CreatePod for how a taken name is handled). squatter is a pod
 // that holds the pod's deterministic name but is not PaV's: it was ignored,
 // and the caller tells the user.
-func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec, opts protocol.PodOptions) (squatter *corev1.Pod, err error) {
-	opts.Name = protocol.PodName(opts.Phase, podKey(opts))
-	opts.HostDir = protocol.NewHostDir(protocol.PodDirRoot, opts.Name)
-	pod := protocol.BuildPod(tmpl, opts)
+func (c *Controller) createPod(ctx context.Context, pod *corev1.Pod) (squatter *corev1.Pod, err error) {
+	phase := phaseOf(pod)
 	got, squatter, err := protocol.CreatePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 	if err != nil {
-		return squatter, fmt.Errorf("the %s pod: %w", opts.Phase, err)
+		return squatter, fmt.Errorf("the %s pod: %w", phase, err)
 	}
-	klog.V(2).InfoS("Pod created or found", "pod", klog.KObj(got), "phase", opts.Phase)
+	klog.V(2).InfoS("Pod created or found", "pod", klog.KObj(got), "phase", phase)
 	return squatter, nil
 }
 
@@ -175,15 +174,6 @@ func (c *Controller) createPod(ctx context.Context, tmpl *corev1.PodTemplateSpec
 func squatterMessage(squatter *corev1.Pod, phase protocol.Phase) string {
 	return fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored, and PaV runs its pod under another name",
 		squatter.Namespace, squatter.Name, phase)
-}
-
-// podKey is what a pod's deterministic name derives from: the PV name for the
-// deletion of an existing PV, else the claim UID.
-func podKey(opts protocol.PodOptions) string {
-	if opts.Volume != "" {
-		return opts.Volume
-	}
-	return opts.ClaimUID
 }
 
 // deletePod removes a PaV pod. Terminated pods are removed at once (their

@@ -9,15 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
-
-// volumeName is the PV name for a claim; the UID makes a second PV for the
-// same claim impossible (the API server rejects the duplicate name).
-func volumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + string(pvc.UID) }
 
 // chooseHandle applies the spec's order: volumeCreation.handle, else the
 // creation pod's /pav/handle, else pvc-<uid>.
@@ -37,8 +32,6 @@ func chooseHandle(field *string, file *string, defaultHandle string) (string, er
 	}
 	return defaultHandle, nil
 }
-
-const reservedParameterPrefix = "csi.storage.k8s.io/"
 
 // chooseCapacity applies the spec's order: volumeCreation.capacity, else the
 // creation pod's /pav/capacity; one of them must be there.
@@ -76,132 +69,6 @@ func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim
 		return fmt.Errorf("the volume's capacity %s exceeds the claim's limit of %s", capacity.String(), lim.String())
 	}
 	return nil
-}
-
-// snapshot is the JSON of an object as the API returns it, minus managed fields.
-func snapshot(obj interface{}) (string, error) {
-	b, err := json.Marshal(obj)
-	return string(b), err
-}
-
-// annLastApplied is kubectl's copy of the whole object: the deletion
-// context has the object itself, so the copy is dropped from snapshots.
-const annLastApplied = corev1.LastAppliedConfigAnnotation
-
-// maxSnapshotBytes bounds the claim and class snapshots a PV carries
-// together: the API server refuses objects whose annotations exceed
-// 256 KiB, and the PV's own annotations need room too.
-const maxSnapshotBytes = 192 << 10
-
-func claimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
-	c := pvc.DeepCopy()
-	c.ManagedFields = nil
-	delete(c.Annotations, annLastApplied)
-	c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
-	return snapshot(c)
-}
-
-func classSnapshot(sc *storagev1.StorageClass) (string, error) {
-	c := sc.DeepCopy()
-	c.ManagedFields = nil
-	delete(c.Annotations, annLastApplied)
-	c.APIVersion, c.Kind = "storage.k8s.io/v1", "StorageClass"
-	return snapshot(c)
-}
-
-// snapshots returns the claim and class snapshots a PV records for its
-// deletion, or an error saying why they do not fit on a PV.
-func snapshots(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (claim, class string, err error) {
-	if claim, err = claimSnapshot(pvc); err != nil {
-		return "", "", err
-	}
-	if class, err = classSnapshot(sc); err != nil {
-		return "", "", err
-	}
-	if n := len(claim) + len(class); n > maxSnapshotBytes {
-		return "", "", fmt.Errorf("the claim and its StorageClass take %d KiB as JSON (without managed fields and %s), more than the %d KiB a PersistentVolume can record for the volume's deletion: shorten the claim's annotations or labels",
-			n>>10, annLastApplied, maxSnapshotBytes>>10)
-	}
-	return claim, class, nil
-}
-
-// volumeSpec is everything buildVolume needs.
-type volumeSpec struct {
-	Provisioner  string
-	PVC          *corev1.PersistentVolumeClaim
-	Class        *storagev1.StorageClass
-	Handle       string
-	Capacity     resource.Quantity
-	NodeAffinity *corev1.VolumeNodeAffinity
-	SelectedNode string
-}
-
-// buildVolume makes the PV for a provisioned claim, bound to it, following
-// the external-provisioner protocol, plus what deletion will need later
-// (snapshots of claim and class, selected node) since both may be gone then.
-func buildVolume(s volumeSpec) (*corev1.PersistentVolume, error) {
-	pvcJSON, scJSON, err := snapshots(s.PVC, s.Class)
-	if err != nil {
-		return nil, err
-	}
-	reclaim := corev1.PersistentVolumeReclaimDelete
-	if s.Class.ReclaimPolicy != nil {
-		reclaim = *s.Class.ReclaimPolicy
-	}
-	mode := corev1.PersistentVolumeFilesystem
-	if s.PVC.Spec.VolumeMode != nil {
-		mode = *s.PVC.Spec.VolumeMode
-	}
-	ann := map[string]string{
-		annProvisionedBy:                 s.Provisioner,
-		protocol.AnnotationClaimSnapshot: pvcJSON,
-		protocol.AnnotationClassSnapshot: scJSON,
-	}
-	if s.SelectedNode != "" {
-		ann[protocol.AnnotationSelectedNode] = s.SelectedNode
-	}
-	var attrs map[string]string
-	for k, v := range s.Class.Parameters {
-		// Keys under csi.storage.k8s.io/ are for the provisioner (secret
-		// references, fstype) and must never reach the PV (as in
-		// external-provisioner).
-		if strings.HasPrefix(k, reservedParameterPrefix) {
-			continue
-		}
-		if attrs == nil {
-			attrs = make(map[string]string, len(s.Class.Parameters))
-		}
-		attrs[k] = v
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        volumeName(s.PVC),
-			Annotations: ann,
-			Finalizers:  []string{protocol.FinalizerVolume},
-		},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: s.Capacity},
-			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), s.PVC.Spec.AccessModes...),
-			ClaimRef: &corev1.ObjectReference{
-				Kind:       "PersistentVolumeClaim",
-				APIVersion: "v1",
-				Namespace:  s.PVC.Namespace,
-				Name:       s.PVC.Name,
-				UID:        s.PVC.UID,
-			},
-			PersistentVolumeReclaimPolicy: reclaim,
-			StorageClassName:              s.Class.Name,
-			MountOptions:                  append([]string(nil), s.Class.MountOptions...),
-			VolumeMode:                    &mode,
-			NodeAffinity:                  s.NodeAffinity.DeepCopy(),
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver:           s.Provisioner,
-				VolumeHandle:     s.Handle,
-				VolumeAttributes: attrs,
-			}},
-		},
-	}
-	return pv, nil
 }
 
 // requestFromVolume rebuilds a deletion request from what the PV stored.

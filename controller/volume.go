@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 const reasonVolumeFailedDelete = "VolumeFailedDelete"
@@ -73,7 +74,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 			}
 		}
 	}
-	provName := pv.Annotations[annProvisionedBy]
+	provName := pv.Annotations[protocol.AnnotationProvisionedBy]
 	p := c.provisioner(provName)
 	fail := func(format string, args ...interface{}) error {
 		msg := fmt.Sprintf(format, args...)
@@ -117,18 +118,11 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if tmpl == nil {
 		return c.volumeDeleted(ctx, pv, nil)
 	}
-	claimUID := string(req.PVC.UID)
+	claim := &corev1.ObjectReference{Namespace: req.PVC.Namespace, Name: req.PVC.Name, UID: req.PVC.UID}
 	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
-		claimUID = string(pv.Spec.ClaimRef.UID)
+		claim.UID = pv.Spec.ClaimRef.UID
 	}
-	ns, n := req.PVC.Namespace, req.PVC.Name
-	squatter, err := c.createPod(ctx, tmpl, protocol.PodOptions{
-		Provisioner: p.Name,
-		Phase:       protocol.PhaseDeletion,
-		Volume:      name,
-		ClaimUID:    claimUID,
-		Annotations: map[string]string{protocol.AnnotationClaim: ns + "/" + n},
-	})
+	squatter, err := c.createPod(ctx, protocol.VolumePod(tmpl, p.Name, protocol.PhaseDeletion, name, claim, nil))
 	if squatter != nil {
 		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseDeletion))
 	}

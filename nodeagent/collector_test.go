@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 func pavPod(name string, phase protocol.Phase, podPhase corev1.PodPhase, hostDir string) *corev1.Pod {

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/albertofaria/pav/protocol"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // Size caps for what a pod's /pav files may put into annotations.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
-	"github.com/albertofaria/pav/protocol"
 )
 
 // findPV finds the PV kubelet means: CSI requests carry the volume handle,
@@ -68,20 +67,4 @@ func (s *Stager) provisioner(name string) (*v1alpha1.PavProvisioner, error) {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s does not exist", name)
 	}
 	return obj.(*v1alpha1.PavProvisioner), nil
-}
-
-func trimPVC(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
-	c := pvc.DeepCopy()
-	c.ManagedFields = nil
-	delete(c.Annotations, "kubectl.kubernetes.io/last-applied-configuration")
-	return c
-}
-
-func trimPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
-	c := pv.DeepCopy()
-	c.ManagedFields = nil
-	for _, k := range []string{protocol.AnnotationClaimSnapshot, protocol.AnnotationClassSnapshot, "kubectl.kubernetes.io/last-applied-configuration"} {
-		delete(c.Annotations, k)
-	}
-	return c
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/fsnotify/fsnotify"
@@ -36,7 +35,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if err != nil {
 		return nil, err
 	}
-	if pv.Annotations[annotationProvisionedBy] != driver {
+	if pv.Annotations[protocol.AnnotationProvisionedBy] != driver {
 		if !p.HasMode(v1alpha1.Static) {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"PersistentVolume %s was not provisioned by PavProvisioner %s, which does not support static provisioning (provisioningModes lacks Static)", pv.Name, p.Name)
@@ -63,34 +62,17 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *co
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	name := protocol.PodName(protocol.PhaseStaging, id)
-	dir := protocol.NewHostDir(s.root, name)
+	pod, err := protocol.StagingPod(tmpl, p.Name, s.root, s.node, id, pv, pvc, req.TargetPath, req.ReadOnly)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
-	ann := map[string]string{
-		protocol.AnnotationClaim:      pvc.Namespace + "/" + pvc.Name,
-		protocol.AnnotationTargetPath: req.TargetPath,
-		protocol.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
-	}
-	if b, err := json.Marshal(trimPVC(pvc)); err == nil {
-		ann[protocol.AnnotationClaimSnapshot] = string(b)
-	}
-	if b, err := json.Marshal(trimPV(pv)); err == nil {
-		ann[protocol.AnnotationVolumeSnapshot] = string(b)
-	}
-	pod := protocol.BuildPod(tmpl, protocol.PodOptions{
-		Provisioner: p.Name,
-		Phase:       protocol.PhaseStaging,
-		Name:        name,
-		Volume:      pv.Name,
-		ClaimUID:    string(pvc.UID),
-		StagingID:   id,
-		NodeName:    s.node,
-		HostDir:     dir,
-		Annotations: ann,
-	})
-	pod.Finalizers = append(pod.Finalizers, protocol.FinalizerStaging)
 	return s.createPod(ctx, pod, dir)
 }
 

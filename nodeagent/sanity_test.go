@@ -140,7 +140,7 @@ func (c *pvController) CreateVolume(ctx context.Context, req *csi.CreateVolumeRe
 	size := req.GetCapacityRange().GetRequiredBytes()
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + handle, Namespace: "ns", UID: types.UID("uid-" + handle)}}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + handle, Annotations: map[string]string{annotationProvisionedBy: testDriver}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + handle, Annotations: map[string]string{protocol.AnnotationProvisionedBy: testDriver}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
 			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: claim.Name, UID: claim.UID},

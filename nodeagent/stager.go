@@ -2,8 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -34,7 +32,6 @@ const (
 )
 
 // AnnotationProvisionedBy is set on PVs by dynamic provisioners.
-const annotationProvisionedBy = "pv.kubernetes.io/provisioned-by"
 
 // PodIndexers are the indexers the stager needs on the pod informer.
 func PodIndexers() cache.Indexers {
@@ -56,13 +53,6 @@ func PVIndexers() cache.Indexers {
 		}
 		return []string{pv.Spec.CSI.Driver + "/" + pv.Spec.CSI.VolumeHandle}, nil
 	}}
-}
-
-// StagingID identifies one staging of a volume: kubelet publishes a volume
-// once per client pod, at a target path unique to that pod and volume.
-func StagingID(volumeID, targetPath string) string {
-	sum := sha256.Sum256([]byte(volumeID + "\x00" + targetPath))
-	return hex.EncodeToString(sum[:])[:20]
 }
 
 // Stager implements csi.Stager with staging and unstaging pods.
@@ -149,7 +139,7 @@ func (s *Stager) Ready() error {
 func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
 	start := time.Now()
 	defer func() { s.metrics.observe("publish", start, err) }()
-	id := StagingID(req.VolumeID, req.TargetPath)
+	id := protocol.StagingID(req.VolumeID, req.TargetPath)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
 	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
@@ -273,7 +263,7 @@ func (s *Stager) failStaging(ctx context.Context, driver string, pod *corev1.Pod
 func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath string) (err error) {
 	start := time.Now()
 	defer func() { s.metrics.observe("unpublish", start, err) }()
-	id := StagingID(volumeID, targetPath)
+	id := protocol.StagingID(volumeID, targetPath)
 	s.health.forget(id)
 	if err := unmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)

@@ -79,7 +79,7 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	}
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Namespace: "ns", UID: "claim-uid"}}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pvc-claim-uid", UID: "pv-uid", Annotations: map[string]string{annotationProvisionedBy: testDriver}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-claim-uid", UID: "pv-uid", Annotations: map[string]string{protocol.AnnotationProvisionedBy: testDriver}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
 			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: "claim", UID: "claim-uid"},

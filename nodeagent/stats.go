@@ -73,7 +73,7 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 			stats.Abnormal, stats.Reason, stats.Message = true, reason, msg
 		}
 	}
-	s.health.observe(ctx, s, StagingID(volumeID, volumePath), volumePath, stats)
+	s.health.observe(ctx, s, protocol.StagingID(volumeID, volumePath), volumePath, stats)
 	return stats, nil
 }
 
@@ -81,7 +81,7 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 // /pav/ready) must still run for its volume to work; a run-to-completion
 // staging pod is done by design.
 func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath string) (reason, message string) {
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, StagingID(volumeID, volumePath))
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, protocol.StagingID(volumeID, volumePath))
 	if err != nil || pod == nil {
 		return "", "" // not PaV's to judge (e.g. a staging from before an upgrade), or the API is down
 	}

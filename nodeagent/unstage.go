@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -102,26 +101,15 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 		pod = nil
 	}
 	if pod == nil {
-		name := protocol.PodName(protocol.PhaseUnstaging, id)
-		dir := protocol.NewHostDir(s.root, name)
+		built := protocol.UnstagingPod(tmpl, p.Name, s.root, s.node, id, req.PV, req.PVC,
+			stagingPod.Annotations[protocol.AnnotationTargetPath], req.ReadOnly)
+		dir, err := podHostDir(built, s.root)
+		if err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 		}
-		built := protocol.BuildPod(tmpl, protocol.PodOptions{
-			Provisioner: p.Name,
-			Phase:       protocol.PhaseUnstaging,
-			Name:        name,
-			Volume:      req.PV.Name,
-			ClaimUID:    string(req.PVC.UID),
-			StagingID:   id,
-			NodeName:    s.node,
-			HostDir:     dir,
-			Annotations: map[string]string{
-				protocol.AnnotationClaim:      stagingPod.Annotations[protocol.AnnotationClaim],
-				protocol.AnnotationTargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath],
-				protocol.AnnotationReadOnly:   strconv.FormatBool(req.ReadOnly),
-			},
-		})
 		pod, err = s.createPod(ctx, built, dir)
 		if err != nil {
 			return err

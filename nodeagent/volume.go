@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/albertofaria/pav/protocol"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // maxSymlinks bounds symlink resolution, as the kernel does (ELOOP).

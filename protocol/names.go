@@ -6,6 +6,8 @@
 package protocol
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
@@ -128,3 +130,11 @@ func CheckHandle(h string) error {
 // mounts made in a pod's /pav with Bidirectional propagation reach the host.
 // (PavProvisioner names are DNS labels, so no driver's plugin dir can collide.)
 const PodDirRoot = "/var/lib/kubelet/plugins/pav.albertofaria.github.io/pods"
+
+// StagingID identifies one staging of a volume: kubelet publishes a volume
+// once per client pod, at a target path unique to that pod and volume. It
+// names the staging and unstaging pods (PodName).
+func StagingID(volumeHandle, targetPath string) string {
+	sum := sha256.Sum256([]byte(volumeHandle + "\x00" + targetPath))
+	return hex.EncodeToString(sum[:])[:20]
+}

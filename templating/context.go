@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating/jinja"
 )
 
@@ -225,14 +226,8 @@ func creationVars(r DynamicRequest) (map[string]interface{}, error) {
 	if err != nil {
 		return nil, err
 	}
-	vars["defaultHandle"] = DefaultHandle(r.PVC)
+	vars["defaultHandle"] = protocol.VolumeName(r.PVC)
 	return vars, nil
-}
-
-// DefaultHandle is the handle of a dynamically provisioned volume when neither
-// spec.volumeCreation.handle nor the creation pod gives one.
-func DefaultHandle(pvc *corev1.PersistentVolumeClaim) string {
-	return "pvc-" + string(pvc.UID)
 }
 
 // staticVars is the volumeValidation context of static provisioning.

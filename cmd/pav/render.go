@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,9 @@ import (
 func init() { rootCmd.AddCommand(newRenderCmd()) }
 
 type renderOptions struct {
-	file, phase, pvc, sc, pv, node, selectedNode string
-	objects                                      []string
-	readOnly, pods                               bool
+	file, phase, pvc, sc, pv, node, selectedNode, targetPath string
+	objects                                                  []string
+	readOnly, pods                                           bool
 }
 
 func newRenderCmd() *cobra.Command {
@@ -67,6 +68,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
 	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
+	f.StringVar(&o.targetPath, "target-path", "", "where kubelet publishes the volume (staging, unstaging; names the pods); default: kubelet's path for a client pod")
 	return cmd
 }
 
@@ -220,8 +222,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	}
 
 	var section interface{}
+	// pod builds the pod PaV creates for the evaluated template.
+	var pod func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error)
 	var podTemplate *corev1.PodTemplateSpec
-	podOpts := protocol.PodOptions{Provisioner: prov.Name, Phase: phase}
+	noPod := "" // why there is no pod despite a template
 	switch phase {
 	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
 		if pvc == nil && !(phase == protocol.PhaseValidation && pv != nil) {
@@ -237,7 +241,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			} else if err := cfg.Check(vr); err != nil {
 				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
 			}
-			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+			// PaV checks a static volume's modes and capacities when staging
+			// it but runs no validation pod for it (the spec leaves that
+			// unimplemented), so there is no pod to show.
+			section, noPod = cfg.Evaluated, "PaV runs no validation pod for a statically provisioned volume"
 			break
 		}
 		sc, err := class()
@@ -245,9 +252,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			return err
 		}
 		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
-		podOpts.ClaimUID = string(pvc.UID)
-		podOpts.Volume = "pvc-" + string(pvc.UID)
-		podOpts.Name = protocol.PodName(phase, string(pvc.UID))
+		var extra map[string]string
+		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+			return protocol.ClaimPod(tmpl, prov.Name, phase, pvc, sc, extra)
+		}
 		switch phase {
 		case protocol.PhaseValidation:
 			cfg, err := compiled.DynamicValidation(ctx, r, get)
@@ -266,6 +274,12 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				return errors.New(errorLines(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+			// The controller records the evaluation on the creation pod.
+			recorded, err := json.Marshal(cfg)
+			if err != nil {
+				return err
+			}
+			extra = map[string]string{protocol.AnnotationCreationConfig: string(recorded)}
 		case protocol.PhaseDeletion:
 			cfg, err := compiled.Deletion(ctx, r, get)
 			if err != nil {
@@ -289,7 +303,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			if err != nil {
 				return err
 			}
-			pv = defaultVolume(pvc, sc, prov.Name)
+			if pv, err = defaultVolume(pvc, sc, prov.Name); err != nil {
+				return err
+			}
 		}
 		if pvc == nil {
 			pvc = defaultClaimOf(pv)
@@ -321,14 +337,20 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			return errors.New(errorLines(err))
 		}
 		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		// The node plugin's staging ID hashes the volume and kubelet's target
-		// path; offline there is no target path, so the node stands in.
-		stagingID := fmt.Sprintf("%x", sha256.Sum256([]byte(pv.Name+"\x00"+node.Name)))[:16]
-		podOpts.Volume, podOpts.StagingID, podOpts.NodeName = pv.Name, stagingID, node.Name
-		podOpts.Name = protocol.PodName(phase, stagingID)
-		podOpts.Annotations = map[string]string{
-			protocol.AnnotationClaim:    pvc.Namespace + "/" + pvc.Name,
-			protocol.AnnotationReadOnly: fmt.Sprint(o.readOnly),
+		targetPath := o.targetPath
+		if targetPath == "" {
+			targetPath = "/var/lib/kubelet/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + pv.Name + "/mount"
+		}
+		handle := ""
+		if pv.Spec.CSI != nil {
+			handle = pv.Spec.CSI.VolumeHandle
+		}
+		id := protocol.StagingID(handle, targetPath)
+		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+			if phase == protocol.PhaseStaging {
+				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot, node.Name, id, pv, pvc, targetPath, o.readOnly)
+			}
+			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot, node.Name, id, pv, pvc, targetPath, o.readOnly), nil
 		}
 	}
 
@@ -340,12 +362,19 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		_, err = stdout.Write(out)
 		return err
 	}
+	if noPod != "" {
+		fmt.Fprintf(stderr, "no pod: %s\n", noPod)
+		return nil
+	}
 	if podTemplate == nil {
 		fmt.Fprintf(stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, prov.Name)
 		return nil
 	}
-	podOpts.HostDir = protocol.NewHostDir(protocol.PodDirRoot, podOpts.Name)
-	out, err := yaml.Marshal(protocol.BuildPod(podTemplate, podOpts))
+	built, err := pod(podTemplate)
+	if err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(built)
 	if err != nil {
 		return err
 	}
@@ -400,33 +429,26 @@ func defaultClaim(pvc *corev1.PersistentVolumeClaim) {
 	}
 }
 
-// defaultVolume is the PV PaV would have created for the claim.
-func defaultVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, driver string) *corev1.PersistentVolume {
-	name := pvc.Spec.VolumeName
-	if name == "" {
-		name = "pvc-" + string(pvc.UID)
+// defaultVolume is the PV PaV would have created for the claim (with the
+// default handle and the requested capacity), as the API server returns it.
+func defaultVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, driver string) (*corev1.PersistentVolume, error) {
+	pv, err := protocol.BuildVolume(protocol.VolumeSpec{
+		Provisioner: driver,
+		PVC:         pvc,
+		Class:       sc,
+		Handle:      protocol.VolumeName(pvc),
+		Capacity:    pvc.Spec.Resources.Requests[corev1.ResourceStorage],
+	})
+	if err != nil {
+		return nil, err
 	}
-	return &corev1.PersistentVolume{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: fakeUID("PersistentVolume/" + name)},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
-			AccessModes: pvc.Spec.AccessModes,
-			VolumeMode:  pvc.Spec.VolumeMode,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver:           driver,
-				VolumeHandle:     templating.DefaultHandle(pvc),
-				VolumeAttributes: sc.Parameters,
-			}},
-			ClaimRef: &corev1.ObjectReference{
-				APIVersion: "v1", Kind: "PersistentVolumeClaim",
-				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
-			},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			StorageClassName:              sc.Name,
-		},
-		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	if pvc.Spec.VolumeName != "" {
+		pv.Name = pvc.Spec.VolumeName
 	}
+	pv.APIVersion, pv.Kind = "v1", "PersistentVolume"
+	pv.UID = fakeUID("PersistentVolume/" + pv.Name)
+	pv.Status.Phase = corev1.VolumeBound
+	return pv, nil
 }
 
 // defaultClaimOf is a claim bound to a statically provisioned PV.

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/albertofaria/pav/protocol"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // run executes a fresh command in-process.
@@ -188,8 +189,15 @@ func TestRenderPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := pod.Labels[protocol.LabelClaimUID]
-	if pod.Namespace != "ns" || pod.Name != protocol.PodName(protocol.PhaseCreation, uid) || uid == "" || pod.Labels["app"] != "create" || pod.Labels[protocol.LabelVolume] != "pvc-"+uid {
+	// As the controller makes it: no volume label (the PV does not exist
+	// yet), the attempt's StorageClass and evaluated volumeCreation recorded.
+	if pod.Namespace != "ns" || pod.Name != protocol.PodName(protocol.PhaseCreation, uid) || uid == "" || pod.Labels["app"] != "create" || pod.Labels[protocol.LabelVolume] != "" {
 		t.Errorf("creation pod %s/%s labels %v", pod.Namespace, pod.Name, pod.Labels)
+	}
+	for _, k := range []string{protocol.AnnotationClaim, protocol.AnnotationClassSnapshot, protocol.AnnotationCreationConfig} {
+		if pod.Annotations[k] == "" {
+			t.Errorf("creation pod lacks annotation %s: %v", k, pod.Annotations)
+		}
 	}
 
 	// Deterministic defaults: the same claim gets the same UID every time.

@@ -1,0 +1,107 @@
+package protocol
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// Each kind of pod PaV runs is built by one function here, used by the
+// process that runs it and by `pav render --pods`, so that a render shows the
+// pod PaV creates (but for the random suffix of its host directory).
+
+// ClaimPod is a validation, creation or deletion pod for a claim that has no
+// PV yet (the deletion pod reverts a failed or abandoned creation), with its
+// /pav under PodDirRoot. It records the claim and, when known, the
+// StorageClass the attempt started with, so that a class changed or deleted
+// mid-attempt does not change the attempt; extra adds the phase's own
+// annotations (the creation pod's AnnotationCreationConfig).
+func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, extra map[string]string) (*corev1.Pod, error) {
+	ann := map[string]string{AnnotationClaim: pvc.Namespace + "/" + pvc.Name}
+	if class != nil {
+		snap, err := ClassSnapshot(class)
+		if err != nil {
+			return nil, fmt.Errorf("recording StorageClass %s on the %s pod: %w", class.Name, phase, err)
+		}
+		ann[AnnotationClassSnapshot] = snap
+	}
+	maps.Copy(ann, extra)
+	name := PodName(phase, string(pvc.UID))
+	return BuildPod(tmpl, PodOptions{
+		Provisioner: provisioner,
+		Phase:       phase,
+		Name:        name,
+		ClaimUID:    string(pvc.UID),
+		HostDir:     NewHostDir(PodDirRoot, name),
+		Annotations: ann,
+	}), nil
+}
+
+// VolumePod is a deletion or expansion pod for the existing PV pvName of the
+// claim claimNamespace/claimName (which may be gone), with its /pav under
+// PodDirRoot; extra adds the phase's own annotations (the expansion target).
+func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pvName string, claim *corev1.ObjectReference, extra map[string]string) *corev1.Pod {
+	ann := map[string]string{AnnotationClaim: claim.Namespace + "/" + claim.Name}
+	maps.Copy(ann, extra)
+	name := PodName(phase, pvName)
+	return BuildPod(tmpl, PodOptions{
+		Provisioner: provisioner,
+		Phase:       phase,
+		Name:        name,
+		Volume:      pvName,
+		ClaimUID:    string(claim.UID),
+		HostDir:     NewHostDir(PodDirRoot, name),
+		Annotations: ann,
+	})
+}
+
+// StagingPod is the staging pod for publishing pv (of claim pvc) at
+// targetPath on node, whose node plugin keeps pod directories under root.
+// It records copies of pv and pvc, for an unstaging that runs when they are
+// gone, and holds FinalizerStaging until the node plugin has unstaged.
+func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, targetPath string, readOnly bool) (*corev1.Pod, error) {
+	claimSnap, err := ClaimSnapshot(pvc)
+	if err != nil {
+		return nil, fmt.Errorf("recording claim %s/%s on the staging pod: %w", pvc.Namespace, pvc.Name, err)
+	}
+	volumeSnap, err := VolumeSnapshot(pv)
+	if err != nil {
+		return nil, fmt.Errorf("recording PersistentVolume %s on the staging pod: %w", pv.Name, err)
+	}
+	pod := nodePod(tmpl, provisioner, PhaseStaging, root, node, stagingID, pv.Name, pvc, map[string]string{
+		AnnotationTargetPath:     targetPath,
+		AnnotationReadOnly:       strconv.FormatBool(readOnly),
+		AnnotationClaimSnapshot:  claimSnap,
+		AnnotationVolumeSnapshot: volumeSnap,
+	})
+	pod.Finalizers = append(pod.Finalizers, FinalizerStaging)
+	return pod, nil
+}
+
+// UnstagingPod is the unstaging pod that follows the staging pod of the same
+// staging ID: same volume, claim, node and target path.
+func UnstagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, targetPath string, readOnly bool) *corev1.Pod {
+	return nodePod(tmpl, provisioner, PhaseUnstaging, root, node, stagingID, pv.Name, pvc, map[string]string{
+		AnnotationTargetPath: targetPath,
+		AnnotationReadOnly:   strconv.FormatBool(readOnly),
+	})
+}
+
+func nodePod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, root, node, stagingID, pvName string, pvc *corev1.PersistentVolumeClaim, ann map[string]string) *corev1.Pod {
+	ann[AnnotationClaim] = pvc.Namespace + "/" + pvc.Name
+	name := PodName(phase, stagingID)
+	return BuildPod(tmpl, PodOptions{
+		Provisioner: provisioner,
+		Phase:       phase,
+		Name:        name,
+		Volume:      pvName,
+		ClaimUID:    string(pvc.UID),
+		StagingID:   stagingID,
+		NodeName:    node,
+		HostDir:     NewHostDir(root, name),
+		Annotations: ann,
+	})
+}

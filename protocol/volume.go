@@ -1,0 +1,165 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnnotationProvisionedBy is the external-provisioner protocol's record of
+// which provisioner created a PV; PaV's PVs carry their PavProvisioner's name.
+const AnnotationProvisionedBy = "pv.kubernetes.io/provisioned-by"
+
+// VolumeName is the name of the PV PaV creates for a claim, and the default
+// handle of its volume (defaultHandle in templates); the UID makes a second
+// PV for the same claim impossible (the API server rejects the duplicate name).
+func VolumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + string(pvc.UID) }
+
+// reservedParameterPrefix: StorageClass parameters under it are for the
+// provisioner (secret references, fstype) and never reach the PV, as in
+// external-provisioner.
+const reservedParameterPrefix = "csi.storage.k8s.io/"
+
+// annLastApplied is kubectl's copy of the whole object: a snapshot has the
+// object itself, so the copy is dropped.
+const annLastApplied = corev1.LastAppliedConfigAnnotation
+
+// MaxSnapshotBytes bounds the claim and class snapshots a PV carries
+// together: the API server refuses objects whose annotations exceed
+// 256 KiB, and the PV's own annotations need room too.
+const MaxSnapshotBytes = 192 << 10
+
+// ClaimSnapshot is the JSON of a claim as the API returns it, without
+// managed fields and kubectl's last-applied copy: what PaV records of a claim
+// on its PVs and pods, for phases that run when the claim may be gone.
+func ClaimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
+	c := pvc.DeepCopy()
+	c.ManagedFields = nil
+	delete(c.Annotations, annLastApplied)
+	c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
+	return marshal(c)
+}
+
+// ClassSnapshot is ClaimSnapshot for a StorageClass.
+func ClassSnapshot(sc *storagev1.StorageClass) (string, error) {
+	c := sc.DeepCopy()
+	c.ManagedFields = nil
+	delete(c.Annotations, annLastApplied)
+	c.APIVersion, c.Kind = "storage.k8s.io/v1", "StorageClass"
+	return marshal(c)
+}
+
+// VolumeSnapshot is ClaimSnapshot for a PV, also without the snapshots the
+// PV itself carries.
+func VolumeSnapshot(pv *corev1.PersistentVolume) (string, error) {
+	c := pv.DeepCopy()
+	c.ManagedFields = nil
+	for _, k := range []string{AnnotationClaimSnapshot, AnnotationClassSnapshot, annLastApplied} {
+		delete(c.Annotations, k)
+	}
+	c.APIVersion, c.Kind = "v1", "PersistentVolume"
+	return marshal(c)
+}
+
+func marshal(obj interface{}) (string, error) {
+	b, err := json.Marshal(obj)
+	return string(b), err
+}
+
+// Snapshots returns the claim and class snapshots a PV records for its
+// deletion, or an error saying why they do not fit on a PV.
+func Snapshots(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (claim, class string, err error) {
+	if claim, err = ClaimSnapshot(pvc); err != nil {
+		return "", "", err
+	}
+	if class, err = ClassSnapshot(sc); err != nil {
+		return "", "", err
+	}
+	if n := len(claim) + len(class); n > MaxSnapshotBytes {
+		return "", "", fmt.Errorf("the claim and its StorageClass take %d KiB as JSON (without managed fields and %s), more than the %d KiB a PersistentVolume can record for the volume's deletion: shorten the claim's annotations or labels",
+			n>>10, annLastApplied, MaxSnapshotBytes>>10)
+	}
+	return claim, class, nil
+}
+
+// VolumeSpec is everything BuildVolume needs.
+type VolumeSpec struct {
+	Provisioner  string
+	PVC          *corev1.PersistentVolumeClaim
+	Class        *storagev1.StorageClass
+	Handle       string
+	Capacity     resource.Quantity
+	NodeAffinity *corev1.VolumeNodeAffinity
+	SelectedNode string
+}
+
+// BuildVolume makes the PV for a provisioned claim, bound to it, following
+// the external-provisioner protocol, plus what deletion will need later
+// (snapshots of claim and class, selected node) since both may be gone then.
+func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
+	pvcJSON, scJSON, err := Snapshots(s.PVC, s.Class)
+	if err != nil {
+		return nil, err
+	}
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	if s.Class.ReclaimPolicy != nil {
+		reclaim = *s.Class.ReclaimPolicy
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if s.PVC.Spec.VolumeMode != nil {
+		mode = *s.PVC.Spec.VolumeMode
+	}
+	ann := map[string]string{
+		AnnotationProvisionedBy: s.Provisioner,
+		AnnotationClaimSnapshot: pvcJSON,
+		AnnotationClassSnapshot: scJSON,
+	}
+	if s.SelectedNode != "" {
+		ann[AnnotationSelectedNode] = s.SelectedNode
+	}
+	var attrs map[string]string
+	for k, v := range s.Class.Parameters {
+		if strings.HasPrefix(k, reservedParameterPrefix) {
+			continue
+		}
+		if attrs == nil {
+			attrs = make(map[string]string, len(s.Class.Parameters))
+		}
+		attrs[k] = v
+	}
+	pv := &corev1.PersistentVolume{
+
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        VolumeName(s.PVC),
+			Annotations: ann,
+			Finalizers:  []string{FinalizerVolume},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: s.Capacity},
+			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), s.PVC.Spec.AccessModes...),
+			ClaimRef: &corev1.ObjectReference{
+				Kind:       "PersistentVolumeClaim",
+				APIVersion: "v1",
+				Namespace:  s.PVC.Namespace,
+				Name:       s.PVC.Name,
+				UID:        s.PVC.UID,
+			},
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              s.Class.Name,
+			MountOptions:                  append([]string(nil), s.Class.MountOptions...),
+			VolumeMode:                    &mode,
+			NodeAffinity:                  s.NodeAffinity.DeepCopy(),
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver:           s.Provisioner,
+				VolumeHandle:     s.Handle,
+				VolumeAttributes: attrs,
+			}},
+		},
+	}
+	return pv, nil
+}
