@@ -1,0 +1,413 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
+)
+
+// The sync functions driven directly, as sample-controller's tests do: a fake
+// clientset holds the cluster, the informers' caches are filled from it before
+// every sync (what the watches would do), PaV's pods are "run" by the test
+// (terminated, results collected, as the node plugin would), and a fake clock
+// lets backoff pass without waiting.
+
+// stubEngine evaluates every phase to fixed pod templates: a validation pod,
+// a creation pod whose /pav files give handle and capacity, a deletion pod.
+type stubEngine struct{}
+
+func stubPod(app string) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+}
+
+func (stubEngine) Validate(*v1alpha1.PavProvisioner) field.ErrorList { return nil }
+func (stubEngine) Validation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*ValidationConfig, error) {
+	return &ValidationConfig{PodTemplate: stubPod("validate")}, nil
+}
+func (stubEngine) Creation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*templating.CreationConfig, error) {
+	return &templating.CreationConfig{PodTemplate: stubPod("create")}, nil
+}
+func (stubEngine) Deletion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	return stubPod("delete"), nil
+}
+func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
+	return nil, false, nil
+}
+func (stubEngine) Forget(*v1alpha1.PavProvisioner) {}
+
+const (
+	testProvisioner = "prov"
+	testClaimKey    = "ns/claim"
+	resultHandle    = "vol-1"
+	resultCapacity  = "2Gi"
+)
+
+func testObjects() []runtime.Object {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc", UID: "sc-uid"}, Provisioner: testProvisioner}
+	class := "sc"
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim", UID: "claim-uid",
+			Annotations: map[string]string{annStorageProvisioner: testProvisioner}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	return []runtime.Object{sc, pvc}
+}
+
+type harness struct {
+	t        *testing.T
+	kube     *fake.Clientset
+	c        *Controller
+	now      time.Time
+	events   *record.FakeRecorder
+	prov     *v1alpha1.PavProvisioner
+	restarts int
+}
+
+func newHarness(t *testing.T, objs ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{t: t, kube: fake.NewClientset(objs...), now: time.Now(), prov: provisionerFixture(testProvisioner)}
+	h.restart()
+	return h
+}
+
+// restart replaces the controller with a fresh one over the same cluster:
+// what a crash and a new leader look like (nothing kept in memory).
+func (h *harness) restart() {
+	h.t.Helper()
+	pav, err := v1alpha1.NewClient(&rest.Config{Host: "http://127.0.0.1:1"}) // never called: the cache is filled by refresh
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c, err := New(Config{Kube: h.kube, Pav: pav, Engine: stubEngine{}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.events = record.NewFakeRecorder(1000)
+	c.recorder = h.events
+	clock := func() time.Time { return h.now }
+	c.claimBackoff.now, c.volumeBackoff.now = clock, clock
+	h.c = c
+	h.restarts++
+}
+
+// refresh fills the informer caches from the fake cluster.
+func (h *harness) refresh() {
+	h.t.Helper()
+	ctx := context.Background()
+	replace := func(store interface{ Replace([]interface{}, string) error }, list []interface{}) {
+		if err := store.Replace(list, ""); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	pvcs, _ := h.kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+	pvs, _ := h.kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	scs, _ := h.kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	var l []interface{}
+	for i := range pvcs.Items {
+		l = append(l, &pvcs.Items[i])
+	}
+	replace(h.c.factory.Core().V1().PersistentVolumeClaims().Informer().GetIndexer(), l)
+	l = nil
+	for i := range pvs.Items {
+		l = append(l, &pvs.Items[i])
+	}
+	replace(h.c.factory.Core().V1().PersistentVolumes().Informer().GetIndexer(), l)
+	l = nil
+	for i := range scs.Items {
+		l = append(l, &scs.Items[i])
+	}
+	replace(h.c.factory.Storage().V1().StorageClasses().Informer().GetIndexer(), l)
+	l = nil
+	for i := range pods.Items {
+		l = append(l, &pods.Items[i])
+	}
+	replace(h.c.podFactory.Core().V1().Pods().Informer().GetIndexer(), l)
+	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
+}
+
+// runPods plays kubelet and the node plugin: every PaV pod terminates with
+// success and its results are collected; the creation pod wrote its handle
+// and capacity.
+func (h *harness) runPods() {
+	h.t.Helper()
+	ctx := context.Background()
+	pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if protocol.Terminated(pod) {
+			continue
+		}
+		pod.Status.Phase = corev1.PodSucceeded
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(h.now)}}}}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+		if phaseOf(pod) == protocol.PhaseCreation {
+			pod.Annotations[protocol.AnnotationResultHandle] = resultHandle + "\n"
+			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
+		}
+		if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// step lets backoff pass, runs the pods, fills the caches and syncs the claim.
+func (h *harness) step() error {
+	h.now = h.now.Add(time.Hour)
+	h.runPods()
+	h.refresh()
+	return h.c.syncClaim(context.Background(), testClaimKey)
+}
+
+// provisioned reports whether the claim's provisioning is complete: the PV
+// exists, PaV's pods are gone and the claim has no PaV finalizer.
+func (h *harness) provisioned() bool {
+	ctx := context.Background()
+	pvs, _ := h.kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pvc, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+	return err == nil && len(pvs.Items) == 1 && len(pods.Items) == 0 && !protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
+}
+
+func (h *harness) checkProvisioned(maxSteps int) {
+	h.t.Helper()
+	for i := 0; i < maxSteps && !h.provisioned(); i++ {
+		_ = h.step() // errors are retried, as the workqueue would
+	}
+	if !h.provisioned() {
+		h.t.Fatalf("not provisioned after %d steps:\n%s", maxSteps, h.describe())
+	}
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-claim-uid", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if got := pv.Spec.CSI.VolumeHandle; got != resultHandle {
+		h.t.Errorf("PV handle %q, want %q", got, resultHandle)
+	}
+	if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Cmp(resource.MustParse(resultCapacity)) != 0 {
+		h.t.Errorf("PV capacity %s, want %s", got.String(), resultCapacity)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != "claim-uid" {
+		h.t.Errorf("PV claimRef %+v", ref)
+	}
+}
+
+func (h *harness) describe() string {
+	var b strings.Builder
+	for _, a := range h.kube.Actions() {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s %s %s\n", a.GetVerb(), a.GetResource().Resource, objectName(a))
+	}
+	return b.String()
+}
+
+func objectName(a k8stesting.Action) string {
+	switch a := a.(type) {
+	case k8stesting.CreateAction:
+		if m, ok := a.GetObject().(metav1.Object); ok {
+			return m.GetName()
+		}
+	case k8stesting.UpdateAction:
+		if m, ok := a.GetObject().(metav1.Object); ok {
+			return m.GetName()
+		}
+	case k8stesting.DeleteAction:
+		return a.GetName()
+	case k8stesting.PatchAction:
+		return a.GetName()
+	}
+	return ""
+}
+
+// writes are the actions of the controller that change the cluster (the
+// test's own pod updates excluded).
+func isControllerWrite(a k8stesting.Action) bool {
+	switch a.GetVerb() {
+	case "create", "update", "patch", "delete":
+	default:
+		return false
+	}
+	if a.GetResource().Resource == "events" {
+		return false
+	}
+	if u, ok := a.(k8stesting.UpdateAction); ok && a.GetResource().Resource == "pods" {
+		if p, ok := u.GetObject().(*corev1.Pod); ok && p.Status.Phase == corev1.PodSucceeded && a.GetSubresource() == "" {
+			return false // the test playing kubelet
+		}
+	}
+	return true
+}
+
+func TestSyncClaimProvisionsThroughValidationAndCreation(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+
+	// First sync: finalizer on the claim, the validation pod created.
+	if err := h.step(); err != nil {
+		t.Fatal(err)
+	}
+	pvc, _ := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "claim", metav1.GetOptions{})
+	if !protocol.HasFinalizer(pvc, protocol.FinalizerClaim) {
+		t.Fatalf("claim finalizers %v", pvc.Finalizers)
+	}
+	val, err := h.kube.CoreV1().Pods("pav-pods").Get(context.Background(), protocol.PodName(protocol.PhaseValidation, "claim-uid"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no validation pod: %v\n%s", err, h.describe())
+	}
+	if val.Labels["app"] != "validate" || val.Annotations[protocol.AnnotationClaim] != testClaimKey || val.Annotations[protocol.AnnotationClassSnapshot] == "" {
+		t.Errorf("validation pod labels %v annotations %v", val.Labels, val.Annotations)
+	}
+
+	// Validation done: the creation pod replaces it, with the evaluation recorded.
+	if err := h.step(); err != nil {
+		t.Fatal(err)
+	}
+	cre, err := h.kube.CoreV1().Pods("pav-pods").Get(context.Background(), protocol.PodName(protocol.PhaseCreation, "claim-uid"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no creation pod: %v\n%s", err, h.describe())
+	}
+	if cre.Annotations[protocol.AnnotationCreationConfig] == "" {
+		t.Errorf("creation pod annotations %v", cre.Annotations)
+	}
+	if _, err := h.kube.CoreV1().Pods("pav-pods").Get(context.Background(), val.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("validation pod not deleted: %v", err)
+	}
+
+	// Creation done: PV from the pod's /pav files, pods gone, finalizer gone.
+	h.checkProvisioned(1)
+	if !strings.Contains(strings.Join(drain(h.events), "\n"), reasonProvisioningSucceeded) {
+		t.Errorf("no %s event", reasonProvisioningSucceeded)
+	}
+}
+
+func drain(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// TestSyncClaimSurvivesAFaultAtEveryWrite fails each of the controller's
+// writes of a clean provisioning in turn: as a crash just before the write and
+// just after it (the controller is replaced by a fresh one, with nothing in
+// memory), and as a conflict; and checks that provisioning still ends with one PV
+// from one creation pod run, nothing left behind.
+func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
+	clean := newHarness(t, testObjects()...)
+	clean.checkProvisioned(10)
+	var writes int
+	for _, a := range clean.kube.Actions() {
+		if isControllerWrite(a) {
+			writes++
+		}
+	}
+	if writes < 6 {
+		t.Fatalf("only %d writes in a clean run:\n%s", writes, clean.describe())
+	}
+
+	// A fault decides what the n-th write does; done says whether the write
+	// took effect.
+	type fault func(h *harness, a k8stesting.Action) (done bool, err error)
+	injected := errors.New("injected: the controller died here")
+	faults := map[string]fault{
+		"crash before": func(h *harness, a k8stesting.Action) (bool, error) {
+			return false, apierrors.NewInternalError(injected)
+		},
+		"crash after": func(h *harness, a k8stesting.Action) (bool, error) {
+			if _, _, err := k8stesting.ObjectReaction(h.kube.Tracker())(a); err != nil {
+				h.t.Fatalf("performing %s %s: %v", a.GetVerb(), a.GetResource().Resource, err)
+			}
+			return true, apierrors.NewInternalError(injected)
+		},
+		"conflict": func(h *harness, a k8stesting.Action) (bool, error) {
+			return false, apierrors.NewConflict(schema.GroupResource{Resource: a.GetResource().Resource}, objectName(a), errors.New("injected conflict"))
+		},
+	}
+	for kind, fault := range faults {
+		for n := 1; n <= writes; n++ {
+			t.Run(fmt.Sprintf("%s at write %d", kind, n), func(t *testing.T) {
+				h := newHarness(t, testObjects()...)
+				seen, injected, lost := 0, false, 0
+				h.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if injected || !isControllerWrite(a) {
+						return false, nil, nil
+					}
+					if seen++; seen == n {
+						injected = true
+						done, err := fault(h, a)
+						if isCreationPodCreate(a) && !done {
+							lost = 1 // refused: does not count as run
+						}
+						return true, nil, err
+					}
+					return false, nil, nil
+				})
+				for i := 0; i < 20 && !injected; i++ {
+					_ = h.step()
+				}
+				if !injected {
+					t.Fatalf("write %d never happened:\n%s", n, h.describe())
+				}
+				if strings.HasPrefix(kind, "crash") {
+					h.restart()
+				}
+				h.checkProvisioned(20)
+				creations := -lost
+				for _, a := range h.kube.Actions() {
+					if isCreationPodCreate(a) {
+						creations++
+					}
+				}
+				if creations != 1 {
+					t.Errorf("%d creation pods created, want 1 (a volume created twice):\n%s", creations, h.describe())
+				}
+			})
+		}
+	}
+}
+
+func isCreationPodCreate(a k8stesting.Action) bool {
+	c, ok := a.(k8stesting.CreateAction)
+	if !ok || a.GetVerb() != "create" || a.GetResource().Resource != "pods" {
+		return false
+	}
+	p, ok := c.GetObject().(*corev1.Pod)
+	return ok && phaseOf(p) == protocol.PhaseCreation
+}
