@@ -217,75 +217,122 @@ func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
 	return false, err
 }
 
+// provisionStep is what a claim needs next.
+type provisionStep int
+
+const (
+	stepNone           provisionStep = iota // nothing until something changes (a watch requeues the claim)
+	stepReport                              // nothing; tell the user why (a change of claim or provisioner requeues it)
+	stepRetry                               // a failed attempt: report, retry with backoff
+	stepFinish                              // the volume exists or nothing can run: clean up, let go
+	stepBound                               // bound: clean up leftovers, then look at expansion
+	stepRevertDone                          // the deletion pod reverting a failed creation
+	stepCreationPod                         // the creation pod
+	stepValidationPod                       // the validation pod
+	stepStart                               // start an attempt
+)
+
+// claimView is what a provisioning sync observed of a claim.
+type claimView struct {
+	pvc          *corev1.PersistentVolumeClaim
+	p            *v1alpha1.PavProvisioner // nil: gone
+	class        *storagev1.StorageClass  // nil: not found
+	pods         map[protocol.Phase]*corev1.Pod
+	volumeExists bool // in the cache
+	// cloneProblem says why the claim's data source cannot be cloned now;
+	// cloneRetry whether that may pass by itself.
+	cloneProblem string
+	cloneRetry   bool
+}
+
+// decideProvision is the provisioning protocol for one claim: pure, so that
+// every case is a table row (TestDecideProvision). message explains
+// stepReport and stepRetry.
+func decideProvision(v claimView) (step provisionStep, message string) {
+	pvc := v.pvc
+	switch {
+	case pvc.Spec.VolumeName != "":
+		return stepBound, ""
+	case v.volumeExists, v.p == nil:
+		// The PV exists; or our finalizer, but the PavProvisioner is gone: nothing can run.
+		return stepFinish, ""
+	}
+	for _, pod := range v.pods {
+		if pod.DeletionTimestamp != nil {
+			// A pod of a previous attempt is still going; its name is needed
+			// again, and its deletion requeues the claim.
+			return stepNone, ""
+		}
+	}
+	if len(v.pods) == 0 {
+		// Preconditions are checked only before an attempt starts; an attempt
+		// in progress is always carried to its end.
+		switch {
+		case !handedOver(pvc, v.p.Name):
+			// The PV controller may still bind an existing PV; its annotation requeues the claim.
+			return stepNone, ""
+		case v.p.DeletionTimestamp != nil:
+			return stepReport, fmt.Sprintf("PavProvisioner %q is being deleted and provisions no new volumes", v.p.Name)
+		case !v.p.HasMode(v1alpha1.Dynamic):
+			return stepReport, fmt.Sprintf("PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", v.p.Name, v1alpha1.Dynamic)
+		case v.class == nil:
+			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+		case pvc.Spec.Selector != nil:
+			return stepReport, "claims with spec.selector are not supported by PaV provisioners"
+		case v.cloneProblem != "" && v.cloneRetry:
+			return stepRetry, v.cloneProblem
+		case v.cloneProblem != "":
+			return stepReport, v.cloneProblem
+		}
+	} else if v.class == nil {
+		// An attempt in progress carries on even if its clone source went
+		// away (its templates then see no source), but needs its class.
+		return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+	}
+	if m := v.class.VolumeBindingMode; m != nil && *m == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Annotations[annSelectedNode] == "" {
+		return stepNone, "" // the scheduler has not picked a node yet; its annotation requeues the claim
+	}
+	switch {
+	case v.pods[protocol.PhaseDeletion] != nil:
+		return stepRevertDone, ""
+	case v.pods[protocol.PhaseCreation] != nil:
+		return stepCreationPod, ""
+	case v.pods[protocol.PhaseValidation] != nil:
+		return stepValidationPod, ""
+	}
+	return stepStart, ""
+}
+
+// provision observes the claim, decides its next step and acts on it.
 func (s *claimSync) provision(ctx context.Context) error {
-	pvc := s.pvc
-	if pvc.Spec.VolumeName != "" {
-		if len(s.pods) > 0 || protocol.HasFinalizer(pvc, protocol.FinalizerClaim) {
+	v := claimView{pvc: s.pvc, p: s.p, class: s.class, pods: s.pods}
+	v.volumeExists, _ = s.volumeExists(ctx, false)
+	if s.pvc.Spec.VolumeName == "" && !v.volumeExists && s.p != nil {
+		v.cloneProblem, v.cloneRetry = s.cloneSource()
+	}
+	step, msg := decideProvision(v)
+	switch step {
+	case stepNone:
+		return nil
+	case stepReport:
+		s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
+		return nil
+	case stepRetry:
+		return s.fail(reasonProvisioningFailed, "%s", msg)
+	case stepFinish:
+		return s.finish(ctx)
+	case stepBound:
+		if len(s.pods) > 0 || protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
 			if err := s.finish(ctx); err != nil {
 				return err
 			}
 		}
 		return s.expand(ctx)
-	}
-	if ok, _ := s.volumeExists(ctx, false); ok {
-		return s.finish(ctx)
-	}
-	if s.p == nil {
-		// Our finalizer, but the PavProvisioner is gone: nothing can run.
-		return s.finish(ctx)
-	}
-	if s.anyPodGoing() {
-		return nil
-	}
-	if len(s.pods) == 0 {
-		// Preconditions are checked only before an attempt starts; an attempt
-		// in progress is always carried to its end.
-		if !handedOver(pvc, s.p.Name) {
-			// The PV controller has not handed the claim over yet: it may
-			// still bind an existing PV. Its annotation requeues the claim.
-			return nil
-		}
-		if s.p.DeletionTimestamp != nil {
-			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "PavProvisioner %q is being deleted and provisions no new volumes", s.p.Name)
-			return nil
-		}
-		if !s.p.HasMode(v1alpha1.Dynamic) {
-			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", s.p.Name, v1alpha1.Dynamic)
-			return nil
-		}
-		if s.class == nil {
-			return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
-		}
-		if pvc.Spec.Selector != nil {
-			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "claims with spec.selector are not supported by PaV provisioners")
-			return nil
-		}
-		if problem, retry := s.cloneSource(); problem != "" {
-			if retry {
-				return s.fail(reasonProvisioningFailed, "%s", problem)
-			}
-			s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", problem)
-			return nil
-		}
-	} else {
-		if s.class == nil {
-			return s.fail(reasonProvisioningFailed, "StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
-		}
-		// An attempt in progress carries on even if its source went away:
-		// its templates then see no source.
-		s.cloneSource()
-	}
-	if s.class.VolumeBindingMode != nil && *s.class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
-		pvc.Annotations[annSelectedNode] == "" {
-		return nil // the scheduler has not picked a node yet; its annotation requeues the claim
-	}
-
-	switch {
-	case s.pods[protocol.PhaseDeletion] != nil:
+	case stepRevertDone:
 		return s.afterFailedCreation(ctx, s.pods[protocol.PhaseDeletion])
-	case s.pods[protocol.PhaseCreation] != nil:
+	case stepCreationPod:
 		return s.creationPodState(ctx, s.pods[protocol.PhaseCreation])
-	case s.pods[protocol.PhaseValidation] != nil:
+	case stepValidationPod:
 		return s.validationPodState(ctx, s.pods[protocol.PhaseValidation])
 	}
 	return s.start(ctx)

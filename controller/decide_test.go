@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
+)
+
+func TestDecideProvision(t *testing.T) {
+	now := metav1.Now()
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	pod := func(phase protocol.Phase, going bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(phase)}}
+		if going {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	// base is a claim handed over to provisioner "prov", Immediate binding, no pods.
+	base := func() claimView {
+		return claimView{
+			pvc: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c",
+				Annotations: map[string]string{annStorageProvisioner: "prov"}}},
+			p:     provisionerFixture("prov"),
+			class: &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov"},
+			pods:  map[protocol.Phase]*corev1.Pod{},
+		}
+	}
+	tests := []struct {
+		name    string
+		change  func(v *claimView)
+		want    provisionStep
+		message string // a part of the message
+	}{
+		{"new claim starts", func(v *claimView) {}, stepStart, ""},
+		{"bound claim", func(v *claimView) { v.pvc.Spec.VolumeName = "pv" }, stepBound, ""},
+		{"volume already exists", func(v *claimView) { v.volumeExists = true }, stepFinish, ""},
+		{"provisioner gone", func(v *claimView) { v.p = nil }, stepFinish, ""},
+		{"not handed over yet", func(v *claimView) { v.pvc.Annotations = nil }, stepNone, ""},
+		{"beta annotation counts", func(v *claimView) { v.pvc.Annotations = map[string]string{annBetaStorageProvider: "prov"} }, stepStart, ""},
+		{"provisioner being deleted", func(v *claimView) { v.p.DeletionTimestamp = &now }, stepReport, "being deleted"},
+		{"static-only provisioner", func(v *claimView) { v.p.Spec.ProvisioningModes = []v1alpha1.ProvisioningMode{v1alpha1.Static} }, stepReport, "does not support dynamic"},
+		{"class missing", func(v *claimView) { v.class = nil }, stepRetry, "not found"},
+		{"selector", func(v *claimView) { v.pvc.Spec.Selector = &metav1.LabelSelector{} }, stepReport, "spec.selector"},
+		{"clone source not bound yet", func(v *claimView) { v.cloneProblem, v.cloneRetry = "not bound", true }, stepRetry, "not bound"},
+		{"clone refused", func(v *claimView) { v.cloneProblem = "cannot clone" }, stepReport, "cannot clone"},
+		{"waiting for the scheduler", func(v *claimView) { v.class.VolumeBindingMode = &wffc }, stepNone, ""},
+		{"scheduler picked a node", func(v *claimView) {
+			v.class.VolumeBindingMode = &wffc
+			v.pvc.Annotations[annSelectedNode] = "n1"
+		}, stepStart, ""},
+		{"validation pod", func(v *claimView) { v.pods[protocol.PhaseValidation] = pod(protocol.PhaseValidation, false) }, stepValidationPod, ""},
+		{"creation pod wins over a leftover validation pod", func(v *claimView) {
+			v.pods[protocol.PhaseValidation] = pod(protocol.PhaseValidation, false)
+			v.pods[protocol.PhaseCreation] = pod(protocol.PhaseCreation, false)
+		}, stepCreationPod, ""},
+		{"revert pod wins", func(v *claimView) {
+			v.pods[protocol.PhaseCreation] = pod(protocol.PhaseCreation, false)
+			v.pods[protocol.PhaseDeletion] = pod(protocol.PhaseDeletion, false)
+		}, stepRevertDone, ""},
+		{"a pod still going", func(v *claimView) { v.pods[protocol.PhaseValidation] = pod(protocol.PhaseValidation, true) }, stepNone, ""},
+		{"attempt in progress ignores new preconditions", func(v *claimView) {
+			v.pods[protocol.PhaseCreation] = pod(protocol.PhaseCreation, false)
+			v.p.DeletionTimestamp = &now
+			v.pvc.Annotations = nil
+			v.cloneProblem = "source gone"
+		}, stepCreationPod, ""},
+		{"attempt in progress needs its class", func(v *claimView) {
+			v.pods[protocol.PhaseCreation] = pod(protocol.PhaseCreation, false)
+			v.class = nil
+		}, stepRetry, "not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := base()
+			tt.change(&v)
+			got, msg := decideProvision(v)
+			if got != tt.want || !strings.Contains(msg, tt.message) || (tt.message == "" && msg != "") {
+				t.Errorf("decideProvision = %v %q, want %v %q", got, msg, tt.want, tt.message)
+			}
+		})
+	}
+}
