@@ -63,6 +63,7 @@ const (
 	testClaimKey    = "ns/claim"
 	resultHandle    = "vol-1"
 	resultCapacity  = "2Gi"
+	testVolume      = "pvc-claim-uid"
 )
 
 func testObjects() []runtime.Object {
@@ -93,8 +94,45 @@ type harness struct {
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, kube: fake.NewClientset(objs...), now: time.Now(), prov: provisionerFixture(testProvisioner)}
+	h.finalizersAsTheAPIServer("persistentvolumes")
+	h.finalizersAsTheAPIServer("persistentvolumeclaims")
 	h.restart()
 	return h
+}
+
+// finalizersAsTheAPIServer gives the fake clientset the API server's
+// finalizer rule for a resource: deleting an object that has finalizers only
+// marks it deleted, and it goes when its last finalizer is removed.
+func (h *harness) finalizersAsTheAPIServer(resource string) {
+	tracker := h.kube.Tracker()
+	gvr := corev1.SchemeGroupVersion.WithResource(resource)
+	h.kube.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteAction)
+		obj, err := tracker.Get(gvr, d.GetNamespace(), d.GetName())
+		if err != nil {
+			return false, nil, nil
+		}
+		m := obj.(metav1.Object)
+		if len(m.GetFinalizers()) == 0 {
+			return false, nil, nil
+		}
+		if m.GetDeletionTimestamp() == nil {
+			now := metav1.NewTime(h.now)
+			m.SetDeletionTimestamp(&now)
+			if err := tracker.Update(gvr, obj, d.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+		}
+		return true, obj, nil
+	})
+	h.kube.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		m := u.GetObject().(metav1.Object)
+		if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+			return false, nil, nil
+		}
+		return true, u.GetObject(), tracker.Delete(gvr, u.GetNamespace(), m.GetName())
+	})
 }
 
 // restart replaces the controller with a fresh one over the same cluster:
@@ -200,15 +238,10 @@ func (h *harness) provisioned() bool {
 	return err == nil && len(pvs.Items) == 1 && len(pods.Items) == 0 && !protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
 }
 
-func (h *harness) checkProvisioned(maxSteps int) {
+// checkVolume checks the PV made from the creation pod's /pav files.
+func (h *harness) checkVolume() {
 	h.t.Helper()
-	for i := 0; i < maxSteps && !h.provisioned(); i++ {
-		_ = h.step() // errors are retried, as the workqueue would
-	}
-	if !h.provisioned() {
-		h.t.Fatalf("not provisioned after %d steps:\n%s", maxSteps, h.describe())
-	}
-	pv, err := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-claim-uid", metav1.GetOptions{})
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), testVolume, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -220,6 +253,9 @@ func (h *harness) checkProvisioned(maxSteps int) {
 	}
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != "claim-uid" {
 		h.t.Errorf("PV claimRef %+v", ref)
+	}
+	if !protocol.HasFinalizer(pv, protocol.FinalizerVolume) {
+		h.t.Errorf("PV finalizers %v", pv.Finalizers)
 	}
 }
 
@@ -306,7 +342,7 @@ func TestSyncClaimProvisionsThroughValidationAndCreation(t *testing.T) {
 	}
 
 	// Creation done: PV from the pod's /pav files, pods gone, finalizer gone.
-	h.checkProvisioned(1)
+	provisioning.run(t, h, 1)
 	if !strings.Contains(strings.Join(drain(h.events), "\n"), reasonProvisioningSucceeded) {
 		t.Errorf("no %s event", reasonProvisioningSucceeded)
 	}
@@ -324,21 +360,48 @@ func drain(r *record.FakeRecorder) []string {
 	}
 }
 
-// TestSyncClaimSurvivesAFaultAtEveryWrite fails each of the controller's
-// writes of a clean provisioning in turn: as a crash just before the write and
-// just after it (the controller is replaced by a fresh one, with nothing in
-// memory), and as a conflict; and checks that provisioning still ends with one PV
-// from one creation pod run, nothing left behind.
-func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
+// A scenario is a piece of the protocol driven to its end: setup brings the
+// cluster to its start (its writes are not counted), step is one round of
+// the controller's work, done says whether the end is reached, and check
+// looks at the end state.
+type scenario struct {
+	setup func(h *harness)
+	step  func(h *harness) error
+	done  func(h *harness) bool
+	check func(h *harness)
+	// once is the pod phase whose pod must run exactly once, even under
+	// faults (its work, e.g. creating or deleting the volume, is not to be
+	// done twice or skipped).
+	once protocol.Phase
+}
+
+func (sc scenario) run(t *testing.T, h *harness, steps int) {
+	t.Helper()
+	for i := 0; i < steps && !sc.done(h); i++ {
+		_ = sc.step(h) // errors are retried, as the workqueue would
+	}
+	if !sc.done(h) {
+		t.Fatalf("not done after %d steps:\n%s", steps, h.describe())
+	}
+	sc.check(h)
+}
+
+// testEveryFault runs the scenario cleanly, then once per controller write of
+// the clean run and per fault: a crash just before the write and just after
+// it (the controller is replaced by a fresh one, with nothing in memory), and
+// a conflict. Each run must reach the same end, running sc.once's pod once.
+func testEveryFault(t *testing.T, sc scenario) {
 	clean := newHarness(t, testObjects()...)
-	clean.checkProvisioned(10)
+	sc.setup(clean)
+	clean.kube.ClearActions()
+	sc.run(t, clean, 10)
 	var writes int
 	for _, a := range clean.kube.Actions() {
 		if isControllerWrite(a) {
 			writes++
 		}
 	}
-	if writes < 6 {
+	if writes < 3 {
 		t.Fatalf("only %d writes in a clean run:\n%s", writes, clean.describe())
 	}
 
@@ -351,8 +414,17 @@ func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
 			return false, apierrors.NewInternalError(injected)
 		},
 		"crash after": func(h *harness, a k8stesting.Action) (bool, error) {
-			if _, _, err := k8stesting.ObjectReaction(h.kube.Tracker())(a); err != nil {
-				h.t.Fatalf("performing %s %s: %v", a.GetVerb(), a.GetResource().Resource, err)
+			// Through the whole reactor chain but this one, as the write would have gone.
+			for _, r := range h.kube.ReactionChain[1:] {
+				if !r.Handles(a) {
+					continue
+				}
+				if handled, _, err := r.React(a); handled {
+					if err != nil {
+						h.t.Fatalf("performing %s %s: %v", a.GetVerb(), a.GetResource().Resource, err)
+					}
+					break
+				}
 			}
 			return true, apierrors.NewInternalError(injected)
 		},
@@ -360,27 +432,30 @@ func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
 			return false, apierrors.NewConflict(schema.GroupResource{Resource: a.GetResource().Resource}, objectName(a), errors.New("injected conflict"))
 		},
 	}
-	for kind, fault := range faults {
+	for _, kind := range []string{"crash before", "crash after", "conflict"} {
+		fault := faults[kind]
 		for n := 1; n <= writes; n++ {
-			t.Run(fmt.Sprintf("%s at write %d", kind, n), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s write %d", kind, n), func(t *testing.T) {
 				h := newHarness(t, testObjects()...)
-				seen, injected, lost := 0, false, 0
+				sc.setup(h)
+				h.kube.ClearActions()
+				seen, injected, refused := 0, false, 0
 				h.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if injected || !isControllerWrite(a) {
 						return false, nil, nil
 					}
-					if seen++; seen == n {
-						injected = true
-						done, err := fault(h, a)
-						if isCreationPodCreate(a) && !done {
-							lost = 1 // refused: does not count as run
-						}
-						return true, nil, err
+					if seen++; seen < n {
+						return false, nil, nil
 					}
-					return false, nil, nil
+					injected = true
+					done, err := fault(h, a)
+					if isPodCreate(a, sc.once) && !done {
+						refused = 1 // does not count as run
+					}
+					return true, nil, err
 				})
 				for i := 0; i < 20 && !injected; i++ {
-					_ = h.step()
+					_ = sc.step(h)
 				}
 				if !injected {
 					t.Fatalf("write %d never happened:\n%s", n, h.describe())
@@ -388,26 +463,81 @@ func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
 				if strings.HasPrefix(kind, "crash") {
 					h.restart()
 				}
-				h.checkProvisioned(20)
-				creations := -lost
+				sc.run(t, h, 20)
+				runs := -refused
 				for _, a := range h.kube.Actions() {
-					if isCreationPodCreate(a) {
-						creations++
+					if isPodCreate(a, sc.once) {
+						runs++
 					}
 				}
-				if creations != 1 {
-					t.Errorf("%d creation pods created, want 1 (a volume created twice):\n%s", creations, h.describe())
+				if runs != 1 {
+					t.Errorf("%d %s pods created, want 1:\n%s", runs, sc.once, h.describe())
 				}
 			})
 		}
 	}
 }
 
-func isCreationPodCreate(a k8stesting.Action) bool {
+var provisioning = scenario{
+	setup: func(h *harness) {},
+	step:  (*harness).step,
+	done:  (*harness).provisioned,
+	check: (*harness).checkVolume,
+	once:  protocol.PhaseCreation,
+}
+
+// TestSyncClaimSurvivesAFaultAtEveryWrite: provisioning under faults; a
+// volume is created once, and its PV made.
+func TestSyncClaimSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, provisioning)
+}
+
+// deletion starts from a provisioned volume whose claim was deleted (the PV
+// controller marked the PV Released) and ends when the PV is gone.
+var deletion = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		provisioning.run(h.t, h, 10)
+		ctx := context.Background()
+		if err := h.kube.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, "claim", metav1.DeleteOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+		pv, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		pv.Status.Phase = corev1.VolumeReleased
+		if _, err := h.kube.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	},
+	step: func(h *harness) error {
+		h.now = h.now.Add(time.Hour)
+		h.runPods()
+		h.refresh()
+		return h.c.syncVolume(context.Background(), testVolume)
+	},
+	done: func(h *harness) bool {
+		ctx := context.Background()
+		_, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
+		pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err) && len(pods.Items) == 0
+	},
+	check: func(h *harness) {},
+	once:  protocol.PhaseDeletion,
+}
+
+// TestSyncVolumeSurvivesAFaultAtEveryWrite: deletion under faults; the
+// deletion pod runs once and the PV goes, finalizer and all.
+func TestSyncVolumeSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, deletion)
+}
+
+func isPodCreate(a k8stesting.Action, phase protocol.Phase) bool {
 	c, ok := a.(k8stesting.CreateAction)
 	if !ok || a.GetVerb() != "create" || a.GetResource().Resource != "pods" {
 		return false
 	}
 	p, ok := c.GetObject().(*corev1.Pod)
-	return ok && phaseOf(p) == protocol.PhaseCreation
+	return ok && phaseOf(p) == phase
 }
