@@ -221,15 +221,15 @@ func (s *claimSync) volumeExists(ctx context.Context, live bool) (bool, error) {
 type provisionStep int
 
 const (
-	stepNone           provisionStep = iota // nothing until something changes (a watch requeues the claim)
-	stepReport                              // nothing; tell the user why (a change of claim or provisioner requeues it)
-	stepRetry                               // a failed attempt: report, retry with backoff
-	stepFinish                              // the volume exists or nothing can run: clean up, let go
-	stepBound                               // bound: clean up leftovers, then look at expansion
-	stepRevertDone                          // the deletion pod reverting a failed creation
-	stepCreationPod                         // the creation pod
-	stepValidationPod                       // the validation pod
-	stepStart                               // start an attempt
+	stepNone          provisionStep = iota // nothing until something changes (a watch requeues the claim)
+	stepReport                             // nothing; tell the user why (a change of claim or provisioner requeues it)
+	stepRetry                              // a failed attempt: report, retry with backoff
+	stepFinish                             // the volume exists or nothing can run: clean up, let go
+	stepBound                              // bound: clean up leftovers, then look at expansion
+	stepRevertDone                         // the deletion pod reverting a failed creation
+	stepCreationPod                        // the creation pod
+	stepValidationPod                      // the validation pod
+	stepStart                              // start an attempt
 )
 
 // claimView is what a provisioning sync observed of a claim.

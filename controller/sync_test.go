@@ -159,7 +159,9 @@ func (h *harness) restart() {
 func (h *harness) refresh() {
 	h.t.Helper()
 	ctx := context.Background()
-	replace := func(store interface{ Replace([]interface{}, string) error }, list []interface{}) {
+	replace := func(store interface {
+		Replace([]interface{}, string) error
+	}, list []interface{}) {
 		if err := store.Replace(list, ""); err != nil {
 			h.t.Fatal(err)
 		}
