@@ -628,10 +628,15 @@ func (s *claimSync) finish(ctx context.Context) error {
 	return nil
 }
 
+// deleteAllPods removes the attempt's pods, the deletion pod last: while a
+// finished creation pod is left, a crash would otherwise make the next sync
+// revert the creation a second time.
 func (s *claimSync) deleteAllPods(ctx context.Context) error {
-	for _, pod := range s.pods {
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
+	for _, phase := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion} {
+		if pod := s.pods[phase]; pod != nil {
+			if err := s.c.deletePod(ctx, pod); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

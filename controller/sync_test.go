@@ -397,10 +397,13 @@ func testEveryFault(t *testing.T, sc scenario) {
 	sc.setup(clean)
 	clean.kube.ClearActions()
 	sc.run(t, clean, 10)
-	var writes int
+	var writes, updates int
 	for _, a := range clean.kube.Actions() {
 		if isControllerWrite(a) {
 			writes++
+			if isUpdate(a) {
+				updates++
+			}
 		}
 	}
 	if writes < 3 {
@@ -436,14 +439,20 @@ func testEveryFault(t *testing.T, sc scenario) {
 	}
 	for _, kind := range []string{"crash before", "crash after", "conflict"} {
 		fault := faults[kind]
-		for n := 1; n <= writes; n++ {
+		// Conflicts answer updates (optimistic concurrency); a create or a
+		// delete with a UID precondition has its own answers.
+		faulty, count := isControllerWrite, writes
+		if kind == "conflict" {
+			faulty, count = func(a k8stesting.Action) bool { return isControllerWrite(a) && isUpdate(a) }, updates
+		}
+		for n := 1; n <= count; n++ {
 			t.Run(fmt.Sprintf("%s write %d", kind, n), func(t *testing.T) {
 				h := newHarness(t, testObjects()...)
 				sc.setup(h)
 				h.kube.ClearActions()
 				seen, injected, refused := 0, false, 0
 				h.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-					if injected || !isControllerWrite(a) {
+					if injected || !faulty(a) {
 						return false, nil, nil
 					}
 					if seen++; seen < n {
@@ -543,3 +552,42 @@ func isPodCreate(a k8stesting.Action, phase protocol.Phase) bool {
 	p, ok := c.GetObject().(*corev1.Pod)
 	return ok && phaseOf(p) == phase
 }
+
+// deletedDuringCreation: the claim is deleted while its creation pod runs;
+// the creation is allowed to end, then reverted by one deletion pod, and the
+// claim goes without a PV.
+var deletedDuringCreation = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		ctx := context.Background()
+		for i := 0; i < 5; i++ {
+			if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, protocol.PodName(protocol.PhaseCreation, "claim-uid"), metav1.GetOptions{}); err == nil {
+				break
+			}
+			_ = h.step()
+		}
+		if err := h.kube.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, "claim", metav1.DeleteOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	},
+	step: (*harness).step,
+	done: func(h *harness) bool {
+		ctx := context.Background()
+		_, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+		pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err) && len(pods.Items) == 0
+	},
+	check: func(h *harness) {
+		pvs, _ := h.kube.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
+		if len(pvs.Items) != 0 {
+			h.t.Errorf("%d PVs left", len(pvs.Items))
+		}
+	},
+	once: protocol.PhaseDeletion,
+}
+
+func TestClaimDeletedDuringCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, deletedDuringCreation)
+}
+
+func isUpdate(a k8stesting.Action) bool { return a.GetVerb() == "update" || a.GetVerb() == "patch" }
