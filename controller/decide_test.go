@@ -6,7 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
@@ -83,6 +85,46 @@ func TestDecideProvision(t *testing.T) {
 			got, msg := decideProvision(v)
 			if got != tt.want || !strings.Contains(msg, tt.message) || (tt.message == "" && msg != "") {
 				t.Errorf("decideProvision = %v %q, want %v %q", got, msg, tt.want, tt.message)
+			}
+		})
+	}
+}
+
+func TestDecideProvisionerStatus(t *testing.T) {
+	invalid := field.ErrorList{field.Required(field.NewPath("spec", "volumeStaging"), "")}
+	withValid := func(status metav1.ConditionStatus, msg string) *v1alpha1.PavProvisioner {
+		p := provisionerFixture("prov")
+		p.Generation = 3
+		p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionValid, Status: status, Message: msg}}
+		return p
+	}
+	tests := []struct {
+		name                 string
+		p                    *v1alpha1.PavProvisioner
+		errs                 field.ErrorList
+		csiProblem           string
+		valid, ready, reason string // statuses and the Ready reason
+		event                bool
+	}{
+		{"valid and ready", provisionerFixture("prov"), nil, "", "True", "True", reasonReady, false},
+		{"newly invalid: event", withValid(metav1.ConditionTrue, ""), invalid, "", "False", "False", reasonInvalid, true},
+		{"still invalid, same message: no event", withValid(metav1.ConditionFalse, invalid.ToAggregate().Errors()[0].Error()), invalid, "", "False", "False", reasonInvalid, false},
+		{"foreign CSIDriver", provisionerFixture("prov"), nil, "a CSIDriver exists", "True", "False", reasonCSIDriverError, false},
+		{"both: the CSIDriver problem is what Ready says", provisionerFixture("prov"), invalid, "a CSIDriver exists", "False", "False", reasonCSIDriverError, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, event := decideProvisionerStatus(tt.p, tt.errs, tt.csiProblem)
+			valid := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionValid)
+			ready := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionReady)
+			if string(valid.Status) != tt.valid || string(ready.Status) != tt.ready || ready.Reason != tt.reason {
+				t.Errorf("Valid=%s Ready=%s (%s), want Valid=%s Ready=%s (%s)", valid.Status, ready.Status, ready.Reason, tt.valid, tt.ready, tt.reason)
+			}
+			if (event != "") != tt.event {
+				t.Errorf("event %q, want one: %v", event, tt.event)
+			}
+			if status.ObservedGeneration != tt.p.Generation || ready.ObservedGeneration != tt.p.Generation {
+				t.Errorf("observed generation %d/%d, want %d", status.ObservedGeneration, ready.ObservedGeneration, tt.p.Generation)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,13 +102,28 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 		p = updated
 	}
 
+	csiProblem, err := c.ensureCSIDriver(ctx, p)
+	if err != nil {
+		return err
+	}
+	status, event := decideProvisionerStatus(p, c.engine.Validate(p), csiProblem)
+	if event != "" {
+		c.recorder.Event(p, corev1.EventTypeWarning, reasonInvalid, event)
+	}
+	return c.updateProvisionerStatus(ctx, p, status)
+}
+
+// decideProvisionerStatus is a live provisioner's status given the problems
+// found in its spec and with its CSIDriver (csiProblem, "" if none), and the
+// message of the Event to emit when it newly became invalid ("" if none).
+func decideProvisionerStatus(p *v1alpha1.PavProvisioner, specErrs field.ErrorList, csiProblem string) (*v1alpha1.PavProvisionerStatus, string) {
 	status := &p.DeepCopy().Status
 	status.ObservedGeneration = p.Generation
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: reasonValid,
 		Message: "the spec is valid", ObservedGeneration: p.Generation}
-	if errs := c.engine.Validate(p); len(errs) > 0 {
-		msgs := make([]string, 0, len(errs))
-		for _, e := range errs {
+	if len(specErrs) > 0 {
+		msgs := make([]string, 0, len(specErrs))
+		for _, e := range specErrs {
 			msgs = append(msgs, e.Error())
 		}
 		valid.Status, valid.Reason = metav1.ConditionFalse, reasonInvalid
@@ -115,22 +131,20 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	}
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: reasonReady,
 		Message: "the provisioner is ready", ObservedGeneration: p.Generation}
-	if valid.Status != metav1.ConditionTrue {
+	switch {
+	case csiProblem != "":
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonCSIDriverError, csiProblem
+	case valid.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonInvalid, "the spec is invalid (see condition Valid)"
 	}
-	if msg, err := c.ensureCSIDriver(ctx, p); err != nil {
-		return err
-	} else if msg != "" {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, reasonCSIDriverError, msg
-	}
-
+	event := ""
 	old := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
 	if valid.Status == metav1.ConditionFalse && (old == nil || old.Status != valid.Status || old.Message != valid.Message) {
-		c.recorder.Event(p, corev1.EventTypeWarning, reasonInvalid, valid.Message)
+		event = valid.Message
 	}
 	meta.SetStatusCondition(&status.Conditions, valid)
 	meta.SetStatusCondition(&status.Conditions, ready)
-	return c.updateProvisionerStatus(ctx, p, status)
+	return status, event
 }
 
 func (c *Controller) updateProvisionerStatus(ctx context.Context, p *v1alpha1.PavProvisioner, status *v1alpha1.PavProvisionerStatus) error {
