@@ -699,33 +699,24 @@ func (s *claimSync) finishedPod(ctx context.Context, pod *corev1.Pod) (podOutcom
 }
 
 func (s *claimSync) addFinalizer(ctx context.Context) error {
-	if protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
-		return nil
-	}
-	pvc := s.pvc.DeepCopy()
-	pvc.Finalizers = append(pvc.Finalizers, protocol.FinalizerClaim)
-	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
+	updated, err := protocol.AddFinalizer(ctx, s.c.kube.CoreV1().PersistentVolumeClaims(s.pvc.Namespace).Patch, s.pvc, protocol.FinalizerClaim)
 	if err != nil {
-		return fmt.Errorf("adding finalizer to claim %s: %w", s.key, err)
+		return err
 	}
-	s.pvc = updated
+	if updated != nil {
+		s.pvc = updated
+	}
 	return nil
 }
 
 func (s *claimSync) removeFinalizer(ctx context.Context) error {
-	if !protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
-		return nil
-	}
-	pvc := s.pvc.DeepCopy()
-	pvc.Finalizers = protocol.WithoutFinalizer(pvc.Finalizers, protocol.FinalizerClaim)
-	updated, err := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	updated, err := protocol.RemoveFinalizer(ctx, s.c.kube.CoreV1().PersistentVolumeClaims(s.pvc.Namespace).Patch, s.pvc, protocol.FinalizerClaim)
 	if err != nil {
-		return fmt.Errorf("removing finalizer from claim %s: %w", s.key, err)
+		return err
 	}
-	s.pvc = updated
+	if updated != nil {
+		s.pvc = updated
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (c *Controller) releaseStagingsOnGoneNodes(ctx context.Context, volume stri
 				c.recorder.Event(pv, corev1.EventTypeWarning, reasonNodeGone, msg)
 			}
 			klog.InfoS("Releasing a PaV pod of a node that is gone", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "volume", volume)
-			if err := protocol.RemovePodFinalizer(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, protocol.FinalizerStaging); err != nil {
+			if _, err := protocol.RemoveFinalizer(ctx, c.kube.CoreV1().Pods(pod.Namespace).Patch, pod, protocol.FinalizerStaging); err != nil {
 				return err
 			}
 		}

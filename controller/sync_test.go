@@ -125,15 +125,22 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 		}
 		return true, obj, nil
 	})
-	h.kube.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		u := a.(k8stesting.UpdateAction)
-		m := u.GetObject().(metav1.Object)
-		if m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
-			return false, nil, nil
-		}
-		return true, u.GetObject(), tracker.Delete(gvr, u.GetNamespace(), m.GetName())
-	})
+	// An update or patch that removes the last finalizer of a deleted object deletes it.
+	for _, verb := range []string{"update", "patch"} {
+		h.kube.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			handled, obj, err := k8stesting.ObjectReaction(tracker)(a)
+			if err != nil || obj == nil {
+				return handled, obj, err
+			}
+			m := obj.(metav1.Object)
+			if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
+				return true, obj, tracker.Delete(gvr, m.GetNamespace(), m.GetName())
+			}
+			return handled, obj, nil
+		})
+	}
 }
+
 
 // restart replaces the controller with a fresh one over the same cluster:
 // what a crash and a new leader look like (nothing kept in memory).

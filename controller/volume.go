@@ -172,15 +172,8 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 	if err != nil {
 		return err
 	}
-	if !protocol.HasFinalizer(cur, protocol.FinalizerVolume) {
-		return nil
-	}
-	cur.Finalizers = protocol.WithoutFinalizer(cur.Finalizers, protocol.FinalizerVolume)
-	_, err = c.kube.CoreV1().PersistentVolumes().Update(ctx, cur, metav1.UpdateOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer from PersistentVolume %s: %w", pv.Name, err)
-	}
-	return nil
+	_, err = protocol.RemoveFinalizer(ctx, c.kube.CoreV1().PersistentVolumes().Patch, cur, protocol.FinalizerVolume)
+	return err
 }
 
 // collectVolumePods removes finished deletion pods of a PV that is gone.

@@ -332,7 +332,7 @@ func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
 		if err != nil || live == nil || live.UID != pod.UID {
 			return err
 		}
-		err = protocol.RemovePodFinalizer(ctx, s.kube.CoreV1().Pods(pod.Namespace), live, protocol.FinalizerStaging)
+		_, err = protocol.RemoveFinalizer(ctx, s.kube.CoreV1().Pods(pod.Namespace).Patch, live, protocol.FinalizerStaging)
 		if err == nil {
 			return nil
 		}

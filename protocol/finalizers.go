@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // PaV's finalizers change with optimistic concurrency, everywhere: a change
@@ -28,23 +26,53 @@ func WithoutFinalizer(list []string, f string) []string {
 	return slices.DeleteFunc(slices.Clone(list), func(x string) bool { return x == f })
 }
 
-// RemovePodFinalizer removes finalizer f from this version of pod. A pod
-// that is gone, or no longer has f, is not an error; a conflict (the pod
-// changed since it was read) is, wrapped so that apierrors.IsConflict sees it.
-func RemovePodFinalizer(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod, f string) error {
-	if !HasFinalizer(pod, f) {
-		return nil
+// Patcher is the Patch method of a typed client (of pods, claims, PVs,
+// PavProvisioners...), whose objects have type T.
+type Patcher[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+
+// AddFinalizer adds finalizer f to this version of obj and returns the
+// object as updated (the zero T if obj already had f).
+func AddFinalizer[T any](ctx context.Context, patch Patcher[T], obj metav1.Object, f string) (T, error) {
+	var zero T
+	if HasFinalizer(obj, f) {
+		return zero, nil
 	}
-	patch, err := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
-		"resourceVersion": pod.ResourceVersion,
-		"finalizers":      WithoutFinalizer(pod.Finalizers, f),
+	return patchFinalizers(ctx, patch, obj, append(slices.Clone(obj.GetFinalizers()), f), "adding", f)
+}
+
+// RemoveFinalizer removes finalizer f from this version of obj and returns
+// the object as updated. An object that is gone, or does not have f, is not
+// an error (the zero T is returned).
+func RemoveFinalizer[T any](ctx context.Context, patch Patcher[T], obj metav1.Object, f string) (T, error) {
+	var zero T
+	if !HasFinalizer(obj, f) {
+		return zero, nil
+	}
+	got, err := patchFinalizers(ctx, patch, obj, WithoutFinalizer(obj.GetFinalizers(), f), "removing", f)
+	if apierrors.IsNotFound(err) {
+		return zero, nil
+	}
+	return got, err
+}
+
+// patchFinalizers sets obj's finalizers to list, conditionally on obj's
+// resourceVersion; a conflict is wrapped so that apierrors.IsConflict sees it.
+func patchFinalizers[T any](ctx context.Context, patch Patcher[T], obj metav1.Object, list []string, verb, f string) (T, error) {
+	var zero T
+	data, err := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
+		"resourceVersion": obj.GetResourceVersion(),
+		"finalizers":      list,
 	}})
 	if err != nil {
-		return err
+		return zero, err
 	}
-	_, err = pods.Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer %s from pod %s/%s: %w", f, pod.Namespace, pod.Name, err)
+	got, err := patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+	if err != nil {
+		name := obj.GetName()
+		if ns := obj.GetNamespace(); ns != "" {
+			name = ns + "/" + name
+		}
+		return zero, fmt.Errorf("%s finalizer %s on %s: %w", verb, f, name, err)
 	}
-	return nil
+	return got, nil
 }
