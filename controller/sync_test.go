@@ -141,7 +141,6 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 	}
 }
 
-
 // restart replaces the controller with a fresh one over the same cluster:
 // what a crash and a new leader look like (nothing kept in memory).
 func (h *harness) restart() {
