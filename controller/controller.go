@@ -139,6 +139,10 @@ type Controller struct {
 
 	readyMu sync.Mutex
 	ready   bool
+
+	// retained: the released PVs kept by their reclaim policy that this
+	// process announced (name → UID), so each gets one Event.
+	retained sync.Map
 }
 
 // Scheme knows the built-in types and PavProvisioner (for Events on it).

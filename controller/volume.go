@@ -12,7 +12,10 @@ import (
 	"github.com/albertofaria/pav/protocol"
 )
 
-const reasonVolumeFailedDelete = "VolumeFailedDelete"
+const (
+	reasonVolumeFailedDelete = "VolumeFailedDelete"
+	reasonVolumeRetained     = "VolumeRetained"
+)
 
 // syncVolume deletes released PVs that PaV provisioned with reclaim policy
 // Delete: deletion pod (if any), then the PV. A failed deletion pod is
@@ -24,6 +27,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	pv, err := c.volumes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.volumeBackoff.succeeded(name)
+		c.retained.Delete(name)
 		if err := c.releaseStagingsOnGoneNodes(ctx, name, nil); err != nil {
 			return err
 		}
@@ -43,6 +47,9 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		// only don't stand in the way of deleting the PV object.
 		if pv.DeletionTimestamp != nil {
 			return c.removeVolumeFinalizer(ctx, pv)
+		}
+		if phase := pv.Status.Phase; phase == corev1.VolumeReleased || phase == corev1.VolumeFailed {
+			c.announceRetained(pv)
 		}
 		return nil
 	}
@@ -186,4 +193,16 @@ func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// announceRetained tells the user, once per PV and process, that PaV keeps a
+// released volume whose reclaim policy is not Delete, and will not delete it:
+// `kubectl describe pv` then says why nothing happens.
+func (c *Controller) announceRetained(pv *corev1.PersistentVolume) {
+	if prev, loaded := c.retained.Swap(pv.Name, pv.UID); loaded && prev == pv.UID {
+		return
+	}
+	c.recorder.Eventf(pv, corev1.EventTypeNormal, reasonVolumeRetained,
+		"the claim is gone and the reclaim policy is %s: PaV keeps the volume and will not run its deletion; delete the PersistentVolume when done with it",
+		pv.Spec.PersistentVolumeReclaimPolicy)
 }

@@ -661,6 +661,7 @@ func TestRetain(t *testing.T) {
 		t.Fatalf("reclaim policy %s", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 	e.waitSettled("volumes", pv.Name, e.release(pv))
+	e.waitEvent(pv.Name, "VolumeRetained", "PaV keeps the volume")
 	if pods, _ := e.kube.CoreV1().Pods("").List(e.ctx, metav1.ListOptions{LabelSelector: protocol.LabelVolume + "=" + pv.Name}); len(pods.Items) > 0 {
 		t.Fatalf("a pod runs for a retained volume: %s", pods.Items[0].Name)
 	}
