@@ -129,3 +129,39 @@ func TestDecideProvisionerStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideVolume(t *testing.T) {
+	now := metav1.Now()
+	pv := func(policy corev1.PersistentVolumeReclaimPolicy, phase corev1.PersistentVolumePhase, deleted, ours bool) *corev1.PersistentVolume {
+		v := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy}, Status: corev1.PersistentVolumeStatus{Phase: phase}}
+		if deleted {
+			v.DeletionTimestamp = &now
+		}
+		if ours {
+			v.Finalizers = []string{"kubernetes.io/pv-protection", protocol.FinalizerVolume}
+		}
+		return v
+	}
+	del, ret := corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain
+	tests := []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want volumeStep
+	}{
+		{"not PaV's", pv(del, corev1.VolumeReleased, false, false), volumeNotPaVs},
+		{"bound", pv(del, corev1.VolumeBound, false, true), volumeInUse},
+		{"released", pv(del, corev1.VolumeReleased, false, true), volumeDelete},
+		{"failed", pv(del, corev1.VolumeFailed, false, true), volumeDelete},
+		{"deleted while available", pv(del, corev1.VolumeAvailable, true, true), volumeDelete},
+		{"deleted while bound: kubernetes.io/pv-protection holds it", pv(del, corev1.VolumeBound, true, true), volumeInUse},
+		{"retained, bound", pv(ret, corev1.VolumeBound, false, true), volumeInUse},
+		{"retained, released", pv(ret, corev1.VolumeReleased, false, true), volumeRetainedReleased},
+		{"retained, PV deleted", pv(ret, corev1.VolumeReleased, true, true), volumeRetainedDeleted},
+		{"recycle counts as keep", pv(corev1.PersistentVolumeReclaimRecycle, corev1.VolumeReleased, false, true), volumeRetainedReleased},
+	}
+	for _, tt := range tests {
+		if got := decideVolume(tt.pv); got != tt.want {
+			t.Errorf("%s: decideVolume = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

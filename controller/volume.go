@@ -17,6 +17,40 @@ const (
 	reasonVolumeRetained     = "VolumeRetained"
 )
 
+// volumeStep is what a PV needs from PaV.
+type volumeStep int
+
+const (
+	volumeNotPaVs          volumeStep = iota // PaV will not delete it (no finalizer): only its finished pods to collect
+	volumeInUse                              // bound, or not yet released: nothing
+	volumeRetainedReleased                   // released, kept by its reclaim policy: tell the user
+	volumeRetainedDeleted                    // kept by its reclaim policy, PV object deleted: let it go
+	volumeDelete                             // released with policy Delete (or PV deleted unbound): run the deletion
+)
+
+// decideVolume is the deletion protocol's decision for a PV: pure, so that
+// every case is a table row (TestDecideVolume).
+func decideVolume(pv *corev1.PersistentVolume) volumeStep {
+	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
+	switch {
+	case !protocol.HasFinalizer(pv, protocol.FinalizerVolume):
+		return volumeNotPaVs
+	case pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete:
+		// Retain (or anything else): the volume is the user's to deal with;
+		// only don't stand in the way of deleting the PV object.
+		if pv.DeletionTimestamp != nil {
+			return volumeRetainedDeleted
+		}
+		if released {
+			return volumeRetainedReleased
+		}
+		return volumeInUse
+	case released, pv.DeletionTimestamp != nil && pv.Status.Phase != corev1.VolumeBound:
+		return volumeDelete
+	}
+	return volumeInUse
+}
+
 // syncVolume deletes released PVs that PaV provisioned with reclaim policy
 // Delete: deletion pod (if any), then the PV. A failed deletion pod is
 // retried with backoff: the spec leaves such a volume to manual
@@ -39,22 +73,15 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err := c.releaseStagingsOnGoneNodes(ctx, name, pv); err != nil {
 		return err
 	}
-	if !protocol.HasFinalizer(pv, protocol.FinalizerVolume) {
+	switch decideVolume(pv) {
+	case volumeNotPaVs:
 		return c.collectVolumePods(ctx, name)
-	}
-	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
-		// Retain (or anything else): the volume is the user's to deal with;
-		// only don't stand in the way of deleting the PV object.
-		if pv.DeletionTimestamp != nil {
-			return c.removeVolumeFinalizer(ctx, pv)
-		}
-		if phase := pv.Status.Phase; phase == corev1.VolumeReleased || phase == corev1.VolumeFailed {
-			c.announceRetained(pv)
-		}
+	case volumeInUse:
 		return nil
-	}
-	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
-	if !released && !(pv.DeletionTimestamp != nil && pv.Status.Phase != corev1.VolumeBound) {
+	case volumeRetainedDeleted:
+		return c.removeVolumeFinalizer(ctx, pv)
+	case volumeRetainedReleased:
+		c.announceRetained(pv)
 		return nil
 	}
 	if d := c.volumeBackoff.wait(name); d > 0 {
