@@ -7,8 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // AnnotationProvisionedBy is the external-provisioner protocol's record of
@@ -38,36 +41,35 @@ const MaxSnapshotBytes = 192 << 10
 // managed fields and kubectl's last-applied copy: what PaV records of a claim
 // on its PVs and pods, for phases that run when the claim may be gone.
 func ClaimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
-	c := pvc.DeepCopy()
-	c.ManagedFields = nil
-	delete(c.Annotations, annLastApplied)
-	c.APIVersion, c.Kind = "v1", "PersistentVolumeClaim"
-	return marshal(c)
+	return snapshot(pvc, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"))
 }
 
 // ClassSnapshot is ClaimSnapshot for a StorageClass.
 func ClassSnapshot(sc *storagev1.StorageClass) (string, error) {
-	c := sc.DeepCopy()
-	c.ManagedFields = nil
-	delete(c.Annotations, annLastApplied)
-	c.APIVersion, c.Kind = "storage.k8s.io/v1", "StorageClass"
-	return marshal(c)
+	return snapshot(sc, storagev1.SchemeGroupVersion.WithKind("StorageClass"))
 }
 
 // VolumeSnapshot is ClaimSnapshot for a PV, also without the snapshots the
 // PV itself carries.
 func VolumeSnapshot(pv *corev1.PersistentVolume) (string, error) {
-	c := pv.DeepCopy()
-	c.ManagedFields = nil
-	for _, k := range []string{AnnotationClaimSnapshot, AnnotationClassSnapshot, annLastApplied} {
-		delete(c.Annotations, k)
-	}
-	c.APIVersion, c.Kind = "v1", "PersistentVolume"
-	return marshal(c)
+	return snapshot(pv, corev1.SchemeGroupVersion.WithKind("PersistentVolume"), AnnotationClaimSnapshot, AnnotationClassSnapshot)
 }
 
-func marshal(obj interface{}) (string, error) {
-	b, err := json.Marshal(obj)
+// snapshot is the JSON of a copy of obj, of kind gvk, without managed fields,
+// kubectl's last-applied copy and the annotations in drop.
+func snapshot(obj runtime.Object, gvk schema.GroupVersionKind, drop ...string) (string, error) {
+	c := obj.DeepCopyObject()
+	m, err := meta.Accessor(c)
+	if err != nil {
+		return "", err
+	}
+	m.SetManagedFields(nil)
+	ann := m.GetAnnotations()
+	for _, k := range append(drop, annLastApplied) {
+		delete(ann, k)
+	}
+	c.GetObjectKind().SetGroupVersionKind(gvk)
+	b, err := json.Marshal(c)
 	return string(b), err
 }
 
