@@ -98,7 +98,9 @@ func (s *claimSync) expand(ctx context.Context) error {
 	return nil
 }
 
-// expansionPodState acts on the expansion pod's outcome.
+// expansionPodState acts on the expansion pod's outcome. A pod that grew the
+// volume goes only once the new capacity is recorded: until then it is the
+// record that the volume grew (else a crash in between would grow it again).
 func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.PersistentVolume, pod *corev1.Pod) error {
 	if pod.DeletionTimestamp != nil && !protocol.Terminated(pod) {
 		return nil
@@ -107,27 +109,44 @@ func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.Persistent
 	if !ok {
 		return nil
 	}
-	if err := s.c.deletePod(ctx, pod); err != nil {
+	capacity, problem := expandedCapacity(pod, r)
+	if problem != "" {
+		if err := s.c.deletePod(ctx, pod); err != nil {
+			return err
+		}
+		return s.expansionFailed("%s", problem)
+	}
+	if err := s.grown(ctx, pv, capacity); err != nil {
 		return err
 	}
+	return s.c.deletePod(ctx, pod)
+}
+
+// expandedCapacity is the capacity a finished expansion pod gave the volume:
+// what it wrote to /pav/capacity, else the size it was asked for; problem
+// says why the expansion failed instead.
+func expandedCapacity(pod *corev1.Pod, r podOutcome) (capacity resource.Quantity, problem string) {
 	if !r.succeeded {
-		return s.expansionFailed("expansion pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
+		return capacity, fmt.Sprintf("expansion pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
 	}
 	target, err := resource.ParseQuantity(pod.Annotations[protocol.AnnotationExpansionTarget])
 	if err != nil {
-		return s.expansionFailed("expansion pod %s/%s has no valid %s annotation", pod.Namespace, pod.Name, protocol.AnnotationExpansionTarget)
+		return capacity, fmt.Sprintf("expansion pod %s/%s has no valid %s annotation", pod.Namespace, pod.Name, protocol.AnnotationExpansionTarget)
 	}
-	capacity := target
-	if r.capacity != nil {
-		v := strings.TrimSpace(*r.capacity)
-		if capacity, err = resource.ParseQuantity(v); err != nil {
-			return s.expansionFailed("the expansion pod wrote %q to /pav/%s, which is not a capacity: %v", v, protocol.FileCapacity, err)
-		}
-		if capacity.Cmp(target) < 0 {
-			return s.expansionFailed("the expansion pod grew the volume to %s, less than the %s requested", capacity.String(), target.String())
-		}
+	if r.capacity == nil {
+		return target, ""
 	}
-	return s.grown(ctx, pv, capacity)
+	v := strings.TrimSpace(*r.capacity)
+	if capacity, err = resource.ParseQuantity(v); err != nil {
+		return capacity, fmt.Sprintf("the expansion pod wrote %q to /pav/%s, which is not a capacity: %v", v, protocol.FileCapacity, err)
+	}
+	if capacity.Cmp(target) < 0 {
+		return capacity, fmt.Sprintf("the expansion pod grew the volume to %s, less than the %s requested", capacity.String(), target.String())
+	}
+	if err := checkCapacity(capacity, &corev1.PersistentVolumeClaim{}); err != nil {
+		return capacity, err.Error()
+	}
+	return capacity, ""
 }
 
 // grown records the volume's new capacity on the PV, then on the claim.

@@ -33,7 +33,8 @@ import (
 // lets backoff pass without waiting.
 
 // stubEngine evaluates every phase to fixed pod templates: a validation pod,
-// a creation pod whose /pav files give handle and capacity, a deletion pod.
+// a creation pod whose /pav files give handle and capacity, a deletion pod,
+// an expansion pod.
 type stubEngine struct{}
 
 func stubPod(app string) *corev1.PodTemplateSpec {
@@ -54,7 +55,7 @@ func (stubEngine) Deletion(context.Context, *v1alpha1.PavProvisioner, templating
 	return stubPod("delete"), nil
 }
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
-	return nil, false, nil
+	return stubPod("expand"), true, nil
 }
 func (stubEngine) Forget(*v1alpha1.PavProvisioner) {}
 
@@ -597,3 +598,46 @@ func TestClaimDeletedDuringCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
 }
 
 func isUpdate(a k8stesting.Action) bool { return a.GetVerb() == "update" || a.GetVerb() == "patch" }
+
+// expansion starts from a provisioned volume bound to its claim, whose
+// request then grows to 5Gi, and ends when the PV and the claim's status
+// say 5Gi with no resize under way.
+var expansion = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		provisioning.run(h.t, h, 10)
+		ctx := context.Background()
+		pvcs := h.kube.CoreV1().PersistentVolumeClaims("ns")
+		pvc, err := pvcs.Get(ctx, "claim", metav1.GetOptions{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		pvc.Spec.VolumeName = testVolume // the PV controller binds
+		pvc.Status.Phase = corev1.ClaimBound
+		pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(resultCapacity)}
+		if pvc, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("5Gi") // the user asks for more
+		if _, err := pvcs.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+	},
+	step: (*harness).step,
+	done: func(h *harness) bool {
+		ctx := context.Background()
+		pv, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
+		pvc, err2 := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+		pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		want := resource.MustParse("5Gi")
+		return err == nil && err2 == nil && len(pods.Items) == 0 &&
+			pv.Spec.Capacity.Storage().Cmp(want) == 0 && pvc.Status.Capacity.Storage().Cmp(want) == 0 &&
+			len(pvc.Status.AllocatedResourceStatuses) == 0 && !hasCondition(pvc, corev1.PersistentVolumeClaimResizing)
+	},
+	check: func(h *harness) {},
+	once:  protocol.PhaseExpansion,
+}
+
+func TestExpansionSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, expansion)
+}
