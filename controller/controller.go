@@ -17,6 +17,9 @@ import (
 	"sync"
 	"time"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +60,7 @@ const (
 // Config configures a Controller.
 type Config struct {
 	Kube   kubernetes.Interface
-	Pav    *v1alpha1.Client
+	Pav    pavclient.Interface
 	Engine Engine
 
 	// ClaimWorkers, VolumeWorkers and ProvisionerWorkers: parallel syncs.
@@ -109,11 +112,12 @@ func (c *Config) setDefaults() {
 type Controller struct {
 	cfg    Config
 	kube   kubernetes.Interface
-	pav    *v1alpha1.Client
+	pav    pavclient.Interface
 	engine Engine
 
 	factory    informers.SharedInformerFactory
 	podFactory informers.SharedInformerFactory
+	pavFactory pavinformers.SharedInformerFactory
 
 	claims       corelisters.PersistentVolumeClaimLister
 	volumes      corelisters.PersistentVolumeLister
@@ -150,8 +154,7 @@ var Scheme = runtime.NewScheme()
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	Scheme.AddKnownTypes(v1alpha1.SchemeGroupVersion, &v1alpha1.PavProvisioner{}, &v1alpha1.PavProvisionerList{})
-	metav1.AddToGroupVersion(Scheme, v1alpha1.SchemeGroupVersion)
+	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
 }
 
 // New builds a Controller; Run starts it.
@@ -229,7 +232,8 @@ func New(cfg Config) (*Controller, error) {
 	c.pods = podInf.Lister()
 	c.podIndexer = podInf.Informer().GetIndexer()
 	c.pvIndexer = pvInf.Informer().GetIndexer()
-	c.provInformer = v1alpha1.NewInformer(cfg.Pav, cfg.Resync)
+	c.pavFactory = pavinformers.NewSharedInformerFactory(cfg.Pav, cfg.Resync)
+	c.provInformer = c.pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
 
 	c.synced = []cache.InformerSynced{
 		claimInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced,
@@ -319,9 +323,10 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	c.factory.Start(ctx.Done())
 	c.podFactory.Start(ctx.Done())
-	go c.provInformer.Run(ctx.Done())
+	c.pavFactory.Start(ctx.Done())
 	defer c.factory.Shutdown()
 	defer c.podFactory.Shutdown()
+	defer c.pavFactory.Shutdown()
 
 	klog.InfoS("Waiting for informer caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {

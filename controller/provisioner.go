@@ -93,11 +93,9 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 		return c.provisionerTerminating(ctx, p)
 	}
 	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
-		cp := p.DeepCopy()
-		cp.Finalizers = append(cp.Finalizers, protocol.FinalizerProvisioner)
-		updated, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{})
+		updated, err := protocol.AddFinalizer(ctx, c.pav.PavV1alpha1().PavProvisioners().Patch, p, protocol.FinalizerProvisioner)
 		if err != nil {
-			return fmt.Errorf("adding finalizer to PavProvisioner %s: %w", name, err)
+			return err
 		}
 		p = updated
 	}
@@ -153,7 +151,7 @@ func (c *Controller) updateProvisionerStatus(ctx context.Context, p *v1alpha1.Pa
 	}
 	cp := p.DeepCopy()
 	cp.Status = *status
-	if _, err := c.pav.UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := c.pav.PavV1alpha1().PavProvisioners().UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating status of PavProvisioner %s: %w", p.Name, err)
 	}
 	return nil
@@ -226,10 +224,8 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 			return err
 		}
 	}
-	cp := p.DeepCopy()
-	cp.Finalizers = protocol.WithoutFinalizer(cp.Finalizers, protocol.FinalizerProvisioner)
-	if _, err := c.pav.Update(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer from PavProvisioner %s: %w", p.Name, err)
+	if _, err := protocol.RemoveFinalizer(ctx, c.pav.PavV1alpha1().PavProvisioners().Patch, p, protocol.FinalizerProvisioner); err != nil {
+		return err
 	}
 	klog.InfoS("PavProvisioner released", "name", p.Name)
 	return nil

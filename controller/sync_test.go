@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	pavfake "github.com/albertofaria/pav/crds/generated/clientset/versioned/fake"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -85,6 +86,7 @@ func testObjects() []runtime.Object {
 type harness struct {
 	t        *testing.T
 	kube     *fake.Clientset
+	pav      *pavfake.Clientset
 	c        *Controller
 	now      time.Time
 	events   *record.FakeRecorder
@@ -94,7 +96,8 @@ type harness struct {
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{t: t, kube: fake.NewClientset(objs...), now: time.Now(), prov: provisionerFixture(testProvisioner)}
+	prov := provisionerFixture(testProvisioner)
+	h := &harness{t: t, kube: fake.NewClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
 	h.finalizersAsTheAPIServer("persistentvolumes")
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
 	h.restart()
@@ -146,11 +149,7 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 // what a crash and a new leader look like (nothing kept in memory).
 func (h *harness) restart() {
 	h.t.Helper()
-	pav, err := v1alpha1.NewClient(&rest.Config{Host: "http://127.0.0.1:1"}) // never called: the cache is filled by refresh
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	c, err := New(Config{Kube: h.kube, Pav: pav, Engine: stubEngine{}})
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: stubEngine{}})
 	if err != nil {
 		h.t.Fatal(err)
 	}

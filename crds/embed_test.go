@@ -30,7 +30,7 @@ func TestManifest(t *testing.T) {
 	if s := str("spec", "scope"); s != "Cluster" {
 		t.Errorf("scope %q", s)
 	}
-	if p := str("spec", "names", "plural"); p != v1alpha1.Resource {
+	if p := str("spec", "names", "plural"); p != v1alpha1.Plural {
 		t.Errorf("plural %q", p)
 	}
 	if k := str("spec", "names", "kind"); k != v1alpha1.Kind {

@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,7 +44,7 @@ type Config struct {
 	PodDirRoot string // where PaV pods' /pav directories live (protocol.PodDirRoot)
 	Version    string
 	Kube       kubernetes.Interface
-	Pav        *v1alpha1.Client
+	Pav        pavclient.Interface
 	Engine     Engine
 	Mounter    mount.Interface // nil: the real one
 	// HealthAddress serves /healthz and /readyz ("" disables).
@@ -91,7 +94,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pvInformer.AddIndexers(PVIndexers()); err != nil {
 		return err
 	}
-	provInformer := v1alpha1.NewInformer(cfg.Pav, 0)
+	pavFactory := pavinformers.NewSharedInformerFactory(cfg.Pav, 0)
+	provInformer := pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
 
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -115,7 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 	podFactory.Start(ctx.Done())
 	pvFactory.Start(ctx.Done())
 	csiNodeFactory.Start(ctx.Done())
-	go provInformer.Run(ctx.Done())
+	pavFactory.Start(ctx.Done())
 
 	var started atomic.Bool // caches synced, drivers being served
 	if cfg.HealthAddress != "" {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +25,6 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/controller/webhook"
-	"github.com/albertofaria/pav/crds/v1alpha1"
 )
 
 type controllerOptions struct {
@@ -123,7 +124,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	pav, err := v1alpha1.NewClient(cfg)
+	pav, err := pavclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

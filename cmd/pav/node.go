@@ -7,11 +7,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/nodeagent"
 	"github.com/albertofaria/pav/protocol"
 )
@@ -64,7 +65,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
-	pav, err := v1alpha1.NewClient(cfg)
+	pav, err := pavclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

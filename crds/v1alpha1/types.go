@@ -1,10 +1,3 @@
-// Package v1alpha1 holds the Go types of the PavProvisioner custom resource
-// (pav.albertofaria.github.io/v1alpha1).
-//
-// Everything under spec except provisioningModes may be a Jinja template, and a
-// template may even replace a list or an object (`{% set yaml = true %}`), so the
-// phase sections keep their fields as untyped JSON values (Value). The typed,
-// evaluated form of each phase lives in package templating.
 package v1alpha1
 
 import (
@@ -25,7 +18,7 @@ const (
 	GroupName = "pav.albertofaria.github.io"
 	Version   = "v1alpha1"
 	Kind      = "PavProvisioner"
-	Resource  = "pavprovisioners"
+	Plural    = "pavprovisioners"
 	ShortName = "pav"
 )
 
@@ -33,7 +26,7 @@ const (
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
 
 // GroupVersionResource identifies PavProvisioners for dynamic clients and informers.
-var GroupVersionResource = SchemeGroupVersion.WithResource(Resource)
+var GroupVersionResource = SchemeGroupVersion.WithResource(Plural)
 
 // ProvisioningMode is Dynamic (StorageClass) or Static (PersistentVolume written by a user).
 type ProvisioningMode string
@@ -44,6 +37,10 @@ const (
 )
 
 // PavProvisioner is a volume provisioner written as pod templates. Cluster-scoped.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type PavProvisioner struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -198,6 +195,8 @@ const (
 )
 
 // PavProvisionerList is a list of PavProvisioners.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type PavProvisionerList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -218,6 +217,8 @@ func (p *PavProvisioner) HasMode(m ProvisioningMode) bool {
 // whose strings are Jinja templates. Object holds the decoded value with the
 // types of k8s.io/apimachinery/pkg/util/json: map[string]interface{},
 // []interface{}, string, int64, float64, bool or nil.
+//
+// +k8s:deepcopy-gen=false
 type Value struct {
 	Object interface{}
 }
@@ -244,8 +245,13 @@ func (v *Value) DeepCopy() *Value {
 	if v == nil {
 		return nil
 	}
-	return &Value{Object: runtime.DeepCopyJSONValue(v.Object)}
+	out := new(Value)
+	v.DeepCopyInto(out)
+	return out
 }
+
+// DeepCopyInto copies the JSON value (the generated deep copies call it).
+func (v *Value) DeepCopyInto(out *Value) { out.Object = runtime.DeepCopyJSONValue(v.Object) }
 
 func (v *VolumeValidation) UnmarshalJSON(data []byte) error {
 	type fields VolumeValidation

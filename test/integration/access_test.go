@@ -291,22 +291,14 @@ func TestAccess(t *testing.T) {
 	}
 	ctrlCfg := rest.CopyConfig(cfg)
 	ctrlCfg.Impersonate = rest.ImpersonationConfig{UserName: ctrlUser, Groups: append(ctrlGroups, "system:authenticated")}
-	provUpdate := func(mutate func(*unstructured.Unstructured)) error {
-		c := dynamic.NewForConfigOrDie(ctrlCfg).Resource(provisioners)
-		p, err := c.Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(p)
-		_, err = c.Update(ctx, p, metav1.UpdateOptions{})
+	provPatch := func(patch string) error {
+		_, err := dynamic.NewForConfigOrDie(ctrlCfg).Resource(provisioners).Patch(ctx, "p", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}
-	allowed("controller adds its finalizer to a PavProvisioner", provUpdate(func(p *unstructured.Unstructured) {
-		p.SetFinalizers([]string{protocol.FinalizerProvisioner})
-	}))
-	denied("controller changes a PavProvisioner's spec", provUpdate(func(p *unstructured.Unstructured) {
-		_ = unstructured.SetNestedStringSlice(p.Object, []string{"Dynamic", "Static"}, "spec", "provisioningModes")
-	}), "never changes what a PavProvisioner says")
+	allowed("controller adds its finalizer to a PavProvisioner",
+		provPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerProvisioner+`"]}}`))
+	denied("controller changes a PavProvisioner's spec",
+		provPatch(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), "never changes what a PavProvisioner says")
 
 	// The node plugin: only staging/unstaging pods on its own node; only pods there.
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})

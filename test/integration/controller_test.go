@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,8 +45,10 @@ type env struct {
 	ctx  context.Context
 	cfg  *rest.Config
 	kube kubernetes.Interface
-	pav  *v1alpha1.Client
-	ns   string
+	pav  pavtyped.PavProvisionerInterface
+	// pavClient is the clientset the controller gets.
+	pavClient pavclient.Interface
+	ns        string
 
 	mu         sync.Mutex
 	stopCtrl   context.CancelFunc
@@ -66,7 +71,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pav, err := v1alpha1.NewClient(cfg)
+	pavClient, err := pavclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +86,7 @@ func newEnv(t testing.TB) *env {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pav, ns: ns, engine: testEngine(kube)}
+	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pavClient.PavV1alpha1().PavProvisioners(), pavClient: pavClient, ns: ns, engine: testEngine(kube)}
 	t.Cleanup(e.stopController)
 	return e
 }
@@ -95,7 +100,7 @@ func (e *env) startController() {
 	e.settled = nil // what an earlier controller settled on says nothing about this one
 	e.settledMu.Unlock()
 	c, err := controller.New(controller.Config{
-		Kube: e.kube, Pav: e.pav, Engine: e.engine,
+		Kube: e.kube, Pav: e.pavClient, Engine: e.engine,
 		RetryStart: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		ResultsTimeout: time.Minute,
 		Settled:        e.recordSettled,

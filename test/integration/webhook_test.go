@@ -41,7 +41,7 @@ func TestWebhook(t *testing.T) {
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "pavprovisioners.pav.albertofaria.github.io",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupName}, APIVersions: []string{v1alpha1.Version}, Resources: []string{v1alpha1.Resource}, Scope: &scope}}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupName}, APIVersions: []string{v1alpha1.Version}, Resources: []string{v1alpha1.Plural}, Scope: &scope}}},
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
 			AdmissionReviewVersions: []string{"v1"},

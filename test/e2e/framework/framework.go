@@ -27,6 +27,9 @@ import (
 	"testing"
 	"time"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,4 +296,13 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// PavProvisioners is a client of PavProvisioners for the cluster of cfg.
+func PavProvisioners(cfg *rest.Config) (pavtyped.PavProvisionerInterface, error) {
+	cs, err := pavclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs.PavV1alpha1().PavProvisioners(), nil
 }

@@ -61,7 +61,7 @@ spec:
 // no warning Event.
 func TestRollingRestartsFailNothing(t *testing.T) {
 	f := framework.New(t)
-	pav, err := v1alpha1.NewClient(f.Config)
+	pav, err := framework.PavProvisioners(f.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestRollingRestartsFailNothing(t *testing.T) {
 // concurrently and gives up on conflicts; PaV paces and repairs).
 func TestManyProvisionersRegisterAndDeregister(t *testing.T) {
 	f := framework.New(t)
-	pav, err := v1alpha1.NewClient(f.Config)
+	pav, err := framework.PavProvisioners(f.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -29,13 +31,14 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
-	"github.com/albertofaria/pav/crds/v1alpha1"
-	"github.com/albertofaria/pav/protocol"
-	"github.com/albertofaria/pav/test/e2e/framework"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 const timeout = 2 * time.Minute
@@ -80,7 +83,7 @@ func install() error {
 	if err != nil {
 		return err
 	}
-	pav, err := v1alpha1.NewClient(cfg)
+	pav, err := framework.PavProvisioners(cfg)
 	if err != nil {
 		return err
 	}
@@ -102,12 +105,12 @@ func install() error {
 type env struct {
 	*framework.Framework
 	t   *testing.T
-	pav *v1alpha1.Client
+	pav pavtyped.PavProvisionerInterface
 }
 
 func newEnv(t *testing.T) *env {
 	f := framework.New(t)
-	pav, err := v1alpha1.NewClient(f.Config)
+	pav, err := framework.PavProvisioners(f.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

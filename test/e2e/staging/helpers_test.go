@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,7 +42,7 @@ const hostRoot = "/var/tmp/pav-e2e-staging"
 type env struct {
 	*framework.Framework
 	t      *testing.T
-	pav    *v1alpha1.Client
+	pav    pavtyped.PavProvisionerInterface
 	prov   string // the test's PavProvisioner
 	dirs   map[string]bool
 	marker string // host directory for this test, mounted at /marker in PaV pods
@@ -52,7 +54,7 @@ type env struct {
 // and checks that nothing PaV made is left behind.
 func newEnv(t *testing.T, specYAML string) *env {
 	f := framework.New(t)
-	pav, err := v1alpha1.NewClient(f.Config)
+	pav, err := framework.PavProvisioners(f.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,13 @@ import (
 	"os"
 	"testing"
 
+	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/crds"
-	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/test/integration/framework"
 )
 
@@ -43,11 +44,11 @@ func TestInstallPavProvisionerCRD(t *testing.T) {
 	env := framework.Shared(t)
 	env.InstallCRDs(t, crds.CustomResourceDefinition)
 	env.InstallCRDs(t, crds.CustomResourceDefinition) // idempotent
-	client, err := v1alpha1.NewClient(env.Config)
+	cs, err := pavclient.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := client.List(t.Context(), metav1.ListOptions{})
+	list, err := cs.PavV1alpha1().PavProvisioners().List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing PavProvisioners after installing the CRD: %v", err)
 	}
