@@ -29,6 +29,12 @@ build: ## go build ./... and bin/pav
 vet: ## go vet ./...
 	$(GO) vet ./...
 
+.PHONY: generate verify-generated
+generate: ## deep copies, clientset, listers, informers (k8s.io/code-generator) and the CRD (controller-gen) from crds/v1alpha1
+	hack/generate.sh
+verify-generated: ## fail if `make generate` would change anything (part of `make test`)
+	hack/verify-generated.sh
+
 # ---------------------------------------------------------------- local cluster
 .PHONY: cluster-up cluster-down cluster-purge
 cluster-up: ## start the local single-node cluster (idempotent; builds Kubernetes once into $PAV_CACHE)
@@ -70,7 +76,8 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 .PHONY: test test-unit test-integration e2e test-upstream
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
-test: ## unit, integration, e2e, then the original PaV's system tests (brings the cluster up, loads images, installs PaV)
+test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up, loads images, installs PaV)
+	$(MAKE) verify-generated
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	# On CI the cluster starts empty: a run must not inherit what an earlier one left.

@@ -29,6 +29,8 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
 var GroupVersionResource = SchemeGroupVersion.WithResource(Plural)
 
 // ProvisioningMode is Dynamic (StorageClass) or Static (PersistentVolume written by a user).
+//
+// +kubebuilder:validation:Enum=Dynamic;Static
 type ProvisioningMode string
 
 const (
@@ -36,80 +38,162 @@ const (
 	Static  ProvisioningMode = "Static"
 )
 
-// PavProvisioner is a volume provisioner written as pod templates. Cluster-scoped.
+// PavProvisioner is a volume provisioner whose logic is given as pod templates
+// that PaV instantiates to validate, create, delete, stage and unstage volumes.
 //
 // +genclient
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:resource:scope=Cluster,shortName=pav
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name=Modes,type=string,JSONPath=`.spec.provisioningModes`
+// +kubebuilder:printcolumn:name=Ready,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 characters, only lowercase alphanumeric characters or '-', starting and ending with an alphanumeric character"
 type PavProvisioner struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// +required
 	Spec   PavProvisionerSpec   `json:"spec"`
 	Status PavProvisionerStatus `json:"status,omitempty"`
 }
 
 // PavProvisionerSpec is the user's definition, unevaluated.
+//
+// Each phase section is an object of its fields, or one template string
+// that evaluates to it (every string under spec may be a template): so the
+// sections have no type and keep unknown fields, which validation reports.
 type PavProvisionerSpec struct {
+	// The provisioning modes supported by the provisioner (Dynamic, Static).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +listType=set
 	ProvisioningModes []ProvisioningMode `json:"provisioningModes"`
-	VolumeValidation  *VolumeValidation  `json:"volumeValidation,omitempty"`
-	VolumeCreation    *VolumeCreation    `json:"volumeCreation,omitempty"`
-	VolumeDeletion    *VolumeDeletion    `json:"volumeDeletion,omitempty"`
-	VolumeStaging     *VolumeStaging     `json:"volumeStaging,omitempty"`
-	VolumeUnstaging   *VolumeUnstaging   `json:"volumeUnstaging,omitempty"`
-	// VolumeExpansion is a PaV-Go addition to the spec.
+	// Which volumes the provisioner accepts, and an optional validation pod.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeValidation *VolumeValidation `json:"volumeValidation,omitempty"`
+	// How volumes are created (dynamic provisioning only).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeCreation *VolumeCreation `json:"volumeCreation,omitempty"`
+	// How volumes are deleted (dynamic provisioning only).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeDeletion *VolumeDeletion `json:"volumeDeletion,omitempty"`
+	// How a volume is made available on a node.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeStaging *VolumeStaging `json:"volumeStaging,omitempty"`
+	// How the effects of staging are reverted.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeUnstaging *VolumeUnstaging `json:"volumeUnstaging,omitempty"`
+	// PaV-Go addition: how volumes grow when their claim asks for more
+	// (dynamic provisioning only). Without it, claims of the provisioner
+	// cannot be expanded; with it but without a podTemplate, the new size is
+	// only recorded.
+	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeExpansion *VolumeExpansion `json:"volumeExpansion,omitempty"`
 }
 
 // VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.
+//
+// +kubebuilder:validation:Type=""
 type VolumeValidation struct {
-	Section     `json:"-"`
+	Section `json:"-"`
+	// List of Filesystem/Block (default [Filesystem]). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeModes *Value `json:"volumeModes,omitempty"`
+	// List of ReadWriteOnce/ReadOnlyMany/ReadWriteMany (default all three). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	AccessModes *Value `json:"accessModes,omitempty"`
+	// Minimum capacity (a quantity). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	MinCapacity *Value `json:"minCapacity,omitempty"`
+	// Maximum capacity (a quantity). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	MaxCapacity *Value `json:"maxCapacity,omitempty"`
+	// PodTemplateSpec of the volume validation pod. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeCreation: how a volume is created (dynamic provisioning only).
+//
+// +kubebuilder:validation:Type=""
 type VolumeCreation struct {
-	Section     `json:"-"`
-	Handle      *Value `json:"handle,omitempty"`
-	Capacity    *Value `json:"capacity,omitempty"`
+	Section `json:"-"`
+	// The volume handle (PersistentVolume.spec.csi.volumeHandle). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Handle *Value `json:"handle,omitempty"`
+	// The volume capacity (a quantity). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Capacity *Value `json:"capacity,omitempty"`
+	// PodTemplateSpec of the volume creation pod. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
-	// NodeAffinity is a PaV-Go addition to the spec: a VolumeNodeAffinity that is
-	// set on the created PersistentVolume (e.g. for node-local volumes).
+	// PaV-Go addition: a core/v1 VolumeNodeAffinity set on the created
+	// PersistentVolume (e.g. for node-local volumes). May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	NodeAffinity *Value `json:"nodeAffinity,omitempty"`
-	// Cloning is a PaV-Go addition to the spec: true if the provisioner can
-	// create a volume from another claim of the same provisioner (the new
-	// claim's dataSource); its validation and creation contexts then have
-	// sourcePvc, sourcePv and sourceHandle.
+	// PaV-Go addition: true if the provisioner can clone, i.e. create a
+	// volume from a claim of the same provisioner named in the new claim's
+	// dataSource (its creation context then has sourcePvc, sourcePv and
+	// sourceHandle). Default false: such claims are refused.
 	Cloning bool `json:"cloning,omitempty"`
 }
 
 // VolumeDeletion: how a dynamically provisioned volume is deleted.
+//
+// +kubebuilder:validation:Type=""
 type VolumeDeletion struct {
-	Section     `json:"-"`
+	Section `json:"-"`
+	// PodTemplateSpec of the volume deletion pod. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeStaging: how a volume is made available on a node. podTemplate is mandatory.
+//
+// +kubebuilder:validation:Type=""
 type VolumeStaging struct {
-	Section     `json:"-"`
+	Section `json:"-"`
+	// PodTemplateSpec of the volume staging pod. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeUnstaging: how the effects of staging are reverted.
+//
+// +kubebuilder:validation:Type=""
 type VolumeUnstaging struct {
-	Section     `json:"-"`
+	Section `json:"-"`
+	// PodTemplateSpec of the volume unstaging pod. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
 // VolumeExpansion: how a dynamically provisioned volume grows when its claim
 // asks for more (a PaV-Go addition). Without a pod template the new size is
 // only recorded.
+//
+// +kubebuilder:validation:Type=""
 type VolumeExpansion struct {
-	Section     `json:"-"`
+	Section `json:"-"`
+	// PodTemplateSpec of the volume expansion pod, which grows the volume
+	// and may write its new capacity to /pav/capacity. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
@@ -182,9 +266,12 @@ func jsonNames(v interface{}) map[string]bool {
 
 // PavProvisionerStatus is written by the controller.
 type PavProvisionerStatus struct {
-	// ObservedGeneration is the generation the conditions describe.
+	// The metadata.generation that the conditions describe.
+	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready (valid, CSIDriver in place). Valid (templates compile, literals typed).
+	// Ready (valid, CSIDriver in place) and Valid (templates compile, literals typed).
+	// +listType=map
+	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
