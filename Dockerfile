@@ -5,6 +5,8 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# PaV's fork of gonja, which go.mod's replace directive points to.
+COPY third_party/gonja third_party/gonja
 RUN go mod download
 COPY . .
 ARG VERSION=dev
