@@ -146,6 +146,10 @@ type FilterCall struct {
 	// filterFunc FilterFunction
 }
 
+// Position and String make a FilterCall a Node (PaV), so that a Walker visits it.
+func (fc *FilterCall) Position() *tokens.Token { return fc.Token }
+func (fc *FilterCall) String() string          { return fmt.Sprintf("FilterCall(%s)", fc.Name) }
+
 type TestExpression struct {
 	Expression Expression
 	Test       *TestCall
@@ -171,6 +175,9 @@ type TestCall struct {
 func (tc *TestCall) String() string {
 	return fmt.Sprintf("test(%s)", tc.Name)
 }
+
+// Position makes a TestCall a Node (PaV), so that a Walker visits it.
+func (tc *TestCall) Position() *tokens.Token { return tc.Token }
 
 type String struct {
 	Location *tokens.Token

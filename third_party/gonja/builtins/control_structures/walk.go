@@ -1,0 +1,82 @@
+package controlStructures
+
+import "github.com/nikolalohinski/gonja/v2/nodes"
+
+// PaV: every control structure shows its children to a nodes.Walker, in
+// field order, so that a program can check or rewrite a whole parsed
+// template; and the parts programs need to read have accessors.
+
+func (acs *AutoescapeControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(acs.Wrapper) }
+
+func (c *CallControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Walk(c.Call)
+	w.Walk(c.Body)
+}
+
+func (c *DoControlStructure) WalkChildren(w *nodes.Walker) { w.Expression(&c.Expression) }
+
+func (fcs *FilterControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Walk(fcs.bodyWrapper)
+	for _, f := range fcs.filterChain {
+		w.Walk(f)
+	}
+}
+
+func (fcs *ForControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expression(&fcs.ObjectEvaluator)
+	w.Expression(&fcs.IfCondition)
+	w.Walk(fcs.BodyWrapper)
+	w.Walk(fcs.EmptyWrapper)
+}
+
+func (ics *IfControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expressions(ics.Conditions)
+	for _, wr := range ics.Wrappers {
+		w.Walk(wr)
+	}
+}
+
+func (ics *ImportControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expression(&ics.filenameExpression)
+}
+
+func (fcs *FromImportControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expression(&fcs.FilenameExpression)
+	w.Walk(fcs.Template)
+	for _, m := range fcs.Macros {
+		w.Walk(m)
+	}
+}
+
+func (ics *IncludeControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expression(&ics.filenameExpression)
+}
+
+func (mcs *MacroControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(mcs.Macro) }
+
+func (rcs *RawControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(rcs.data) }
+
+// Data is the raw block's text.
+func (rcs *RawControlStructure) Data() *nodes.Data { return rcs.data }
+
+func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
+	w.Expression(&scs.target)
+	w.Expression(&scs.expression)
+	w.Expression(&scs.condition)
+	w.Expression(&scs.alternative)
+	w.Walk(scs.body)
+}
+
+// Target is what the set statement assigns to.
+func (scs *SetControlStructure) Target() nodes.Expression { return scs.target }
+
+func (c *TransControlStructure) WalkChildren(w *nodes.Walker) {
+	w.ExpressionMap(c.Variables)
+	w.Walk(c.SingularBody)
+	w.Walk(c.PluralBody)
+}
+
+func (wcs *WithControlStructure) WalkChildren(w *nodes.Walker) {
+	w.ExpressionMap(wcs.pairs)
+	w.Walk(wcs.wrapper)
+}
