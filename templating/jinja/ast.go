@@ -2,9 +2,7 @@ package jinja
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
-	"unsafe"
 
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
@@ -23,11 +21,16 @@ import (
 //
 // It returns the expressions that the inserted filters refer to by index.
 //
-// gonja keeps some children of control structures in unexported fields, so the
-// walk goes by reflection over every node reachable from the root.
+// The walk is gonja's nodes.Walker (added by PaV's fork, third_party/gonja),
+// which reaches every node, control structures' children included.
 func prepare(root *nodes.Template, rawTrims map[int]rawTrim) ([]nodes.Expression, error) {
-	w := &walker{seen: map[uintptr]bool{}, defined: map[string]bool{}, rawTrims: rawTrims}
-	w.walk(reflect.ValueOf(root))
+	w := &walker{defined: map[string]bool{}, rawTrims: rawTrims}
+	walk := &nodes.Walker{
+		Replace: w.rewriteArith,
+		Visit:   w.visitNode,
+		Key:     func(name string) { w.defined[name] = true }, // names bound by `with` (and keyword names: harmless)
+	}
+	walk.Walk(root)
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -49,7 +52,6 @@ type namedUse struct {
 }
 
 type walker struct {
-	seen    map[uintptr]bool
 	defined map[string]bool // names a template binds itself (macros, set, for)
 	calls   []namedUse
 	exprs   []nodes.Expression // referenced by index from inserted filters
@@ -78,102 +80,16 @@ func position(e nodes.Expression) (tok *tokens.Token) {
 	return e.Position()
 }
 
-var tokenType = reflect.TypeOf(tokens.Token{})
-
-func (w *walker) walk(v reflect.Value) {
-	if w.err != nil || !v.IsValid() {
-		return
-	}
-	switch v.Kind() {
-	case reflect.Interface:
-		w.rewriteArith(v)
-		if !v.IsNil() {
-			w.walk(v.Elem())
-		}
-	case reflect.Ptr:
-		if v.IsNil() || v.Elem().Kind() != reflect.Struct || v.Elem().Type() == tokenType {
-			return
-		}
-		p := v.UnsafePointer()
-		if w.seen[uintptr(p)] {
-			return
-		}
-		w.seen[uintptr(p)] = true
-		elem := reflect.NewAt(v.Elem().Type(), p).Elem()
-		w.visitStruct(elem)
-		w.visitNode(p, v.Elem().Type())
-	case reflect.Struct:
-		w.visitStruct(v)
-	case reflect.Slice, reflect.Array:
-		for i := 0; i < v.Len(); i++ {
-			w.walk(v.Index(i))
-		}
-	case reflect.Map:
-		if v.CanAddr() {
-			v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem() // writable even if unexported
-		}
-		for _, k := range v.MapKeys() {
-			if k.Kind() == reflect.String {
-				w.noteMapKey(v.Type(), k.String())
-			}
-			val := v.MapIndex(k)
-			if val.Kind() != reflect.Interface || !v.CanSet() {
-				w.walk(val)
-				continue
-			}
-			// Map values are not addressable: walk (and rewrite) a copy,
-			// then store it back (the `with` block's name -> expression map).
-			slot := reflect.New(val.Type()).Elem()
-			slot.Set(val)
-			w.walk(slot)
-			v.SetMapIndex(k, slot)
-		}
-	}
-}
-
-func (w *walker) visitStruct(v reflect.Value) {
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.Ptr, reflect.Interface, reflect.Slice, reflect.Map, reflect.Struct, reflect.Array:
-			w.walk(f)
-		}
-	}
-}
-
-// noteMapKey records names bound by `with` blocks (a map of name to expression).
-func (w *walker) noteMapKey(t reflect.Type, key string) {
-	if t.Elem() == reflect.TypeOf((*nodes.Expression)(nil)).Elem() {
-		w.defined[key] = true
-	}
-}
-
-var (
-	outputType    = reflect.TypeOf(nodes.Output{})
-	filterType    = reflect.TypeOf(nodes.FilterCall{})
-	filteredType  = reflect.TypeOf(nodes.FilteredExpression{})
-	testType      = reflect.TypeOf(nodes.TestCall{})
-	testExprType  = reflect.TypeOf(nodes.TestExpression{})
-	callType      = reflect.TypeOf(nodes.Call{})
-	macroType     = reflect.TypeOf(nodes.Macro{})
-	getAttrType   = reflect.TypeOf(nodes.GetAttribute{})
-	getItemType   = reflect.TypeOf(nodes.GetItem{})
-	getSliceType  = reflect.TypeOf(nodes.GetSlice{})
-	forType       = reflect.TypeOf(controlStructures.ForControlStructure{})
-	rawType       = reflect.TypeOf(controlStructures.RawControlStructure{})
-	setTargetName = "target"
-)
-
-func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
+// visitNode checks and rewrites a node once its children are done.
+func (w *walker) visitNode(n nodes.Node) {
 	if w.err != nil {
 		return
 	}
-	switch t {
-	case outputType:
-		w.wrapOutput((*nodes.Output)(p))
-	case rawType:
-		data := reflect.NewAt(t, p).Elem().FieldByName("data")
-		if d, ok := reflect.NewAt(data.Type(), unsafe.Pointer(data.UnsafeAddr())).Elem().Interface().(*nodes.Data); ok && d != nil && d.Data != nil {
+	switch n := n.(type) {
+	case *nodes.Output:
+		w.wrapOutput(n)
+	case *controlStructures.RawControlStructure:
+		if d := n.Data(); d != nil && d.Data != nil {
 			if trim, ok := w.rawTrims[d.Data.Pos]; ok {
 				if trim.left {
 					d.Data.Val = strings.TrimLeft(d.Data.Val, " \t\n\r")
@@ -183,15 +99,15 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 				}
 			}
 		}
-	case filterType:
-		f := (*nodes.FilterCall)(p)
+	case *nodes.FilterCall:
+		f := n
 		if !internalFilters[f.Name] && !filters.Exists(f.Name) {
 			w.fail(f.Token, "unknown filter '%s'", f.Name)
 		}
-	case filteredType:
+	case *nodes.FilteredExpression:
 		// Only the first filter of a chain sees the original expression,
 		// which may be undefined; later ones see filter results.
-		fe := (*nodes.FilteredExpression)(p)
+		fe := n
 		if len(fe.Filters) > 0 {
 			if name, ok := undefinedAwareFilters[fe.Filters[0].Name]; ok {
 				f := fe.Filters[0]
@@ -199,13 +115,13 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 				f.Args = append([]nodes.Expression{w.ref(fe.Expression)}, f.Args...)
 			}
 		}
-	case testType:
-		tc := (*nodes.TestCall)(p)
+	case *nodes.TestCall:
+		tc := n
 		if !tests.Exists(tc.Name) {
 			w.fail(tc.Token, "unknown test '%s'", tc.Name)
 		}
-	case testExprType:
-		te := (*nodes.TestExpression)(p)
+	case *nodes.TestExpression:
+		te := n
 		if te.Expression == nil || te.Test == nil {
 			var tok *tokens.Token
 			if te.Test != nil {
@@ -220,22 +136,18 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 				te.Test.Args = append([]nodes.Expression{w.ref(te.Expression)}, te.Test.Args...)
 			}
 		}
-	case callType:
-		c := (*nodes.Call)(p)
-		if n, ok := c.Func.(*nodes.Name); ok {
-			w.calls = append(w.calls, namedUse{name: n.Name.Val, tok: n.Name})
+	case *nodes.Call:
+		if name, ok := n.Func.(*nodes.Name); ok {
+			w.calls = append(w.calls, namedUse{name: name.Name.Val, tok: name.Name})
 		}
-	case getAttrType:
-		g := (*nodes.GetAttribute)(p)
-		g.Node = w.checkDefined(g.Node, true)
-	case getItemType:
-		g := (*nodes.GetItem)(p)
-		g.Node = w.checkDefined(g.Node, true)
-	case getSliceType:
-		g := (*nodes.GetSlice)(p)
-		g.Node = w.checkDefined(g.Node, false)
-	case forType:
-		f := (*controlStructures.ForControlStructure)(p)
+	case *nodes.GetAttribute:
+		n.Node = w.checkDefined(n.Node, true)
+	case *nodes.GetItem:
+		n.Node = w.checkDefined(n.Node, true)
+	case *nodes.GetSlice:
+		n.Node = w.checkDefined(n.Node, false)
+	case *controlStructures.ForControlStructure:
+		f := n
 		w.defined[f.Key] = true
 		if f.Value != "" {
 			w.defined[f.Value] = true
@@ -252,8 +164,8 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 		if f.BodyWrapper != nil {
 			w.bodies = append(w.bodies, f.BodyWrapper)
 		}
-	case macroType:
-		m := (*nodes.Macro)(p)
+	case *nodes.Macro:
+		m := n
 		w.defined[m.Name] = true
 		for _, kw := range m.Kwargs {
 			if n, ok := kw.Key.(*nodes.Name); ok {
@@ -268,21 +180,18 @@ func (w *walker) visitNode(p unsafe.Pointer, t reflect.Type) {
 			// A Jinja macro takes extra positional (keyword) arguments
 			// when its body refers to varargs (kwargs); gonja wants them
 			// declared as *varargs (**kwargs).
-			if m.VarArgsName == "" && mentionsName(reflect.ValueOf(m.Wrapper), "varargs", map[uintptr]bool{}) {
+			if m.VarArgsName == "" && mentionsName(m.Wrapper, "varargs") {
 				m.VarArgsName = "varargs"
 			}
-			if m.KwArgsName == "" && mentionsName(reflect.ValueOf(m.Wrapper), "kwargs", map[uintptr]bool{}) {
+			if m.KwArgsName == "" && mentionsName(m.Wrapper, "kwargs") {
 				m.KwArgsName = "kwargs"
 			}
 		}
-	default:
-		// Set targets and the like are bound by name in control structures;
-		// record Name targets so calls to them are not reported as unknown.
-		v := reflect.NewAt(t, p).Elem()
-		if f := v.FieldByName(setTargetName); f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil() {
-			if n, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*nodes.Name); ok {
-				w.defined[n.Name.Val] = true
-			}
+	case *controlStructures.SetControlStructure:
+		// A set binds a name; record it so that calls to it are not
+		// reported as unknown.
+		if name, ok := n.Target().(*nodes.Name); ok {
+			w.defined[name.Name.Val] = true
 		}
 	}
 }
@@ -354,10 +263,6 @@ func stepNode(tok *tokens.Token, filter string) nodes.Node {
 	}
 }
 
-// filteredPtrType: rewrites apply to any interface slot that can hold an
-// expression (a call's callee is a nodes.Node, for instance).
-var filteredPtrType = reflect.TypeOf(&nodes.FilteredExpression{})
-
 // binaryOps are the operators rewriteArith replaces, by token type.
 var binaryOps = map[tokens.Type]string{
 	tokens.Power: "**", tokens.FloorDivision: "//", tokens.Modulo: "%", tokens.Division: "/",
@@ -366,32 +271,28 @@ var binaryOps = map[tokens.Type]string{
 	tokens.GreaterThanOrEqual: ">=",
 }
 
-// rewriteArith replaces arithmetic `a <op> b` held in an addressable
-// expression slot by `a|__pav_arith(op, b, tuple)`, which implements Python's
+// rewriteArith replaces arithmetic `a <op> b` in an expression slot by `a|__pav_arith(op, b, tuple)`, which implements Python's
 // semantics (gonja's differ: float powers, truncating division, +Inf on
 // division by zero, silent int64 wrap-around, 'a' + 1 = "a1", undefined + 3 =
 // 3, a panic on string formatting, 1 < 'a' and none < 1 true). `==`, `!=`
 // and `~` get filters of their own. tuple tells `%` whether its right operand
 // is a tuple literal, whose items are the format arguments.
-func (w *walker) rewriteArith(slot reflect.Value) {
-	if slot.IsNil() || !slot.CanAddr() || !filteredPtrType.AssignableTo(slot.Type()) {
-		return
+func (w *walker) rewriteArith(e nodes.Expression) nodes.Expression {
+	if w.err != nil {
+		return e
 	}
-	slot = reflect.NewAt(slot.Type(), unsafe.Pointer(slot.UnsafeAddr())).Elem() // readable even if unexported
-	if n, ok := slot.Elem().Interface().(*nodes.Name); ok && n.Name != nil && n.Name.Val == "none" {
+	if n, ok := e.(*nodes.Name); ok && n.Name != nil && n.Name.Val == "none" {
 		// Jinja's lowercase none literal; gonja knows only None (and looks
 		// `none` up as a variable, which is undefined).
-		slot.Set(reflect.ValueOf(&nodes.None{Location: n.Name}))
-		return
+		return &nodes.None{Location: n.Name}
 	}
-	if n, ok := slot.Elem().Interface().(*nodes.None); ok && n.Location != nil && n.Location.Val == "nil" {
+	if n, ok := e.(*nodes.None); ok && n.Location != nil && n.Location.Val == "nil" {
 		// gonja's nil literal is an ordinary (undefined) name in Jinja.
-		slot.Set(reflect.ValueOf(&nodes.Name{Name: n.Location}))
-		return
+		return &nodes.Name{Name: n.Location}
 	}
-	bin, ok := slot.Elem().Interface().(*nodes.BinaryExpression)
+	bin, ok := e.(*nodes.BinaryExpression)
 	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
-		return
+		return e
 	}
 	tok := bin.Operator.Token
 	op, isOp := binaryOps[tok.Type]
@@ -399,36 +300,34 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 		// gonja's lexer glues characters it does not know to the next
 		// token ("0 #% 0" is a modulo for it); Jinja rejects them.
 		w.fail(tok, "unexpected characters in operator '%s'", tok.Val)
-		return
+		return e
 	}
 	switch op {
 	case "**", "//", "%", "/", "+", "-", "*", "<", "<=", ">", ">=":
 	case "==", "!=":
 		// Jinja's undefined equals only undefined, never none; gonja has one
 		// nil for both, so the comparison re-inspects both operands.
-		slot.Set(reflect.ValueOf(&nodes.FilteredExpression{
+		return &nodes.FilteredExpression{
 			Expression: bin.Left,
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
 				Name:  equalFilter,
 				Args:  []nodes.Expression{&nodes.Bool{Location: tok, Val: op == "!="}, bin.Right, w.ref(bin.Left), w.ref(bin.Right)},
 			}},
-		}))
-		return
+		}
 	case "~":
 		// Python's str() of both operands, but undefined is "" (gonja's ~
 		// prints none as "" as well; Jinja prints "None").
-		slot.Set(reflect.ValueOf(&nodes.FilteredExpression{
+		return &nodes.FilteredExpression{
 			Expression: bin.Left,
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
 				Name:  concatFilter,
 				Args:  []nodes.Expression{bin.Right, w.ref(bin.Left), w.ref(bin.Right)},
 			}},
-		}))
-		return
+		}
 	default:
-		return
+		return e
 	}
 	_, tuple := bin.Right.(*nodes.Tuple)
 	repl := &nodes.FilteredExpression{
@@ -439,51 +338,16 @@ func (w *walker) rewriteArith(slot reflect.Value) {
 			Args:  []nodes.Expression{&nodes.String{Location: tok, Val: op}, bin.Right, &nodes.Bool{Location: tok, Val: tuple}},
 		}},
 	}
-	slot.Set(reflect.ValueOf(repl))
+	return repl
 }
 
-var nameType = reflect.TypeOf(nodes.Name{})
-
-// mentionsName reports whether the nodes reachable from v refer to name.
-func mentionsName(v reflect.Value, name string, seen map[uintptr]bool) bool {
-	if !v.IsValid() {
-		return false
-	}
-	switch v.Kind() {
-	case reflect.Interface:
-		return !v.IsNil() && mentionsName(v.Elem(), name, seen)
-	case reflect.Ptr:
-		if v.IsNil() || v.Elem().Kind() != reflect.Struct || v.Elem().Type() == tokenType {
-			return false
+// mentionsName reports whether a node under n refers to name.
+func mentionsName(n nodes.Node, name string) bool {
+	found := false
+	(&nodes.Walker{Visit: func(n nodes.Node) {
+		if x, ok := n.(*nodes.Name); ok && x.Name != nil && x.Name.Val == name {
+			found = true
 		}
-		p := v.UnsafePointer()
-		if seen[uintptr(p)] {
-			return false
-		}
-		seen[uintptr(p)] = true
-		if v.Elem().Type() == nameType {
-			n := (*nodes.Name)(p)
-			return n.Name != nil && n.Name.Val == name
-		}
-		return mentionsName(reflect.NewAt(v.Elem().Type(), p).Elem(), name, seen)
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if mentionsName(v.Field(i), name, seen) {
-				return true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		for i := 0; i < v.Len(); i++ {
-			if mentionsName(v.Index(i), name, seen) {
-				return true
-			}
-		}
-	case reflect.Map:
-		for _, k := range v.MapKeys() {
-			if mentionsName(v.MapIndex(k), name, seen) {
-				return true
-			}
-		}
-	}
-	return false
+	}}).Walk(n)
+	return found
 }
