@@ -281,15 +281,6 @@ func (w *walker) rewriteArith(e nodes.Expression) nodes.Expression {
 	if w.err != nil {
 		return e
 	}
-	if n, ok := e.(*nodes.Name); ok && n.Name != nil && n.Name.Val == "none" {
-		// Jinja's lowercase none literal; gonja knows only None (and looks
-		// `none` up as a variable, which is undefined).
-		return &nodes.None{Location: n.Name}
-	}
-	if n, ok := e.(*nodes.None); ok && n.Location != nil && n.Location.Val == "nil" {
-		// gonja's nil literal is an ordinary (undefined) name in Jinja.
-		return &nodes.Name{Name: n.Location}
-	}
 	bin, ok := e.(*nodes.BinaryExpression)
 	if !ok || bin.Operator == nil || bin.Operator.Token == nil {
 		return e

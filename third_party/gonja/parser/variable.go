@@ -275,7 +275,7 @@ func (p *Parser) ParseVariable() (nodes.Expression, error) {
 			Val:      true,
 		}
 		return br, nil
-	case "nil", "None":
+	case "none", "None": // PaV: Jinja's none literals; nil is an ordinary name in Jinja
 		br := &nodes.None{
 			Location: t,
 		}

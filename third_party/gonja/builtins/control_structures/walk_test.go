@@ -65,3 +65,20 @@ func TestWalkerReachesControlStructureChildren(t *testing.T) {
 		t.Errorf("%d replaced names in the tree, want %d", again, len(want))
 	}
 }
+
+// Jinja's literals are none and None; nil is an ordinary name (PaV).
+func TestNoneLiterals(t *testing.T) {
+	root := parse(t, `{{ none }}{{ None }}{{ nil }}`)
+	var got []string
+	for _, n := range root.Nodes {
+		switch e := n.(*nodes.Output).Expression.(type) {
+		case *nodes.None:
+			got = append(got, "None")
+		case *nodes.Name:
+			got = append(got, "Name:"+e.Name.Val)
+		}
+	}
+	if strings.Join(got, " ") != "None None Name:nil" {
+		t.Errorf("parsed %v", got)
+	}
+}
