@@ -37,8 +37,9 @@ func testFunctions() *Functions {
 
 // knownDivergences are golden cases where PaV does not do what Jinja does:
 // deliberately (the first three), or because gonja's parser or runtime lacks
-// the construct and correcting it would mean forking gonja (the others; each
-// fails cleanly, so a template relying on it is rejected, not mis-rendered).
+// the construct and PaV's fork (third_party/gonja) does not add it yet (the
+// others; each fails cleanly, so a template relying on it is rejected, not
+// mis-rendered).
 // For each, the test asserts PaV's own behaviour instead: the render must
 // fail with an error containing errContains. If one starts to render, the
 // test fails, and the entry must be reconsidered.
@@ -62,10 +63,6 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 	"macro-missing-arg-undefined": {
 		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
 		errContains: "expression evaluated to none",
-	},
-	"set-block-filter": {
-		reason:      "gonja's parser lacks filtered block assignment, {% set x | filter %}...{% endset %}",
-		errContains: "Expected '=' or end of tag for block-set",
 	},
 	"set-tuple-unpack": {
 		reason:      "gonja's parser lacks tuple unpacking in set, {% set a, b = ... %}",

@@ -18,6 +18,8 @@ type SetControlStructure struct {
 	condition   nodes.Expression
 	alternative nodes.Expression
 	body        *nodes.Wrapper
+	// filters of a block set, {% set x | f | g %}...{% endset %} (PaV)
+	filters []*nodes.FilterCall
 }
 
 func (scs *SetControlStructure) Position() *tokens.Token {
@@ -45,6 +47,13 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 		// Jinja2's block-set captures the rendered string as a Markup
 		// (safe) value. Match that semantic.
 		value = exec.AsSafeValue(buf.String())
+		for _, call := range scs.filters {
+			value = r.Evaluator().ExecuteFilter(call, value)
+			if value.IsError() {
+				return errors.Wrapf(value, `Unable to apply filter %s (Line: %d Col: %d, near %s`,
+					call.Name, call.Token.Line, call.Token.Col, call.Token.Val)
+			}
+		}
 	} else {
 		// --- Expression form: {% set x = expr [if cond else alt] %} ---
 		if scs.condition != nil && scs.alternative != nil {
@@ -117,6 +126,14 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 	}
 
 	if args.Match(tokens.Assign) == nil {
+		// PaV: a block set may filter what it captures, as in Jinja.
+		for args.Match(tokens.Pipe) != nil {
+			filterCall, err := args.ParseFilter()
+			if err != nil {
+				return nil, err
+			}
+			cs.filters = append(cs.filters, filterCall)
+		}
 		if !args.End() {
 			return nil, args.Error("Expected '=' or end of tag for block-set.", args.Current())
 		}

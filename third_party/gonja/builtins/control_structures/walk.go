@@ -65,6 +65,9 @@ func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Expression(&scs.condition)
 	w.Expression(&scs.alternative)
 	w.Walk(scs.body)
+	for _, f := range scs.filters {
+		w.Walk(f)
+	}
 }
 
 // Target is what the set statement assigns to.
