@@ -190,8 +190,10 @@ func (w *walker) visitNode(n nodes.Node) {
 	case *controlStructures.SetControlStructure:
 		// A set binds a name; record it so that calls to it are not
 		// reported as unknown.
-		if name, ok := n.Target().(*nodes.Name); ok {
-			w.defined[name.Name.Val] = true
+		for _, t := range n.Targets() {
+			if name, ok := t.(*nodes.Name); ok {
+				w.defined[name.Name.Val] = true
+			}
 		}
 	}
 }

@@ -64,10 +64,6 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
 		errContains: "expression evaluated to none",
 	},
-	"set-tuple-unpack": {
-		reason:      "gonja's parser lacks tuple unpacking in set, {% set a, b = ... %}",
-		errContains: "Expected '=' or end of tag for block-set",
-	},
 	"in-binds-looser-than-filter": {
 		reason:      "gonja's parser takes only a variable or literal as the right operand of `in`, so in `a in b | f` the filter applies to the result of `in`; write `a in (b | f)`",
 		errContains: "expression evaluated to a list",

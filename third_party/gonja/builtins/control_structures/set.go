@@ -20,6 +20,9 @@ type SetControlStructure struct {
 	body        *nodes.Wrapper
 	// filters of a block set, {% set x | f | g %}...{% endset %} (PaV)
 	filters []*nodes.FilterCall
+	// more names to unpack the value into, {% set a, b = ... %} (PaV):
+	// target gets the first item
+	more []*nodes.Name
 }
 
 func (scs *SetControlStructure) Position() *tokens.Token {
@@ -78,6 +81,10 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 		return value
 	}
 
+	if len(scs.more) > 0 {
+		return scs.unpack(r, value)
+	}
+
 	switch n := scs.target.(type) {
 	case *nodes.Name:
 		r.Environment.Context.Set(n.Name.Val, value.Interface())
@@ -108,6 +115,25 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 	return nil
 }
 
+// unpack assigns the items of value to the names of a tuple target, as
+// Python does: there must be exactly as many items as names.
+func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) error {
+	names := append([]*nodes.Name{scs.target.(*nodes.Name)}, scs.more...)
+	if !value.IsList() {
+		return errors.Errorf("cannot unpack non-iterable %s into %d names", value.String(), len(names))
+	}
+	if n := value.Len(); n != len(names) {
+		if n < len(names) {
+			return errors.Errorf("not enough values to unpack (expected %d, got %d)", len(names), n)
+		}
+		return errors.Errorf("too many values to unpack (expected %d)", len(names))
+	}
+	for i, name := range names {
+		r.Environment.Context.Set(name.Name.Val, value.Index(i).Interface())
+	}
+	return nil
+}
+
 func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
 	cs := &SetControlStructure{
 		location: p.Current(),
@@ -123,6 +149,22 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		cs.target = n
 	default:
 		return nil, errors.Errorf(`unexpected set target %s`, n)
+	}
+	// PaV: tuple unpacking into names, {% set a, b = ... %}.
+	for args.Match(tokens.Comma) != nil {
+		_, ok := cs.target.(*nodes.Name)
+		next, err := args.ParseVariableOrLiteral()
+		if err != nil {
+			return nil, errors.Wrap(err, `unable to parse identifier`)
+		}
+		name, nextOK := next.(*nodes.Name)
+		if !ok || !nextOK {
+			return nil, args.Error("Only names can be unpacked into in a set tag.", args.Current())
+		}
+		cs.more = append(cs.more, name)
+	}
+	if len(cs.more) > 0 && args.Current(tokens.Assign) == nil {
+		return nil, args.Error("Expected '=' after the names to unpack into.", args.Current())
 	}
 
 	if args.Match(tokens.Assign) == nil {
@@ -152,6 +194,21 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 	expr, err := args.ParseExpression()
 	if err != nil {
 		return nil, err
+	}
+	// PaV: `x = a, b` assigns the tuple (a, b), as in Jinja.
+	if t := args.Current(tokens.Comma); t != nil {
+		items := []nodes.Expression{expr}
+		for args.Match(tokens.Comma) != nil {
+			if args.End() {
+				break // a trailing comma
+			}
+			item, err := args.ParseExpression()
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, item)
+		}
+		expr = &nodes.Tuple{Location: t, Val: items}
 	}
 	cs.expression = expr
 

@@ -61,6 +61,9 @@ func (rcs *RawControlStructure) Data() *nodes.Data { return rcs.data }
 
 func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Expression(&scs.target)
+	for _, n := range scs.more {
+		w.Walk(n)
+	}
 	w.Expression(&scs.expression)
 	w.Expression(&scs.condition)
 	w.Expression(&scs.alternative)
@@ -70,8 +73,15 @@ func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 	}
 }
 
-// Target is what the set statement assigns to.
-func (scs *SetControlStructure) Target() nodes.Expression { return scs.target }
+// Targets are what the set statement assigns to: one expression, or the
+// names a tuple is unpacked into.
+func (scs *SetControlStructure) Targets() []nodes.Expression {
+	out := []nodes.Expression{scs.target}
+	for _, n := range scs.more {
+		out = append(out, n)
+	}
+	return out
+}
 
 func (c *TransControlStructure) WalkChildren(w *nodes.Walker) {
 	w.ExpressionMap(c.Variables)
