@@ -14,7 +14,7 @@ export IMAGE
 LOCK := $(if $(PAV_E2E_LOCKED),,flock /tmp/pav-e2e.lock env PAV_E2E_LOCKED=1)
 
 # packages whose tests carry a build tag
-tagged_pkgs = $(sort $(dir $(shell grep -rlE '^//go:build .*\b$(1)\b' --include='*_test.go' . 2>/dev/null | grep -v '^./hack/cluster/kbuild/')))
+tagged_pkgs = $(sort $(dir $(shell grep -rlE '^//go:build .*\b$(1)\b' --include='*_test.go' . 2>/dev/null | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/')))
 
 .PHONY: help
 help:

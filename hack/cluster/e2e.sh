@@ -11,7 +11,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 [ $# -gt 0 ] || set -- -test.v -test.timeout=60m
-pkgs=${E2E_PKGS:-$(grep -rlE '^//go:build .*\be2e\b' --include='*_test.go' . | grep -v '^./hack/cluster/kbuild/' | xargs -r -n1 dirname | sort -u)}
+pkgs=${E2E_PKGS:-$(grep -rlE '^//go:build .*\be2e\b' --include='*_test.go' . | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/' | xargs -r -n1 dirname | sort -u)}
 [ -n "$pkgs" ] || { echo "no e2e tests"; exit 0; }
 
 mkdir -p _output
