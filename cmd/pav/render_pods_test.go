@@ -4,8 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/mount-utils"
+
+	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/nodeagent"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -68,27 +77,7 @@ spec:
 func TestRenderPodsArePaVsPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	write := func(name string, obj interface{}) string {
-		t.Helper()
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	provFile := filepath.Join(dir, "provisioner.yaml")
-	if err := os.WriteFile(provFile, []byte(comparedProvisioner), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	prov, err := loadProvisioner(provFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	write, provFile, prov := renderFiles(t)
 	prov.UID = "prov-uid"
 
 	className := "compared-class"
@@ -143,24 +132,8 @@ func TestRenderPodsArePaVsPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, stderr, err := run(t, newRenderCmd, "-f", provFile, "--phase", string(phase), "--pods",
+		checkRendered(t, created, "-f", provFile, "--phase", string(phase),
 			"--pvc", write("pvc.yaml", seenClaim), "--sc", write("sc.yaml", seenClass), "--selected-node", "node-1")
-		if err != nil {
-			t.Fatalf("render: %v\n%s", err, stderr)
-		}
-		rendered := &corev1.Pod{}
-		if err := yaml.UnmarshalStrict([]byte(out), rendered); err != nil {
-			t.Fatalf("render printed no pod: %v\n%s", err, out)
-		}
-		got, want := withoutHostDirSuffix(rendered), withoutHostDirSuffix(created)
-		// What the API server adds to a pod, and the fake leaves out.
-		want.TypeMeta = got.TypeMeta
-		want.ResourceVersion, want.UID, want.ManagedFields, want.CreationTimestamp = "", "", nil, metav1.Time{}
-		if !equality.Semantic.DeepEqual(got, want) {
-			g, _ := yaml.Marshal(got)
-			w, _ := yaml.Marshal(want)
-			t.Errorf("pav render --pods --phase %s:\n%s\nPaV created:\n%s", phase, g, w)
-		}
 	}
 
 	validation := waitPod(protocol.PhaseValidation)
@@ -175,13 +148,135 @@ func TestRenderPodsArePaVsPods(t *testing.T) {
 	compare(protocol.PhaseCreation, waitPod(protocol.PhaseCreation))
 }
 
-// withoutHostDirSuffix is pod with its /pav host directory cut to the pod's
-// name: the suffix is random, so that each incarnation starts empty.
-func withoutHostDirSuffix(pod *corev1.Pod) *corev1.Pod {
+// renderFiles writes comparedProvisioner into a temporary directory and
+// returns its path and the provisioner, and a function that writes more
+// objects there for `pav render`.
+func renderFiles(t *testing.T) (write func(name string, obj interface{}) string, provFile string, prov *v1alpha1.PavProvisioner) {
+	t.Helper()
+	dir := t.TempDir()
+	write = func(name string, obj interface{}) string {
+		t.Helper()
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	provFile = filepath.Join(dir, "provisioner.yaml")
+	if err := os.WriteFile(provFile, []byte(comparedProvisioner), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov, err := loadProvisioner(provFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write, provFile, prov
+}
+
+// TestRenderStagingPodIsPaVs runs the node plugin's stager on a fake cluster
+// and checks that `pav render --pods --phase staging` prints the staging pod
+// it creates for the same objects and target path.
+func TestRenderStagingPodIsPaVs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	write, provFile, prov := renderFiles(t)
+	fs := corev1.PersistentVolumeFilesystem
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data", UID: "claim-uid"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-claim-uid", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode: &fs}, // as the API server defaults it
+	}
+	pv := &corev1.PersistentVolume{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-claim-uid", UID: "pv-uid", Annotations: map[string]string{
+			protocol.AnnotationProvisionedBy: prov.Name,
+		}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "claim-uid"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: prov.Name, VolumeHandle: "vol-1"}},
+		},
+	}
+	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	kube := fake.NewClientset(pvc, pv, node)
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	pvs := factory.Core().V1().PersistentVolumes().Informer()
+	if err := pods.AddIndexers(nodeagent.PodIndexers()); err != nil {
+		t.Fatal(err)
+	}
+	if err := pvs.AddIndexers(nodeagent.PVIndexers()); err != nil {
+		t.Fatal(err)
+	}
+	pavFactory := pavinformers.NewSharedInformerFactory(pavfake.NewSimpleClientset(prov), 0)
+	provs := pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
+	stager := nodeagent.NewStager(nodeagent.StagerConfig{
+		Kube: kube, Engine: nodeagent.NewTemplatingEngine(kube), NodeName: node.Name, PodDirRoot: t.TempDir(),
+		Mounter: mount.NewFakeMounter(nil), Pods: pods, PVs: pvs, Provisioners: provs,
+	})
+	factory.Start(ctx.Done())
+	pavFactory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	pavFactory.WaitForCacheSync(ctx.Done())
+
+	// kubelet publishes; no kubelet runs the staging pod, so publishing
+	// itself times out: the pod it created is what counts.
+	target := "/var/lib/kubelet/pods/client-uid/volumes/kubernetes.io~csi/pvc-claim-uid/mount"
+	publishCtx, stop := context.WithTimeout(ctx, 2*time.Second)
+	defer stop()
+	go func() {
+		_ = stager.Publish(publishCtx, prov.Name, &pavcsi.PublishRequest{VolumeID: "vol-1", TargetPath: target, ReadOnly: true})
+	}()
+	name := protocol.PodName(protocol.PhaseStaging, protocol.StagingID("vol-1", target))
+	var created *corev1.Pod
+	if err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := kube.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		created = p
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the node plugin created no staging pod %s: %v", name, err)
+	}
+
+	checkRendered(t, created, "-f", provFile, "--phase", "staging", "--read-only",
+		"--pvc", write("pvc.yaml", pvc), "--pv", write("pv.yaml", pv), "--node", write("node.yaml", node), "--target-path", target)
+}
+
+// checkRendered runs `pav render --pods` with args and compares the pod it
+// prints with the one PaV created, but for the /pav host directory (the
+// node plugin's root and a random suffix) and what the API server adds.
+func checkRendered(t *testing.T, created *corev1.Pod, args ...string) {
+	t.Helper()
+	out, stderr, err := run(t, newRenderCmd, append(args, "--pods")...)
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, stderr)
+	}
+	rendered := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(out), rendered); err != nil {
+		t.Fatalf("render printed no pod: %v\n%s", err, out)
+	}
+	got, want := withoutHostDir(rendered), withoutHostDir(created)
+	want.TypeMeta = got.TypeMeta
+	want.ResourceVersion, want.UID, want.ManagedFields, want.CreationTimestamp = "", "", nil, metav1.Time{}
+	if !equality.Semantic.DeepEqual(got, want) {
+		g, _ := yaml.Marshal(got)
+		w, _ := yaml.Marshal(want)
+		t.Errorf("pav render --pods %s:\n%s\nPaV created:\n%s", strings.Join(args, " "), g, w)
+	}
+}
+
+// withoutHostDir is pod with its /pav host directory cut to the pod's name:
+// the node plugin's root and the directory's suffix vary.
+func withoutHostDir(pod *corev1.Pod) *corev1.Pod {
 	pod = pod.DeepCopy()
 	for i, v := range pod.Spec.Volumes {
 		if v.Name == protocol.PavVolumeName && v.HostPath != nil {
-			pod.Spec.Volumes[i].HostPath.Path = filepath.Join(filepath.Dir(v.HostPath.Path), pod.Name)
+			pod.Spec.Volumes[i].HostPath.Path = pod.Name
 		}
 	}
 	return pod
