@@ -120,7 +120,7 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) error {
 	names := append([]*nodes.Name{scs.target.(*nodes.Name)}, scs.more...)
 	if !value.IsList() {
-		return errors.Errorf("cannot unpack non-iterable %s into %d names", value.String(), len(names))
+		return errors.Errorf("cannot unpack a non-list value into %d names", len(names)) // not the value: it may be large
 	}
 	if n := value.Len(); n != len(names) {
 		if n < len(names) {
