@@ -407,7 +407,7 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
 	}
-	pod, err := protocol.ClaimPod(tmpl, s.p.Name, phase, s.pvc, s.class, annotations)
+	pod, err := protocol.ClaimPod(tmpl, s.p.Name, s.c.podDirRoot(), phase, s.pvc, s.class, annotations)
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}

@@ -76,6 +76,10 @@ type Config struct {
 	Metrics *Metrics
 	// Identity names this controller in Events.
 	Identity string
+	// KubeletDir is the nodes' kubelet root directory: the /pav directories
+	// of claim and volume pods go under it (protocol.PodDirRoot), where the
+	// node plugin reads them (default protocol.DefaultKubeletDir).
+	KubeletDir string
 	// Settled, if set, is told of every sync that ended without error: the
 	// queue ("claims", "volumes" or "provisioners"), the key, and the
 	// resourceVersion of the object in the cache as the sync began (the sync
@@ -87,6 +91,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.ClaimWorkers <= 0 {
 		c.ClaimWorkers = 16
+	}
+	if c.KubeletDir == "" {
+		c.KubeletDir = protocol.DefaultKubeletDir
 	}
 	if c.VolumeWorkers <= 0 {
 		c.VolumeWorkers = 16
@@ -157,11 +164,18 @@ func init() {
 	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
 }
 
+// podDirRoot is where the /pav directories of claim and volume pods go on
+// whichever node runs them.
+func (c *Controller) podDirRoot() string { return protocol.PodDirRoot(c.cfg.KubeletDir) }
+
 // New builds a Controller; Run starts it.
 func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
 	if cfg.Kube == nil || cfg.Pav == nil || cfg.Engine == nil {
 		return nil, fmt.Errorf("controller config needs Kube, Pav and Engine")
+	}
+	if err := protocol.CheckKubeletDir(cfg.KubeletDir); err != nil {
+		return nil, err
 	}
 	c := &Controller{
 		cfg:           cfg,

@@ -84,7 +84,7 @@ func (s *claimSync) expand(ctx context.Context) error {
 		return s.grown(ctx, pv, want)
 	}
 	claim := &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
-	squatter, err := s.c.createPod(ctx, protocol.VolumePod(tmpl, s.p.Name, protocol.PhaseExpansion, pv.Name, claim,
+	squatter, err := s.c.createPod(ctx, protocol.VolumePod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseExpansion, pv.Name, claim,
 		map[string]string{protocol.AnnotationExpansionTarget: want.String()}))
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseExpansion))

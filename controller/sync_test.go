@@ -92,6 +92,8 @@ type harness struct {
 	events   *record.FakeRecorder
 	prov     *v1alpha1.PavProvisioner
 	restarts int
+	// kubeletDir is the controller's Config.KubeletDir ("" for the default).
+	kubeletDir string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -149,7 +151,7 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 // what a crash and a new leader look like (nothing kept in memory).
 func (h *harness) restart() {
 	h.t.Helper()
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: stubEngine{}})
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: stubEngine{}, KubeletDir: h.kubeletDir})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -546,6 +548,40 @@ var deletion = scenario{
 
 // TestSyncVolumeSurvivesAFaultAtEveryWrite: deletion under faults; the
 // deletion pod runs once and the PV goes, finalizer and all.
+// Every pod the controller creates keeps /pav under the kubelet directory it
+// was given, where the node plugin of a node with that kubelet root reads it.
+func TestPodsKeepPavUnderTheKubeletDir(t *testing.T) {
+	const kubeletDir = "/var/lib/k0s/kubelet"
+	root := protocol.PodDirRoot(kubeletDir) + "/"
+	for name, sc := range map[string]scenario{"claim pods": deletedDuringCreation, "volume pods": deletion} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			h.kubeletDir = kubeletDir
+			h.restart()
+			created := map[protocol.Phase]string{}
+			h.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+				for _, v := range pod.Spec.Volumes {
+					if v.Name == protocol.PavVolumeName && v.HostPath != nil {
+						created[phaseOf(pod)] = v.HostPath.Path
+					}
+				}
+				return false, nil, nil
+			})
+			sc.setup(h)
+			sc.run(t, h, 20)
+			if created[sc.once] == "" {
+				t.Fatalf("no %s pod with a /pav host directory created: %v", sc.once, created)
+			}
+			for phase, dir := range created {
+				if !strings.HasPrefix(dir, root) || strings.Contains(strings.TrimPrefix(dir, root), "/") {
+					t.Errorf("the %s pod's /pav is %s, not a directory of %s", phase, dir, root)
+				}
+			}
+		})
+	}
+}
+
 func TestSyncVolumeSurvivesAFaultAtEveryWrite(t *testing.T) {
 	testEveryFault(t, deletion)
 }

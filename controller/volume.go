@@ -156,7 +156,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
 		claim.UID = pv.Spec.ClaimRef.UID
 	}
-	squatter, err := c.createPod(ctx, protocol.VolumePod(tmpl, p.Name, protocol.PhaseDeletion, name, claim, nil))
+	squatter, err := c.createPod(ctx, protocol.VolumePod(tmpl, p.Name, c.podDirRoot(), protocol.PhaseDeletion, name, claim, nil))
 	if squatter != nil {
 		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseDeletion))
 	}

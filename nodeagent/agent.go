@@ -41,7 +41,7 @@ import (
 type Config struct {
 	NodeName   string
 	KubeletDir string // kubelet's root directory; plugin sockets go under it
-	PodDirRoot string // where PaV pods' /pav directories live (protocol.PodDirRoot)
+	PodDirRoot string // where PaV pods' /pav directories live (default protocol.PodDirRoot(KubeletDir))
 	Version    string
 	Kube       kubernetes.Interface
 	Pav        pavclient.Interface
@@ -60,8 +60,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.NodeName == "" {
 		return errors.New("the node name is required (--node-name or $NODE_NAME)")
 	}
+	if cfg.KubeletDir == "" {
+		cfg.KubeletDir = protocol.DefaultKubeletDir
+	}
+	if err := protocol.CheckKubeletDir(cfg.KubeletDir); err != nil {
+		return err
+	}
 	if cfg.PodDirRoot == "" {
-		cfg.PodDirRoot = protocol.PodDirRoot
+		cfg.PodDirRoot = protocol.PodDirRoot(cfg.KubeletDir)
 	}
 	if cfg.Mounter == nil {
 		cfg.Mounter = HostMounter{mount.New("")}

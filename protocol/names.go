@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"unicode"
 	"unicode/utf8"
 )
@@ -125,11 +126,28 @@ func CheckHandle(h string) error {
 	return nil
 }
 
+// DefaultKubeletDir is kubelet's default root directory (its --root-dir).
+// Distributions such as k0s or microk8s use another one; PaV's processes take
+// it as --kubelet-dir, and the manifests as the node plugin's host path.
+const DefaultKubeletDir = "/var/lib/kubelet"
+
 // PodDirRoot is the host directory under which each PaV pod gets its own /pav
-// directory. It sits under kubelet's root dir, which kubelet keeps rshared, so
-// mounts made in a pod's /pav with Bidirectional propagation reach the host.
-// (PavProvisioner names are DNS labels, so no driver's plugin dir can collide.)
-const PodDirRoot = "/var/lib/kubelet/plugins/pav.albertofaria.github.io/pods"
+// directory, on a node whose kubelet root directory is kubeletDir. It sits
+// under that root, which kubelet keeps rshared, so mounts made in a pod's /pav
+// with Bidirectional propagation reach the host. (PavProvisioner names are DNS
+// labels, so no driver's plugin dir can collide.)
+func PodDirRoot(kubeletDir string) string {
+	return path.Join(kubeletDir, "plugins", "pav.albertofaria.github.io", "pods")
+}
+
+// CheckKubeletDir says whether dir can be a kubelet root directory setting: an
+// absolute, clean path other than "/".
+func CheckKubeletDir(dir string) error {
+	if !path.IsAbs(dir) || path.Clean(dir) != dir || dir == "/" {
+		return fmt.Errorf("the kubelet directory %q is not an absolute, clean path below /", dir)
+	}
+	return nil
+}
 
 // StagingID identifies one staging of a volume: kubelet publishes a volume
 // once per client pod, at a target path unique to that pod and volume. It

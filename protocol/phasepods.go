@@ -15,11 +15,12 @@ import (
 
 // ClaimPod is a validation, creation or deletion pod for a claim that has no
 // PV yet (the deletion pod reverts a failed or abandoned creation), with its
-// /pav under PodDirRoot. It records the claim and, when known, the
-// StorageClass the attempt started with, so that a class changed or deleted
-// mid-attempt does not change the attempt; extra adds the phase's own
-// annotations (the creation pod's AnnotationCreationConfig).
-func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, extra map[string]string) (*corev1.Pod, error) {
+// /pav under root (PodDirRoot of the nodes' kubelet directory). It records
+// the claim and, when known, the StorageClass the attempt started with, so
+// that a class changed or deleted mid-attempt does not change the attempt;
+// extra adds the phase's own annotations (the creation pod's
+// AnnotationCreationConfig).
+func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, extra map[string]string) (*corev1.Pod, error) {
 	ann := map[string]string{AnnotationClaim: pvc.Namespace + "/" + pvc.Name}
 	if class != nil {
 		snap, err := ClassSnapshot(class)
@@ -35,15 +36,15 @@ func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pvc
 		Phase:       phase,
 		Name:        name,
 		ClaimUID:    string(pvc.UID),
-		HostDir:     NewHostDir(PodDirRoot, name),
+		HostDir:     NewHostDir(root, name),
 		Annotations: ann,
 	}), nil
 }
 
 // VolumePod is a deletion or expansion pod for the existing PV pvName of the
 // claim claimNamespace/claimName (which may be gone), with its /pav under
-// PodDirRoot; extra adds the phase's own annotations (the expansion target).
-func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pvName string, claim *corev1.ObjectReference, extra map[string]string) *corev1.Pod {
+// root; extra adds the phase's own annotations (the expansion target).
+func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, pvName string, claim *corev1.ObjectReference, extra map[string]string) *corev1.Pod {
 	ann := map[string]string{AnnotationClaim: claim.Namespace + "/" + claim.Name}
 	maps.Copy(ann, extra)
 	name := PodName(phase, pvName)
@@ -53,7 +54,7 @@ func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, pv
 		Name:        name,
 		Volume:      pvName,
 		ClaimUID:    string(claim.UID),
-		HostDir:     NewHostDir(PodDirRoot, name),
+		HostDir:     NewHostDir(root, name),
 		Annotations: ann,
 	})
 }

@@ -71,7 +71,27 @@ func TestLabelValue(t *testing.T) {
 	}
 }
 
+func TestPodDirRoot(t *testing.T) {
+	for dir, want := range map[string]string{
+		DefaultKubeletDir:      "/var/lib/kubelet/plugins/pav.albertofaria.github.io/pods",
+		"/var/lib/k0s/kubelet": "/var/lib/k0s/kubelet/plugins/pav.albertofaria.github.io/pods",
+	} {
+		if err := CheckKubeletDir(dir); err != nil {
+			t.Errorf("CheckKubeletDir(%q) = %v", dir, err)
+		}
+		if got := PodDirRoot(dir); got != want {
+			t.Errorf("PodDirRoot(%q) = %q, want %q", dir, got, want)
+		}
+	}
+	for _, dir := range []string{"", "/", "var/lib/kubelet", "/var/lib/kubelet/", "/var/lib/../kubelet", "/var//lib"} {
+		if err := CheckKubeletDir(dir); err == nil {
+			t.Errorf("CheckKubeletDir(%q) accepted it", dir)
+		}
+	}
+}
+
 func TestNewHostDir(t *testing.T) {
+	PodDirRoot := PodDirRoot(DefaultKubeletDir)
 	a, b := NewHostDir(PodDirRoot, "pav-staging-x"), NewHostDir(PodDirRoot, "pav-staging-x")
 	if a == b {
 		t.Errorf("two host dirs are equal: %s", a)

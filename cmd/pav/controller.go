@@ -25,6 +25,7 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/controller/webhook"
+	"github.com/albertofaria/pav/protocol"
 )
 
 type controllerOptions struct {
@@ -40,6 +41,7 @@ type controllerOptions struct {
 	httpAddr      string
 	metricsAddr   string
 	shutdownDelay time.Duration
+	kubeletDir    string
 
 	leaderElection bool
 	leaseNamespace string
@@ -82,6 +84,7 @@ func init() {
 	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (a safety net; all work is event-driven)")
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", ns, "namespace of the leader election Lease")
@@ -137,7 +140,8 @@ func runController(ctx context.Context, o controllerOptions) error {
 		ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
 		RetryStart: o.retryStart, RetryMax: o.retryMax,
 		ResultsTimeout: o.resultsWait, Resync: o.resync,
-		Metrics: controller.NewMetrics(reg),
+		Metrics:    controller.NewMetrics(reg),
+		KubeletDir: o.kubeletDir,
 	})
 	if err != nil {
 		return err

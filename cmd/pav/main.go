@@ -10,6 +10,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// kubeletDirFlagHelp describes --kubelet-dir, which the controller and the
+// node plugin must agree on: the controller puts its pods' /pav directories
+// under it, the node plugin reads them there and serves its sockets there.
+const kubeletDirFlagHelp = "kubelet's root directory on the nodes (its --root-dir), the same for the controller and the node plugin: PaV's pods keep /pav under it, and the node plugin's sockets go there"
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 

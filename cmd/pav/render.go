@@ -25,7 +25,7 @@ import (
 func init() { rootCmd.AddCommand(newRenderCmd()) }
 
 type renderOptions struct {
-	file, phase, pvc, sc, pv, node, selectedNode, targetPath string
+	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir string
 	objects                                                  []string
 	readOnly, pods                                           bool
 }
@@ -68,6 +68,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
 	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, "with --pods: "+kubeletDirFlagHelp)
 	f.StringVar(&o.targetPath, "target-path", "", "where kubelet publishes the volume (staging, unstaging; names the pods); default: kubelet's path for a client pod")
 	return cmd
 }
@@ -139,6 +140,12 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		return errors.New("--phase is required (validation, creation, deletion, staging or unstaging)")
 	default:
 		return fmt.Errorf("unknown phase %q: use validation, creation, deletion, staging or unstaging", o.phase)
+	}
+	if o.kubeletDir == "" {
+		o.kubeletDir = protocol.DefaultKubeletDir
+	}
+	if err := protocol.CheckKubeletDir(o.kubeletDir); err != nil {
+		return fmt.Errorf("--kubelet-dir: %w", err)
 	}
 	if o.file == "" {
 		return errors.New("-f FILE (the PavProvisioner) is required")
@@ -254,7 +261,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
 		var extra map[string]string
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-			return protocol.ClaimPod(tmpl, prov.Name, phase, pvc, sc, extra)
+			return protocol.ClaimPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, pvc, sc, extra)
 		}
 		switch phase {
 		case protocol.PhaseValidation:
@@ -339,7 +346,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 		targetPath := o.targetPath
 		if targetPath == "" {
-			targetPath = "/var/lib/kubelet/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + pv.Name + "/mount"
+			targetPath = o.kubeletDir + "/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + pv.Name + "/mount"
 		}
 		handle := ""
 		if pv.Spec.CSI != nil {
@@ -348,9 +355,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		id := protocol.StagingID(handle, targetPath)
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
 			if phase == protocol.PhaseStaging {
-				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot, node.Name, id, pv, pvc, targetPath, o.readOnly)
+				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly)
 			}
-			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot, node.Name, id, pv, pvc, targetPath, o.readOnly), nil
+			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly), nil
 		}
 	}
 

@@ -157,6 +157,32 @@ func TestRenderPhases(t *testing.T) {
 	}
 }
 
+// With --kubelet-dir, a rendered pod keeps /pav and is published where a node
+// with that kubelet root has them.
+func TestRenderPodsKubeletDir(t *testing.T) {
+	out, stderr, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--pods", "--kubelet-dir", "/var/lib/k0s/kubelet")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict([]byte(out), pod); err != nil {
+		t.Fatalf("not a pod: %v\n%s", err, out)
+	}
+	var hostDir string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == protocol.PavVolumeName {
+			hostDir = v.HostPath.Path
+		}
+	}
+	if !strings.HasPrefix(hostDir, "/var/lib/k0s/kubelet/plugins/pav.albertofaria.github.io/pods/pav-staging-") ||
+		!strings.HasPrefix(pod.Annotations[protocol.AnnotationTargetPath], "/var/lib/k0s/kubelet/pods/") {
+		t.Errorf("/pav at %q, target path %q: not under the kubelet dir", hostDir, pod.Annotations[protocol.AnnotationTargetPath])
+	}
+	if _, stderr, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--pods", "--kubelet-dir", "var/lib/kubelet"); err == nil || !strings.Contains(err.Error(), "--kubelet-dir") {
+		t.Errorf("a relative --kubelet-dir: err %v, stderr %s", err, stderr)
+	}
+}
+
 func TestRenderPods(t *testing.T) {
 	out, stderr, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--read-only", "--pods")
 	if err != nil {

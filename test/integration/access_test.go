@@ -146,7 +146,7 @@ func TestAccess(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}, protocol.PodOptions{Provisioner: "host-directory", Phase: protocol.PhaseCreation,
-		Name: protocol.PodName(protocol.PhaseCreation, "uid-1"), ClaimUID: "uid-1", HostDir: protocol.PodDirRoot + "/x"})
+		Name: protocol.PodName(protocol.PhaseCreation, "uid-1"), ClaimUID: "uid-1", HostDir: protocol.PodDirRoot(protocol.DefaultKubeletDir) + "/x"})
 
 	// Admission policies start applying a moment after they are created:
 	// wait until the first denial shows up, then check everything else.
@@ -220,7 +220,7 @@ func TestAccess(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
 		Spec:       creation.Spec,
 	}, protocol.PodOptions{Provisioner: "host-directory", Phase: protocol.PhaseStaging, Name: "staging-a",
-		StagingID: "id-a", NodeName: "node-a", HostDir: protocol.PodDirRoot + "/y"})
+		StagingID: "id-a", NodeName: "node-a", HostDir: protocol.PodDirRoot(protocol.DefaultKubeletDir) + "/y"})
 	_, err = ctrl.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
 	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation, deletion and expansion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})

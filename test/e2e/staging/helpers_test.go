@@ -177,15 +177,15 @@ func (e *env) cleanup() {
 	if len(extra) > 0 {
 		t.Errorf("/pav directories left behind: %v", extra)
 	}
-	if m := mountsUnder(t, protocol.PodDirRoot); len(m) > 0 {
-		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot, m)
+	if m := mountsUnder(t, protocol.PodDirRoot(protocol.DefaultKubeletDir)); len(m) > 0 {
+		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot(protocol.DefaultKubeletDir), m)
 	}
 	_ = os.RemoveAll(e.marker)
 }
 
 // podDirs lists the node's PaV pod directories.
 func podDirs(t *testing.T) map[string]bool {
-	entries, err := os.ReadDir(protocol.PodDirRoot)
+	entries, err := os.ReadDir(protocol.PodDirRoot(protocol.DefaultKubeletDir))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

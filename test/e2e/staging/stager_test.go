@@ -126,7 +126,7 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 		Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}))
 	m := nodeagent.HostMounter{Interface: mount.New("")}
 	stager := nodeagent.NewStager(nodeagent.StagerConfig{
-		Kube: f.Client, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot, Mounter: m,
+		Kube: f.Client, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot(protocol.DefaultKubeletDir), Mounter: m,
 		Pods: pods, PVs: pvs, Provisioners: provs,
 	})
 	factory.Start(ctx.Done())
@@ -178,8 +178,8 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 			t.Errorf("/pav directory left: %s", d)
 		}
 	}
-	if mps := mountsUnder(t, protocol.PodDirRoot); len(mps) > 0 {
-		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot, mps)
+	if mps := mountsUnder(t, protocol.PodDirRoot(protocol.DefaultKubeletDir)); len(mps) > 0 {
+		t.Errorf("mounts left under %s: %v", protocol.PodDirRoot(protocol.DefaultKubeletDir), mps)
 	}
 	must(t, stager.Unpublish(ctx, driver, "h1", target))
 
