@@ -26,8 +26,8 @@ func init() { rootCmd.AddCommand(newRenderCmd()) }
 
 type renderOptions struct {
 	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir string
-	objects                                                  []string
-	readOnly, pods                                           bool
+	objects                                                              []string
+	readOnly, pods                                                       bool
 }
 
 func newRenderCmd() *cobra.Command {
