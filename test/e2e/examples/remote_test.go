@@ -30,13 +30,11 @@ func randomSecret(t *testing.T) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// TestSSHFS runs the example's SSH server, mounts a new remote directory per
-// claim with sshfs, and checks the data lands on the server and the directory
-// goes when the claim does.
-func TestSSHFS(t *testing.T) {
-	sw := newStopwatch(t)
-	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
-	deleteAtEnd(t, "storageclass", "sshfs")
+// sshServer runs the sshfs example's SSH server as its README says (a key
+// pair, a Secret holding both halves, server.yaml) and returns its namespace,
+// deleted when the test ends.
+func sshServer(t *testing.T) string {
+	t.Helper()
 	srv := namespaceNamed(t, "pav-example-sshfs")
 
 	// The README's commands: a key pair, then a Secret holding both halves.
@@ -48,6 +46,17 @@ func TestSSHFS(t *testing.T) {
 		"--from-file=ssh-privatekey="+key, "--from-file=ssh-publickey="+key+".pub")
 	k(t, "apply", "-f", example("sshfs", "server.yaml"))
 	waitPodReady(t, srv, "ssh-server")
+	return srv
+}
+
+// TestSSHFS runs the example's SSH server, mounts a new remote directory per
+// claim with sshfs, and checks the data lands on the server and the directory
+// goes when the claim does.
+func TestSSHFS(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
+	deleteAtEnd(t, "storageclass", "sshfs")
+	srv := sshServer(t)
 	sw.lap("SSH server Ready")
 
 	ns := newNamespace(t)

@@ -1,0 +1,431 @@
+//go:build e2e
+
+package examples
+
+// Tests of several nodes (make cluster-up NODES=3, the default). The local
+// cluster's node 1 shares this machine's mount namespace; every other node has
+// its own (its own /var/lib/kubelet and /var/lib/pav-examples), so a test
+// looks at a node's files through hack/cluster/node-exec. The last node runs
+// its kubelet with a non-default root (k0s's /var/lib/k0s/kubelet), carries
+// the taint tolerated below, and is served by a node plugin installed with
+// that kubelet directory (hack/cluster/kubelet-root-pool.sh).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+// kubeletRootLabel marks the local cluster's nodes whose kubelet root is not
+// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
+const kubeletRootLabel = "pav-cluster.local/kubelet-root"
+
+// clusterNodes are the local cluster's nodes by role.
+type clusterNodes struct {
+	first   string // node 1: the control plane's, this machine's mount namespace
+	second  string // its own mount namespace, default kubelet root
+	altRoot string // its own mount namespace, kubelet root /var/lib/k0s/kubelet
+}
+
+// threeNodes returns the nodes of a cluster of at least three, or skips the
+// test on a smaller one unless PAV_E2E_MULTINODE=1 (make test) requires them.
+func threeNodes(t *testing.T) clusterNodes {
+	t.Helper()
+	var names []string
+	var n clusterNodes
+	for _, line := range strings.Split(strings.TrimSpace(kq("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.pav-cluster\.local/kubelet-root}{"\n"}{end}`)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && n.altRoot == "":
+			n.altRoot = f[0]
+		case len(f) >= 1:
+			names = append(names, f[0])
+		}
+	}
+	sort.Strings(names)
+	if len(names) < 2 || n.altRoot == "" {
+		if os.Getenv("PAV_E2E_MULTINODE") == "1" {
+			t.Fatalf("PAV_E2E_MULTINODE=1 but the cluster has the nodes %v and the non-default kubelet root node %q (make cluster-up NODES=3)", names, n.altRoot)
+		}
+		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", kubeletRootLabel, names)
+	}
+	n.first, n.second = names[0], names[1]
+	return n
+}
+
+// onNode runs a command in a node's namespaces (hack/cluster/node-exec).
+func onNode(t *testing.T, node string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack/cluster/node-exec"), append([]string{node}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("node-exec %s %v: %w: %s", node, args, err, out)
+	}
+	return string(out), nil
+}
+
+// clientPod is a pav-test pod on node running script with claim at /data.
+func clientPod(name, claim, node, script string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  nodeSelector: {kubernetes.io/hostname: %s}
+  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: client
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, %q]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %s}
+`, name, node, kubeletRootLabel, script, claim)
+}
+
+// mountsOf lists the mount points on node (its kubelet's view) that contain s.
+func mountsOf(t *testing.T, node, s string) []string {
+	t.Helper()
+	out, err := onNode(t, node, "cat", "/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], s) {
+			found = append(found, f[4])
+		}
+	}
+	return found
+}
+
+// TestMultiNodeWaitForFirstConsumer: a node-local volume is created on the node
+// the scheduler picked for its first client, and only there; a client pinned
+// elsewhere stays Pending with the scheduler's volume node affinity message.
+func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
+	nodes := threeNodes(t)
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	deleteAtEnd(t, "storageclass", "host-directory")
+	ns := newNamespace(t)
+	usage := readFile(t, example("host-directory", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	applyStdin(t, ns, clientPod("writer", "host-directory", nodes.second, `echo "written on $(hostname)" > /data/hello && cat /data/hello`))
+	mustContain(t, waitPodDone(t, ns, "writer", clientTimeout), "written on writer")
+
+	pv := pvOf(t, ns, "host-directory")
+	pvName := field(pv, "metadata", "name").(string)
+	if aff := kq("get", "pv", pvName, "-o", "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[*].matchFields[*].values}"); aff != `["`+nodes.second+`"]` {
+		t.Fatalf("PV %s node affinity names %s, not %s", pvName, aff, nodes.second)
+	}
+	dir := filepath.Join("/var/lib/pav-examples/host-directory", field(pv, "spec", "csi", "volumeHandle").(string))
+	out, err := onNode(t, nodes.second, "cat", dir+"/hello")
+	if err != nil {
+		t.Fatalf("the volume's directory on %s: %v", nodes.second, err)
+	}
+	mustContain(t, out, "written on writer")
+	for _, other := range []string{nodes.first, nodes.altRoot} {
+		if out, err := onNode(t, other, "ls", "-d", dir); err == nil {
+			t.Fatalf("the volume's directory exists on %s too: %s", other, out)
+		}
+	}
+
+	// A client pinned to another node cannot be scheduled: the scheduler says why.
+	applyStdin(t, ns, clientPod("elsewhere", "host-directory", nodes.altRoot, "cat /data/hello"))
+	eventually(t, time.Minute, "the scheduler to refuse pod elsewhere for the volume's node affinity", func() (bool, string) {
+		msg := kq("-n", ns, "get", "pod", "elsewhere", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
+		return strings.Contains(msg, "volume node affinity conflict"), msg
+	})
+	if node := kq("-n", ns, "get", "pod", "elsewhere", "-o", "jsonpath={.spec.nodeName}"); node != "" {
+		t.Fatalf("pod elsewhere was bound to %s", node)
+	}
+
+	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
+	k(t, "-n", ns, "delete", "pvc", "host-directory", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", pvName, "")
+	if out, err := onNode(t, nodes.second, "ls", "-d", dir); err == nil {
+		t.Fatalf("the volume's directory is still on %s after its claim was deleted: %s", nodes.second, out)
+	}
+	noPavPodsLeft(t, "host-directory")
+}
+
+// sshfsNodesProvisioner is the sshfs example under another name, with an
+// unstaging pod, so that where unstaging runs can be seen.
+func sshfsNodesProvisioner(t *testing.T) string {
+	t.Helper()
+	prov := strings.Replace(readFile(t, example("sshfs", "provisioner.yaml")), "\n  name: sshfs\n", "\n  name: sshfs-nodes\n", 1)
+	return prov + `  volumeUnstaging:
+    podTemplate:
+      metadata:
+        namespace: "{{ params.namespace }}"
+      spec:
+        restartPolicy: Never
+        containers:
+          - name: unstage
+            image: pav-test:latest
+            imagePullPolicy: IfNotPresent
+            command: [/bin/true]
+`
+}
+
+// pavPodNodes watches PaV's pods of a phase in a namespace and records the
+// node of each, until stop is called.
+func pavPodNodes(t *testing.T, c kubernetes.Interface, ns, provisioner, phase string) (stop func() map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=" + provisioner + ",pav.albertofaria.github.io/phase=" + phase})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+				mu.Lock()
+				seen[p.Name] = p.Spec.NodeName
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() map[string]string {
+		cancel()
+		w.Stop()
+		<-done
+		return seen
+	}
+}
+
+func clientset(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg, err := framework.LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// nodeAgentOn returns the node plugin's pod on node (name, UID, restarts).
+func nodeAgentOn(t *testing.T, c kubernetes.Interface, node string) *corev1.Pod {
+	t.Helper()
+	pods, err := c.CoreV1().Pods("pav").List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=node-agent", FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the node plugin's pod on %s: %v (%d pods)", node, err, len(pods.Items))
+	}
+	return &pods.Items[0]
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// killContainerProcesses kill -9s the processes of a pod's containers (this
+// machine's PID namespace holds every node's; a pod's are those in its cgroup).
+func killContainerProcesses(t *testing.T, pod *corev1.Pod) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	uid := strings.ReplaceAll(string(pod.UID), "-", "_") // the systemd driver's spelling; cgroupfs keeps dashes
+	killed := 0
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil || !(strings.Contains(string(b), "pod"+string(pod.UID)) || strings.Contains(string(b), "pod"+uid)) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(f, "/proc/%d/cgroup", &pid); err != nil {
+			continue
+		}
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
+			killed++
+		}
+	}
+	return killed
+}
+
+// TestMultiNodeSharedVolumeAcrossNodes: two clients of one ReadWriteMany
+// claim on two nodes at once, each reading the other's writes, with staging
+// and unstaging pods on each client's node; killing the node plugin of one
+// node leaves the other node's volume alone, and the killed node's volume is
+// intact once its plugin is back.
+func TestMultiNodeSharedVolumeAcrossNodes(t *testing.T) {
+	nodes := threeNodes(t)
+	c := clientset(t)
+	provFile := filepath.Join(t.TempDir(), "provisioner.yaml")
+	if err := os.WriteFile(provFile, []byte(sshfsNodesProvisioner(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	installProvisioner(t, provFile, "sshfs-nodes")
+	srv := sshServer(t)
+	ns := newNamespace(t)
+	deleteAtEnd(t, "storageclass", "sshfs-nodes")
+	applyStdin(t, ns, `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: sshfs-nodes
+provisioner: sshfs-nodes
+parameters: {namespace: `+srv+`, secret: sshfs-key, root: /srv/sshfs}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: sshfs-nodes
+spec:
+  storageClassName: sshfs-nodes
+  accessModes: [ReadWriteMany]
+  resources: {requests: {storage: 1Gi}}
+`)
+
+	// Each client writes its file, waits for the other's, then serves until told to stop.
+	exchange := func(mine, theirs string) string {
+		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until [ -f /data/%s ]; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
+	}
+	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
+	applyStdin(t, ns, clientPod("client-b", "sshfs-nodes", nodes.altRoot, exchange("b", "a")))
+	for client, other := range map[string]string{"client-a": "client-b", "client-b": "client-a"} {
+		eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
+			out := kq("-n", ns, "logs", client)
+			return strings.Contains(out, "from "+other), out
+		})
+	}
+	stagingOn := map[string]*corev1.Pod{}
+	staging, err := c.CoreV1().Pods(srv).List(context.Background(), metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=sshfs-nodes,pav.albertofaria.github.io/phase=staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range staging.Items {
+		stagingOn[staging.Items[i].Spec.NodeName] = &staging.Items[i]
+	}
+	if len(staging.Items) != 2 || stagingOn[nodes.second] == nil || stagingOn[nodes.altRoot] == nil {
+		t.Fatalf("staging pods: want one on %s and one on %s, got %d: %v", nodes.second, nodes.altRoot, len(staging.Items), stagingOn)
+	}
+
+	// kill -9 the node plugin of the second node while both volumes are in use.
+	agent2, agent3 := nodeAgentOn(t, c, nodes.second), nodeAgentOn(t, c, nodes.altRoot)
+	if killContainerProcesses(t, agent2) == 0 {
+		t.Fatalf("no process of %s found to kill", agent2.Name)
+	}
+	k(t, "-n", ns, "exec", "client-b", "--", "sh", "-c", "echo during > /data/b-during && cat /data/a")
+	eventually(t, 2*time.Minute, "the node plugin on "+nodes.second+" to restart and be Ready", func() (bool, string) {
+		p := nodeAgentOn(t, c, nodes.second)
+		ready, _ := framework.PodRunningReady(p)
+		return p.UID == agent2.UID && restarts(p) > restarts(agent2) && ready, fmt.Sprintf("restarts %d ready %v", restarts(p), ready)
+	})
+	if p := nodeAgentOn(t, c, nodes.altRoot); p.UID != agent3.UID || restarts(p) != restarts(agent3) {
+		t.Fatalf("the node plugin on %s was disturbed: uid %s→%s, restarts %d→%d", nodes.altRoot, agent3.UID, p.UID, restarts(agent3), restarts(p))
+	}
+	mustContain(t, k(t, "-n", ns, "exec", "client-a", "--", "sh", "-c", "echo after > /data/a-after && cat /data/b-during"), "during")
+	mustContain(t, k(t, "-n", ns, "exec", "client-b", "--", "cat", "/data/a-after"), "after")
+	for node, old := range stagingOn {
+		p, err := c.CoreV1().Pods(srv).Get(context.Background(), old.Name, metav1.GetOptions{})
+		if err != nil || p.UID != old.UID || p.DeletionTimestamp != nil {
+			t.Fatalf("the staging pod on %s did not survive the node plugin's restart: %v", node, err)
+		}
+	}
+
+	// Unstaging runs on each client's node.
+	stop := pavPodNodes(t, c, srv, "sshfs-nodes", "unstaging")
+	pvName := field(pvOf(t, ns, "sshfs-nodes"), "metadata", "name").(string)
+	k(t, "-n", ns, "delete", "pod", "client-a", "client-b", "--wait=true")
+	noPavPodsLeft(t, "sshfs-nodes")
+	unstagedOn := map[string]bool{}
+	for _, node := range stop() {
+		unstagedOn[node] = true
+	}
+	if len(unstagedOn) != 2 || !unstagedOn[nodes.second] || !unstagedOn[nodes.altRoot] {
+		t.Fatalf("unstaging pods ran on %v, want %s and %s", unstagedOn, nodes.second, nodes.altRoot)
+	}
+	for _, node := range []string{nodes.second, nodes.altRoot} {
+		if m := mountsOf(t, node, pvName); len(m) > 0 {
+			t.Fatalf("mounts of %s left on %s: %v", pvName, node, m)
+		}
+	}
+	k(t, "-n", ns, "delete", "pvc", "sshfs-nodes", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", pvName, "")
+}
+
+// TestMultiNodeNodeRemoved: a node goes away (kubelet stopped, Node deleted)
+// while a volume is staged there; the claim can still be deleted, PaV
+// releases what it cannot unstage with a NodeGone Event, and once the node is
+// back nothing of the volume stays mounted there.
+func TestMultiNodeNodeRemoved(t *testing.T) {
+	nodes := threeNodes(t)
+	c := clientset(t)
+	node := nodes.altRoot
+	installProvisioner(t, example("hello-world", "provisioner.yaml"), "hello-world")
+	deleteAtEnd(t, "storageclass", "hello-world")
+	ns := newNamespace(t)
+	usage := readFile(t, example("hello-world", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	applyStdin(t, ns, strings.Replace(clientPod("reader", "hello-world", node, "cat /data/greeting && sleep 3600"), "mountPath: /data}", "mountPath: /data, readOnly: true}", 1))
+	eventually(t, clientTimeout, "pod reader to read the greeting", func() (bool, string) {
+		out := kq("-n", ns, "logs", "reader")
+		return strings.Contains(out, "Hello world!"), out
+	})
+	pvName := field(pvOf(t, ns, "hello-world"), "metadata", "name").(string)
+
+	nodeCtl := func(verb string) {
+		t.Helper()
+		if out, err := exec.Command(filepath.Join(repoRoot, "hack/cluster/node.sh"), verb, node).CombinedOutput(); err != nil {
+			t.Fatalf("node.sh %s %s: %v: %s", verb, node, err, out)
+		}
+	}
+	nodeCtl("stop")
+	t.Cleanup(func() {
+		// The node comes back; kubelet, no longer knowing the client pod, unpublishes its volume.
+		nodeCtl("start")
+		eventually(t, 3*time.Minute, "node "+node+" to be Ready again", func() (bool, string) {
+			s := kq("get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return s == "True", "Ready=" + s
+		})
+		eventually(t, 3*time.Minute, "the node plugin on "+node+" to be Ready", func() (bool, string) {
+			s := kq("-n", "pav", "get", "pods", "-l", "app.kubernetes.io/component=node-agent", "--field-selector", "spec.nodeName="+node, "-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`)
+			return s == "True", "Ready=" + s
+		})
+		eventually(t, 3*time.Minute, "no mount of "+pvName+" left on "+node, func() (bool, string) {
+			m := mountsOf(t, node, pvName)
+			return len(m) == 0, strings.Join(m, " ")
+		})
+	})
+	k(t, "delete", "node", node, "--wait=true")
+	// What an administrator does with the pods of a node that is gone.
+	k(t, "-n", ns, "delete", "pod", "reader", "--grace-period=0", "--force", "--wait=true")
+	k(t, "-n", ns, "delete", "pvc", "hello-world", "--wait=true", "--timeout=3m")
+	waitGone(t, 2*time.Minute, "pv", pvName, "")
+	noPavPodsLeft(t, "hello-world")
+	eventually(t, time.Minute, "a NodeGone Event on "+pvName, func() (bool, string) {
+		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pvName + ",reason=NodeGone"})
+		if err != nil || len(evs.Items) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		return strings.Contains(evs.Items[0].Message, node), evs.Items[0].Message
+	})
+}
