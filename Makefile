@@ -36,10 +36,14 @@ verify-generated: ## fail if `make generate` would change anything (part of `mak
 	hack/verify-generated.sh
 
 # ---------------------------------------------------------------- local cluster
+# NODES: nodes of the local cluster (1-9). Node 1 shares the control plane's netns and this
+# machine's mount namespace; every other node has its own of both; node 3 has k0s's kubelet root.
+NODES ?= 3
+export NODES
 .PHONY: cluster-up cluster-down cluster-purge
-cluster-up: ## start the local single-node cluster (idempotent; builds Kubernetes once into $PAV_CACHE)
-	hack/cluster/up.sh
-cluster-down: ## stop the cluster; leaves no process, mount, cgroup or netns behind
+cluster-up: ## start the local cluster, a control plane and NODES nodes (default 3; idempotent; builds Kubernetes once into $PAV_CACHE)
+	NODES=$(NODES) hack/cluster/up.sh
+cluster-down: ## stop the cluster; leaves no process, mount, cgroup, namespace or interface behind
 	hack/cluster/down.sh
 cluster-purge: ## cluster-down and wipe its state (/var/lib/pav-cluster, /var/lib/kubelet)
 	hack/cluster/down.sh --purge
@@ -48,7 +52,7 @@ cluster-purge: ## cluster-down and wipe its state (/var/lib/pav-cluster, /var/li
 .PHONY: images cluster-load image
 images: ## build the pause, test and PaV images as OCI tarballs in _output/images (no Docker)
 	hack/images/build.sh all
-cluster-load: ## import _output/images/*.tar into the cluster's containerd
+cluster-load: ## import _output/images/*.tar into the containerd of every node
 	$(LOCK) hack/cluster/load-images.sh
 image: ## build the PaV image with Docker (same contents as `make images`' pav.tar)
 	docker build -t $(IMAGE) .
@@ -76,17 +80,19 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 .PHONY: test test-unit test-integration e2e test-upstream
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
-test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up, loads images, installs PaV)
+# with three nodes or more the multi-node e2e tests must run (they skip on a smaller cluster)
+MULTINODE = $(if $(filter-out 1 2,$(NODES)),PAV_E2E_MULTINODE=1)
+test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up with NODES nodes, loads images, installs PaV)
 	$(MAKE) verify-generated
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
 	$(if $(CI),hack/cluster/down.sh --purge)
-	hack/cluster/up.sh
+	NODES=$(NODES) hack/cluster/up.sh
 	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
 	$(LOCK) $(MAKE) deploy-only
-	$(MAKE) e2e
+	$(MAKE) e2e $(MULTINODE)
 	$(MAKE) test-upstream
 
 test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
@@ -95,12 +101,12 @@ test-upstream: ## the original PaV's system tests (test/upstream) on the local c
 # Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
 KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)
 .PHONY: test-matrix
-test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernetes (purges the local cluster between them)
+test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernetes, NODES nodes (purges the local cluster between them)
 	set -e; for v in $(firstword $(KUBE_VERSIONS)) $(lastword $(KUBE_VERSIONS)); do \
-	  echo "==== e2e on Kubernetes $$v"; \
-	  KUBE_VERSION=$$v hack/cluster/up.sh; \
+	  echo "==== e2e on Kubernetes $$v, $(NODES) node(s)"; \
+	  NODES=$(NODES) KUBE_VERSION=$$v hack/cluster/up.sh; \
 	  $(MAKE) $(E2E_IMAGES); KUBE_VERSION=$$v $(MAKE) cluster-load; \
-	  KUBE_VERSION=$$v $(LOCK) $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e; \
+	  KUBE_VERSION=$$v $(LOCK) $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e $(MULTINODE); \
 	done
 
 test-unit: ## go test ./...

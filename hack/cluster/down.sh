@@ -1,53 +1,83 @@
 #!/bin/bash
 # down.sh [--purge] - stop the local cluster and leave nothing behind: no process, container,
-# mount (under /var/lib/pav-cluster, /var/lib/kubelet, /run/containerd), kubepods cgroup or netns.
-#   --purge   also wipe the cluster's state (/var/lib/pav-cluster, /var/lib/kubelet).
-#             The cached Kubernetes binary in $PAV_CACHE is always kept.
+# mount (under /var/lib/pav-cluster, /var/lib/kubelet, /run/containerd, nor in the nodes' mount
+# namespaces), mount or network namespace, kubepods or pav-node<i> cgroup, interface.
+#   --purge   also wipe the cluster's state (/var/lib/pav-cluster, which holds the nodes >= 2's
+#             /var/lib, and /var/lib/kubelet). The cached Kubernetes binary in $PAV_CACHE is kept.
+# Works on a cluster cut short or made with the single-node layout too: it acts on the nodes of
+# nodes.tsv and on every node whose netns, mount namespace or state directory is there.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 PURGE=0
 for a in "$@"; do case $a in --purge) PURGE=1 ;; *) echo "usage: $0 [--purge]" >&2; exit 2 ;; esac; done
 [ "$(id -u)" = 0 ] || { echo "cluster-down must run as root" >&2; exit 1; }
 
-saved_pid() { [ -f "$PIDS/$1.pid" ] && cat "$PIDS/$1.pid"; }
-stop() { # name [grace seconds]
-  local n=$1 g=${2:-15} p i
-  p=$(saved_pid "$n") || return 0
-  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null
-    for i in $(seq $((g * 10))); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$p" 2>/dev/null; then echo "  $n did not stop in ${g}s: SIGKILL"; kill -KILL "$p" 2>/dev/null; sleep 0.3; fi
-    echo "  stopped $n ($p)"
-  fi
-  rm -f "$PIDS/$n.pid"
-}
-ctrd() { ctr --address "$SOCK" "$@"; }
+NODE_NUMBERS=$({ echo 1; cluster_nodes
+  ls /run/netns 2>/dev/null | sed -n 's/^pavnode\([0-9]\)$/\1/p'
+  ls "$MNTNS_DIR" 2>/dev/null | sed -n 's/^node\([0-9]\)$/\1/p'
+  ls "$NODES_DIR" 2>/dev/null | sed -n 's/^node\([0-9]\)$/\1/p'; } | sort -un | xargs)
+nsfs() { [ "$(findmnt -n -o FSTYPE --mountpoint "$1" 2>/dev/null | tail -1)" = nsfs ]; }
+# node_alive: the namespaces of the node of node_vars exist (nsenter into them works)
+node_alive() { [ -e "/run/netns/$NODE_NETNS" ] && { [ "$NODE_I" = 1 ] || nsfs "$NODE_MNTNS"; }; }
+ctr_ok() { [ -S "$1" ] && ctr --address "$1" version >/dev/null 2>&1; }
 
-step "stopping kubelet"; stop kubelet 20
-if [ -S "$SOCK" ] && ctrd version >/dev/null 2>&1; then
-  step "removing pod sandboxes and containers"
-  [ -x "$KUBE_DIR/crilite" ] && [ -e "$NSPATH" ] && timeout 120 nsenter --net="$NSPATH" "$KUBE_DIR/crilite" -r "unix://$SOCK" rmp-all | sed 's/^/  /'
-  for ns in $(ctrd namespaces ls -q); do
-    for t in $(ctrd -n "$ns" tasks ls -q 2>/dev/null); do
-      ctrd -n "$ns" tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; sleep 0.2
-      ctrd -n "$ns" tasks delete -f "$t" >/dev/null 2>&1
+step "stopping kubelets"
+for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME kubelet" "$NODE_PIDS/kubelet.pid" 20; done
+stop_proc kubelet "$PIDS/kubelet.pid" 20   # single-node layout
+
+# remove_pods SOCKET CMD-PREFIX...: every pod sandbox and container of that containerd
+remove_pods() {
+  local sock=$1 ns t c; shift
+  [ -x "$KUBE_DIR/crilite" ] && timeout 120 "$@" "$KUBE_DIR/crilite" -r "unix://$sock" rmp-all
+  for ns in $(ctr --address "$sock" namespaces ls -q); do
+    for t in $(ctr --address "$sock" -n "$ns" tasks ls -q 2>/dev/null); do
+      ctr --address "$sock" -n "$ns" tasks kill -a -s SIGKILL "$t" >/dev/null 2>&1; sleep 0.2
+      ctr --address "$sock" -n "$ns" tasks delete -f "$t" >/dev/null 2>&1
     done
-    for c in $(ctrd -n "$ns" containers ls -q 2>/dev/null); do ctrd -n "$ns" containers rm "$c" >/dev/null 2>&1; done
+    for c in $(ctr --address "$sock" -n "$ns" containers ls -q 2>/dev/null); do ctr --address "$sock" -n "$ns" containers rm "$c" >/dev/null 2>&1; done
+  done
+}
+step "removing pod sandboxes and containers"
+for i in $NODE_NUMBERS; do
+  node_vars "$i"
+  if node_alive && ctr_ok "$NODE_SOCK"; then remove_pods "$NODE_SOCK" "${NODE_NSENTER[@]}" 2>&1 | sed "s/^/  $NODE_NAME: /" & fi
+done
+legacy_sock=$STATE/run/containerd/containerd.sock   # single-node layout
+if [ -e "$NSPATH" ] && ctr_ok "$legacy_sock"; then remove_pods "$legacy_sock" nsenter --net="$NSPATH" 2>&1 | sed 's/^/  /' & fi
+wait
+
+step "stopping control plane, kube-proxies and containerds"
+for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME kube-proxy" "$NODE_PIDS/kube-proxy.pid"; done
+for n in kube-scheduler kube-controller-manager; do stop_proc "$n" "$PIDS/$n.pid"; done
+stop_proc kube-apiserver "$PIDS/kube-apiserver.pid" 30
+stop_proc etcd "$PIDS/etcd.pid" 30
+for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30; done
+# whatever else a pid file names (e.g. the single-node layout's kube-proxy and containerd)
+for f in $(find "$PIDS" -name '*.pid' 2>/dev/null); do stop_proc "$(basename "$f" .pid)" "$f" 30; done
+
+# Leftovers: shims of *our* containerds (identified by their socket, under $STATE), any process
+# still in a kubelet-made cgroup (/kubepods of node 1, /pav-node<i> of the others), and any
+# process in a node's network or mount namespace (e.g. a shell of node-exec).
+kill_left() { echo "  killing leftover $1 $2: $(tr '\0' ' ' < "/proc/$2/cmdline" 2>/dev/null | cut -c1-100)"; kill -KILL "$2" 2>/dev/null; }
+for f in $(grep -las containerd-shim /proc/[0-9]*/cmdline); do
+  p=${f#/proc/}; p=${p%/cmdline}
+  { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -q -- "-address $STATE/" && kill_left shim "$p"
+done
+mntns_inodes=""
+for i in $NODE_NUMBERS; do
+  node_vars "$i"
+  [ "$i" != 1 ] && nsfs "$NODE_MNTNS" && mntns_inodes="$mntns_inodes $(stat -L -c %i "$NODE_MNTNS")"
+done
+if [ -n "$mntns_inodes" ]; then
+  stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null | while read -r ino f; do
+    case " $mntns_inodes " in *" $ino "*) p=${f#/proc/}; kill_left "process in a node's mount namespace" "${p%/ns/mnt}" ;; esac
   done
 fi
-step "stopping control plane and containerd"
-stop kube-proxy; stop kube-scheduler; stop kube-controller-manager; stop kube-apiserver 30; stop etcd 30; stop containerd 30
-
-# Leftovers: shims of *our* containerd (identified by our socket path) and any process still in
-# a kubelet-made cgroup.
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  if tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -q "containerd-shim.*-address $SOCK"; then
-    echo "  killing leftover shim $p"; kill -KILL "$p" 2>/dev/null
-  fi
+for i in $NODE_NUMBERS; do
+  [ "$i" != 1 ] && [ -e "/run/netns/pavnode$i" ] && for p in $(ip netns pids "pavnode$i" 2>/dev/null); do kill_left "process in netns pavnode$i" "$p"; done
 done
-for f in $(find /sys/fs/cgroup/*/kubepods -name cgroup.procs 2>/dev/null); do
-  for p in $(cat "$f"); do echo "  killing leftover container process $p"; kill -KILL "$p" 2>/dev/null; done
+for f in $(find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/pav-node[0-9]* -name cgroup.procs 2>/dev/null); do
+  for p in $(cat "$f"); do kill_left "container process" "$p"; done
 done
 sleep 0.3
 
@@ -57,29 +87,71 @@ mounts_under() {
     { for (i = 1; i <= n; i++) if ($5 == d[i] || index($5, d[i] "/") == 1) { print length($5), $5; break } }' /proc/self/mountinfo |
     sort -rn | cut -d' ' -f2-
 }
-MOUNT_ROOTS="$STATE $KUBELET_ROOT $SHIM_DIR"
+# unmount_all DIR...: unmount everything under DIR; print what is left
+unmount_all() {
+  local pass mps m
+  for pass in 1 2 3 4 5; do
+    mps=$(mounts_under "$@")
+    [ -z "$mps" ] && break
+    while IFS= read -r m; do
+      m=$(printf '%b' "$m")   # mountinfo escapes spaces etc. as octal
+      umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+    done <<< "$mps"
+  done
+  mounts_under "$@"
+}
+left=""
+for i in $NODE_NUMBERS; do
+  node_vars "$i"
+  [ "$i" != 1 ] && nsfs "$NODE_MNTNS" || continue
+  step "unmounting everything in $NODE_NAME's mount namespace, then dropping it"
+  l=$(nsenter --mount="$NODE_MNTNS" bash -c "$(declare -f mounts_under unmount_all); unmount_all /var/lib $SHIM_DIR")
+  [ -n "$l" ] && left="$left$(echo "$l" | sed "s|^|$NODE_NAME: |")"$'\n'
+  umount "$NODE_MNTNS" || umount -l "$NODE_MNTNS"
+done
+MOUNT_ROOTS="$STATE $KUBELET_ROOT $SHIM_DIR $MNTNS_DIR"
 step "unmounting everything under $MOUNT_ROOTS"
-for pass in 1 2 3 4 5; do
-  mps=$(mounts_under $MOUNT_ROOTS)
-  [ -z "$mps" ] && break
-  while IFS= read -r m; do
-    m=$(printf '%b' "$m")   # mountinfo escapes spaces etc. as octal
-    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
-  done <<< "$mps"
-done
-left=$(mounts_under $MOUNT_ROOTS)
+l=$(unmount_all $MOUNT_ROOTS)
+[ -n "$l" ] && left="$left$l"$'\n'
+left=${left%$'\n'}
 [ -n "$left" ] && { echo "  mounts left:"; echo "$left" | sed 's/^/    /'; }
+rm -rf /run/pav-cluster 2>/dev/null
 
-step "removing kubepods cgroups"
+step "removing kubepods and pav-node<i> cgroups"
 for h in /sys/fs/cgroup/*/; do
-  [ -d "$h/kubepods" ] && find "$h/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
-  [ -d "$h/kubepods" ] && echo "  could not remove ${h}kubepods"
+  for c in "$h"kubepods "$h"pav-node[0-9]*; do
+    [ -d "$c" ] || continue
+    find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+    [ -d "$c" ] && echo "  could not remove $c"
+  done
 done
 
-if [ -e "$NSPATH" ]; then step "deleting netns $NETNS"; ip netns del "$NETNS"; fi
+for i in $NODE_NUMBERS; do
+  [ "$i" != 1 ] && [ -e "/run/netns/pavnode$i" ] && { step "deleting netns pavnode$i"; ip netns del "pavnode$i"; }
+done
+if [ -e "$NSPATH" ]; then step "deleting netns $NETNS (bridge $BRIDGE, the nodes' veths)"; ip netns del "$NETNS"; fi
+# node 1's CNI cache (the others' is in their /var/lib): results of our network and of
+# containerd's loopback for our sandboxes (left when a pod's network was not torn down)
 rm -rf /var/lib/cni/results/pav-bridge-* 2>/dev/null
+for f in /var/lib/cni/results/cni-loopback-*-lo; do
+  [ -e "$f" ] || continue
+  id=${f#*/cni-loopback-}; id=${id%-lo}
+  for d in "$NODES_DIR/node1/run/containerd" "$STATE/run/containerd"; do
+    [ -d "$d/io.containerd.grpc.v1.cri/sandboxes/$id" ] && rm -f "$f"
+  done
+done
 rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null          # only if empty
+# node 1's shim sockets left by shims that were killed: nobody listens on them any more
+if [ -d "$SHIM_DIR/s" ]; then
+  live=$(ss -xlH 2>/dev/null | awk '{print $5}')
+  for f in "$SHIM_DIR"/s/*; do [ -S "$f" ] && ! grep -qxF "$f" <<< "$live" && rm -f "$f"; done
+fi
 rmdir "$SHIM_DIR/s" "$SHIM_DIR/fifo" "$SHIM_DIR" 2>/dev/null   # only if empty
+# the kubelets' links to their containers' logs (which live in $LOGS)
+for f in /var/log/containers/*.log; do
+  [ -L "$f" ] && case $(readlink "$f") in "$LOGS"/*) rm -f "$f" ;; esac
+done
+rmdir /var/log/containers 2>/dev/null                         # only if empty
 if [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ] && mountpoint -q /run/netns; then umount /run/netns && rmdir /run/netns; fi
 
 if [ $PURGE = 1 ]; then

@@ -1,12 +1,32 @@
-# lib.sh - settings shared by the cluster scripts (sourced, not run).
+# lib.sh - settings and helpers shared by the cluster scripts (sourced, not run).
 #
 # The layout is a contract other scripts and tests rely on; change it only together with them:
 #   $PAV_CACHE/kube-<version>/kube   multi-call Kubernetes binary (kept across clones and purges)
 #   /var/lib/pav-cluster/kube-version the Kubernetes version the cluster state was made with
-#   /var/lib/pav-cluster             cluster state: pki/, *.kubeconfig, etcd/, containerd/, logs/
+#   /var/lib/pav-cluster             cluster state: pki/, *.kubeconfig, etcd/, logs/, pids/, nodes/
 #   /var/lib/pav-cluster/kubeconfig  admin kubeconfig (server https://10.201.0.1:6443)
-#   /var/lib/kubelet                 kubelet root dir (the standard one)
-#   netns pavcluster                 network namespace of every component and pod
+#   /var/lib/pav-cluster/nodes.tsv   the nodes, one per line after a "#" header line, tab-separated:
+#       name          pav-node<i> (i = 1..NODES)
+#       ip            10.201.0.<i>
+#       netns         network namespace: pavcluster (node 1, shared with the control plane), pavnode<i>
+#       mntns         mount namespace file, /run/pav-cluster/mntns/node<i>; "-" for node 1 (the host's)
+#       kubelet_root  /var/lib/kubelet; /var/lib/k0s/kubelet on node 3 (as k0s has it), which also
+#                     carries label and NoSchedule taint $ALT_ROOT_LABEL
+#       pod_cidr      10.244.<i-1>.0/24
+#       containerd    the node's containerd socket (reachable from the host's mount namespace too)
+#       var_lib       where the node's /var/lib is in the host's mount namespace: /var/lib for
+#                     node 1; /var/lib/pav-cluster/nodes/node<i>/var-lib for the others (mounts made
+#                     by the node, e.g. under its kubelet root, are only visible inside its mntns)
+#   /var/lib/pav-cluster/nodes/node<i>/  per node: containerd/ (root), run/ (containerd state and
+#                                    socket, runc state), cni/, configs, var-lib/ (nodes >= 2)
+#   /var/lib/pav-cluster/logs/node<i>/  per node: containerd, kubelet, kube-proxy logs; pods/
+#   /var/lib/kubelet                 node 1's kubelet root dir (the standard one, the host's)
+#   netns pavcluster                 control plane and node 1, bridge pavbr0 (10.201.0.1/24) that
+#                                    every other node's eth0 (a veth) is plugged into
+# Inside node i's mount namespace (i >= 2) /var/lib is var-lib/ above (with the host's
+# /var/lib/pav-cluster bound back in) and /run/containerd is its own: every node has its own
+# /var/lib/kubelet, /var/lib/cni and e.g. /var/lib/pav-examples. Enter a node with
+# hack/cluster/node-exec NODE CMD...
 PAV_CACHE=${PAV_CACHE:-/var/cache/pav}
 HACK_CLUSTER=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KBUILD=$HACK_CLUSTER/kbuild
@@ -22,9 +42,6 @@ STATE=/var/lib/pav-cluster
 PKI=$STATE/pki
 LOGS=$STATE/logs
 PIDS=$STATE/pids
-CTRD_ROOT=$STATE/containerd
-CTRD_STATE=$STATE/run/containerd
-SOCK=$CTRD_STATE/containerd.sock
 KUBECONFIG_ADMIN=$STATE/kubeconfig
 KUBELET_ROOT=/var/lib/kubelet
 # containerd 1.6 hardcodes its shim sockets under /run/containerd/s whatever its state dir
@@ -32,22 +49,109 @@ SHIM_DIR=/run/containerd
 
 NETNS=pavcluster
 NSPATH=/run/netns/$NETNS
-NODE_NAME=pav-node
-NODE_IP=10.201.0.1
+BRIDGE=pavbr0               # in netns pavcluster: node 1's address, every other node's veth
+API_IP=10.201.0.1           # node 1's IP, on $BRIDGE
 NODE_GW=10.201.0.254        # never exists; components that look for a default route find one
-POD_SUBNET=10.244.0.0/24
 SVC_CIDR=10.96.0.0/16
 SVC_IP=10.96.0.1
-API_SERVER=https://$NODE_IP:6443
+CLUSTER_CIDR=10.244.0.0/16  # node i's pods: 10.244.<i-1>.0/24
+API_SERVER=https://$API_IP:6443
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
+
+# NODES: how many nodes up.sh brings up (1-9, default 3). Every other script acts on the nodes
+# the running cluster has (nodes.tsv).
+NODES=${NODES:-3}
+case $NODES in [1-9]) ;; *) echo "NODES=$NODES: the local cluster has 1 to 9 nodes" >&2; exit 1 ;; esac
+NODES_TSV=$STATE/nodes.tsv
+NODES_DIR=$STATE/nodes
+MNTNS_DIR=/run/pav-cluster/mntns
+# Node 3 runs its kubelet with k0s's root dir, so that PaV's --kubelet-dir is exercised; the
+# label and NoSchedule taint (key=value) keep pods made for the default root off it.
+ALT_KUBELET_ROOT=/var/lib/k0s/kubelet
+ALT_ROOT_LABEL=pav-cluster.local/kubelet-root=k0s
+ALT_ROOT_NODE=3
+
+# node_vars I: set the NODE_* variables to node I's settings (the layout above).
+node_vars() {
+  local i=$1
+  NODE_I=$i
+  NODE_NAME=pav-node$i
+  NODE_IP=10.201.0.$i
+  NODE_POD_CIDR=10.244.$((i - 1)).0/24
+  NODE_DIR=$NODES_DIR/node$i
+  NODE_LOGS=$LOGS/node$i
+  NODE_PIDS=$PIDS/node$i
+  NODE_SOCK=$NODE_DIR/run/containerd/containerd.sock
+  NODE_KUBELET_ROOT=$KUBELET_ROOT
+  [ "$i" = "$ALT_ROOT_NODE" ] && NODE_KUBELET_ROOT=$ALT_KUBELET_ROOT
+  if [ "$i" = 1 ]; then
+    NODE_NETNS=$NETNS NODE_MNTNS=- NODE_VAR_LIB=/var/lib
+  else
+    NODE_NETNS=pavnode$i NODE_MNTNS=$MNTNS_DIR/node$i NODE_VAR_LIB=$NODE_DIR/var-lib
+  fi
+  NODE_NSENTER=(nsenter --net="/run/netns/$NODE_NETNS")
+  [ "$i" = 1 ] || NODE_NSENTER+=(--mount="$NODE_MNTNS")
+}
+# nodex CMD...: run CMD in the namespaces of the node of node_vars (cwd: / for nodes >= 2)
+nodex() { "${NODE_NSENTER[@]}" "$@"; }
+
+# cluster_nodes: the numbers of the running cluster's nodes (nodes.tsv), one per line.
+cluster_nodes() { [ -f "$NODES_TSV" ] && awk -F'\t' '!/^#/ { sub(/^pav-node/, "", $1); print $1 }' "$NODES_TSV"; return 0; }
+# node_number NODE: the number of node NODE (pav-node2, node2 or 2), or fail.
+node_number() {
+  local n=${1#pav-}; n=${n#node}
+  case $n in [1-9]) ;; *) echo "no such node: $1 (pav-node1 ... pav-node9)" >&2; return 1 ;; esac
+  cluster_nodes | grep -qx "$n" || { echo "node $1 is not in the cluster ($NODES_TSV: $(cluster_nodes | xargs))" >&2; return 1; }
+  echo "$n"
+}
 
 # Debian packages the cluster needs on the host.
 HOST_PKGS="containerd runc containernetworking-plugins etcd-server etcd-client busybox-static iptables conntrack openssl curl util-linux iproute2 kmod"
 
-T0=${T0:-$(date +%s.%N)}
+T0=${T0:-$(date +%s.%N)}; export T0   # scripts run by scripts count from the same start
 step() { printf '[%6.1fs] %s\n' "$(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{print a-b}')" "$*"; }
 nsx() { nsenter --net="$NSPATH" "$@"; }
 KC() { nsx "$KUBE_DIR/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" "$@"; }
+
+# ---------------------------------------------------------------- processes
+# Every component runs detached (setsid) with its pid in a file under $PIDS and its output
+# appended to a log under $LOGS.
+# running PIDFILE: its process exists and is not a zombie (a component that exited and was not
+# reaped yet still answers kill -0).
+# (Builtins only: a fork costs ~50 ms here.)
+running() {
+  local pid comm st
+  { read -r pid < "$1"; } 2>/dev/null && [ -n "$pid" ] &&
+    { read -r pid comm st _ < "/proc/$pid/stat"; } 2>/dev/null && [ "$st" != Z ]
+}
+# start_proc NAME PIDFILE LOGFILE CMD...: start CMD unless PIDFILE's process runs.
+start_proc() {
+  local name=$1 pidf=$2 log=$3; shift 3
+  if running "$pidf"; then echo "  $name already running (pid $(cat "$pidf"))"; return 0; fi
+  rm -f "$pidf"
+  mkdir -p "${pidf%/*}" "${log%/*}"
+  setsid -f sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null
+  local i; for i in $(seq 50); do [ -s "$pidf" ] && break; sleep 0.1; done
+  echo "  started $name pid $(cat "$pidf")"
+}
+# stop_proc NAME PIDFILE [GRACE]: SIGTERM, SIGKILL after GRACE seconds (default 15).
+stop_proc() {
+  local n=$1 pidf=$2 g=${3:-15} p i
+  [ -f "$pidf" ] || return 0
+  p=$(cat "$pidf")
+  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    kill -TERM "$p" 2>/dev/null
+    for i in $(seq $((g * 10))); do running "$pidf" || break; sleep 0.1; done
+    if running "$pidf"; then echo "  $n did not stop in ${g}s: SIGKILL"; kill -KILL "$p" 2>/dev/null; sleep 0.3; fi
+    echo "  stopped $n ($p)"
+  fi
+  rm -f "$pidf"
+}
+waitfor() { # desc timeout-seconds cmd...
+  local d=$1 t=$2 i; shift 2
+  for i in $(seq $((t * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "TIMEOUT waiting for $d; see $LOGS" >&2; return 1
+}
 
 # kube_source_hash: hash of the wrapper module's sources; the cached binary is rebuilt when it changes.
 kube_source_hash() {
@@ -56,8 +160,9 @@ kube_source_hash() {
 
 # ensure_host_pkgs: install missing Debian packages (apt-get update first, once).
 ensure_host_pkgs() {
-  local need="" p
-  for p in $HOST_PKGS "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+  local need="" p have
+  have=" $(dpkg-query -W -f='${db:Status-Status}:${Package} ' $HOST_PKGS "$@" 2>/dev/null) "
+  for p in $HOST_PKGS "$@"; do case $have in *" installed:$p "*) ;; *) need="$need $p" ;; esac; done
   [ -z "$need" ] && return 0
   step "apt-get install$need"
   apt-get update -qq
@@ -80,4 +185,16 @@ ensure_kube() {
   for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
     [ "$(readlink "$KUBE_DIR/$c" 2>/dev/null)" = kube ] || ln -sfn kube "$KUBE_DIR/$c"
   done
+}
+
+# ensure_yq: print the path of mikefarah's yq (v4 syntax; Debian's yq is another program),
+# built into $PAV_CACHE/tools once.
+YQ_VERSION=v4.54.2
+ensure_yq() {
+  local d=$PAV_CACHE/tools/yq-$YQ_VERSION
+  if [ ! -x "$d/yq" ]; then
+    echo "building yq $YQ_VERSION into $d" >&2
+    GOBIN=$d CGO_ENABLED=0 go install "github.com/mikefarah/yq/v4@$YQ_VERSION" >&2
+  fi
+  echo "$d/yq"
 }

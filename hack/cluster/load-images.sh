@@ -1,11 +1,17 @@
 #!/bin/bash
-# load-images.sh [NAME|FILE.tar]... - import OCI image tarballs into the cluster's containerd
-# (namespace k8s.io, where the kubelet looks). NAME is a tarball in $IMAGES_DIR without .tar
-# (pause, test, pav, or one made by hack/images/debimage); no argument imports them all.
+# load-images.sh [NAME|FILE.tar]... - import OCI image tarballs into the containerd of every node
+# of the cluster (namespace k8s.io, where the kubelet looks), the nodes in parallel. NAME is a
+# tarball in $IMAGES_DIR without .tar (pause, test, pav, or one made by hack/images/debimage);
+# no argument imports them all.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 IMAGES_DIR=${IMAGES_DIR:-$(cd "$HACK_CLUSTER/../.." && pwd)/_output/images}
-ctr --address "$SOCK" version >/dev/null 2>&1 || { echo "containerd of the cluster is not running: make cluster-up" >&2; exit 1; }
+nodes=$(cluster_nodes)
+[ -n "$nodes" ] || { echo "no cluster ($NODES_TSV): make cluster-up" >&2; exit 1; }
+for i in $nodes; do
+  node_vars "$i"
+  ctr --address "$NODE_SOCK" version >/dev/null 2>&1 || { echo "containerd of $NODE_NAME is not running: make cluster-up" >&2; exit 1; }
+done
 files=()
 if [ $# = 0 ]; then
   files=("$IMAGES_DIR"/*.tar)
@@ -14,5 +20,16 @@ else
 fi
 for f in "${files[@]}"; do
   [ -f "$f" ] || { echo "no such image tarball: $f (make images)" >&2; exit 1; }
-  ctr --address "$SOCK" -n k8s.io images import --platform linux/amd64 "$f" | sed 's/^/  /'
 done
+pids=()
+for i in $nodes; do
+  node_vars "$i"
+  ( set -o pipefail
+    for f in "${files[@]}"; do
+      ctr --address "$NODE_SOCK" -n k8s.io images import --platform linux/amd64 "$f" | sed "s/^/  $NODE_NAME: /" || exit 1
+    done ) &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+exit $rc

@@ -17,19 +17,14 @@ IMAGE=${IMAGE:-pav:latest}
 TESTS_DIR=$REPO/test/upstream/system-tests
 [ $# -gt 0 ] || set -- "$TESTS_DIR"/*.bash "$TESTS_DIR"/*.sh
 
-# deletion.bash uses mikefarah's yq (v4 syntax); Debian's yq is another program.
-YQ_VERSION=v4.54.2
-TOOLS=$PAV_CACHE/tools/yq-$YQ_VERSION
-if [ ! -x "$TOOLS/yq" ]; then
-  echo "building yq $YQ_VERSION into $TOOLS"
-  GOBIN=$TOOLS CGO_ENABLED=0 go install "github.com/mikefarah/yq/v4@$YQ_VERSION"
-fi
+# deletion.bash uses mikefarah's yq (v4 syntax; lib.sh's ensure_yq)
+YQ=$(ensure_yq)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 # (a wrapper, not a symlink: hack/cluster/kubectl finds lib.sh next to itself)
 printf '#!/bin/sh\nexec %q "$@"\n' "$REPO/hack/cluster/kubectl" > "$bin/kubectl"
 chmod +x "$bin/kubectl"
-ln -s "$TOOLS/yq" "$bin/yq"
+ln -s "$YQ" "$bin/yq"
 export PATH=$bin:$PATH PAV_REPO_ROOT=$REPO IMAGE
 
 if [ -z "${PAV_E2E_LOCKED:-}" ]; then
