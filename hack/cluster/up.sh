@@ -164,7 +164,10 @@ EOF
 # hardcoded by containerd 1.6) is the node's containerd state dir. First the copies of the
 # host's mounts under /var/lib, /run and /tmp go: they are node 1's pods, volumes and netns
 # files and the other nodes' namespaces, which a copy here would keep alive after the host
-# dropped them.
+# dropped them. Last, every mount of the node is made shared (new peer groups, none with the
+# host's), as systemd does on a real machine: Bidirectional hostPath volumes work anywhere on
+# the node, not only under its kubelet root (which its kubelet makes rshared anyway). (Node 1 is
+# this machine, whatever its root's propagation is.)
 node_mntns() {
   [ "$NODE_I" = 1 ] && return 0
   mkdir -p "$NODE_VAR_LIB/pav-cluster" "$NODE_DIR/run/containerd" "$SHIM_DIR"
@@ -180,6 +183,7 @@ node_mntns() {
     mount --bind "$1" "$2/pav-cluster"
     mount --rbind "$2" /var/lib
     mount --bind "$3" "$4"
+    mount --make-rshared /
   ' sh "$STATE" "$NODE_VAR_LIB" "$NODE_DIR/run/containerd" "$SHIM_DIR"
 }
 
