@@ -64,8 +64,9 @@ deploy: ## build and load the images, install deployment.yaml with $(IMAGE), wai
 	$(MAKE) images cluster-load
 	$(LOCK) $(MAKE) deploy-only
 .PHONY: deploy-only
-deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded), restart PaV and wait (hack/deploy.sh)
+deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded), restart PaV and wait (hack/deploy.sh); on the local cluster also node 3's node plugin (hack/cluster/kubelet-root-pool.sh)
 	KUBECTL='$(KUBECTL)' hack/deploy.sh
+	$(if $(filter hack/cluster/kubectl,$(KUBECTL)),hack/cluster/kubelet-root-pool.sh)
 undeploy: ## uninstall as the spec says: CRD first (waits up to 3 min for PavProvisioners to go), then the rest
 	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found --timeout=180s crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found --timeout=180s -f deployment.yaml'
 
