@@ -47,11 +47,13 @@ if [ -e "$NSPATH" ] && ctr_ok "$legacy_sock"; then remove_pods "$legacy_sock" ns
 wait
 
 step "stopping control plane, kube-proxies and containerds"
-for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME kube-proxy" "$NODE_PIDS/kube-proxy.pid"; done
-for n in kube-scheduler kube-controller-manager; do stop_proc "$n" "$PIDS/$n.pid"; done
+for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME kube-proxy" "$NODE_PIDS/kube-proxy.pid" & done
+for n in kube-scheduler kube-controller-manager; do stop_proc "$n" "$PIDS/$n.pid" & done
+wait
 stop_proc kube-apiserver "$PIDS/kube-apiserver.pid" 30
-stop_proc etcd "$PIDS/etcd.pid" 30
-for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30; done
+stop_proc etcd "$PIDS/etcd.pid" 30 &
+for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30 & done
+wait
 # whatever else a pid file names (e.g. the single-node layout's kube-proxy and containerd)
 for f in $(find "$PIDS" -name '*.pid' 2>/dev/null); do stop_proc "$(basename "$f" .pid)" "$f" 30; done
 
@@ -121,7 +123,7 @@ step "removing kubepods and pav-node<i> cgroups"
 for h in /sys/fs/cgroup/*/; do
   for c in "$h"kubepods "$h"pav-node[0-9]*; do
     [ -d "$c" ] || continue
-    find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
+    find "$c" -depth -type d -delete 2>/dev/null   # rmdir, deepest first
     [ -d "$c" ] && echo "  could not remove $c"
   done
 done
