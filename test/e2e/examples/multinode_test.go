@@ -132,7 +132,7 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 
 	pv := pvOf(t, ns, "host-directory")
 	pvName := field(pv, "metadata", "name").(string)
-	if aff := kq("get", "pv", pvName, "-o", "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[*].matchFields[*].values}"); aff != `["`+nodes.second+`"]` {
+	if aff := kq("get", "pv", pvName, "-o", "jsonpath={.spec.nodeAffinity.required.nodeSelectorTerms[*].matchExpressions[*].values}"); aff != `["`+nodes.second+`"]` {
 		t.Fatalf("PV %s node affinity names %s, not %s", pvName, aff, nodes.second)
 	}
 	dir := filepath.Join("/var/lib/pav-examples/host-directory", field(pv, "spec", "csi", "volumeHandle").(string))
@@ -151,7 +151,8 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 	applyStdin(t, ns, clientPod("elsewhere", "host-directory", nodes.altRoot, "cat /data/hello"))
 	eventually(t, time.Minute, "the scheduler to refuse pod elsewhere for the volume's node affinity", func() (bool, string) {
 		msg := kq("-n", ns, "get", "pod", "elsewhere", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
-		return strings.Contains(msg, "volume node affinity conflict"), msg
+		// the wording of Kubernetes 1.37, then of earlier releases
+		return strings.Contains(msg, "didn't match PersistentVolume's node affinity") || strings.Contains(msg, "volume node affinity conflict"), msg
 	})
 	if node := kq("-n", ns, "get", "pod", "elsewhere", "-o", "jsonpath={.spec.nodeName}"); node != "" {
 		t.Fatalf("pod elsewhere was bound to %s", node)
