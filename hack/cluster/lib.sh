@@ -130,7 +130,8 @@ start_proc() {
   if running "$pidf"; then echo "  $name already running (pid $(cat "$pidf"))"; return 0; fi
   rm -f "$pidf"
   mkdir -p "${pidf%/*}" "${log%/*}"
-  setsid -f sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null
+  # Descriptors 3-9 are closed: a daemon must not keep a caller's lock (/tmp/pav-e2e.lock) held.
+  setsid -f sh -c 'echo $$ > "$0"; exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null
   local i; for i in $(seq 50); do [ -s "$pidf" ] && break; sleep 0.1; done
   echo "  started $name pid $(cat "$pidf")"
 }
@@ -161,7 +162,8 @@ kube_source_hash() {
 # ensure_host_pkgs: install missing Debian packages (apt-get update first, once).
 ensure_host_pkgs() {
   local need="" p have
-  have=" $(dpkg-query -W -f='${db:Status-Status}:${Package} ' $HOST_PKGS "$@" 2>/dev/null) "
+  # dpkg-query exits 1 when a package was never installed: on a new machine, most of them
+  have=" $(dpkg-query -W -f='${db:Status-Status}:${Package} ' $HOST_PKGS "$@" 2>/dev/null || true) "
   for p in $HOST_PKGS "$@"; do case $have in *" installed:$p "*) ;; *) need="$need $p" ;; esac; done
   [ -z "$need" ] && return 0
   step "apt-get install$need"
