@@ -9,9 +9,11 @@ GOTEST_FLAGS ?=
 E2E_FLAGS ?= -test.v -test.timeout=60m
 export IMAGE
 
-# Only one e2e run or PaV (re)install may touch the shared cluster at a time. Targets take
-# /tmp/pav-e2e.lock themselves; a caller already holding it sets PAV_E2E_LOCKED=1.
-LOCK := $(if $(PAV_E2E_LOCKED),,flock /tmp/pav-e2e.lock env PAV_E2E_LOCKED=1)
+# Only one e2e run, PaV (re)install or cluster up/down/purge may touch the shared cluster at a
+# time. Targets take /tmp/pav-e2e.lock themselves; a caller already holding it sets
+# PAV_E2E_LOCKED=1.
+# (-o: the command's children, e.g. the daemons up.sh starts, do not inherit the lock.)
+LOCK := $(if $(PAV_E2E_LOCKED),,flock -o /tmp/pav-e2e.lock env PAV_E2E_LOCKED=1)
 
 # packages whose tests carry a build tag
 tagged_pkgs = $(sort $(dir $(shell grep -rlE '^//go:build .*\b$(1)\b' --include='*_test.go' . 2>/dev/null | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/')))
@@ -42,11 +44,11 @@ NODES ?= 3
 export NODES
 .PHONY: cluster-up cluster-down cluster-purge
 cluster-up: ## start the local cluster, a control plane and NODES nodes (default 3; idempotent; builds Kubernetes once into $PAV_CACHE)
-	NODES=$(NODES) hack/cluster/up.sh
+	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh
 cluster-down: ## stop the cluster; leaves no process, mount, cgroup, namespace or interface behind
-	hack/cluster/down.sh
+	$(LOCK) hack/cluster/down.sh
 cluster-purge: ## cluster-down and wipe its state (/var/lib/pav-cluster, /var/lib/kubelet)
-	hack/cluster/down.sh --purge
+	$(LOCK) hack/cluster/down.sh --purge
 
 # ---------------------------------------------------------------- images
 .PHONY: images cluster-load image
@@ -92,8 +94,8 @@ test: ## generated files up to date, unit, integration, e2e, then the original P
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
-	$(if $(CI),hack/cluster/down.sh --purge)
-	NODES=$(NODES) hack/cluster/up.sh
+	$(if $(CI),$(LOCK) hack/cluster/down.sh --purge)
+	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh
 	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
 	$(LOCK) $(MAKE) deploy-only
@@ -109,7 +111,7 @@ KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p'
 test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernetes, NODES nodes (purges the local cluster between them)
 	set -e; for v in $(firstword $(KUBE_VERSIONS)) $(lastword $(KUBE_VERSIONS)); do \
 	  echo "==== e2e on Kubernetes $$v, $(NODES) node(s)"; \
-	  NODES=$(NODES) KUBE_VERSION=$$v hack/cluster/up.sh; \
+	  $(LOCK) env NODES=$(NODES) KUBE_VERSION=$$v hack/cluster/up.sh; \
 	  $(MAKE) $(E2E_IMAGES); KUBE_VERSION=$$v $(MAKE) cluster-load; \
 	  KUBE_VERSION=$$v $(LOCK) $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e $(MULTINODE); \
 	done
