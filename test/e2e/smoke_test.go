@@ -123,7 +123,8 @@ sleep 3600 & wait $!`, true)
 	pod.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: hostDir, Type: ptr(corev1.HostPathDirectoryOrCreate)},
 	}}}
-	f.CreatePod(pod)
+	// On the node whose mounts this machine sees.
+	f.CreatePod(framework.PinToNode(pod, f.HostNode()))
 	f.WaitForPod("prop", podTimeout, framework.PodRunningReady)
 
 	info, ok := mountInfo(t)[hostMount]

@@ -101,13 +101,11 @@ func indent(s, prefix string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
+// nodeName is the node every client pod runs on: the one whose kubelet
+// directory, /pav directories and mounts this machine sees.
 func (e *env) nodeName() string {
 	e.t.Helper()
-	nodes, err := e.Client.CoreV1().Nodes().List(e.Ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) == 0 {
-		e.t.Fatalf("listing nodes: %v", err)
-	}
-	return nodes.Items[0].Name
+	return e.HostNode()
 }
 
 // cleanup deletes the test's pods, claims, volumes and provisioner, then
@@ -310,7 +308,7 @@ func (e *env) clientPod(name, script string, claims []string, readOnly bool, blo
 			pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: c, MountPath: "/data/" + c})
 		}
 	}
-	return e.CreatePod(pod)
+	return e.CreatePod(framework.PinToNode(pod, e.nodeName()))
 }
 
 // succeeded waits until the pod succeeded and returns its log.
