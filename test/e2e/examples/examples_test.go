@@ -4,7 +4,6 @@ package examples
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,18 +44,18 @@ func TestHostDirectory(t *testing.T) {
 
 	pv := pvOf(t, ns, "host-directory")
 	handle, _ := field(pv, "spec", "csi", "volumeHandle").(string)
-	node := strings.TrimSpace(k(t, "-n", ns, "get", "pod", "host-directory-client", "-o", "jsonpath={.spec.nodeName}"))
+	node := podNode(t, ns, "host-directory-client")
 	terms, _ := field(pv, "spec", "nodeAffinity", "required", "nodeSelectorTerms").([]interface{})
 	if len(terms) != 1 || !strings.Contains(k(t, "get", "pv", field(pv, "metadata", "name").(string), "-o", "jsonpath={.spec.nodeAffinity}"), `"`+node+`"`) {
 		t.Fatalf("PV node affinity %v does not name node %s", field(pv, "spec", "nodeAffinity"), node)
 	}
-	// The local cluster's node is this machine.
+	// The directory is on that node (only there, on several nodes).
 	dir := filepath.Join("/var/lib/pav-examples/host-directory", handle)
-	data, err := os.ReadFile(filepath.Join(dir, "hello"))
+	data, err := readOnNode(t, node, filepath.Join(dir, "hello"))
 	if err != nil {
-		t.Fatalf("volume directory on the node: %v", err)
+		t.Fatalf("volume directory on node %s: %v", node, err)
 	}
-	mustContain(t, string(data), "written by host-directory-client")
+	mustContain(t, data, "written by host-directory-client")
 
 	// A second client sees the data (and is scheduled to the same node by the PV's affinity).
 	second := strings.NewReplacer("name: host-directory-client", "name: host-directory-reader",
@@ -64,6 +63,9 @@ func TestHostDirectory(t *testing.T) {
 		Replace(readFile(t, example("host-directory", "usage.yaml")))
 	applyStdin(t, ns, onlyDoc(t, second, "kind: Pod"))
 	mustContain(t, waitPodDone(t, ns, "host-directory-reader", clientTimeout), "written by host-directory-client")
+	if n := podNode(t, ns, "host-directory-reader"); n != node {
+		t.Fatalf("the second client ran on %s, not on the volume's node %s", n, node)
+	}
 	sw.lap("second client read the data")
 
 	// A clone (dataSource: the claim) starts with a copy of the data, and
@@ -98,7 +100,10 @@ spec:
 	mustContain(t, waitPodDone(t, ns, "host-directory-clone-reader", clientTimeout), "written by host-directory-client")
 	clone := pvOf(t, ns, "host-directory-clone")
 	cloneDir := filepath.Join("/var/lib/pav-examples/host-directory", field(clone, "spec", "csi", "volumeHandle").(string))
-	if data, err := os.ReadFile(filepath.Join(dir, "hello")); err != nil || !strings.Contains(string(data), "written by host-directory-client") {
+	if n := podNode(t, ns, "host-directory-clone-reader"); n != node {
+		t.Fatalf("the clone's client ran on %s, not on its source's node %s", n, node)
+	}
+	if data, err := readOnNode(t, node, filepath.Join(dir, "hello")); err != nil || !strings.Contains(data, "written by host-directory-client") {
 		t.Fatalf("the original changed with its clone: %q %v", data, err)
 	}
 	sw.lap("clone read a copy of the data")
@@ -114,13 +119,13 @@ spec:
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 	k(t, "-n", ns, "delete", "pvc", "host-directory-clone", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(clone, "metadata", "name").(string), "")
-	if _, err := os.Stat(cloneDir); !os.IsNotExist(err) {
-		t.Fatalf("clone directory %s still exists after its claim was deleted (err=%v)", cloneDir, err)
+	if existsOnNode(t, node, cloneDir) {
+		t.Fatalf("clone directory %s still exists on %s after its claim was deleted", cloneDir, node)
 	}
 	k(t, "-n", ns, "delete", "pvc", "host-directory", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("volume directory %s still exists after the claim was deleted (err=%v)", dir, err)
+	if existsOnNode(t, node, dir) {
+		t.Fatalf("volume directory %s still exists on %s after the claim was deleted", dir, node)
 	}
 	noPavPodsLeft(t, "host-directory")
 	sw.lap("claim deleted, directory removed")
@@ -146,6 +151,7 @@ func TestLoopBlock(t *testing.T) {
 	}
 	handle, _ := field(pv, "spec", "csi", "volumeHandle").(string)
 	img := filepath.Join("/var/lib/pav-examples/loop-block", handle+".img")
+	node := podNode(t, ns, "loop-block-client")
 	k(t, "-n", ns, "delete", "pod", "loop-block-client", "--wait=true")
 
 	// Expansion while in use: a client keeps printing the device's size
@@ -173,14 +179,14 @@ func TestLoopBlock(t *testing.T) {
 	sw.lap("expanded in use")
 	k(t, "-n", ns, "delete", "pod", "loop-block-watcher", "--wait=true")
 	noPavPodsLeft(t, "loop-block")
-	if out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME", "-j", img).Output(); strings.TrimSpace(string(out)) != "" {
-		t.Fatalf("loop device(s) %s still attached to %s after unstaging", strings.TrimSpace(string(out)), img)
+	if out, err := onNode(t, node, "losetup", "-l", "-n", "-O", "NAME", "-j", img); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("loop device(s) %s still attached to %s on %s after unstaging (%v)", strings.TrimSpace(out), img, node, err)
 	}
 	sw.lap("unstaged, loop device detached")
 	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
-	if _, err := os.Stat(img); !os.IsNotExist(err) {
-		t.Fatalf("backing file %s still exists after the claim was deleted (err=%v)", img, err)
+	if existsOnNode(t, node, img) {
+		t.Fatalf("backing file %s still exists on %s after the claim was deleted", img, node)
 	}
 	sw.lap("claim deleted, file removed")
 }

@@ -11,7 +11,9 @@ package examples
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,4 +278,43 @@ func mustContain(t *testing.T, got, want string) {
 	if !strings.Contains(got, want) {
 		t.Fatalf("output %q does not contain %q", got, want)
 	}
+}
+
+// onNode runs a command in a node's namespaces (hack/cluster/node-exec).
+func onNode(t *testing.T, node string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack/cluster/node-exec"), append([]string{node}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("node-exec %s %v: %w: %s", node, args, err, out)
+	}
+	return string(out), nil
+}
+
+// podNode returns the node a pod of ns was scheduled to.
+func podNode(t *testing.T, ns, pod string) string {
+	t.Helper()
+	node := strings.TrimSpace(k(t, "-n", ns, "get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"))
+	if node == "" {
+		t.Fatalf("pod %s/%s has no node", ns, pod)
+	}
+	return node
+}
+
+// readOnNode returns the content of a file as node sees it.
+func readOnNode(t *testing.T, node, path string) (string, error) {
+	t.Helper()
+	return onNode(t, node, "cat", path)
+}
+
+// existsOnNode reports whether path exists on node (failing the test if the
+// node cannot be asked).
+func existsOnNode(t *testing.T, node, path string) bool {
+	t.Helper()
+	out, err := onNode(t, node, "sh", "-c", `if [ -e "$1" ]; then echo yes; else echo no; fi`, "sh", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out) == "yes"
 }

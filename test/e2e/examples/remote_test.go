@@ -5,7 +5,6 @@ package examples
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -115,23 +114,23 @@ func TestGocryptfs(t *testing.T) {
 
 	outer := pvOf(t, ns, "gocryptfs")
 	inner := pvOf(t, ns, "gocryptfs-inner")
+	// The inner host-directory volume is on the client's node (the outer PV's affinity).
+	node := podNode(t, ns, "gocryptfs-client")
+	if !strings.Contains(kq("get", "pv", field(outer, "metadata", "name").(string), "-o", "jsonpath={.spec.nodeAffinity}"), `"`+node+`"`) {
+		t.Fatalf("the encrypted PV's node affinity %v does not name its client's node %s", field(outer, "spec", "nodeAffinity"), node)
+	}
 	cipherDir := filepath.Join("/var/lib/pav-examples/host-directory",
 		field(inner, "spec", "csi", "volumeHandle").(string), field(outer, "spec", "csi", "volumeHandle").(string))
-	if _, err := os.Stat(filepath.Join(cipherDir, "gocryptfs.conf")); err != nil {
-		t.Fatalf("no gocryptfs directory in the inner volume: %v", err)
+	if !existsOnNode(t, node, filepath.Join(cipherDir, "gocryptfs.conf")) {
+		t.Fatalf("no gocryptfs directory %s in the inner volume on %s", cipherDir, node)
 	}
-	_ = filepath.Walk(cipherDir, func(path string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
-		}
-		if strings.Contains(info.Name(), "secret") {
-			t.Errorf("plaintext file name in the inner volume: %s", path)
-		}
-		if b, _ := os.ReadFile(path); strings.Contains(string(b), "top secret") {
-			t.Errorf("plaintext content in the inner volume: %s", path)
-		}
-		return nil
-	})
+	plain, err := onNode(t, node, "sh", "-c", `find "$1" -name '*secret*'; grep -rl 'top secret' "$1"; true`, "sh", cipherDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(plain) != "" {
+		t.Errorf("plaintext file names or contents in the inner volume on %s:\n%s", node, plain)
+	}
 
 	k(t, "-n", ns, "delete", "pod", "gocryptfs-client", "--wait=true")
 	noPavPodsLeft(t, "gocryptfs")
@@ -139,8 +138,8 @@ func TestGocryptfs(t *testing.T) {
 	// The encrypted claim goes before the inner one: its deletion pod mounts the inner claim.
 	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
-	if _, err := os.Stat(cipherDir); !os.IsNotExist(err) {
-		t.Fatalf("encrypted directory %s still exists after the claim was deleted (err=%v)", cipherDir, err)
+	if existsOnNode(t, node, cipherDir) {
+		t.Fatalf("encrypted directory %s still exists on %s after the claim was deleted", cipherDir, node)
 	}
 	sw.lap("claim deleted, ciphertext removed")
 }
