@@ -24,6 +24,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/test/e2e/framework"
@@ -64,18 +67,6 @@ func threeNodes(t *testing.T) clusterNodes {
 	}
 	n.first, n.second = names[0], names[1]
 	return n
-}
-
-// onNode runs a command in a node's namespaces (hack/cluster/node-exec).
-func onNode(t *testing.T, node string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack/cluster/node-exec"), append([]string{node}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("node-exec %s %v: %w: %s", node, args, err, out)
-	}
-	return string(out), nil
 }
 
 // clientPod is a pav-test pod on node running script with claim at /data.
@@ -190,22 +181,50 @@ func sshfsNodesProvisioner(t *testing.T) string {
 // node of each, until stop is called.
 func pavPodNodes(t *testing.T, c kubernetes.Interface, ns, provisioner, phase string) (stop func() map[string]string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=" + provisioner + ",pav.albertofaria.github.io/phase=" + phase})
+	sel := metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=" + provisioner + ",pav.albertofaria.github.io/phase=" + phase}
+	// From a list's resource version, through a RetryWatcher: a plain watch
+	// from "now" can fail at once ("Too large resource version") while the API
+	// server's watch cache catches up, or be closed mid-test, missing pods.
+	list, err := c.CoreV1().Pods(ns).List(context.Background(), sel)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	seen := map[string]string{}
+	record := func(p *corev1.Pod) {
+		if p.Spec.NodeName != "" {
+			mu.Lock()
+			seen[p.Name] = p.Spec.NodeName
+			mu.Unlock()
+		}
+	}
+	for i := range list.Items {
+		record(&list.Items[i])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel.LabelSelector
+			return c.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
+	var watchErr error
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-				mu.Lock()
-				seen[p.Name] = p.Spec.NodeName
-				mu.Unlock()
+			switch p := ev.Object.(type) {
+			case *corev1.Pod:
+				record(p)
+			case *metav1.Status:
+				if ev.Type == watch.Error {
+					watchErr = fmt.Errorf("watching %s pods: %s", phase, p.Message)
+					return
+				}
 			}
 		}
 	}()
@@ -213,6 +232,9 @@ func pavPodNodes(t *testing.T, c kubernetes.Interface, ns, provisioner, phase st
 		cancel()
 		w.Stop()
 		<-done
+		if watchErr != nil {
+			t.Fatal(watchErr)
+		}
 		return seen
 	}
 }
