@@ -124,7 +124,7 @@ test-integration: ## tests with build tag `integration` (real etcd + kube-apiser
 	$(if $(call tagged_pkgs,integration),PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -v $(GOTEST_FLAGS) $(call tagged_pkgs,integration),@echo "no integration tests")
 
 .PHONY: bench
-bench: ## benchmarks: Jinja rendering, templating phases, staging latency, then a claim burst on a real API server
+bench: ## benchmarks: Jinja rendering, templating phases, staging latency, then on a real API server a claim burst and the memory of the controller (leader, standby) and node plugin as processes (BenchmarkMemory)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	hack/cluster/ensure-kube.sh >/dev/null
 	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -run '^$$' -bench . -benchtime 3x ./test/integration/

@@ -214,6 +214,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	podInf := c.podFactory.Core().V1().Pods()
+	// Every other cache keeps objects whole (templates see claims, PVs and
+	// classes as they are) but for managedFields, which nothing reads.
+	for _, inf := range []cache.SharedIndexInformer{claimInf.Informer(), pvInf.Informer(), scInf.Informer(), csiInf.Informer(), podInf.Informer()} {
+		if err := inf.SetTransform(protocol.StripManagedFields); err != nil {
+			return nil, err
+		}
+	}
 
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		indexClaimUID:    labelIndex(protocol.LabelClaimUID),
@@ -248,6 +255,9 @@ func New(cfg Config) (*Controller, error) {
 	c.pvIndexer = pvInf.Informer().GetIndexer()
 	c.pavFactory = pavinformers.NewSharedInformerFactory(cfg.Pav, cfg.Resync)
 	c.provInformer = c.pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
+	if err := c.provInformer.SetTransform(protocol.StripManagedFields); err != nil {
+		return nil, err
+	}
 
 	c.synced = []cache.InformerSynced{
 		claimInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced,

@@ -95,6 +95,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := podInformer.AddIndexers(PodIndexers()); err != nil {
 		return err
 	}
+	// Every PV of the cluster (the API has no field selector on the CSI
+	// driver), but only those of a CSI driver in full.
 	pvFactory := informers.NewSharedInformerFactory(cfg.Kube, 0)
 	pvInformer := pvFactory.Core().V1().PersistentVolumes().Informer()
 	if err := pvInformer.AddIndexers(PVIndexers()); err != nil {
@@ -102,6 +104,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pavFactory := pavinformers.NewSharedInformerFactory(cfg.Pav, 0)
 	provInformer := pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
+	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
+		podInformer: protocol.StripManagedFields, pvInformer: protocol.StripNonCSIVolume, provInformer: protocol.StripManagedFields,
+	} {
+		if err := inf.SetTransform(transform); err != nil {
+			return err
+		}
+	}
 
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))

@@ -135,16 +135,21 @@ func runController(ctx context.Context, o controllerOptions) error {
 
 	reg := newRegistry()
 	go serveMetrics(ctx, o.metricsAddr, reg)
-	ctrl, err := controller.New(controller.Config{
-		Kube: kube, Pav: pav, Engine: engine,
-		ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
-		RetryStart: o.retryStart, RetryMax: o.retryMax,
-		ResultsTimeout: o.resultsWait, Resync: o.resync,
-		Metrics:    controller.NewMetrics(reg),
-		KubeletDir: o.kubeletDir,
-	})
-	if err != nil {
+	// The reconcilers, their informers and caches exist only on the leader:
+	// a standby builds them when it takes over (and exits when it loses the
+	// lead), so it holds nothing but the webhook meanwhile.
+	if err := protocol.CheckKubeletDir(o.kubeletDir); err != nil {
 		return err
+	}
+	newController := func() (*controller.Controller, error) {
+		return controller.New(controller.Config{
+			Kube: kube, Pav: pav, Engine: engine,
+			ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
+			RetryStart: o.retryStart, RetryMax: o.retryMax,
+			ResultsTimeout: o.resultsWait, Resync: o.resync,
+			Metrics:    controller.NewMetrics(reg),
+			KubeletDir: o.kubeletDir,
+		})
 	}
 
 	// A stop (ctx) ends the reconcilers and leadership at once, but the
@@ -223,20 +228,23 @@ func runController(ctx context.Context, o controllerOptions) error {
 			_ = srv.Close()
 		}()
 		if o.leaderElection {
-			elector, err = newElector(ctx, kube, o, watchdog, ctrl)
+			elector, err = newElector(ctx, kube, o, watchdog, newController)
 			if err != nil {
 				return err
 			}
 		}
 	} else if o.leaderElection {
-		elector, err = newElector(ctx, kube, o, nil, ctrl)
+		elector, err = newElector(ctx, kube, o, nil, newController)
 		if err != nil {
 			return err
 		}
 	}
 
 	if elector == nil {
-		err = ctrl.Run(ctx)
+		var ctrl *controller.Controller
+		if ctrl, err = newController(); err == nil {
+			err = ctrl.Run(ctx)
+		}
 	} else {
 		elector.Run(ctx) // returns once ctx ends, the Lease released
 	}
@@ -244,11 +252,11 @@ func runController(ctx context.Context, o controllerOptions) error {
 	return err
 }
 
-// newElector runs ctrl while this replica leads. Leadership ends when stop
+// newElector builds and runs a controller while this replica leads. Leadership ends when stop
 // ends (the Lease is released for the standby) or when it is lost; in the
 // second case the process exits, as informers and queues cannot be
 // restarted, and the Deployment restarts it as a standby.
-func newElector(stop context.Context, kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, ctrl *controller.Controller) (*leaderelection.LeaderElector, error) {
+func newElector(stop context.Context, kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, newController func() (*controller.Controller, error)) (*leaderelection.LeaderElector, error) {
 	host, _ := os.Hostname()
 	id := host + "_" + string(uuid.NewUUID())
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName,
@@ -266,6 +274,12 @@ func newElector(stop context.Context, kube kubernetes.Interface, o controllerOpt
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				klog.InfoS("Became leader", "identity", id)
+				ctrl, err := newController()
+				if err != nil {
+					klog.ErrorS(err, "Controller not built")
+					klog.Flush()
+					os.Exit(1)
+				}
 				if err := ctrl.Run(ctx); err != nil && stop.Err() == nil {
 					klog.ErrorS(err, "Controller stopped")
 					os.Exit(1)

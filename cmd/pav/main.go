@@ -35,6 +35,7 @@ func init() {
 }
 
 func main() {
+	setMemoryLimit()
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
