@@ -85,11 +85,11 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 E2E_IMAGES ?= images examples-images
 # with three nodes or more the multi-node e2e tests must run (they skip on a smaller cluster)
 MULTINODE = $(if $(filter-out 1 2,$(NODES)),PAV_E2E_MULTINODE=1)
-# make test's cluster: one node until the whole e2e suite passes on three (issue #11: some
-# examples and tests still assume one node); `make test TEST_NODES=3` runs the multi-node tests.
-TEST_NODES ?= 1
+# make test's cluster: three nodes (node 3 with k0s's kubelet root), so the multi-node e2e
+# tests run; `make test TEST_NODES=1` for a quicker single-node run without them.
+TEST_NODES ?= 3
 test: NODES = $(TEST_NODES)
-test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 1, loads images, installs PaV)
+test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 3, loads images, installs PaV)
 	$(MAKE) verify-generated
 	$(MAKE) test-unit
 	$(MAKE) test-integration
