@@ -64,11 +64,10 @@ KUBECTL ?= hack/cluster/kubectl
 .PHONY: deploy undeploy
 deploy: ## build and load the images, install deployment.yaml with $(IMAGE), wait until PaV runs
 	$(MAKE) images cluster-load
-	$(LOCK) $(MAKE) deploy-only
+	$(MAKE) deploy-only
 .PHONY: deploy-only
 deploy-only: ## install deployment.yaml with $(IMAGE) (images already loaded), restart PaV and wait (hack/deploy.sh); on the local cluster also node 3's node plugin (hack/cluster/kubelet-root-pool.sh)
-	KUBECTL='$(KUBECTL)' hack/deploy.sh
-	$(if $(filter hack/cluster/kubectl,$(KUBECTL)),hack/cluster/kubelet-root-pool.sh)
+	$(LOCK) env KUBECTL='$(KUBECTL)' sh -c 'hack/deploy.sh $(if $(filter hack/cluster/kubectl,$(KUBECTL)),&& hack/cluster/kubelet-root-pool.sh)'
 undeploy: ## uninstall as the spec says: CRD first (waits up to 3 min for PavProvisioners to go), then the rest
 	$(LOCK) sh -c '$(KUBECTL) delete --ignore-not-found --timeout=180s crd pavprovisioners.pav.albertofaria.github.io && $(KUBECTL) delete --ignore-not-found --timeout=180s -f deployment.yaml'
 
@@ -98,7 +97,7 @@ test: ## generated files up to date, unit, integration, e2e, then the original P
 	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh
 	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
-	$(LOCK) $(MAKE) deploy-only
+	$(MAKE) deploy-only
 	$(MAKE) e2e $(MULTINODE)
 	$(MAKE) test-upstream
 
@@ -113,7 +112,7 @@ test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernete
 	  echo "==== e2e on Kubernetes $$v, $(NODES) node(s)"; \
 	  $(LOCK) env NODES=$(NODES) KUBE_VERSION=$$v hack/cluster/up.sh; \
 	  $(MAKE) $(E2E_IMAGES); KUBE_VERSION=$$v $(MAKE) cluster-load; \
-	  KUBE_VERSION=$$v $(LOCK) $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e $(MULTINODE); \
+	  KUBE_VERSION=$$v $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e $(MULTINODE); \
 	done
 
 test-unit: ## go test ./...
