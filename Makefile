@@ -31,11 +31,13 @@ build: ## go build ./... and bin/pav
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-.PHONY: generate verify-generated
+.PHONY: generate verify-generated verify-chart
 generate: ## deep copies, clientset, listers, informers (k8s.io/code-generator) and the CRD (controller-gen) from crds/v1alpha1
 	hack/generate.sh
 verify-generated: ## fail if `make generate` would change anything (part of `make test`)
 	hack/verify-generated.sh
+verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, default rendering = deployment.yaml, values (part of `make test`; no cluster)
+	PAV_HELM=$$(hack/ensure-helm.sh) $(GO) test -count=1 -v ./charts/
 
 # ---------------------------------------------------------------- local cluster
 # NODES: nodes of the local cluster (1-9). Node 1 shares the control plane's netns and this
@@ -89,8 +91,9 @@ MULTINODE = $(if $(filter-out 1 2,$(NODES)),PAV_E2E_MULTINODE=1)
 # examples and tests still assume one node); `make test TEST_NODES=3` runs the multi-node tests.
 TEST_NODES ?= 1
 test: NODES = $(TEST_NODES)
-test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 1, loads images, installs PaV)
+test: ## generated files up to date, the Helm chart (verify-chart), unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 1, loads images, installs PaV)
 	$(MAKE) verify-generated
+	$(MAKE) verify-chart
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
