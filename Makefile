@@ -82,7 +82,7 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 	hack/demo.sh
 
 # ---------------------------------------------------------------- tests
-.PHONY: test test-unit test-integration e2e test-upstream
+.PHONY: test test-unit test-integration e2e test-upstream test-helm
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
 # with three nodes or more the multi-node e2e tests must run (they skip on a smaller cluster)
@@ -103,10 +103,15 @@ test: ## generated files up to date, the Helm chart (verify-chart), unit, integr
 	$(MAKE) cluster-load
 	$(LOCK) $(MAKE) deploy-only
 	$(MAKE) e2e $(MULTINODE)
+	$(MAKE) test-helm
 	$(MAKE) test-upstream
 
 test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
 	$(LOCK) sh -c '$(MAKE) undeploy && hack/cluster/upstream-tests.sh; rc=$$?; $(MAKE) deploy-only && exit $$rc'
+
+test-helm: ## the Helm chart on the local cluster (test/e2e/helm, tag helm): uninstall deployment.yaml, helm install, upgrade with volumes in use, uninstall; PaV is installed again after
+	hack/ensure-helm.sh >/dev/null
+	$(LOCK) sh -c '$(MAKE) undeploy && PAV_HELM=$$(hack/ensure-helm.sh) E2E_PKGS=./test/e2e/helm E2E_TAGS=helm hack/cluster/e2e.sh $(E2E_FLAGS); rc=$$?; $(MAKE) deploy-only && exit $$rc'
 
 # Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
 KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)
