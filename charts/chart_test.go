@@ -351,7 +351,7 @@ terms:
 func TestValues(t *testing.T) {
 	objs := render(t,
 		"--set", "image.repository=registry.example.com/pav,image.tag=v0.2.0,image.pullPolicy=Always",
-		"--set", "controller.replicas=3,controller.resources.limits.memory=512Mi,controller.goMemLimit=400MiB",
+		"--set", "controller.replicas=3,controller.resources.limits.memory=512Mi",
 		"--set", "node.resources.requests.cpu=50m",
 		"--set", "controller.nodeSelector.role=infra,controller.tolerations[0].key=infra,controller.tolerations[0].operator=Exists",
 		"--set", "controller.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
@@ -373,9 +373,6 @@ func TestValues(t *testing.T) {
 	}
 	if m := str(container(t, ctl), "resources", "limits", "memory"); m != "512Mi" {
 		t.Errorf("controller memory limit: %q", m)
-	}
-	if s := toYAML(container(t, ctl)["env"]); !strings.Contains(s, "400MiB") {
-		t.Errorf("controller GOMEMLIMIT:\n%s", s)
 	}
 	if c := str(container(t, ds), "resources", "requests", "cpu"); c != "50m" {
 		t.Errorf("node cpu request: %q", c)

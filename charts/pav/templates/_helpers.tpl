@@ -107,9 +107,7 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
-            # The Go runtime collects garbage harder before the limit.
-            - name: GOMEMLIMIT
-              value: {{ $v.node.goMemLimit | quote }}
+            # GOMEMLIMIT: unset, pav sets 80% of resources.limits.memory.
           securityContext:
             privileged: true
           ports:
