@@ -230,6 +230,12 @@ spec:
 `, name, restart, node, poolLabel, script, claim)
 }
 
+// clusterScoped are the cluster-scoped objects of the chart but its CRD.
+const clusterScoped = "clusterroles/pav-controller clusterroles/pav-node clusterrolebindings/pav-controller clusterrolebindings/pav-node " +
+	"validatingwebhookconfigurations/pav.albertofaria.github.io " +
+	"validatingadmissionpolicies/pav-node-csinode validatingadmissionpolicies/pav-reserved-pods validatingadmissionpolicies/pav-controller-scope validatingadmissionpolicies/pav-node-scope " +
+	"validatingadmissionpolicybindings/pav-node-csinode validatingadmissionpolicybindings/pav-reserved-pods validatingadmissionpolicybindings/pav-controller-scope validatingadmissionpolicybindings/pav-node-scope"
+
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if os.Getenv("PAV_HELM") == "" {
 		t.Fatal("PAV_HELM is not set: run `make test-helm`")
@@ -241,6 +247,13 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	sw := &stopwatch{t: t, start: time.Now()}
 	if kq(t, "get", "crd", crd, "--ignore-not-found", "-o", "name") != "" || kq(t, "get", "namespace", namespace, "--ignore-not-found", "-o", "name") != "" {
 		t.Fatalf("PaV is installed (CRD %s or namespace %s): `make test-helm` uninstalls deployment.yaml first (make undeploy)", crd, namespace)
+	}
+	// nor are any of its cluster-scoped objects (helm refuses to take over objects
+	// it did not make: something else installing PaV meanwhile shows up here)
+	for _, o := range strings.Fields(clusterScoped) {
+		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
+			t.Fatalf("%s exists before helm install: is PaV being installed by someone not holding /tmp/pav-e2e.lock?", got)
+		}
 	}
 	defNodes, poolNodes := nodes(t)
 	if len(defNodes) == 0 {
@@ -446,10 +459,6 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if strings.Join(got, " ") != wantLeft {
 		t.Errorf("namespace %s after helm uninstall holds %v, want %s", namespace, got, wantLeft)
 	}
-	clusterScoped := "clusterroles/pav-controller clusterroles/pav-node clusterrolebindings/pav-controller clusterrolebindings/pav-node " +
-		"validatingwebhookconfigurations/pav.albertofaria.github.io " +
-		"validatingadmissionpolicies/pav-node-csinode validatingadmissionpolicies/pav-reserved-pods validatingadmissionpolicies/pav-controller-scope validatingadmissionpolicies/pav-node-scope " +
-		"validatingadmissionpolicybindings/pav-node-csinode validatingadmissionpolicybindings/pav-reserved-pods validatingadmissionpolicybindings/pav-controller-scope validatingadmissionpolicybindings/pav-node-scope"
 	for _, o := range strings.Fields(clusterScoped) {
 		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
 			t.Errorf("%s is left after helm uninstall", got)
