@@ -31,11 +31,13 @@ build: ## go build ./... and bin/pav
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-.PHONY: generate verify-generated
+.PHONY: generate verify-generated verify-chart
 generate: ## deep copies, clientset, listers, informers (k8s.io/code-generator) and the CRD (controller-gen) from crds/v1alpha1
 	hack/generate.sh
 verify-generated: ## fail if `make generate` would change anything (part of `make test`)
 	hack/verify-generated.sh
+verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, default rendering = deployment.yaml, values (part of `make test`; no cluster)
+	PAV_HELM=$$(hack/ensure-helm.sh) $(GO) test -count=1 -v ./charts/
 
 # ---------------------------------------------------------------- local cluster
 # NODES: nodes of the local cluster (1-9). Node 1 shares the control plane's netns and this
@@ -79,7 +81,7 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 	hack/demo.sh
 
 # ---------------------------------------------------------------- tests
-.PHONY: test test-unit test-integration e2e test-upstream
+.PHONY: test test-unit test-integration e2e test-upstream test-helm
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
 # with three nodes or more the multi-node e2e tests must run (they skip on a smaller cluster)
@@ -88,8 +90,9 @@ MULTINODE = $(if $(filter-out 1 2,$(NODES)),PAV_E2E_MULTINODE=1)
 # tests run; `make test TEST_NODES=1` for a quicker single-node run without them.
 TEST_NODES ?= 3
 test: NODES = $(TEST_NODES)
-test: ## generated files up to date, unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 3, loads images, installs PaV)
+test: ## generated files up to date, the Helm chart (verify-chart), unit, integration, e2e, then the original PaV's system tests (brings the cluster up with TEST_NODES nodes, default 3, loads images, installs PaV)
 	$(MAKE) verify-generated
+	$(MAKE) verify-chart
 	$(MAKE) test-unit
 	$(MAKE) test-integration
 	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
@@ -99,10 +102,15 @@ test: ## generated files up to date, unit, integration, e2e, then the original P
 	$(MAKE) cluster-load
 	$(MAKE) deploy-only
 	$(MAKE) e2e $(MULTINODE)
+	$(MAKE) test-helm
 	$(MAKE) test-upstream
 
 test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
 	$(LOCK) sh -c '$(MAKE) undeploy && hack/cluster/upstream-tests.sh; rc=$$?; $(MAKE) deploy-only && exit $$rc'
+
+test-helm: ## the Helm chart on the local cluster (test/e2e/helm, tag helm): uninstall deployment.yaml, helm install, upgrade with volumes in use, uninstall; PaV is installed again after
+	hack/ensure-helm.sh >/dev/null
+	$(LOCK) sh -c '$(MAKE) undeploy && PAV_HELM=$$(hack/ensure-helm.sh) E2E_PKGS=./test/e2e/helm E2E_TAGS=helm hack/cluster/e2e.sh $(E2E_FLAGS); rc=$$?; $(MAKE) deploy-only && exit $$rc'
 
 # Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
 KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generates what is derived from the PavProvisioner Go types (crds/v1alpha1):
 # deep copies, the clientset, listers and informers (crds/generated), with
-# k8s.io/code-generator; and the CRD (crds/pavprovisioners.yaml, and its copy
-# in deployment.yaml), with controller-gen. The generators are Go tools pinned
+# k8s.io/code-generator; and the CRD (crds/pavprovisioners.yaml, and its copies
+# in deployment.yaml and the Helm chart's charts/pav/crds/), with controller-gen. The generators are Go tools pinned
 # in hack/tools.mod. `make generate` runs this; `make verify-generated` checks
 # that nothing it would write differs from what is committed.
 set -euo pipefail
@@ -25,7 +25,7 @@ tool informer-gen --go-header-file "$boilerplate" \
   --listers-package "$module/crds/generated/listers" \
   --output-dir crds/generated/informers --output-pkg "$module/crds/generated/informers" ./crds/v1alpha1
 
-# The CRD, with a header, and its copy: the first document of deployment.yaml.
+# The CRD, with a header, and its copies: the Helm chart's, and the first document of deployment.yaml.
 crd=crds/pavprovisioners.yaml
 {
   cat <<'HEADER'
@@ -45,6 +45,7 @@ HEADER
   tool controller-gen crd paths=./crds/v1alpha1 output:crd:stdout | sed '1{/^---$/d}'
 } > "$crd.tmp"
 mv "$crd.tmp" "$crd"
+cp "$crd" charts/pav/crds/pavprovisioners.yaml
 awk -v crd="$crd" '
   /^---$/ { n++ }
   n == 1 && !done { print; while ((getline line < crd) > 0) print line; done = 1; next }

@@ -6,7 +6,8 @@
 # after the other inside the cluster's netns (hack/cluster/netns-exec), each in its package
 # directory as go test does, holding /tmp/pav-e2e.lock (unless PAV_E2E_LOCKED=1 says the
 # caller holds it). Flags are passed to every test binary, e.g. -test.run Smoke -test.v.
-# E2E_PKGS overrides which packages run (default: every package with e2e-tagged tests).
+# E2E_PKGS overrides which packages run (default: every package with e2e-tagged tests), E2E_TAGS
+# the build tags (default: e2e; make test-helm runs ./test/e2e/helm with tag helm).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
@@ -19,8 +20,8 @@ out=$(mktemp -d "$REPO/_output/e2e.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 for p in $pkgs; do
   n=$(echo "${p#./}" | sed 's#/$##; s#/#_#g')
-  echo "go test -c -tags e2e -o $out/$n.test $p"
-  go test -c -tags e2e -o "$out/$n.test" "$p"
+  echo "go test -c -tags ${E2E_TAGS:-e2e} -o $out/$n.test $p"
+  go test -c -tags "${E2E_TAGS:-e2e}" -o "$out/$n.test" "$p"
   if [ -e "$out/$n.test" ]; then echo "$p" > "$out/$n.dir"; fi   # no binary if the package has no tests
 done
 

@@ -1,0 +1,453 @@
+// Package charts_test checks the Helm chart charts/pav with the real helm binary
+// (`make verify-chart`, which builds it with hack/ensure-helm.sh and sets PAV_HELM;
+// without PAV_HELM these tests skip): its default rendering is deployment.yaml's
+// objects, and its values change what they say they change.
+package charts_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+const chart = "pav"
+
+// object is one parsed manifest document.
+type object = map[string]any
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	h := os.Getenv("PAV_HELM")
+	if h == "" {
+		t.Skip("PAV_HELM is not set: run `make verify-chart` (builds helm with hack/ensure-helm.sh)")
+	}
+	return h
+}
+
+// render runs `helm template` on the chart with args (e.g. --set k=v) and
+// returns its objects; namespace pav unless args say otherwise.
+func render(t *testing.T, args ...string) []object {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), append([]string{"template", "pav", chart, "--namespace", "pav"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, stderr.String())
+	}
+	return parse(t, out)
+}
+
+// renderFails runs `helm template` expecting it to fail, and returns its stderr.
+func renderFails(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), append([]string{"template", "pav", chart, "--namespace", "pav"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("helm template %v succeeded, want an error", args)
+	}
+	return string(out)
+}
+
+// parse splits a YAML stream into objects (JSON types: every number a float64),
+// skipping empty documents.
+func parse(t *testing.T, stream []byte) []object {
+	t.Helper()
+	var objs []object
+	for i, doc := range splitDocs(stream) {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("document %d: %v\n%s", i, err, doc)
+		}
+		if len(o) > 0 {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func splitDocs(stream []byte) []string {
+	var docs []string
+	var cur strings.Builder
+	for _, line := range strings.SplitAfter(string(stream), "\n") {
+		if strings.TrimRight(line, "\r\n") == "---" {
+			docs = append(docs, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	return append(docs, cur.String())
+}
+
+func str(o object, path ...string) string {
+	v := get(o, path...)
+	s, _ := v.(string)
+	return s
+}
+
+func get(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func key(o object) string {
+	k := str(o, "kind") + " " + str(o, "metadata", "name")
+	if ns := str(o, "metadata", "namespace"); ns != "" {
+		k += " -n " + ns
+	}
+	return k
+}
+
+func byKey(t *testing.T, objs []object) map[string]object {
+	t.Helper()
+	m := map[string]object{}
+	for _, o := range objs {
+		k := key(o)
+		if _, dup := m[k]; dup {
+			t.Errorf("%s twice", k)
+		}
+		m[k] = o
+	}
+	return m
+}
+
+func find(t *testing.T, objs []object, kind, name string) object {
+	t.Helper()
+	for _, o := range objs {
+		if str(o, "kind") == kind && str(o, "metadata", "name") == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s in the rendering", kind, name)
+	return nil
+}
+
+func toYAML(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// TestLint: helm lint --strict.
+func TestLint(t *testing.T) {
+	out, err := exec.Command(helmBin(t), "lint", "--strict", chart).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	}
+}
+
+// TestDefaultIsDeploymentYAML: the default rendering (with the CRD of crds/) is
+// the objects of deployment.yaml, but for its Namespace, which helm makes
+// (`helm install -n pav --create-namespace`): the same objects, field for field.
+func TestDefaultIsDeploymentYAML(t *testing.T) {
+	b, err := os.ReadFile("../deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := byKey(t, parse(t, b))
+	if _, ok := want["Namespace pav"]; !ok {
+		t.Fatal("deployment.yaml has no Namespace pav")
+	}
+	delete(want, "Namespace pav")
+	got := byKey(t, render(t, "--include-crds"))
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w, inWant := want[k]
+		g, inGot := got[k]
+		switch {
+		case !inGot:
+			t.Errorf("%s: in deployment.yaml, not in the chart's default rendering:\n%s", k, toYAML(w))
+		case !inWant:
+			t.Errorf("%s: in the chart's default rendering, not in deployment.yaml:\n%s", k, toYAML(g))
+		default:
+			if d := cmp.Diff(w, g); d != "" {
+				t.Errorf("%s differs (-deployment.yaml +chart):\n%s", k, d)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Log("deployment.yaml and charts/pav/templates must say the same: change both")
+	}
+}
+
+// TestCRDIsGenerated: the chart's CRD is crds/pavprovisioners.yaml (written by
+// make generate, checked by make verify-generated).
+func TestCRDIsGenerated(t *testing.T) {
+	a, err := os.ReadFile("../crds/pavprovisioners.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("pav/crds/pavprovisioners.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatal("charts/pav/crds/pavprovisioners.yaml is not crds/pavprovisioners.yaml: run make generate")
+	}
+}
+
+func container(t *testing.T, o object) map[string]any {
+	t.Helper()
+	cs, _ := get(o, "spec", "template", "spec", "containers").([]any)
+	if len(cs) != 1 {
+		t.Fatalf("%s: %d containers", key(o), len(cs))
+	}
+	return cs[0].(map[string]any)
+}
+
+func args(t *testing.T, o object) []string {
+	t.Helper()
+	var s []string
+	for _, a := range container(t, o)["args"].([]any) {
+		s = append(s, a.(string))
+	}
+	return s
+}
+
+func hasArg(t *testing.T, o object, arg string) {
+	t.Helper()
+	for _, a := range args(t, o) {
+		if a == arg {
+			return
+		}
+	}
+	t.Errorf("%s: no %s in args %v", key(o), arg, args(t, o))
+}
+
+// kubeletPaths returns the node plugin's kubelet volume host path and mount path.
+func kubeletPaths(t *testing.T, ds object) (host, mount string) {
+	t.Helper()
+	for _, v := range get(ds, "spec", "template", "spec", "volumes").([]any) {
+		if str(v.(map[string]any), "name") == "kubelet" {
+			host = str(v.(map[string]any), "hostPath", "path")
+		}
+	}
+	for _, m := range container(t, ds)["volumeMounts"].([]any) {
+		if str(m.(map[string]any), "name") == "kubelet" {
+			mount = str(m.(map[string]any), "mountPath")
+		}
+	}
+	return host, mount
+}
+
+// TestKubeletDir: kubeletDir roots both processes' --kubelet-dir and the node
+// plugin's host path, and nothing is left at the default.
+func TestKubeletDir(t *testing.T) {
+	const dir = "/var/lib/k0s/kubelet"
+	objs := render(t, "--set", "kubeletDir="+dir)
+	ds := find(t, objs, "DaemonSet", "node-agent")
+	hasArg(t, ds, "--kubelet-dir="+dir)
+	hasArg(t, find(t, objs, "Deployment", "controller-agent"), "--kubelet-dir="+dir)
+	if host, mount := kubeletPaths(t, ds); host != dir || mount != dir {
+		t.Errorf("node-agent's kubelet volume: host path %q, mount path %q; want %s", host, mount, dir)
+	}
+	if s := toYAML(objs); strings.Contains(s, "/var/lib/kubelet") {
+		t.Errorf("the rendering still mentions /var/lib/kubelet:\n%s", s)
+	}
+}
+
+// TestNodePools: a pool gets its own DaemonSet with its kubelet root and node
+// selector, and the default DaemonSet stays off its nodes, also when
+// node.affinity has terms of its own.
+func TestNodePools(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+nodePools:
+  - name: k0s
+    kubeletDir: /var/lib/k0s/kubelet
+    nodeSelector: {pav-cluster.local/kubelet-root: k0s}
+  - name: microk8s
+    kubeletDir: /var/snap/microk8s/common/var/lib/kubelet
+    nodeSelector: {example.com/distro: microk8s}
+    resources: {limits: {memory: 512Mi}}
+node:
+  nodeSelector: {kubernetes.io/os: linux}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions: [{key: zone, operator: In, values: [a]}]
+          - matchExpressions: [{key: zone, operator: In, values: [b]}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, "-f", values)
+	main := find(t, objs, "DaemonSet", "node-agent")
+	terms := get(main, "spec", "template", "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+	wantTerms := parse(t, []byte(`
+terms:
+  - matchExpressions:
+      - {key: zone, operator: In, values: [a]}
+      - {key: pav-cluster.local/kubelet-root, operator: NotIn, values: [k0s]}
+      - {key: example.com/distro, operator: NotIn, values: [microk8s]}
+  - matchExpressions:
+      - {key: zone, operator: In, values: [b]}
+      - {key: pav-cluster.local/kubelet-root, operator: NotIn, values: [k0s]}
+      - {key: example.com/distro, operator: NotIn, values: [microk8s]}
+`))[0]["terms"]
+	if d := cmp.Diff(wantTerms, terms); d != "" {
+		t.Errorf("node-agent's required node affinity (-want +got):\n%s", d)
+	}
+	hasArg(t, main, "--kubelet-dir=/var/lib/kubelet")
+	for _, p := range []struct{ name, dir, label, value, memory string }{
+		{"k0s", "/var/lib/k0s/kubelet", "pav-cluster.local/kubelet-root", "k0s", "256Mi"},
+		{"microk8s", "/var/snap/microk8s/common/var/lib/kubelet", "example.com/distro", "microk8s", "512Mi"},
+	} {
+		ds := find(t, objs, "DaemonSet", "node-agent-"+p.name)
+		hasArg(t, ds, "--kubelet-dir="+p.dir)
+		if host, mount := kubeletPaths(t, ds); host != p.dir || mount != p.dir {
+			t.Errorf("%s's kubelet volume: host path %q, mount path %q; want %s", key(ds), host, mount, p.dir)
+		}
+		wantSel := map[string]any{p.label: p.value, "kubernetes.io/os": "linux"}
+		if d := cmp.Diff(wantSel, get(ds, "spec", "template", "spec", "nodeSelector")); d != "" {
+			t.Errorf("%s's nodeSelector (-want +got):\n%s", key(ds), d)
+		}
+		if sel := str(ds, "spec", "selector", "matchLabels", "pav-node-pool"); sel != p.name {
+			t.Errorf("%s's selector has pav-node-pool=%q", key(ds), sel)
+		}
+		if got := str(container(t, ds), "resources", "limits", "memory"); got != p.memory {
+			t.Errorf("%s's memory limit is %q, want %s", key(ds), got, p.memory)
+		}
+		if d := cmp.Diff(get(main, "spec", "template", "spec", "tolerations"), get(ds, "spec", "template", "spec", "tolerations")); d != "" {
+			t.Errorf("%s's tolerations differ from node-agent's:\n%s", key(ds), d)
+		}
+	}
+	if out := renderFails(t, "--set", "nodePools[0].name=k0s"); !strings.Contains(out, "needs a kubeletDir and a nodeSelector") {
+		t.Errorf("a pool without kubeletDir: %s", out)
+	}
+	if out := renderFails(t, "--set", "nodePools[0].name=K0S,nodePools[0].kubeletDir=/k,nodePools[0].nodeSelector.a=b"); !strings.Contains(out, "must be a DNS label") {
+		t.Errorf("a pool named K0S: %s", out)
+	}
+}
+
+// TestValues: image, replicas, resources, scheduling of each component, log verbosity.
+func TestValues(t *testing.T) {
+	objs := render(t,
+		"--set", "image.repository=registry.example.com/pav,image.tag=v0.2.0,image.pullPolicy=Always",
+		"--set", "controller.replicas=3,controller.resources.limits.memory=512Mi",
+		"--set", "node.resources.requests.cpu=50m",
+		"--set", "controller.nodeSelector.role=infra,controller.tolerations[0].key=infra,controller.tolerations[0].operator=Exists",
+		"--set", "controller.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
+		"--set", "controller.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
+		"--set", "node.nodeSelector.storage=yes,node.tolerations=null",
+		"--set", "logVerbosity=4",
+	)
+	ctl := find(t, objs, "Deployment", "controller-agent")
+	ds := find(t, objs, "DaemonSet", "node-agent")
+	for _, o := range []object{ctl, ds} {
+		c := container(t, o)
+		if c["image"] != "registry.example.com/pav:v0.2.0" || c["imagePullPolicy"] != "Always" {
+			t.Errorf("%s: image %v, pull policy %v", key(o), c["image"], c["imagePullPolicy"])
+		}
+		hasArg(t, o, "--v=4")
+	}
+	if r := get(ctl, "spec", "replicas"); r != 3.0 {
+		t.Errorf("controller replicas: %v", r)
+	}
+	if m := str(container(t, ctl), "resources", "limits", "memory"); m != "512Mi" {
+		t.Errorf("controller memory limit: %q", m)
+	}
+	if c := str(container(t, ds), "resources", "requests", "cpu"); c != "50m" {
+		t.Errorf("node cpu request: %q", c)
+	}
+	if m := str(container(t, ds), "resources", "limits", "memory"); m != "256Mi" {
+		t.Errorf("node memory limit: %q (a value set beside it must keep the default)", m)
+	}
+	cspec := get(ctl, "spec", "template", "spec").(map[string]any)
+	if str(cspec, "nodeSelector", "role") != "infra" || get(cspec, "tolerations") == nil || get(cspec, "affinity", "podAntiAffinity") == nil {
+		t.Errorf("controller scheduling:\n%s", toYAML(cspec))
+	}
+	nspec := get(ds, "spec", "template", "spec").(map[string]any)
+	if str(nspec, "nodeSelector", "storage") != "yes" || get(nspec, "tolerations") != nil || get(nspec, "affinity") != nil {
+		t.Errorf("node scheduling:\n%s", toYAML(nspec))
+	}
+}
+
+// TestMetrics: enabled, both processes serve /metrics on all addresses at the
+// ports given, the NetworkPolicies let metrics.from in, and Services point at them.
+func TestMetrics(t *testing.T) {
+	def := render(t)
+	for _, n := range []string{"pav-controller-metrics", "pav-node-metrics"} {
+		for _, o := range def {
+			if str(o, "metadata", "name") == n {
+				t.Errorf("metrics disabled (the default), yet %s", key(o))
+			}
+		}
+	}
+	objs := render(t, "--set", "metrics.enabled=true,metrics.controllerPort=9190,metrics.from[0].namespaceSelector.matchLabels.name=monitoring")
+	for _, c := range []struct{ kind, name, np, svc, port string }{
+		{"Deployment", "controller-agent", "controller-agent", "pav-controller-metrics", "9190"},
+		{"DaemonSet", "node-agent", "node-agent", "pav-node-metrics", "9091"},
+	} {
+		o := find(t, objs, c.kind, c.name)
+		hasArg(t, o, "--metrics-endpoint=:"+c.port)
+		if s := toYAML(container(t, o)["ports"]); !strings.Contains(s, "containerPort: "+c.port+"\n  name: metrics") {
+			t.Errorf("%s's ports:\n%s", key(o), s)
+		}
+		np := toYAML(get(find(t, objs, "NetworkPolicy", c.np), "spec", "ingress"))
+		if !strings.Contains(np, "port: "+c.port) || !strings.Contains(np, "name: monitoring") {
+			t.Errorf("NetworkPolicy %s's ingress:\n%s", c.np, np)
+		}
+		svc := find(t, objs, "Service", c.svc)
+		if s := toYAML(get(svc, "spec")); !strings.Contains(s, "port: "+c.port) || !strings.Contains(s, "component: "+c.name) {
+			t.Errorf("Service %s:\n%s", c.svc, s)
+		}
+	}
+	objs = render(t, "--set", "metrics.enabled=true,metrics.service.enabled=false")
+	for _, o := range objs {
+		if str(o, "kind") == "Service" && str(o, "metadata", "name") != "pav-webhook" {
+			t.Errorf("metrics.service.enabled=false, yet %s", key(o))
+		}
+	}
+}
+
+// TestNamespace: installed in another namespace, every namespaced object, every
+// reference to a service account and the webhook's Service follow.
+func TestNamespace(t *testing.T) {
+	objs := render(t, "--namespace", "storage-system")
+	for _, o := range objs {
+		switch str(o, "kind") {
+		case "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "CustomResourceDefinition":
+		default:
+			if ns := str(o, "metadata", "namespace"); ns != "storage-system" {
+				t.Errorf("%s: namespace %q", key(o), ns)
+			}
+		}
+	}
+	s, _ := json.Marshal(objs)
+	for _, bad := range []string{`"namespace":"pav"`, `serviceaccount:pav:`} {
+		if bytes.Contains(s, []byte(bad)) {
+			t.Errorf("the rendering in namespace storage-system still has %s", bad)
+		}
+	}
+	if !bytes.Contains(s, []byte(`system:serviceaccount:storage-system:controller`)) {
+		t.Error("no policy names system:serviceaccount:storage-system:controller")
+	}
+}

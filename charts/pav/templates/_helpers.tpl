@@ -1,0 +1,149 @@
+{{/* The image of PaV's containers: image.repository:image.tag (tag default: appVersion). */}}
+{{- define "pav.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/*
+pav.nodeAffinity: the affinity of the default node plugin DaemonSet, node.affinity
+with, when nodePools are set, a required node affinity that keeps it off their nodes:
+every term of node.affinity's required nodeSelectorTerms (or one term if it has none)
+gets "key NotIn [value]" for each label of each pool's nodeSelector.
+*/}}
+{{- define "pav.nodeAffinity" -}}
+{{- $aff := deepCopy (.Values.node.affinity | default dict) -}}
+{{- $excl := list -}}
+{{- range .Values.nodePools -}}
+{{- range $k, $v := .nodeSelector -}}
+{{- $excl = append $excl (dict "key" $k "operator" "NotIn" "values" (list $v)) -}}
+{{- end -}}
+{{- end -}}
+{{- if $excl -}}
+{{- $na := $aff.nodeAffinity | default dict -}}
+{{- $req := $na.requiredDuringSchedulingIgnoredDuringExecution | default dict -}}
+{{- $terms := $req.nodeSelectorTerms | default (list dict) -}}
+{{- $new := list -}}
+{{- range $terms -}}
+{{- $t := deepCopy . -}}
+{{- $_ := set $t "matchExpressions" (concat ($t.matchExpressions | default list) $excl) -}}
+{{- $new = append $new $t -}}
+{{- end -}}
+{{- $_ := set $req "nodeSelectorTerms" $new -}}
+{{- $_ := set $na "requiredDuringSchedulingIgnoredDuringExecution" $req -}}
+{{- $_ := set $aff "nodeAffinity" $na -}}
+{{- end -}}
+{{- if $aff -}}
+{{ toYaml $aff }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+pav.nodeAgent: a node plugin DaemonSet. Argument: a dict with
+  root         the chart's root context
+  name         the DaemonSet's name
+  pool         the pool's name, "" for the default DaemonSet
+  kubeletDir   the kubelet root directory of its nodes
+  nodeSelector, tolerations, affinity, resources
+*/}}
+{{- define "pav.nodeAgent" -}}
+{{- $v := .root.Values -}}
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    app.kubernetes.io/name: pav
+    app.kubernetes.io/component: node-agent
+    {{- with .pool }}
+    pav-node-pool: {{ . }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: pav
+      app.kubernetes.io/component: node-agent
+      {{- with .pool }}
+      pav-node-pool: {{ . }}
+      {{- end }}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: pav
+        app.kubernetes.io/component: node-agent
+        {{- with .pool }}
+        pav-node-pool: {{ . }}
+        {{- end }}
+    spec:
+      serviceAccountName: node
+      priorityClassName: {{ $v.node.priorityClassName }}
+      {{- with .nodeSelector }}
+      nodeSelector: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .tolerations }}
+      tolerations: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .affinity }}
+      affinity: {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: node
+          image: {{ include "pav.image" .root }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          # --kubelet-dir and the kubelet volume below: the kubelet's root
+          # directory, mounted at the same path (kubelet passes host paths).
+          args:
+            - node
+            - --v={{ $v.logVerbosity }}
+            - --kubelet-dir={{ .kubeletDir }}
+            {{- if $v.metrics.enabled }}
+            - --metrics-endpoint=:{{ $v.metrics.nodePort }}
+            {{- end }}
+          env:
+            - name: NODE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+            # GOMEMLIMIT: unset, pav sets 80% of resources.limits.memory.
+          securityContext:
+            privileged: true
+          ports:
+            - name: http
+              containerPort: 8081
+            {{- if $v.metrics.enabled }}
+            - name: metrics
+              containerPort: {{ $v.metrics.nodePort }}
+            {{- end }}
+          # Ready once caches synced and drivers are served; restarted if a
+          # cache stops watching or a driver's socket is deleted under it.
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: http
+            periodSeconds: 5
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: http
+            periodSeconds: 10
+            failureThreshold: 3
+          volumeMounts:
+            - name: kubelet
+              mountPath: {{ .kubeletDir }}
+              mountPropagation: Bidirectional
+            - name: dev
+              mountPath: /dev
+          resources: {{- toYaml .resources | nindent 12 }}
+      volumes:
+        - name: kubelet
+          hostPath:
+            path: {{ .kubeletDir }}
+            type: Directory
+        - name: dev
+          hostPath:
+            path: /dev
+            type: Directory
+{{- end -}}
