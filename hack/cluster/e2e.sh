@@ -18,11 +18,12 @@ pkgs=${E2E_PKGS:-$(grep -rlE '^//go:build .*\be2e\b' --include='*_test.go' . | g
 mkdir -p _output
 out=$(mktemp -d "$REPO/_output/e2e.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-for p in $pkgs; do
-  n=$(echo "${p#./}" | sed 's#/$##; s#/#_#g')
-  echo "go test -c -tags ${E2E_TAGS:-e2e} -o $out/$n.test $p"
-  go test -c -tags "${E2E_TAGS:-e2e}" -o "$out/$n.test" "$p"
-  if [ -e "$out/$n.test" ]; then echo "$p" > "$out/$n.dir"; fi   # no binary if the package has no tests
+tags=${E2E_TAGS:-e2e}
+# one go command builds every package's binary (<package name>.test) in parallel, sharing work
+echo "go test -c -tags $tags -o $out/" $pkgs
+go test -c -tags "$tags" -o "$out/" $pkgs
+go list -tags "$tags" -f '{{.Name}} {{.Dir}}' $pkgs | while read -r name dir; do
+  if [ -e "$out/$name.test" ]; then echo "$dir" > "$out/$name.dir"; fi   # no binary if the package has no tests
 done
 
 run() {
