@@ -33,12 +33,24 @@ KBUILD=$HACK_CLUSTER/kbuild
 # KUBE_VERSION: one of the releases in kbuild/versions (default: the newest). Supported: the three
 # newest minor releases; `make test` runs the newest, `make test-matrix` the oldest and the newest.
 KUBE_VERSIONS=$(ls "$KBUILD/versions" | sed -n 's/\.mod$//p' | sort -V | xargs)
+# Restarting part of a running cluster (up.sh --node/--control-plane, node.sh) keeps its release:
+# those scripts call use_running_kube_version, which only acts if KUBE_VERSION was not given.
+KUBE_VERSION_GIVEN=${KUBE_VERSION:+1}
 KUBE_VERSION=${KUBE_VERSION:-${KUBE_VERSIONS##* }}
 case " $KUBE_VERSIONS " in *" $KUBE_VERSION "*) ;; *) echo "KUBE_VERSION=$KUBE_VERSION is not one of: $KUBE_VERSIONS" >&2; exit 1;; esac
 KUBE_DIR=$PAV_CACHE/kube-$KUBE_VERSION
 KUBE_BIN=$KUBE_DIR/kube
 
 STATE=/var/lib/pav-cluster
+# use_running_kube_version: unless the caller set KUBE_VERSION, use the release the running
+# cluster was made with (a v1.35 cluster's kubelet must not come back as v1.37's).
+use_running_kube_version() {
+  [ -z "$KUBE_VERSION_GIVEN" ] && [ -f "$STATE/kube-version" ] || return 0
+  KUBE_VERSION=$(cat "$STATE/kube-version")
+  KUBE_DIR=$PAV_CACHE/kube-$KUBE_VERSION
+  KUBE_BIN=$KUBE_DIR/kube
+}
+
 PKI=$STATE/pki
 LOGS=$STATE/logs
 PIDS=$STATE/pids

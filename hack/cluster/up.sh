@@ -17,16 +17,21 @@
 # packages come from Debian; the Kubernetes binary is built from the Go module proxy once per
 # version into $PAV_CACHE. A cluster made by another Kubernetes release, with another number of
 # nodes or with the single-node layout is purged first.
-#   --node NODE   only (re)start that node's components (hack/cluster/node.sh start); the control
-#                 plane must run.
+#   --node NODE      only (re)start that node's components (hack/cluster/node.sh start); the
+#                    control plane must run.
+#   --control-plane  only (re)start the control plane's components of the existing cluster
+#                    (hack/cluster/restart.sh).
+# Both keep the running cluster's Kubernetes release unless KUBE_VERSION is given.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-ONLY=""
+ONLY="" CONTROL_PLANE_ONLY=""
+usage() { echo "usage: $0 [--node NODE | --control-plane]" >&2; exit 2; }
 case "${1:-}" in
-  --node) [ $# = 2 ] || { echo "usage: $0 [--node NODE]" >&2; exit 2; }; ONLY=$(node_number "$2") ;;
+  --node) [ $# = 2 ] || usage; ONLY=$(node_number "$2"); use_running_kube_version ;;
+  --control-plane) [ $# = 1 ] || usage; CONTROL_PLANE_ONLY=1; use_running_kube_version ;;
   "") ;;
-  *) echo "usage: $0 [--node NODE]" >&2; exit 2 ;;
+  *) usage ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "cluster-up must run as root" >&2; exit 1; }
 
@@ -370,6 +375,8 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 volumeStatsAggPeriod: 10s     # volume usage (NodeGetVolumeStats) every 10 s instead of every minute, for the tests
 oomScoreAdj: 0                # no CAP_SYS_RESOURCE here, so the default -999 cannot be applied
+crashLoopBackOff:             # (KubeletCrashLoopBackOffMax, beta and on since 1.35) the soak kills PaV's
+  maxContainerRestartPeriod: 10s  # processes again and again: back within 10 s, not after up to 5 min
 EOF
   node_start kubelet "$KUBE_DIR/kubelet" --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_DIR/kubelet.kubeconfig" \
     --root-dir="$NODE_KUBELET_ROOT" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" "${extra[@]}" --v=1
@@ -433,6 +440,11 @@ nodes_ready() {
 }
 
 # ---------------------------------------------------------------- main
+if [ -n "$CONTROL_PLANE_ONLY" ]; then
+  [ -f "$STATE/kube-version" ] || { echo "no cluster to restart: make cluster-up" >&2; exit 1; }
+  control_plane
+  exit 0
+fi
 if [ -n "$ONLY" ]; then
   KC get --raw /readyz >/dev/null 2>&1 || { echo "the control plane is not running: make cluster-up" >&2; exit 1; }
   NODES=$(cluster_nodes | wc -l)
