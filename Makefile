@@ -103,6 +103,7 @@ test: ## generated files up to date, the Helm chart (verify-chart), unit, integr
 	$(MAKE) deploy-only
 	$(MAKE) e2e $(MULTINODE)
 	$(MAKE) test-helm
+	$(MAKE) soak SOAK_CYCLES=$(TEST_SOAK_CYCLES)
 	$(MAKE) test-upstream
 
 test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
@@ -122,6 +123,13 @@ test-matrix: ## the e2e suite on the oldest, then the newest supported Kubernete
 	  $(MAKE) $(E2E_IMAGES); KUBE_VERSION=$$v $(MAKE) cluster-load; \
 	  KUBE_VERSION=$$v $(MAKE) deploy-only; KUBE_VERSION=$$v $(MAKE) e2e $(MULTINODE); \
 	done
+
+# The chaos soak (test/soak, tag soak): SOAK_CYCLES lifecycles under faults, SOAK_SEED to replay one.
+SOAK_CYCLES ?= 200
+TEST_SOAK_CYCLES ?= 20
+.PHONY: soak
+soak: ## chaos soak on the local cluster (PaV installed): SOAK_CYCLES volume lifecycles (default 200; make test runs 20) while faults are injected, then an audit; report in _output/soak/report.md; SOAK_SEED=N replays a run
+	$(LOCK) env SOAK_CYCLES=$(SOAK_CYCLES) $(if $(SOAK_SEED),SOAK_SEED=$(SOAK_SEED)) E2E_PKGS=./test/soak E2E_TAGS=soak hack/cluster/e2e.sh -test.v -test.timeout=180m
 
 test-unit: ## go test ./...
 	$(GO) test $(GOTEST_FLAGS) ./...

@@ -1,0 +1,288 @@
+//go:build soak
+
+package soak
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+// auditLine is one figure of the audit; every line but the lifecycle counts
+// must be 0. What names what was found, for the failure message.
+type auditLine struct {
+	Name  string
+	Count int
+	What  []string
+}
+
+type audit struct {
+	Lines []auditLine
+}
+
+func (a *audit) add(name string, what []string) {
+	a.Lines = append(a.Lines, auditLine{Name: name, Count: len(what), What: what})
+}
+
+// problems are the non-zero lines, with what leaked.
+func (a *audit) problems() []string {
+	var out []string
+	for _, l := range a.Lines {
+		if l.Count > 0 {
+			what := l.What
+			if len(what) > 20 {
+				what = append(what[:20:20], fmt.Sprintf("and %d more", len(l.What)-20))
+			}
+			out = append(out, fmt.Sprintf("%s: %d\n\t%s", l.Name, l.Count, strings.Join(what, "\n\t")))
+		}
+	}
+	return out
+}
+
+// settleBound is how long the audit waits, after the last lifecycle, for PaV
+// to finish what it still had to do (pods being deleted, a volume whose
+// unstaging pod runs) before it counts what is left.
+const settleBound = 2 * time.Minute
+
+// waitPavHealthy waits until PaV's controller and node plugins run again
+// after the last fault, so the audit judges PaV, not a component restarting.
+func (s *soak) waitPavHealthy() {
+	ctx, cancel := context.WithTimeout(s.f.Ctx, 5*time.Minute)
+	defer cancel()
+	for _, what := range []string{"deployment/controller-agent", "daemonset/node-agent"} {
+		if out, err := framework.Kubectl(ctx, "-n", pavNamespace, "rollout", "status", what, "--timeout=290s"); err != nil {
+			s.t.Errorf("PaV did not recover from the faults: %v\n%s", err, out)
+		}
+	}
+}
+
+func (s *soak) audit(cycles []*cycle) *audit {
+	ctx := s.f.Ctx
+	a := &audit{}
+	var lost, stuckClaims, failedCycles []string
+	for _, c := range cycles {
+		desc := fmt.Sprintf("lifecycle %d (%s, claim %s, fault %q): %s", c.ID, c.Shape.Name, c.Claim, c.Fault, c.Detail)
+		switch c.Outcome {
+		case dataLost:
+			lost = append(lost, desc)
+		case stuck:
+			stuckClaims = append(stuckClaims, desc)
+		case failed:
+			failedCycles = append(failedCycles, desc)
+		}
+	}
+	a.add("tokens lost (data loss)", lost)
+	a.add(fmt.Sprintf("claims stuck longer than %v in a step", stepBound), stuckClaims)
+	a.add("lifecycles failed otherwise", failedCycles)
+
+	// Let PaV finish; then count.
+	var pvs, claims, pods []string
+	deadline := time.Now().Add(settleBound)
+	for {
+		pvs, claims, pods = s.leftObjects(ctx)
+		if len(pvs)+len(claims)+len(pods) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	a.add("PersistentVolumes left", pvs)
+	a.add("claims left", claims)
+	a.add("PaV pods left", pods)
+	a.add("PaV finalizers left", append(s.pavFinalizers(ctx), s.uninstall()...))
+	a.add("mounts left under the kubelet root", s.leftMounts())
+	a.add("/pav pod directories left", leftPodDirs(s.baseline))
+	a.add("loop devices left", leftLoopDevices())
+	a.add("backend volumes never deleted (ledger)", leakedDeletions())
+	return a
+}
+
+func (s *soak) isSoakDriver(name string) bool {
+	for _, sh := range shapes {
+		if sh.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// leftObjects lists the soak provisioners' PVs, the soak's claims and PaV's
+// pods for the soak provisioners, in any namespace.
+func (s *soak) leftObjects(ctx context.Context) (pvs, claims, pods []string) {
+	if list, err := s.f.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, pv := range list.Items {
+			if pv.Spec.CSI != nil && s.isSoakDriver(pv.Spec.CSI.Driver) {
+				pvs = append(pvs, fmt.Sprintf("%s (%s, %s)", pv.Name, pv.Spec.CSI.Driver, pv.Status.Phase))
+			}
+		}
+	} else {
+		pvs = append(pvs, "listing PVs: "+err.Error())
+	}
+	if list, err := s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range list.Items {
+			claims = append(claims, fmt.Sprintf("%s (%s)", c.Name, c.Status.Phase))
+		}
+	} else {
+		claims = append(claims, "listing claims: "+err.Error())
+	}
+	if list, err := s.f.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: protocol.LabelProvisioner}); err == nil {
+		for _, p := range list.Items {
+			if s.isSoakDriver(p.Labels[protocol.LabelProvisioner]) {
+				pods = append(pods, fmt.Sprintf("%s/%s (%s, %s)", p.Namespace, p.Name, p.Labels[protocol.LabelPhase], p.Status.Phase))
+			}
+		}
+	} else {
+		pods = append(pods, "listing pods: "+err.Error())
+	}
+	return pvs, claims, pods
+}
+
+// pavFinalizers lists the objects still carrying one of PaV's finalizers.
+func (s *soak) pavFinalizers(ctx context.Context) []string {
+	var out []string
+	check := func(kind string, m metav1.Object) {
+		for _, f := range m.GetFinalizers() {
+			if strings.HasPrefix(f, "pav.albertofaria.github.io/") {
+				out = append(out, fmt.Sprintf("%s %s/%s: %s", kind, m.GetNamespace(), m.GetName(), f))
+			}
+		}
+	}
+	if list, err := s.f.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range list.Items {
+			check("pod", &list.Items[i])
+		}
+	}
+	if list, err := s.f.Client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range list.Items {
+			check("claim", &list.Items[i])
+		}
+	}
+	if list, err := s.f.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range list.Items {
+			check("PV", &list.Items[i])
+		}
+	}
+	return out
+}
+
+// uninstall deletes the soak's StorageClasses and PavProvisioners and returns
+// the provisioners that are still there a minute later (PaV keeps its
+// finalizer on a provisioner while it has volumes).
+func (s *soak) uninstall() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var left []string
+	for _, sh := range shapes {
+		_ = s.f.Client.StorageV1().StorageClasses().Delete(ctx, sh.Name, metav1.DeleteOptions{})
+		if err := s.pav.Delete(ctx, sh.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("PavProvisioner %s: deleting: %v", sh.Name, err))
+		}
+	}
+	for _, sh := range shapes {
+		if err := framework.WaitForDeletion(ctx, s.pav, sh.Name); err != nil {
+			p, _ := s.pav.Get(context.Background(), sh.Name, metav1.GetOptions{})
+			left = append(left, fmt.Sprintf("PavProvisioner %s still there a minute after deletion, finalizers %v", sh.Name, p.GetFinalizers()))
+		}
+	}
+	return left
+}
+
+// leftMounts lists the host's mounts under the kubelet root that belong to a
+// soak volume or to a /pav directory made during the soak.
+func (s *soak) leftMounts() []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer f.Close()
+	podDirRoot := protocol.PodDirRoot(protocol.DefaultKubeletDir) + "/"
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || !strings.HasPrefix(fields[4], protocol.DefaultKubeletDir+"/") {
+			continue
+		}
+		mp := fields[4]
+		if rest, ok := strings.CutPrefix(mp, podDirRoot); ok {
+			if !s.baseline[strings.SplitN(rest, "/", 2)[0]] {
+				out = append(out, mp)
+			}
+			continue
+		}
+		for pv := range s.pvs {
+			if strings.Contains(mp, pv) {
+				out = append(out, mp)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// podDirs lists the /pav directories on the host node.
+func podDirs() map[string]bool {
+	dirs := map[string]bool{}
+	entries, _ := os.ReadDir(protocol.PodDirRoot(protocol.DefaultKubeletDir))
+	for _, e := range entries {
+		dirs[e.Name()] = true
+	}
+	return dirs
+}
+
+func leftPodDirs(baseline map[string]bool) []string {
+	var out []string
+	for d := range podDirs() {
+		if !baseline[d] {
+			out = append(out, filepath.Join(protocol.PodDirRoot(protocol.DefaultKubeletDir), d))
+		}
+	}
+	return out
+}
+
+// leftLoopDevices lists loop devices still attached to a soak-block volume.
+func leftLoopDevices() []string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), "/soak-block/") {
+			out = append(out, fmt.Sprintf("%s → %s", strings.Split(f, "/")[3], strings.TrimSpace(string(b))))
+		}
+	}
+	return out
+}
+
+// leakedDeletions reads the provisioners' ledger: a volume whose last entry
+// is a creation was never deleted, though its claim is gone.
+func leakedDeletions() []string {
+	var out []string
+	for _, sh := range shapes {
+		if !sh.CreationPod {
+			continue
+		}
+		dir := filepath.Join(soakRoot, "ledger", sh.Name)
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				out = append(out, err.Error())
+				continue
+			}
+			lines := strings.Fields(string(b))
+			if len(lines) > 0 && lines[len(lines)-1] == "create" {
+				out = append(out, fmt.Sprintf("%s volume %s (ledger: %s)", sh.Name, e.Name(), strings.Join(lines, ", ")))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,567 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/e2e/framework"
+)
+
+// soakRoot is where, on the host node, the soak's provisioners keep their
+// volumes (store/) and ledger (ledger/): the StorageClasses' `root`.
+const soakRoot = "/var/lib/pav-soak"
+
+// failAnnotation asks a soak provisioner to make one of the claim's pods fail
+// once (testdata/provisioners.yaml): "creation" or "staging".
+const failAnnotation = "soak.pav/fail"
+
+// shape is what the soak knows of one of its provisioners.
+type shape struct {
+	Name          string
+	Block         bool // Block volume mode (else Filesystem)
+	CreationPod   bool // has creation and deletion pods (and so a ledger)
+	LongRunning   bool // its staging pod keeps running (/pav/ready)
+	ClaimCapacity string
+}
+
+var shapes = []shape{
+	{Name: "soak-nopods", ClaimCapacity: "1Mi"},
+	{Name: "soak-rtc", CreationPod: true, ClaimCapacity: "1Mi"},
+	{Name: "soak-fuse", CreationPod: true, LongRunning: true, ClaimCapacity: "1Mi"},
+	{Name: "soak-block", Block: true, CreationPod: true, ClaimCapacity: "1Mi"},
+}
+
+// Faults that belong to one lifecycle, chosen for it by the seed.
+const (
+	faultFailCreation          = "a creation pod fails once"
+	faultFailStaging           = "a staging pod fails once"
+	faultDeleteClaimInCreation = "claim deleted while its creation pod runs"
+	faultDeleteClientInStaging = "client pod deleted while its volume is staged"
+)
+
+// Steps of a lifecycle, in order; the report gives p50/p90 of each.
+var steps = []string{"bind", "write", "release", "read", "delete"}
+
+type outcome string
+
+const (
+	completed             outcome = "completed"
+	deletedDuringCreation outcome = "deleted during creation"
+	dataLost              outcome = "data lost"
+	stuck                 outcome = "stuck"
+	failed                outcome = "failed"
+)
+
+// cycle is one lifecycle's record.
+type cycle struct {
+	ID      int
+	Shape   shape
+	Fault   string // one of the lifecycle faults, or ""
+	Token   string
+	Claim   string
+	PV      string
+	Steps   map[string]time.Duration
+	Retries int // client pods run again after a fault made one fail
+	Outcome outcome
+	Detail  string
+}
+
+type soak struct {
+	t    *testing.T
+	f    *framework.Framework
+	cfg  settings
+	pav  pavtyped.PavProvisionerInterface
+	node string // the host node: clients and the provisioners' pods run there
+
+	mu          sync.Mutex
+	faults      map[string]int // injected, by kind
+	faultErrors []string
+	pvs         map[string]bool // every PV a lifecycle had
+	baseline    map[string]bool // /pav directories before the run
+}
+
+func newSoak(t *testing.T, f *framework.Framework, cfg settings) *soak {
+	pav, err := framework.PavProvisioners(f.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &soak{t: t, f: f, cfg: cfg, pav: pav, node: f.HostNode(), faults: map[string]int{}, pvs: map[string]bool{}}
+}
+
+// install starts from a clean soak root and creates the provisioners and
+// their StorageClasses; they are deleted by the audit.
+func (s *soak) install() {
+	t := s.t
+	if err := os.RemoveAll(soakRoot); err != nil {
+		t.Fatalf("cleaning %s: %v", soakRoot, err)
+	}
+	s.baseline = podDirs()
+	raw, err := os.ReadFile(filepath.Join("testdata", "provisioners.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
+	for _, sh := range shapes {
+		var p v1alpha1.PavProvisioner
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("testdata/provisioners.yaml: %v", err)
+		}
+		if p.Name != sh.Name {
+			t.Fatalf("testdata/provisioners.yaml has %s where the soak expects %s", p.Name, sh.Name)
+		}
+		if _, err := s.pav.Create(s.f.Ctx, &p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating PavProvisioner %s (one left by an earlier soak? delete it and its volumes): %v", p.Name, err)
+		}
+		sc := &storagev1.StorageClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: sh.Name},
+			Provisioner: sh.Name,
+			Parameters:  map[string]string{"node": s.node, "root": soakRoot},
+		}
+		if _, err := s.f.Client.StorageV1().StorageClasses().Create(s.f.Ctx, sc, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating StorageClass %s: %v", sc.Name, err)
+		}
+	}
+}
+
+// lifecycleFault picks lifecycle i's fault: about a third of the lifecycles
+// get one.
+func lifecycleFault(seed uint64, i int, sh shape) string {
+	r := rngFor(seed, i+1).Float64()
+	switch {
+	case r < 0.08 && sh.CreationPod:
+		return faultFailCreation
+	case r < 0.16:
+		return faultFailStaging
+	case r < 0.24 && sh.CreationPod:
+		return faultDeleteClaimInCreation
+	case r < 0.32:
+		return faultDeleteClientInStaging
+	}
+	return ""
+}
+
+// lifecycle runs lifecycle i to its end, whatever happens; it never fails the
+// test itself: the audit judges.
+func (s *soak) lifecycle(ctx context.Context, i int) *cycle {
+	sh := shapes[i%len(shapes)]
+	c := &cycle{ID: i, Shape: sh, Steps: map[string]time.Duration{}, Claim: fmt.Sprintf("c%04d", i),
+		Token: fmt.Sprintf("token-%d-%d-%016x", s.cfg.Seed, i, rngFor(s.cfg.Seed, i+1).Uint64())}
+	c.Fault = lifecycleFault(s.cfg.Seed, i, sh)
+	if c.Fault != "" {
+		s.count(c.Fault)
+	}
+	err := s.run(ctx, c)
+	switch {
+	case c.Outcome != "":
+	case err == nil:
+		c.Outcome = completed
+	case errors.Is(err, errStuck):
+		c.Outcome, c.Detail = stuck, err.Error()
+	default:
+		c.Outcome, c.Detail = failed, err.Error()
+	}
+	if c.Outcome != completed && c.Outcome != deletedDuringCreation {
+		s.t.Logf("lifecycle %d (%s, fault %q): %s: %s", i, sh.Name, c.Fault, c.Outcome, c.Detail)
+	}
+	// Whatever happened, leave nothing of the lifecycle's own: the audit is
+	// about what PaV leaves.
+	s.cleanup(c)
+	return c
+}
+
+var errStuck = errors.New("stuck")
+
+func (s *soak) run(ctx context.Context, c *cycle) error {
+	ns := s.f.Namespace
+	fail := "none"
+	switch c.Fault {
+	case faultFailCreation:
+		fail = "creation"
+	case faultFailStaging:
+		fail = "staging"
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if c.Shape.Block {
+		mode = corev1.PersistentVolumeBlock
+	}
+	class := c.Shape.Name
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Claim, Annotations: map[string]string{failAnnotation: fail}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			VolumeMode:       &mode,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse(c.Shape.ClaimCapacity)}},
+		},
+	}
+	t0 := time.Now()
+	if err := retryAPI(ctx, func() error {
+		created, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+		if err == nil {
+			claim = created
+		}
+		return ignoreAlreadyExists(err)
+	}); err != nil {
+		return fmt.Errorf("creating claim %s: %w", c.Claim, err)
+	}
+	if claim.UID == "" { // created by an attempt whose answer was lost
+		got, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.Claim, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading claim %s: %w", c.Claim, err)
+		}
+		claim = got
+	}
+	c.PV = "pvc-" + string(claim.UID) // the PV PaV provisions for it
+
+	if c.Fault == faultDeleteClaimInCreation {
+		sel := labels.Set{protocol.LabelClaimUID: string(claim.UID), protocol.LabelPhase: string(protocol.PhaseCreation)}
+		if err := s.waitForPod(ctx, sel.AsSelector().String()); err != nil {
+			return err
+		}
+		if err := s.deleteClaim(ctx, c); err != nil {
+			return err
+		}
+		c.Outcome = deletedDuringCreation
+		return nil
+	}
+
+	if _, err := framework.WaitFor(ctx, s.f.Client.CoreV1().PersistentVolumeClaims(ns), c.Claim, stepBound,
+		func(pvc *corev1.PersistentVolumeClaim) (bool, error) {
+			return pvc.Status.Phase == corev1.ClaimBound, nil
+		}); err != nil {
+		return fmt.Errorf("%w: claim never bound: %v", errStuck, err)
+	}
+	c.Steps["bind"] = time.Since(t0)
+	s.mu.Lock()
+	s.pvs[c.PV] = true
+	s.mu.Unlock()
+
+	// The writer, then the reader. A client deleted while its volume is
+	// staged, or one that failed because a fault took its volume away, is
+	// replaced; the steps count from the first client to the last one's end.
+	// "release" is the last writer's deletion: kubelet unpublishing and
+	// unstaging the volume, which the reader waits for.
+	t0 = time.Now()
+	for attempt := 1; ; attempt++ {
+		name := fmt.Sprintf("%s-w%d", c.Claim, attempt)
+		if err := s.createClient(ctx, c, name, writeScript(c.Shape)); err != nil {
+			return err
+		}
+		if c.Fault == faultDeleteClientInStaging && attempt == 1 {
+			sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}
+			if err := s.waitForPod(ctx, sel.AsSelector().String()); err != nil {
+				return err
+			}
+			if err := s.deletePod(ctx, name); err != nil {
+				return err
+			}
+			continue
+		}
+		code, err := s.waitClientDone(ctx, name)
+		if err != nil {
+			return err
+		}
+		if code == 0 {
+			c.Steps["write"] = time.Since(t0)
+		}
+		tDelete := time.Now()
+		if err := s.deletePod(ctx, name); err != nil {
+			return err
+		}
+		if code == 0 {
+			c.Steps["release"] = time.Since(tDelete)
+			break
+		}
+		if attempt == maxClientAttempts {
+			return fmt.Errorf("the writer failed %d times (last exit code %d)", attempt, code)
+		}
+		c.Retries++
+	}
+	t0 = time.Now()
+	for attempt := 1; ; attempt++ {
+		name := fmt.Sprintf("%s-r%d", c.Claim, attempt)
+		if err := s.createClient(ctx, c, name, readScript(c.Shape)); err != nil {
+			return err
+		}
+		code, err := s.waitClientDone(ctx, name)
+		if err != nil {
+			return err
+		}
+		if code == 0 {
+			c.Steps["read"] = time.Since(t0)
+		}
+		logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
+		if err := s.deletePod(ctx, name); err != nil {
+			return err
+		}
+		if code == 0 {
+			break
+		}
+		if code == exitLost {
+			c.Outcome, c.Detail = dataLost, fmt.Sprintf("reader %s: %s", name, strings.TrimSpace(logs))
+			return nil
+		}
+		if attempt == maxClientAttempts {
+			return fmt.Errorf("the reader failed %d times (last exit code %d: %s)", attempt, code, strings.TrimSpace(logs))
+		}
+		c.Retries++
+	}
+	t0 = time.Now()
+	if err := s.deleteClaim(ctx, c); err != nil {
+		return err
+	}
+	c.Steps["delete"] = time.Since(t0)
+	return nil
+}
+
+const (
+	maxClientAttempts = 5
+	// exitLost is the clients' exit code for a token that is not what was written.
+	exitLost = 3
+)
+
+func writeScript(sh shape) string {
+	if sh.Block {
+		return `printf '%s\n' "$TOKEN" | dd of=/dev/soak bs=4096 conv=sync,fsync 2>&1`
+	}
+	return `printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
+}
+
+// readScript exits exitLost only when the volume answers with something other
+// than the token; an unreadable volume (e.g. its FUSE daemon was killed) is
+// another failure, and the reader runs again.
+func readScript(sh shape) string {
+	if sh.Block {
+		return `[ -b /dev/soak ] || { echo "no device"; exit 4; }
+got=$(dd if=/dev/soak bs=4096 count=1 2>/dev/null | tr -d '\000' | head -n 1) || { echo "device unreadable"; exit 4; }
+[ "$got" = "$TOKEN" ] || { echo "LOST: read '$got'"; exit 3; }
+echo "read back"`
+	}
+	return `ls /data >/dev/null || { echo "volume unreadable"; exit 4; }
+[ -e /data/token ] || { echo "LOST: no token"; exit 3; }
+got=$(cat /data/token) || { echo "token unreadable"; exit 4; }
+[ "$got" = "$TOKEN" ] || { echo "LOST: read '$got'"; exit 3; }
+echo "read back"`
+}
+
+func (s *soak) createClient(ctx context.Context, c *cycle, name, script string) error {
+	grace := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"soak.pav/cycle": c.Claim}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name: "client", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", script},
+				Env:     []corev1.EnvVar{{Name: "TOKEN", Value: c.Token}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Claim}}}},
+		},
+	}
+	if c.Shape.Block {
+		pod.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/soak"}}
+	} else {
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	}
+	framework.PinToNode(pod, s.node)
+	err := retryAPI(ctx, func() error {
+		_, err := s.f.Client.CoreV1().Pods(s.f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		return ignoreAlreadyExists(err)
+	})
+	if err != nil {
+		return fmt.Errorf("creating client pod %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitClientDone waits for a client pod to end and returns its exit code.
+func (s *soak) waitClientDone(ctx context.Context, name string) (int32, error) {
+	pod, err := framework.WaitForPod(ctx, s.f.Client, s.f.Namespace, name, stepBound, func(p *corev1.Pod) (bool, error) {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w: client pod %s never ended: %v", errStuck, name, err)
+	}
+	if pod.Status.Phase == corev1.PodSucceeded {
+		return 0, nil
+	}
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Terminated != nil && st.State.Terminated.ExitCode != 0 {
+			return st.State.Terminated.ExitCode, nil
+		}
+	}
+	return -1, nil // failed without running (e.g. evicted)
+}
+
+func (s *soak) deletePod(ctx context.Context, name string) error {
+	pods := s.f.Client.CoreV1().Pods(s.f.Namespace)
+	if err := retryAPI(ctx, func() error { return ignoreNotFound(pods.Delete(ctx, name, metav1.DeleteOptions{})) }); err != nil {
+		return fmt.Errorf("deleting pod %s: %w", name, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, stepBound)
+	defer cancel()
+	if err := framework.WaitForDeletion(wctx, pods, name); err != nil {
+		return fmt.Errorf("%w: pod %s: %v", errStuck, name, err)
+	}
+	return nil
+}
+
+// deleteClaim deletes the claim and waits until it and its PV are gone.
+func (s *soak) deleteClaim(ctx context.Context, c *cycle) error {
+	claims := s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace)
+	if err := retryAPI(ctx, func() error { return ignoreNotFound(claims.Delete(ctx, c.Claim, metav1.DeleteOptions{})) }); err != nil {
+		return fmt.Errorf("deleting claim %s: %w", c.Claim, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, stepBound)
+	defer cancel()
+	if err := framework.WaitForDeletion(wctx, claims, c.Claim); err != nil {
+		return fmt.Errorf("%w: claim %s: %v", errStuck, c.Claim, err)
+	}
+	if err := framework.WaitForDeletion(wctx, s.f.Client.CoreV1().PersistentVolumes(), c.PV); err != nil {
+		return fmt.Errorf("%w: PV %s: %v", errStuck, c.PV, err)
+	}
+	return nil
+}
+
+// waitForPod waits until a pod matching the label selector exists in the
+// soak's namespace.
+func (s *soak) waitForPod(ctx context.Context, selector string) error {
+	pods := s.f.Client.CoreV1().Pods(s.f.Namespace)
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	wctx, cancel := context.WithTimeout(ctx, stepBound)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{},
+		func(store cache.Store) (bool, error) { return len(store.List()) > 0, nil },
+		func(ev watch.Event) (bool, error) { return ev.Type == watch.Added || ev.Type == watch.Modified, nil })
+	if err != nil {
+		return fmt.Errorf("%w: no pod %s appeared: %v", errStuck, selector, err)
+	}
+	return nil
+}
+
+// cleanup removes what is left of a lifecycle that did not end cleanly: its
+// client pods and its claim (PaV then deletes the volume; the audit checks).
+func (s *soak) cleanup(c *cycle) {
+	if c.Outcome == completed || c.Outcome == deletedDuringCreation {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepBound)
+	defer cancel()
+	sel := labels.Set{"soak.pav/cycle": c.Claim}.AsSelector().String()
+	_ = retryAPI(ctx, func() error {
+		return s.f.Client.CoreV1().Pods(s.f.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	})
+	_ = retryAPI(ctx, func() error {
+		return ignoreNotFound(s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace).Delete(ctx, c.Claim, metav1.DeleteOptions{}))
+	})
+}
+
+func (s *soak) count(kind string) {
+	s.mu.Lock()
+	s.faults[kind]++
+	s.mu.Unlock()
+}
+
+// retryAPI calls f until it succeeds, fails with an error that is not about
+// the API server being unreachable or overloaded (faults restart it), or a
+// minute has passed.
+func retryAPI(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func transient(err error) bool {
+	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false // the API server answered
+	}
+	return true // no answer: connection refused, reset, EOF, timeout
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func ignoreAlreadyExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// podUID is the UID of a pod, "" if it does not exist.
+func (s *soak) podUID(ctx context.Context, ns, name string) (types.UID, error) {
+	pod, err := s.f.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return pod.UID, nil
+}
+
+// sortedKeys of a count map, for stable reports.
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
