@@ -168,6 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
 	go collector.Run(ctx, cfg.Workers)
+	go stager.RunAbandonedSweep(ctx)
 	started.Store(true)
 	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)
 

@@ -1,0 +1,130 @@
+// Abandoned stagings: unstage volumes kubelet forgot.
+
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
+)
+
+// Kubelet calls NodeUnpublishVolume again until it succeeds, but only while it
+// remembers the volume. A kubelet that restarts in the middle of unpublishing
+// for a client pod that is gone finds the pod's volume directory empty,
+// removes it and never calls again: the staging pod, and the deletion of the
+// volume, which waits for it, would stay forever. So the node plugin
+// unpublishes, as kubelet would have, every staging whose client pod has been
+// gone from the API for two sweeps in a row. (A client pod leaves the API
+// only once its containers stopped, unless force-deleted: the second sweep
+// gives those containers time to stop too.)
+const abandonedSweepEvery = 30 * time.Second
+
+// RunAbandonedSweep sweeps every abandonedSweepEvery until ctx ends.
+func (s *Stager) RunAbandonedSweep(ctx context.Context) {
+	var goneBefore map[string]bool
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		goneBefore = s.sweepAbandoned(ctx, goneBefore)
+	}, abandonedSweepEvery)
+}
+
+// sweepAbandoned unpublishes the stagings whose client pod is gone now and
+// was gone at the previous sweep (goneBefore), and returns those gone now.
+func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool) map[string]bool {
+	logger := klog.FromContext(ctx)
+	gone := map[string]bool{}
+	clients := map[string]map[types.UID]bool{} // namespace → UIDs of its pods on this node
+	for _, obj := range s.pods.List() {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Labels[protocol.LabelPhase] != string(protocol.PhaseStaging) {
+			continue
+		}
+		target := pod.Annotations[protocol.AnnotationTargetPath]
+		client, ok := clientPodUID(target)
+		ns, _, hasClaim := strings.Cut(pod.Annotations[protocol.AnnotationClaim], "/")
+		if !ok || !hasClaim {
+			continue // not a staging this node plugin made
+		}
+		if clients[ns] == nil {
+			uids, err := s.podsOnNode(ctx, ns)
+			if err != nil {
+				logger.Error(err, "Looking for abandoned stagings", "namespace", ns)
+				continue
+			}
+			clients[ns] = uids
+		}
+		if clients[ns][client] {
+			continue
+		}
+		id := pod.Labels[protocol.LabelStagingID]
+		gone[id] = true
+		if !goneBefore[id] {
+			continue
+		}
+		if err := s.unpublishAbandoned(ctx, pod, target); err != nil {
+			logger.Error(err, "Unstaging a volume whose client pod is gone", "pod", klog.KObj(pod), "target", target)
+		}
+	}
+	return gone
+}
+
+// unpublishAbandoned does what kubelet's NodeUnpublishVolume would have done
+// for the staging pod's target.
+func (s *Stager) unpublishAbandoned(ctx context.Context, pod *corev1.Pod, target string) error {
+	var pv corev1.PersistentVolume
+	if err := json.Unmarshal([]byte(pod.Annotations[protocol.AnnotationVolumeSnapshot]), &pv); err != nil || pv.Spec.CSI == nil {
+		return fmt.Errorf("staging pod %s/%s has no usable PersistentVolume snapshot", pod.Namespace, pod.Name)
+	}
+	volumeID := pv.Spec.CSI.VolumeHandle
+	if protocol.StagingID(volumeID, target) != pod.Labels[protocol.LabelStagingID] {
+		return fmt.Errorf("staging pod %s/%s: its labels and annotations do not agree", pod.Namespace, pod.Name)
+	}
+	klog.FromContext(ctx).Info("Unstaging a volume whose client pod is gone: kubelet did not finish unpublishing it",
+		"driver", pv.Spec.CSI.Driver, "volume", volumeID, "pod", klog.KObj(pod), "target", target)
+	return s.Unpublish(ctx, pv.Spec.CSI.Driver, volumeID, target)
+}
+
+// podsOnNode returns the UIDs of a namespace's pods on this node.
+func (s *Stager) podsOnNode(ctx context.Context, ns string) (map[types.UID]bool, error) {
+	list, err := s.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.node})
+	if err != nil {
+		return nil, err
+	}
+	uids := make(map[types.UID]bool, len(list.Items))
+	for _, p := range list.Items {
+		uids[p.UID] = true
+	}
+	return uids, nil
+}
+
+// clientPodUID is the UID of the pod kubelet publishes a volume for at
+// target: .../pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount for a
+// filesystem volume, .../volumeDevices/publish/<pv>/<uid> for a block one.
+func clientPodUID(target string) (types.UID, bool) {
+	parts := strings.Split(path.Clean(target), "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if parts[i] == "pods" && isUID(parts[i+1]) {
+			return types.UID(parts[i+1]), true
+		}
+	}
+	if len(parts) >= 3 && parts[len(parts)-3] == "publish" && isUID(parts[len(parts)-1]) {
+		return types.UID(parts[len(parts)-1]), true
+	}
+	return "", false
+}
+
+func isUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil
+}
