@@ -17,19 +17,11 @@ import (
 	"sync"
 	"time"
 
-	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
-	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
-
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -38,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -59,8 +52,8 @@ const (
 
 // Config configures a Controller.
 type Config struct {
-	Kube   kubernetes.Interface
-	Pav    pavclient.Interface
+	Kube   kubeclient.Interface
+	Pav    kubeclient.PavInterface
 	Engine Engine
 
 	// ClaimWorkers, VolumeWorkers and ProvisionerWorkers: parallel syncs.
@@ -118,13 +111,9 @@ func (c *Config) setDefaults() {
 // Controller provisions and deletes volumes for all PavProvisioners.
 type Controller struct {
 	cfg    Config
-	kube   kubernetes.Interface
-	pav    pavclient.Interface
+	kube   kubeclient.Interface
+	pav    kubeclient.PavInterface
 	engine Engine
-
-	factory    informers.SharedInformerFactory
-	podFactory informers.SharedInformerFactory
-	pavFactory pavinformers.SharedInformerFactory
 
 	claims       corelisters.PersistentVolumeClaimLister
 	volumes      corelisters.PersistentVolumeLister
@@ -133,9 +122,11 @@ type Controller struct {
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
 	provInformer cache.SharedIndexInformer
-	podIndexer   cache.Indexer
-	pvIndexer    cache.Indexer
+	informers    []cache.SharedIndexInformer // every cache, started by Run
 	synced       []cache.InformerSynced
+
+	// The caches behind the listers, for the indexes and for tests.
+	claimIndexer, pvIndexer, classIndexer, csiDriverIndexer, podIndexer cache.Indexer
 
 	claimQueue       workqueue.TypedRateLimitingInterface[string]
 	volumeQueue      workqueue.TypedRateLimitingInterface[string]
@@ -154,14 +145,6 @@ type Controller struct {
 	// retained: the released PVs kept by their reclaim policy that this
 	// process announced (name → UID), so each gets one Event.
 	retained sync.Map
-}
-
-// Scheme knows the built-in types and PavProvisioner (for Events on it).
-var Scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
 }
 
 // podDirRoot is where the /pav directories of claim and volume pods go on
@@ -201,28 +184,29 @@ func New(cfg Config) (*Controller, error) {
 	c.volumeQueue = newQueue("volumes")
 	c.provisionerQueue = newQueue("provisioners")
 
-	c.factory = informers.NewSharedInformerFactory(cfg.Kube, cfg.Resync)
-	c.podFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, cfg.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = protocol.LabelPhase }))
+	kube, all := cfg.Kube, kubeclient.Selector{} // all: every object
+	claimInf := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll), &corev1.PersistentVolumeClaim{}, cfg.Resync, all)
+	pvInf := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, cfg.Resync, all)
+	scInf := kubeclient.NewInformer(kube, kube.StorageV1().StorageClasses(), &storagev1.StorageClass{}, cfg.Resync, all)
+	csiInf := kubeclient.NewInformer(kube, kube.StorageV1().CSIDrivers(), &storagev1.CSIDriver{}, cfg.Resync, all)
+	nodeInf := kubeclient.NewInformer(kube, kube.CoreV1().Nodes(), &corev1.Node{}, cfg.Resync, all)
+	podInf := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, cfg.Resync,
+		kubeclient.Selector{Label: protocol.LabelPhase})
+	c.provInformer = kubeclient.NewInformer(cfg.Pav, cfg.Pav.PavV1alpha1().PavProvisioners(), &v1alpha1.PavProvisioner{}, cfg.Resync, all)
+	c.informers = []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, nodeInf, podInf, c.provInformer}
 
-	claimInf := c.factory.Core().V1().PersistentVolumeClaims()
-	pvInf := c.factory.Core().V1().PersistentVolumes()
-	scInf := c.factory.Storage().V1().StorageClasses()
-	csiInf := c.factory.Storage().V1().CSIDrivers()
-	nodeInf := c.factory.Core().V1().Nodes()
-	if err := nodeInf.Informer().SetTransform(stripNode); err != nil {
+	if err := nodeInf.SetTransform(stripNode); err != nil {
 		return nil, err
 	}
-	podInf := c.podFactory.Core().V1().Pods()
 	// Every other cache keeps objects whole (templates see claims, PVs and
 	// classes as they are) but for managedFields, which nothing reads.
-	for _, inf := range []cache.SharedIndexInformer{claimInf.Informer(), pvInf.Informer(), scInf.Informer(), csiInf.Informer(), podInf.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, podInf, c.provInformer} {
 		if err := inf.SetTransform(protocol.StripManagedFields); err != nil {
 			return nil, err
 		}
 	}
 
-	if err := podInf.Informer().AddIndexers(cache.Indexers{
+	if err := podInf.AddIndexers(cache.Indexers{
 		indexClaimUID:    labelIndex(protocol.LabelClaimUID),
 		indexVolume:      labelIndex(protocol.LabelVolume),
 		indexProvisioner: labelIndex(protocol.LabelProvisioner),
@@ -235,7 +219,7 @@ func New(cfg Config) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := pvInf.Informer().AddIndexers(cache.Indexers{indexCSIDriver: func(obj interface{}) ([]string, error) {
+	if err := pvInf.AddIndexers(cache.Indexers{indexCSIDriver: func(obj interface{}) ([]string, error) {
 		pv, ok := obj.(*corev1.PersistentVolume)
 		if !ok || pv.Spec.CSI == nil {
 			return nil, nil
@@ -245,36 +229,28 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 
-	c.claims = claimInf.Lister()
-	c.volumes = pvInf.Lister()
-	c.classes = scInf.Lister()
-	c.csiDrivers = csiInf.Lister()
-	c.nodes = nodeInf.Lister()
-	c.pods = podInf.Lister()
-	c.podIndexer = podInf.Informer().GetIndexer()
-	c.pvIndexer = pvInf.Informer().GetIndexer()
-	c.pavFactory = pavinformers.NewSharedInformerFactory(cfg.Pav, cfg.Resync)
-	c.provInformer = c.pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
-	if err := c.provInformer.SetTransform(protocol.StripManagedFields); err != nil {
-		return nil, err
-	}
-
-	c.synced = []cache.InformerSynced{
-		claimInf.Informer().HasSynced, pvInf.Informer().HasSynced, scInf.Informer().HasSynced,
-		csiInf.Informer().HasSynced, podInf.Informer().HasSynced, c.provInformer.HasSynced,
-		nodeInf.Informer().HasSynced,
+	c.claimIndexer, c.pvIndexer, c.classIndexer = claimInf.GetIndexer(), pvInf.GetIndexer(), scInf.GetIndexer()
+	c.csiDriverIndexer, c.podIndexer = csiInf.GetIndexer(), podInf.GetIndexer()
+	c.claims = corelisters.NewPersistentVolumeClaimLister(c.claimIndexer)
+	c.volumes = corelisters.NewPersistentVolumeLister(c.pvIndexer)
+	c.classes = storagelisters.NewStorageClassLister(c.classIndexer)
+	c.csiDrivers = storagelisters.NewCSIDriverLister(c.csiDriverIndexer)
+	c.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	c.pods = corelisters.NewPodLister(c.podIndexer)
+	for _, inf := range c.informers {
+		c.synced = append(c.synced, inf.HasSynced)
 	}
 
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{claimInf.Informer(), c.funcs(c.onClaim)},
-		{pvInf.Informer(), c.funcs(c.onVolume)},
-		{scInf.Informer(), c.funcs(c.onClass)},
-		{csiInf.Informer(), c.funcs(c.onCSIDriver)},
-		{podInf.Informer(), c.funcs(c.onPod)},
-		{nodeInf.Informer(), c.funcs(c.onNode)},
+		{claimInf, c.funcs(c.onClaim)},
+		{pvInf, c.funcs(c.onVolume)},
+		{scInf, c.funcs(c.onClass)},
+		{csiInf, c.funcs(c.onCSIDriver)},
+		{podInf, c.funcs(c.onPod)},
+		{nodeInf, c.funcs(c.onNode)},
 		{c.provInformer, c.funcs(c.onProvisioner)},
 		{c.provInformer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.forgetProvisioner}},
 	}
@@ -285,7 +261,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 
 	c.broadcaster = record.NewBroadcaster()
-	c.recorder = c.broadcaster.NewRecorder(Scheme, corev1.EventSource{Component: cfg.Identity})
+	c.recorder = c.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: cfg.Identity})
 	return c, nil
 }
 
@@ -342,15 +318,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.provisionerQueue.ShutDown()
 
 	c.broadcaster.StartStructuredLogging(3)
-	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	c.broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: c.kube.CoreV1()})
 	defer c.broadcaster.Shutdown()
 
-	c.factory.Start(ctx.Done())
-	c.podFactory.Start(ctx.Done())
-	c.pavFactory.Start(ctx.Done())
-	defer c.factory.Shutdown()
-	defer c.podFactory.Shutdown()
-	defer c.pavFactory.Shutdown()
+	defer kubeclient.Run(ctx, c.informers...)() // waits for the informers to stop
 
 	klog.InfoS("Waiting for informer caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {

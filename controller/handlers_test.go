@@ -67,7 +67,7 @@ func TestEventHandlersEnqueue(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			for _, pvc := range pvcs {
-				if err := h.c.factory.Core().V1().PersistentVolumeClaims().Informer().GetIndexer().Add(pvc); err != nil {
+				if err := h.c.claimIndexer.Add(pvc); err != nil {
 					t.Fatal(err)
 				}
 			}

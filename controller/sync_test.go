@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -99,7 +99,7 @@ type harness struct {
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	prov := provisionerFixture(testProvisioner)
-	h := &harness{t: t, kube: fake.NewClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
+	h := &harness{t: t, kube: fake.NewSimpleClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
 	h.finalizersAsTheAPIServer("persistentvolumes")
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
 	h.restart()
@@ -182,22 +182,22 @@ func (h *harness) refresh() {
 	for i := range pvcs.Items {
 		l = append(l, &pvcs.Items[i])
 	}
-	replace(h.c.factory.Core().V1().PersistentVolumeClaims().Informer().GetIndexer(), l)
+	replace(h.c.claimIndexer, l)
 	l = nil
 	for i := range pvs.Items {
 		l = append(l, &pvs.Items[i])
 	}
-	replace(h.c.factory.Core().V1().PersistentVolumes().Informer().GetIndexer(), l)
+	replace(h.c.pvIndexer, l)
 	l = nil
 	for i := range scs.Items {
 		l = append(l, &scs.Items[i])
 	}
-	replace(h.c.factory.Storage().V1().StorageClasses().Informer().GetIndexer(), l)
+	replace(h.c.classIndexer, l)
 	l = nil
 	for i := range pods.Items {
 		l = append(l, &pods.Items[i])
 	}
-	replace(h.c.podFactory.Core().V1().Pods().Informer().GetIndexer(), l)
+	replace(h.c.podIndexer, l)
 	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
 }
 

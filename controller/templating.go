@@ -6,9 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/templating"
 )
 
@@ -16,12 +16,12 @@ import (
 // Compiled templates are cached per PavProvisioner UID and generation;
 // get_pvc reads claims from the API server, so templates see what
 // `kubectl get pvc -o yaml` shows.
-func NewTemplatingEngine(kube kubernetes.Interface) Engine {
+func NewTemplatingEngine(kube kubeclient.Interface) Engine {
 	return &templatingEngine{cache: templating.NewCache(), getPVC: PVCGetter(kube)}
 }
 
 // PVCGetter is get_pvc for templates evaluated in the cluster.
-func PVCGetter(kube kubernetes.Interface) templating.PVCGetter {
+func PVCGetter(kube kubeclient.Interface) templating.PVCGetter {
 	return func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 		return kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}

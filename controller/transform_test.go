@@ -13,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -49,28 +50,23 @@ func TestCachesDropOnlyManagedFields(t *testing.T) {
 		&corev1.Node{ObjectMeta: md("n", ""), Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}},
 	}
 	prov := &v1alpha1.PavProvisioner{ObjectMeta: md("p", ""), Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}
-	kube := fake.NewClientset(objs...)
+	kube := fake.NewSimpleClientset(objs...)
 	c, err := New(Config{Kube: kube, Pav: pavfake.NewSimpleClientset(prov), Engine: stubEngine{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	for _, f := range []interface{ Start(<-chan struct{}) }{c.factory, c.podFactory, c.pavFactory} {
-		f.Start(ctx.Done())
-	}
-	defer c.pavFactory.Shutdown()
-	defer c.podFactory.Shutdown()
-	defer c.factory.Shutdown()
+	defer kubeclient.Run(ctx, c.informers...)()
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		t.Fatal("caches did not sync")
 	}
 
 	stores := map[string]cache.Store{
-		"PersistentVolumeClaim": c.factory.Core().V1().PersistentVolumeClaims().Informer().GetStore(),
+		"PersistentVolumeClaim": c.claimIndexer,
 		"PersistentVolume":      c.pvIndexer,
-		"StorageClass":          c.factory.Storage().V1().StorageClasses().Informer().GetStore(),
-		"CSIDriver":             c.factory.Storage().V1().CSIDrivers().Informer().GetStore(),
+		"StorageClass":          c.classIndexer,
+		"CSIDriver":             c.csiDriverIndexer,
 		"Pod":                   c.podIndexer,
 	}
 	for _, obj := range append(objs[:len(objs)-1], prov) {

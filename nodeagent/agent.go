@@ -17,16 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
-	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -34,6 +28,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -43,8 +38,8 @@ type Config struct {
 	KubeletDir string // kubelet's root directory; plugin sockets go under it
 	PodDirRoot string // where PaV pods' /pav directories live (default protocol.PodDirRoot(KubeletDir))
 	Version    string
-	Kube       kubernetes.Interface
-	Pav        pavclient.Interface
+	Kube       kubeclient.Interface
+	Pav        kubeclient.PavInterface
 	Engine     Engine
 	Mounter    mount.Interface // nil: the real one
 	// HealthAddress serves /healthz and /readyz ("" disables).
@@ -86,24 +81,19 @@ func Run(ctx context.Context, cfg Config) error {
 	m := newMetrics(reg)
 
 	// PaV's own pods on this node only: the node plugin never needs others.
-	podFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = "spec.nodeName=" + cfg.NodeName
-			o.LabelSelector = protocol.LabelPhase
-		}))
-	podInformer := podFactory.Core().V1().Pods().Informer()
+	kube := cfg.Kube
+	podInformer := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0,
+		kubeclient.Selector{Label: protocol.LabelPhase, Field: "spec.nodeName=" + cfg.NodeName})
 	if err := podInformer.AddIndexers(PodIndexers()); err != nil {
 		return err
 	}
 	// Every PV of the cluster (the API has no field selector on the CSI
 	// driver), but only those of a CSI driver in full.
-	pvFactory := informers.NewSharedInformerFactory(cfg.Kube, 0)
-	pvInformer := pvFactory.Core().V1().PersistentVolumes().Informer()
+	pvInformer := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
 	if err := pvInformer.AddIndexers(PVIndexers()); err != nil {
 		return err
 	}
-	pavFactory := pavinformers.NewSharedInformerFactory(cfg.Pav, 0)
-	provInformer := pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
+	provInformer := kubeclient.NewInformer(cfg.Pav, cfg.Pav.PavV1alpha1().PavProvisioners(), &v1alpha1.PavProvisioner{}, 0, kubeclient.Selector{})
 	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
 		podInformer: protocol.StripManagedFields, pvInformer: protocol.StripNonCSIVolume, provInformer: protocol.StripManagedFields,
 	} {
@@ -114,27 +104,24 @@ func Run(ctx context.Context, cfg Config) error {
 
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
 	stager := NewStager(StagerConfig{
 		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
 		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m,
-		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
+		Recorder: broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
 	})
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
 	// This node's CSINode: driver registrations are paced and confirmed there.
-	csiNodeFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + cfg.NodeName }))
-	nodeDrivers, csiNodeSynced, err := newNodeDrivers(cfg.Kube, cfg.NodeName, csiNodeFactory)
+	csiNodeInformer := kubeclient.NewInformer(kube, kube.StorageV1().CSINodes(), &storagev1.CSINode{}, 0,
+		kubeclient.Selector{Field: "metadata.name=" + cfg.NodeName})
+	nodeDrivers, err := newNodeDrivers(kube, cfg.NodeName, csiNodeInformer)
 	if err != nil {
 		return err
 	}
 	manager.UseNodeDrivers(nodeDrivers)
 
-	podFactory.Start(ctx.Done())
-	pvFactory.Start(ctx.Done())
-	csiNodeFactory.Start(ctx.Done())
-	pavFactory.Start(ctx.Done())
+	kubeclient.Run(ctx, podInformer, pvInformer, csiNodeInformer, provInformer)
 
 	var started atomic.Bool // caches synced, drivers being served
 	if cfg.HealthAddress != "" {
@@ -142,7 +129,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, pvInformer.HasSynced, provInformer.HasSynced, csiNodeSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, pvInformer.HasSynced, provInformer.HasSynced, csiNodeInformer.HasSynced) {
 		return ctx.Err()
 	}
 	// Serve drivers only now: a NodePublishVolume must find the PV and any

@@ -9,9 +9,13 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
 type checkFunc func() error
@@ -61,25 +65,26 @@ func TestHealthProbes(t *testing.T) {
 // The stager is ready once its caches synced, and not any more when an
 // informer behind them stopped.
 func TestStagerReadyFollowsInformers(t *testing.T) {
-	kube := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	kube := fake.NewSimpleClientset()
+	pods := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
+	pvs := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
+	// any informer will do: Ready only looks at its state
+	nodes := kubeclient.NewInformer(kube, kube.CoreV1().Nodes(), &corev1.Node{}, 0, kubeclient.Selector{})
 	s := NewStager(StagerConfig{
 		Kube: kube, Engine: &literalEngine{}, NodeName: "node1", PodDirRoot: t.TempDir(), Mounter: mount.NewFakeMounter(nil),
-		Pods: factory.Core().V1().Pods().Informer(), PVs: factory.Core().V1().PersistentVolumes().Informer(),
-		// any informer will do: Ready only looks at its state
-		Provisioners: factory.Core().V1().Nodes().Informer(),
+		Pods: pods, PVs: pvs, Provisioners: nodes,
 	})
 	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "has not synced") {
 		t.Errorf("before start: Ready() = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	stopped := kubeclient.Run(ctx, pods, pvs, nodes)
+	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced, nodes.HasSynced)
 	if err := s.Ready(); err != nil {
 		t.Errorf("synced: Ready() = %v", err)
 	}
 	cancel()
-	factory.Shutdown() // returns once the informers stopped
+	stopped()
 	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "informer stopped") {
 		t.Errorf("stopped: Ready() = %v", err)
 	}

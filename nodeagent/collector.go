@@ -16,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -33,7 +33,7 @@ import (
 // directory. The controller only reads the annotations, so it never needs
 // access to the node's filesystem.
 type Collector struct {
-	kube       kubernetes.Interface
+	kube       kubeclient.Interface
 	pods       corelisters.PodLister
 	podsSynced cache.InformerSynced
 	mounter    mount.Interface
@@ -53,7 +53,7 @@ var collectedPhases = map[protocol.Phase]bool{
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound to this node.
-func NewCollector(kube kubernetes.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string) *Collector {
+func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string) *Collector {
 	c := &Collector{
 		kube:         kube,
 		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),

@@ -11,10 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -42,14 +43,13 @@ func newTestCollector(t testing.TB, root string, pods ...*corev1.Pod) (*Collecto
 		objs = append(objs, p)
 	}
 	kube := fake.NewSimpleClientset(objs...)
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	inf := factory.Core().V1().Pods().Informer()
+	inf := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
 	m := mount.NewFakeMounter(nil)
 	c := NewCollector(kube, inf, m, root)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	kubeclient.Run(ctx, inf)
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	return c, kube, m
 }
 

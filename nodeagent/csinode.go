@@ -7,26 +7,25 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/albertofaria/pav/kubeclient"
 )
 
 // nodeDrivers is csi.NodeDrivers over this node's CSINode: an informer on
 // that one object, and updates that remove a driver kubelet left behind.
 type nodeDrivers struct {
-	kube     kubernetes.Interface
+	kube     kubeclient.Interface
 	nodeName string
 	store    cache.Store
 	changed  chan struct{}
 }
 
-// newNodeDrivers registers an informer on the CSINode of nodeName with
-// factory (which must select only that object) and returns its view.
-func newNodeDrivers(kube kubernetes.Interface, nodeName string, factory informers.SharedInformerFactory) (*nodeDrivers, cache.InformerSynced, error) {
+// newNodeDrivers returns the view of inf, an informer on the CSINode of
+// nodeName (which must select only that object).
+func newNodeDrivers(kube kubeclient.Interface, nodeName string, inf cache.SharedIndexInformer) (*nodeDrivers, error) {
 	nd := &nodeDrivers{kube: kube, nodeName: nodeName, changed: make(chan struct{}, 1)}
-	inf := factory.Storage().V1().CSINodes().Informer()
 	poke := func(interface{}) {
 		select {
 		case nd.changed <- struct{}{}:
@@ -36,10 +35,10 @@ func newNodeDrivers(kube kubernetes.Interface, nodeName string, factory informer
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: poke, UpdateFunc: func(_, o interface{}) { poke(o) }, DeleteFunc: poke,
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	nd.store = inf.GetStore()
-	return nd, inf.HasSynced, nil
+	return nd, nil
 }
 
 func (nd *nodeDrivers) Lists(name string) bool {

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/keymutex"
 
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -58,7 +58,7 @@ func PVIndexers() cache.Indexers {
 
 // Stager implements csi.Stager with staging and unstaging pods.
 type Stager struct {
-	kube         kubernetes.Interface
+	kube         kubeclient.Interface
 	engine       Engine
 	node         string
 	root         string
@@ -81,7 +81,7 @@ type Stager struct {
 // StagerConfig wires a Stager. The pod informer must only see PaV pods on
 // this node and carry PodIndexers; the PV informer carries PVIndexers.
 type StagerConfig struct {
-	Kube         kubernetes.Interface
+	Kube         kubeclient.Interface
 	Engine       Engine
 	NodeName     string
 	PodDirRoot   string

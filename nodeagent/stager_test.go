@@ -15,13 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -91,12 +91,11 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}
 	kube := fake.NewSimpleClientset(pvc, pv, node)
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	pods := factory.Core().V1().Pods().Informer()
+	pods := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
 	if err := pods.AddIndexers(PodIndexers()); err != nil {
 		t.Fatal(err)
 	}
-	pvs := factory.Core().V1().PersistentVolumes().Informer()
+	pvs := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
 	if err := pvs.AddIndexers(PVIndexers()); err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +109,8 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	kubeclient.Run(ctx, pods, pvs)
+	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
 	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root,
 		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
 }

@@ -6,15 +6,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/templating"
 )
 
 // NewTemplatingEngine is the production Engine, backed by package templating
 // (compiled templates cached per PavProvisioner UID and generation).
-func NewTemplatingEngine(kube kubernetes.Interface) Engine {
+func NewTemplatingEngine(kube kubeclient.Interface) Engine {
 	getPVC := func(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 		return kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}

@@ -7,7 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
 func creationPod(t *testing.T) *corev1.Pod {

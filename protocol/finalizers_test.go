@@ -9,15 +9,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
 func TestFinalizers(t *testing.T) {
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "7",
 		Finalizers: []string{"other/a", FinalizerStaging, "other/b"}}}
-	kube := fake.NewClientset(pod.DeepCopy())
+	kube := fake.NewSimpleClientset(pod.DeepCopy())
 	var patches []string
 	kube.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		patches = append(patches, string(a.(k8stesting.PatchAction).GetPatch()))

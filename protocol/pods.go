@@ -15,7 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	typedcorev1 "github.com/albertofaria/pav/kubeclient/generated/clientset/typed/core/v1"
 )
 
 // PodName is the deterministic name of the pod of a phase for a key (the

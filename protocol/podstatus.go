@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	typedcorev1 "github.com/albertofaria/pav/kubeclient/generated/clientset/typed/core/v1"
 )
 
 // What both processes do with PaV's pods once they run: tell whether one

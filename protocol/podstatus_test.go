@@ -9,8 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
 func failedPod(ann map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
@@ -60,7 +61,7 @@ func TestDeletePod(t *testing.T) {
 		return p
 	}
 	done, running, stopping := mk("done", corev1.PodSucceeded, false), mk("running", corev1.PodRunning, false), mk("stopping", corev1.PodRunning, true)
-	kube := fake.NewClientset(done, running, stopping)
+	kube := fake.NewSimpleClientset(done, running, stopping)
 	var graces = map[string]*int64{}
 	kube.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		d := a.(k8stesting.DeleteAction)

@@ -12,20 +12,19 @@ import (
 	"syscall"
 	"time"
 
-	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
-
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/controller/webhook"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/third_party/leaderelection"
+	"github.com/albertofaria/pav/third_party/leaderelection/resourcelock"
 )
 
 type controllerOptions struct {
@@ -123,15 +122,11 @@ func runController(ctx context.Context, o controllerOptions) error {
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	pav, err := pavclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	engine := controller.NewTemplatingEngine(kube)
+	engine := controller.NewTemplatingEngine(client)
 
 	reg := newRegistry()
 	go serveMetrics(ctx, o.metricsAddr, reg)
@@ -143,7 +138,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 	}
 	newController := func() (*controller.Controller, error) {
 		return controller.New(controller.Config{
-			Kube: kube, Pav: pav, Engine: engine,
+			Kube: client, Pav: client, Engine: engine,
 			ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
 			RetryStart: o.retryStart, RetryMax: o.retryMax,
 			ResultsTimeout: o.resultsWait, Resync: o.resync,
@@ -166,7 +161,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 	var wh *webhook.Server
 	if o.webhookAddr != "" {
 		wh = &webhook.Server{
-			Kube: kube, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
+			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
 			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate},
 		}
@@ -228,13 +223,13 @@ func runController(ctx context.Context, o controllerOptions) error {
 			_ = srv.Close()
 		}()
 		if o.leaderElection {
-			elector, err = newElector(ctx, kube, o, watchdog, newController)
+			elector, err = newElector(ctx, client, o, watchdog, newController)
 			if err != nil {
 				return err
 			}
 		}
 	} else if o.leaderElection {
-		elector, err = newElector(ctx, kube, o, nil, newController)
+		elector, err = newElector(ctx, client, o, nil, newController)
 		if err != nil {
 			return err
 		}
@@ -256,13 +251,13 @@ func runController(ctx context.Context, o controllerOptions) error {
 // ends (the Lease is released for the standby) or when it is lost; in the
 // second case the process exits, as informers and queues cannot be
 // restarted, and the Deployment restarts it as a standby.
-func newElector(stop context.Context, kube kubernetes.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, newController func() (*controller.Controller, error)) (*leaderelection.LeaderElector, error) {
+func newElector(stop context.Context, kube kubeclient.Interface, o controllerOptions, watchdog *leaderelection.HealthzAdaptor, newController func() (*controller.Controller, error)) (*leaderelection.LeaderElector, error) {
 	host, _ := os.Hostname()
 	id := host + "_" + string(uuid.NewUUID())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName,
-		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
-	if err != nil {
-		return nil, err
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.leaseNamespace, Name: o.leaseName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
 	lec := leaderelection.LeaderElectionConfig{
 		Lock:            lock,

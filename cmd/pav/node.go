@@ -7,12 +7,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
-
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
 	"github.com/albertofaria/pav/protocol"
 )
@@ -61,11 +59,7 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		return err
 	}
 	cfg.UserAgent = "pav-node/" + version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	pav, err := pavclient.NewForConfig(cfg)
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -76,9 +70,9 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		NodeName:      o.nodeName,
 		KubeletDir:    o.kubeletDir,
 		Version:       version,
-		Kube:          kube,
-		Pav:           pav,
-		Engine:        nodeagent.NewTemplatingEngine(kube),
+		Kube:          client,
+		Pav:           client,
+		Engine:        nodeagent.NewTemplatingEngine(client),
 		HealthAddress: o.httpAddr,
 		Workers:       o.workers,
 	})

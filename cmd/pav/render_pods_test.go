@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/informers"
 	"k8s.io/mount-utils"
 
-	pavinformers "github.com/albertofaria/pav/crds/generated/informers/externalversions"
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/nodeagent"
@@ -22,11 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/controller"
 	pavfake "github.com/albertofaria/pav/crds/generated/clientset/versioned/fake"
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -100,7 +100,7 @@ func TestRenderPodsArePaVsPods(t *testing.T) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	kube := fake.NewClientset(class, pvc)
+	kube := fake.NewSimpleClientset(class, pvc)
 	ctrl, err := controller.New(controller.Config{Kube: kube, Pav: pavfake.NewSimpleClientset(prov), Engine: controller.NewTemplatingEngine(kube)})
 	if err != nil {
 		t.Fatal(err)
@@ -204,26 +204,23 @@ func TestRenderStagingPodIsPaVs(t *testing.T) {
 		},
 	}
 	node := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
-	kube := fake.NewClientset(pvc, pv, node)
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	pods := factory.Core().V1().Pods().Informer()
-	pvs := factory.Core().V1().PersistentVolumes().Informer()
+	kube := fake.NewSimpleClientset(pvc, pv, node)
+	pods := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
+	pvs := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
 	if err := pods.AddIndexers(nodeagent.PodIndexers()); err != nil {
 		t.Fatal(err)
 	}
 	if err := pvs.AddIndexers(nodeagent.PVIndexers()); err != nil {
 		t.Fatal(err)
 	}
-	pavFactory := pavinformers.NewSharedInformerFactory(pavfake.NewSimpleClientset(prov), 0)
-	provs := pavFactory.Pav().V1alpha1().PavProvisioners().Informer()
+	pav := pavfake.NewSimpleClientset(prov)
+	provs := kubeclient.NewInformer(pav, pav.PavV1alpha1().PavProvisioners(), &v1alpha1.PavProvisioner{}, 0, kubeclient.Selector{})
 	stager := nodeagent.NewStager(nodeagent.StagerConfig{
 		Kube: kube, Engine: nodeagent.NewTemplatingEngine(kube), NodeName: node.Name, PodDirRoot: t.TempDir(),
 		Mounter: mount.NewFakeMounter(nil), Pods: pods, PVs: pvs, Provisioners: provs,
 	})
-	factory.Start(ctx.Done())
-	pavFactory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	pavFactory.WaitForCacheSync(ctx.Done())
+	kubeclient.Run(ctx, pods, pvs, provs)
+	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced, provs.HasSynced)
 
 	// kubelet publishes; no kubelet runs the staging pod, so publishing
 	// itself times out: the pod it created is what counts.

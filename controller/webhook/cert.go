@@ -31,8 +31,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/kubeclient"
 )
 
 // Keys of the certificate Secret.
@@ -351,7 +352,7 @@ func issueNames(leaf *x509.Certificate, dnsNames []string, now time.Time) []stri
 }
 
 // EnsureSecret is EnsureSecretAt at the current time.
-func EnsureSecret(ctx context.Context, kube kubernetes.Interface, namespace, name string, dnsNames []string) (*Certs, error) {
+func EnsureSecret(ctx context.Context, kube kubeclient.Interface, namespace, name string, dnsNames []string) (*Certs, error) {
 	return EnsureSecretAt(ctx, kube, namespace, name, dnsNames, time.Now())
 }
 
@@ -359,7 +360,7 @@ func EnsureSecret(ctx context.Context, kube kubernetes.Interface, namespace, nam
 // them when missing and renewing or rotating them as of now when needed.
 // Replicas race safely: the API server accepts only one create or update (of
 // a given resourceVersion), the losers re-read.
-func EnsureSecretAt(ctx context.Context, kube kubernetes.Interface, namespace, name string, dnsNames []string, now time.Time) (*Certs, error) {
+func EnsureSecretAt(ctx context.Context, kube kubeclient.Interface, namespace, name string, dnsNames []string, now time.Time) (*Certs, error) {
 	secrets := kube.CoreV1().Secrets(namespace)
 	for attempt := 0; attempt < 5; attempt++ {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
@@ -404,7 +405,7 @@ func EnsureSecretAt(ctx context.Context, kube kubernetes.Interface, namespace, n
 }
 
 // PatchCABundle sets caBundle on every webhook of the named configuration.
-func PatchCABundle(ctx context.Context, kube kubernetes.Interface, configName string, ca []byte) error {
+func PatchCABundle(ctx context.Context, kube kubeclient.Interface, configName string, ca []byte) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
 		if err != nil {

@@ -19,9 +19,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
 const year = 365 * 24 * time.Hour
@@ -77,7 +78,7 @@ func verifiesAgainst(leaf *x509.Certificate, bundle []byte, names []string, now 
 
 const testNS, testSecret, testConfig = "pav", "pav-webhook-cert", "pav.albertofaria.github.io"
 
-func testServer(kube kubernetes.Interface, clock *fakeClock) *Server {
+func testServer(kube kubeclient.Interface, clock *fakeClock) *Server {
 	return &Server{
 		Kube: kube, Namespace: testNS, SecretName: testSecret, ServiceName: "pav-webhook",
 		WebhookConfigName: testConfig, Addr: "127.0.0.1:0", Handler: http.NotFoundHandler(),
@@ -119,7 +120,7 @@ func served(t *testing.T, s *Server) *x509.Certificate {
 	return conn.ConnectionState().PeerCertificates[0]
 }
 
-func secretData(t *testing.T, kube kubernetes.Interface) map[string][]byte {
+func secretData(t *testing.T, kube kubeclient.Interface) map[string][]byte {
 	t.Helper()
 	s, err := kube.CoreV1().Secrets(testNS).Get(context.Background(), testSecret, metav1.GetOptions{})
 	if err != nil {

@@ -15,18 +15,19 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 )
 
 // Path is where the webhook answers AdmissionReviews for PavProvisioners.
@@ -105,7 +106,7 @@ func deny(s metav1.Status) *admissionv1.AdmissionResponse {
 // Server serves the webhook over TLS with certificates from a Secret and
 // keeps the CA bundle of the ValidatingWebhookConfiguration up to date.
 type Server struct {
-	Kube              kubernetes.Interface
+	Kube              kubeclient.Interface
 	Namespace         string // of the Secret and Service
 	SecretName        string
 	ServiceName       string
@@ -169,15 +170,14 @@ func (s *Server) Run(ctx context.Context) error {
 
 	// Watch the one Secret (by name, which a Role's resourceNames can allow)
 	// from the start, so that no change after the first read is missed.
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0,
-		informers.WithNamespace(s.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + s.SecretName }))
+	secrets := kubeclient.NewInformer(s.Kube, s.Kube.CoreV1().Secrets(s.Namespace), &corev1.Secret{}, 0,
+		kubeclient.Selector{Field: "metadata.name=" + s.SecretName})
 	secretChanged := func(obj interface{}) {
 		if m, err := meta.Accessor(obj); err == nil && m.GetName() == s.SecretName {
 			notify(s.recheck)
 		}
 	}
-	_, err := factory.Core().V1().Secrets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    secretChanged,
 		UpdateFunc: func(_, n interface{}) { secretChanged(n) },
 		// A deleted Secret is re-created by the next refresh.
@@ -187,10 +187,10 @@ func (s *Server) Run(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("watching Secret %s/%s: %w", s.Namespace, s.SecretName, err)
 	}
-	factory.Start(ctx.Done())
+	secretsStopped := kubeclient.Run(ctx, secrets)
 	defer func() {
-		cancel() // first: Shutdown waits for the informer to stop
-		factory.Shutdown()
+		cancel() // first: the informer stops when ctx ends
+		secretsStopped()
 	}()
 
 	if err := retry(ctx, func() error { return s.refresh(ctx) }); err != nil {
@@ -308,15 +308,12 @@ func (s *Server) keepCert(ctx context.Context) {
 // replica that has not yet seen a new bundle (its informer lags) does not put
 // the old one back over another replica's patch.
 func (s *Server) keepCABundle(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + s.WebhookConfigName
-	}))
+	inf := kubeclient.NewInformer(s.Kube, s.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+		&admissionregistrationv1.ValidatingWebhookConfiguration{}, 0, kubeclient.Selector{Field: "metadata.name=" + s.WebhookConfigName})
 	configChanged := make(chan struct{}, 1)
 	poke := func(interface{}) { notify(configChanged) }
-	inf := factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n interface{}) { poke(n) }})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer kubeclient.Run(ctx, inf)() // waits for the informer, which stops with ctx
 	patch := func() error {
 		return PatchCABundle(ctx, s.Kube, s.WebhookConfigName, s.certs.Load().CACert)
 	}

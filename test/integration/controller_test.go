@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
 	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -46,9 +46,9 @@ type env struct {
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	pav  pavtyped.PavProvisionerInterface
-	// pavClient is the clientset the controller gets.
-	pavClient pavclient.Interface
-	ns        string
+	// client is PaV's, the one the controller, its engine and the webhook get.
+	client *kubeclient.Clientset
+	ns     string
 
 	mu         sync.Mutex
 	stopCtrl   context.CancelFunc
@@ -71,7 +71,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pavClient, err := pavclient.NewForConfig(cfg)
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newEnv(t testing.TB) *env {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: pavClient.PavV1alpha1().PavProvisioners(), pavClient: pavClient, ns: ns, engine: testEngine(kube)}
+	e := &env{t: t, ctx: ctx, cfg: cfg, kube: kube, pav: client.PavV1alpha1().PavProvisioners(), client: client, ns: ns, engine: testEngine(client)}
 	t.Cleanup(e.stopController)
 	return e
 }
@@ -100,7 +100,7 @@ func (e *env) startController() {
 	e.settled = nil // what an earlier controller settled on says nothing about this one
 	e.settledMu.Unlock()
 	c, err := controller.New(controller.Config{
-		Kube: e.kube, Pav: e.pavClient, Engine: e.engine,
+		Kube: e.client, Pav: e.client, Engine: e.engine,
 		RetryStart: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		ResultsTimeout: time.Minute,
 		Settled:        e.recordSettled,

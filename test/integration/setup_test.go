@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/controller/enginetest"
 	"github.com/albertofaria/pav/crds"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/test/integration/framework"
 )
 
@@ -34,7 +34,7 @@ func apiServer(t testing.TB) *rest.Config {
 // testEngine is the Engine the tests run the controller with: package
 // templating's (real Jinja) unless PAV_IT_ENGINE=literal, which takes every
 // field literally (controller/enginetest).
-func testEngine(kube kubernetes.Interface) controller.Engine {
+func testEngine(kube kubeclient.Interface) controller.Engine {
 	if os.Getenv("PAV_IT_ENGINE") == "literal" {
 		return enginetest.Literal{}
 	}

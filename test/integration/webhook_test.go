@@ -69,7 +69,7 @@ func TestWebhook(t *testing.T) {
 	})
 
 	srv := &webhook.Server{
-		Kube: e.kube, Namespace: e.ns, SecretName: "cert", ServiceName: "pav-webhook",
+		Kube: e.client, Namespace: e.ns, SecretName: "cert", ServiceName: "pav-webhook",
 		WebhookConfigName: cfgName, Addr: addr, ExtraNames: []string{"127.0.0.1"},
 		Handler: &webhook.Handler{Validate: e.engine.Validate},
 	}

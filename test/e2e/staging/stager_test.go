@@ -15,12 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -112,27 +112,23 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 		unstaging: shPod(f.Namespace, `echo unstaged > /pav/handle`, false),
 	}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(f.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "spec.nodeName=" + node
-		o.LabelSelector = protocol.LabelPhase
-	}))
-	pods := factory.Core().V1().Pods().Informer()
+	kube, err := kubeclient.NewForConfig(f.Config)
+	must(t, err)
+	pods := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0,
+		kubeclient.Selector{Label: protocol.LabelPhase, Field: "spec.nodeName=" + node})
 	must(t, pods.AddIndexers(nodeagent.PodIndexers()))
-	pvFactory := informers.NewSharedInformerFactory(f.Client, 0)
-	pvs := pvFactory.Core().V1().PersistentVolumes().Informer()
+	pvs := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
 	must(t, pvs.AddIndexers(nodeagent.PVIndexers()))
 	provs := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.PavProvisioner{}, 0, cache.Indexers{})
 	must(t, provs.GetIndexer().Add(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: driver},
 		Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}))
 	m := nodeagent.HostMounter{Interface: mount.New("")}
 	stager := nodeagent.NewStager(nodeagent.StagerConfig{
-		Kube: f.Client, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot(protocol.DefaultKubeletDir), Mounter: m,
+		Kube: kube, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot(protocol.DefaultKubeletDir), Mounter: m,
 		Pods: pods, PVs: pvs, Provisioners: provs,
 	})
-	factory.Start(ctx.Done())
-	pvFactory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
-	pvFactory.WaitForCacheSync(ctx.Done())
+	kubeclient.Run(ctx, pods, pvs)
+	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
 	if !cache.WaitForCacheSync(ctx.Done(), func() bool { _, ok, _ := pvs.GetIndexer().GetByKey(pvName); return ok }) {
 		t.Fatal("PV never in cache")
 	}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The binary links only the Kubernetes API groups PaV calls (package
+// kubeclient says why): not client-go's all-groups clientset, informer
+// factory or scheme, nor anything else that registers every group.
+func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
+	forbidden := map[string]string{
+		"k8s.io/client-go/kubernetes":        "the all-groups clientset",
+		"k8s.io/client-go/informers":         "the all-groups informer factory",
+		"k8s.io/client-go/kubernetes/scheme": "the all-groups scheme (every client-go typed client registers into it)",
+		"k8s.io/client-go/discovery":         "the discovery client (registers into the all-groups scheme)",
+	}
+	// The API groups PaV calls (kubeclient/generated), and what the webhook
+	// decodes (AdmissionReview, which names an authentication/v1 UserInfo).
+	groups := map[string]bool{
+		"k8s.io/api/core/v1": true, "k8s.io/api/storage/v1": true, "k8s.io/api/coordination/v1": true,
+		"k8s.io/api/admissionregistration/v1": true, "k8s.io/api/admission/v1": true, "k8s.io/api/authentication/v1": true,
+	}
+
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command lists the binary's packages: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-deps", ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build` builds it
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if why, ok := forbidden[pkg]; ok {
+			t.Errorf("pav links %s, %s: use package kubeclient", pkg, why)
+		}
+		if strings.HasPrefix(pkg, "k8s.io/api/") && !groups[pkg] {
+			t.Errorf("pav links the API group %s: if PaV now calls it, add it here and to kubeclient/generated (hack/generate.sh)", pkg)
+		}
+	}
+}
