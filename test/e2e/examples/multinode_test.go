@@ -334,9 +334,21 @@ spec:
 	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
 	applyStdin(t, ns, clientPod("client-b", "sshfs-nodes", nodes.altRoot, exchange("b", "a")))
 	for client, other := range map[string]string{"client-a": "client-b", "client-b": "client-a"} {
+		start := time.Now()
 		eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
 			out := kq("-n", ns, "logs", client)
-			return strings.Contains(out, "from "+other), out
+			if strings.Contains(out, "from "+other) {
+				return true, out
+			}
+			// This wait timed out twice in ~10 runs (sshfs, the other node's file never
+			// seen): say what the client's mount shows, or that it hangs.
+			if time.Since(start) > 30*time.Second {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				ls, err := kubectl(ctx, "", "-n", ns, "exec", client, "--", "ls", "-la", "/data")
+				out += fmt.Sprintf("\n%s's /data: %s%v", client, ls, err)
+			}
+			return false, out
 		})
 	}
 	stagingOn := map[string]*corev1.Pod{}
