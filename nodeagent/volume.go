@@ -214,6 +214,9 @@ func publishTarget(m mount.Interface, source *os.File, target string, block, rea
 	if !ok {
 		return fmt.Errorf("cannot publish: %T cannot bind a descriptor", m)
 	}
+	if err := clearBrokenMount(m, target, os.Stat); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return fmt.Errorf("creating parent of target path: %w", err)
 	}
@@ -237,6 +240,22 @@ func publishTarget(m mount.Interface, source *os.File, target string, block, rea
 		return fmt.Errorf("bind-mounting the volume: %w", err)
 	}
 	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", readOnly, "block", block)
+	return nil
+}
+
+// clearBrokenMount unmounts what is mounted at target if it no longer
+// answers (mount.IsCorruptedMnt: ENOTCONN, ESTALE, EIO, ...). An earlier
+// publish whose staging pod then died leaves such a mount: a bind of a FUSE
+// mount whose daemon is gone. Publishing again over it would fail forever
+// ("mkdir: file exists"), and the client pod would never start.
+func clearBrokenMount(m mount.Interface, target string, stat func(string) (os.FileInfo, error)) error {
+	if _, err := stat(target); err == nil || !mount.IsCorruptedMnt(err) {
+		return nil
+	}
+	klog.InfoS("Unmounting a broken mount left at the target path", "target", target)
+	if err := m.Unmount(target); err != nil {
+		return fmt.Errorf("unmounting the broken mount at the target path %s: %w", target, err)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -352,4 +353,39 @@ func (r *fdMounter) BindFD(source *os.File, target string, readOnly bool) error 
 		r.FakeMounter.MountPoints = append(r.FakeMounter.MountPoints, mount.MountPoint{Device: "tmpfs", Path: filepath.Join(target, "sub")})
 	}
 	return nil
+}
+
+// A target left mounted by an earlier publish whose staging pod died (a bind
+// of a FUSE mount without its daemon: stat fails with ENOTCONN) is unmounted
+// before publishing again; a healthy or absent target is left alone. (The
+// chaos soak found a client pod stuck in ContainerCreating on
+// "creating target directory: mkdir ...: file exists".)
+func TestClearBrokenMount(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "mount")
+	for _, tt := range []struct {
+		name        string
+		statErr     error
+		wantMounted bool
+	}{
+		{name: "healthy mount", statErr: nil, wantMounted: true},
+		{name: "nothing there", statErr: os.ErrNotExist, wantMounted: true},
+		{name: "disconnected FUSE mount", statErr: syscall.ENOTCONN, wantMounted: false},
+		{name: "stale mount", statErr: syscall.ESTALE, wantMounted: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := mount.NewFakeMounter([]mount.MountPoint{{Device: "gocryptfs", Path: target, Type: "fuse"}})
+			stat := func(p string) (os.FileInfo, error) {
+				if tt.statErr != nil {
+					return nil, &os.PathError{Op: "stat", Path: p, Err: tt.statErr}
+				}
+				return nil, nil
+			}
+			if err := clearBrokenMount(fake, target, stat); err != nil {
+				t.Fatal(err)
+			}
+			if mounted := len(fake.MountPoints) == 1; mounted != tt.wantMounted {
+				t.Errorf("mounted after clearBrokenMount = %v, want %v", mounted, tt.wantMounted)
+			}
+		})
+	}
 }
