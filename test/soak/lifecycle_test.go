@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
 
 	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -501,21 +502,12 @@ func (s *soak) count(kind string) {
 }
 
 // retryAPI calls f until it succeeds, fails with an error that is not about
-// the API server being unreachable or overloaded (faults restart it), or a
-// minute has passed.
+// the API server being unreachable or overloaded (faults restart it), or about
+// a minute has passed.
 func retryAPI(ctx context.Context, f func() error) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := f()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return retry.OnError(wait.Backoff{Duration: 500 * time.Millisecond, Steps: 120}, func(err error) bool {
+		return ctx.Err() == nil && transient(err)
+	}, f)
 }
 
 func transient(err error) bool {
@@ -554,14 +546,4 @@ func (s *soak) podUID(ctx context.Context, ns, name string) (types.UID, error) {
 		return "", err
 	}
 	return pod.UID, nil
-}
-
-// sortedKeys of a count map, for stable reports.
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

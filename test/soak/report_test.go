@@ -4,6 +4,7 @@ package soak
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 
 	fmt.Fprintf(&b, "\n## Faults injected\n\n| fault | count |\n|---|---:|\n")
 	s.mu.Lock()
-	for _, k := range sortedKeys(s.faults) {
+	for _, k := range slices.Sorted(maps.Keys(s.faults)) {
 		fmt.Fprintf(&b, "| %s | %d |\n", k, s.faults[k])
 	}
 	faultErrors := slices.Clone(s.faultErrors)
