@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,16 +32,54 @@ import (
 // gives those containers time to stop too.)
 const abandonedSweepEvery = 30 * time.Second
 
-// RunAbandonedSweep sweeps every abandonedSweepEvery until ctx ends.
+// RunAbandonedSweep sweeps every abandonedSweepEvery until ctx ends, then
+// waits for the unpublishes it started.
 func (s *Stager) RunAbandonedSweep(ctx context.Context) {
 	var goneBefore map[string]bool
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		goneBefore = s.sweepAbandoned(ctx, goneBefore)
 	}, abandonedSweepEvery)
+	s.abandoned.wg.Wait()
 }
 
-// sweepAbandoned unpublishes the stagings whose client pod is gone now and
-// was gone at the previous sweep (goneBefore), and returns those gone now.
+// abandonedUnpublishes runs each abandoned staging's unpublish on its own
+// goroutine, at most one per staging: an unpublish that hangs (say on a
+// staging pod's FUSE daemon that never answers) must hold up neither the
+// other stagings nor the next sweeps.
+type abandonedUnpublishes struct {
+	mu      sync.Mutex
+	running map[string]bool // staging IDs
+	wg      sync.WaitGroup
+}
+
+// start runs unpublish for the staging unless one already runs; it reports
+// whether it started one.
+func (a *abandonedUnpublishes) start(id string, unpublish func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running[id] {
+		return false
+	}
+	if a.running == nil {
+		a.running = map[string]bool{}
+	}
+	a.running[id] = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			a.mu.Lock()
+			delete(a.running, id)
+			a.mu.Unlock()
+		}()
+		unpublish()
+	}()
+	return true
+}
+
+// sweepAbandoned starts unpublishing the stagings whose client pod is gone
+// now and was gone at the previous sweep (goneBefore), and returns those gone
+// now.
 func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool) map[string]bool {
 	logger := klog.FromContext(ctx)
 	gone := map[string]bool{}
@@ -72,9 +111,11 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 		if !goneBefore[id] {
 			continue
 		}
-		if err := s.unpublishAbandoned(ctx, pod, target); err != nil {
-			logger.Error(err, "Unstaging a volume whose client pod is gone", "pod", klog.KObj(pod), "target", target)
-		}
+		s.abandoned.start(id, func() {
+			if err := s.unpublishAbandoned(ctx, pod, target); err != nil {
+				logger.Error(err, "Unstaging a volume whose client pod is gone", "pod", klog.KObj(pod), "target", target)
+			}
+		})
 	}
 	return gone
 }

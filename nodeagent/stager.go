@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
-	"k8s.io/utils/keymutex"
 
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
@@ -73,7 +72,9 @@ type Stager struct {
 	health       *volumeHealth
 	// one Publish or Unpublish per staging at a time: kubelet serializes its
 	// own calls, but the abandoned-staging sweep also unpublishes
-	locks keymutex.KeyMutex
+	locks stagingLocks
+	// the sweep's unpublishes of stagings kubelet forgot (abandoned.go)
+	abandoned abandonedUnpublishes
 	// informers behind the caches above, by resource (Ready)
 	informers map[string]cache.SharedIndexInformer
 }
@@ -110,7 +111,6 @@ func NewStager(cfg StagerConfig) *Stager {
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
-		locks:        keymutex.NewHashed(0),
 		informers: map[string]cache.SharedIndexInformer{
 			"pods": cfg.Pods, "persistentvolumes": cfg.PVs, "pavprovisioners": cfg.Provisioners,
 		},
@@ -145,8 +145,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	start := time.Now()
 	defer func() { s.metrics.observe("publish", start, err) }()
 	id := protocol.StagingID(req.VolumeID, req.TargetPath)
-	s.locks.LockKey(id)
-	defer func() { _ = s.locks.UnlockKey(id) }()
+	defer s.locks.lock(id)()
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
 	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
@@ -271,8 +270,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	start := time.Now()
 	defer func() { s.metrics.observe("unpublish", start, err) }()
 	id := protocol.StagingID(volumeID, targetPath)
-	s.locks.LockKey(id)
-	defer func() { _ = s.locks.UnlockKey(id) }()
+	defer s.locks.lock(id)()
 	s.health.forget(id)
 	if err := unmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)
