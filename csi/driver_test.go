@@ -676,6 +676,53 @@ func TestManagerReAddAndLeftovers(t *testing.T) {
 	m2.Stop()
 }
 
+// A provisioner deleted and created again (same name) while kubelet still
+// lists the old driver: the old incarnation, stopped once kubelet let it go,
+// leaves the new one's sockets alone. (Closing a Go Unix listener unlinks its
+// path, which had become the new incarnation's socket: kubelet then failed to
+// register the driver until the liveness probe restarted the node plugin.)
+func TestManagerReAddWhileDeregisteringKeepsSockets(t *testing.T) {
+	dir := t.TempDir()
+	m := NewManager(dir, "1.2.3", "node1", newFakeStager())
+	defer m.Stop()
+	m.confirmTimeout.Store(int64(time.Hour))
+	node := newFakeCSINode()
+	m.UseNodeDrivers(node)
+	created := make(chan string, 2)
+	m.socketCreated = func(name string) { created <- name }
+	if err := m.Add("prov"); err != nil {
+		t.Fatal(err)
+	}
+	<-created
+	node.set("prov", true)
+	reg := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket("prov")))
+	if _, err := reg.NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	m.Remove("prov")
+	waitUntil(t, "the old registration socket is removed", func() bool {
+		_, err := os.Stat(m.RegistrationSocket("prov"))
+		return os.IsNotExist(err)
+	})
+	if err := m.Add("prov"); err != nil { // while the old one waits for CSINode
+		t.Fatal(err)
+	}
+	node.set("prov", false) // kubelet deregistered the old one
+	select {
+	case <-created:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new incarnation never created its registration socket")
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
+	}
+	identity := csi.NewIdentityClient(dial(t, m.CSISocket("prov")))
+	if _, err := identity.GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{}); err != nil {
+		t.Fatalf("the new incarnation's CSI socket: %v", err)
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

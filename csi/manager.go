@@ -495,7 +495,7 @@ func (m *Manager) Stop() {
 }
 
 // listen creates a Unix socket at path, replacing a stale one left by a
-// previous incarnation of the node plugin.
+// previous incarnation of the node plugin or of the driver.
 func listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("creating socket directory: %w", err)
@@ -503,10 +503,13 @@ func listen(path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
 	}
-	l, err := net.Listen("unix", path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
+	// The manager removes its sockets itself, when no new incarnation of the
+	// driver has taken the path over; closing the listener must not.
+	l.SetUnlinkOnClose(false)
 	return l, nil
 }
 

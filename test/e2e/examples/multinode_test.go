@@ -275,23 +275,51 @@ func restarts(p *corev1.Pod) int32 {
 // machine's PID namespace holds every node's; a pod's are those in its cgroup).
 func killContainerProcesses(t *testing.T, pod *corev1.Pod) int {
 	t.Helper()
+	killed := 0
+	for _, pid := range containerPIDs(pod) {
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
+			killed++
+		}
+	}
+	return killed
+}
+
+// containerPIDs: the processes of a pod's containers (found by their cgroup,
+// in this machine's PID namespace, where every node's pods run).
+func containerPIDs(pod *corev1.Pod) []int {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	uid := strings.ReplaceAll(string(pod.UID), "-", "_") // the systemd driver's spelling; cgroupfs keeps dashes
-	killed := 0
+	var pids []int
 	for _, f := range procs {
 		b, err := os.ReadFile(f)
 		if err != nil || !(strings.Contains(string(b), "pod"+string(pod.UID)) || strings.Contains(string(b), "pod"+uid)) {
 			continue
 		}
 		var pid int
-		if _, err := fmt.Sscanf(f, "/proc/%d/cgroup", &pid); err != nil {
-			continue
-		}
-		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
-			killed++
+		if _, err := fmt.Sscanf(f, "/proc/%d/cgroup", &pid); err == nil {
+			pids = append(pids, pid)
 		}
 	}
-	return killed
+	return pids
+}
+
+// processStates describes what each process of a pod's containers is doing:
+// its command line, state and kernel stack (where a hung syscall waits).
+func processStates(pod *corev1.Pod) string {
+	var b strings.Builder
+	for _, pid := range containerPIDs(pod) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		state := ""
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "State:") {
+				state = strings.TrimSpace(strings.TrimPrefix(line, "State:"))
+			}
+		}
+		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+		fmt.Fprintf(&b, "pid %d %q (%s):\n%s", pid, strings.ReplaceAll(string(cmdline), "\x00", " "), state, stack)
+	}
+	return b.String()
 }
 
 // TestMultiNodeSharedVolumeAcrossNodes: two clients of one ReadWriteMany
@@ -302,6 +330,7 @@ func killContainerProcesses(t *testing.T, pod *corev1.Pod) int {
 func TestMultiNodeSharedVolumeAcrossNodes(t *testing.T) {
 	nodes := threeNodes(t)
 	c := clientset(t)
+	sw := newStopwatch(t)
 	provFile := filepath.Join(t.TempDir(), "provisioner.yaml")
 	if err := os.WriteFile(provFile, []byte(sshfsNodesProvisioner(t)), 0o600); err != nil {
 		t.Fatal(err)
@@ -331,25 +360,27 @@ spec:
 	exchange := func(mine, theirs string) string {
 		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until [ -f /data/%s ]; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
 	}
+	sw.lap("provisioner, SSH server, claim")
 	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
 	applyStdin(t, ns, clientPod("client-b", "sshfs-nodes", nodes.altRoot, exchange("b", "a")))
 	for client, other := range map[string]string{"client-a": "client-b", "client-b": "client-a"} {
-		start := time.Now()
+		start, described := time.Now(), false
 		eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
 			out := kq("-n", ns, "logs", client)
 			if strings.Contains(out, "from "+other) {
 				return true, out
 			}
-			// This wait timed out twice in ~10 runs (sshfs, the other node's file never
-			// seen): say what the client's mount shows, or that it hangs.
-			if time.Since(start) > 30*time.Second {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				ls, err := kubectl(ctx, "", "-n", ns, "exec", client, "--", "ls", "-la", "/data")
-				out += fmt.Sprintf("\n%s's /data: %s%v", client, ls, err)
+			// This wait took a minute or more in some runs, and timed out in
+			// a few (the other node's file never seen): log once what the
+			// client's mount shows and where its and the staging pods'
+			// processes wait.
+			if !described && time.Since(start) > 30*time.Second {
+				described = true
+				t.Logf("%s has not read %s's file for 30 s:\n%s", client, other, describeSSHFSWait(c, ns, srv, client))
 			}
 			return false, out
 		})
+		sw.lap(client + " read what " + other + " wrote")
 	}
 	stagingOn := map[string]*corev1.Pod{}
 	staging, err := c.CoreV1().Pods(srv).List(context.Background(), metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=sshfs-nodes,pav.albertofaria.github.io/phase=staging"})
@@ -369,6 +400,7 @@ spec:
 		t.Fatalf("no process of %s found to kill", agent2.Name)
 	}
 	k(t, "-n", ns, "exec", "client-b", "--", "sh", "-c", "echo during > /data/b-during && cat /data/a")
+	sw.lap("client-b wrote and read, node 2's plugin killed")
 	eventually(t, 2*time.Minute, "the node plugin on "+nodes.second+" to restart and be Ready", func() (bool, string) {
 		p := nodeAgentOn(t, c, nodes.second)
 		ready, _ := framework.PodRunningReady(p)
@@ -377,6 +409,7 @@ spec:
 	if p := nodeAgentOn(t, c, nodes.altRoot); p.UID != agent3.UID || restarts(p) != restarts(agent3) {
 		t.Fatalf("the node plugin on %s was disturbed: uid %s→%s, restarts %d→%d", nodes.altRoot, agent3.UID, p.UID, restarts(agent3), restarts(p))
 	}
+	sw.lap("node 2's plugin back")
 	mustContain(t, k(t, "-n", ns, "exec", "client-a", "--", "sh", "-c", "echo after > /data/a-after && cat /data/b-during"), "during")
 	mustContain(t, k(t, "-n", ns, "exec", "client-b", "--", "cat", "/data/a-after"), "after")
 	for node, old := range stagingOn {
@@ -390,7 +423,9 @@ spec:
 	stop := pavPodNodes(t, c, srv, "sshfs-nodes", "unstaging")
 	pvName := field(pvOf(t, ns, "sshfs-nodes"), "metadata", "name").(string)
 	k(t, "-n", ns, "delete", "pod", "client-a", "client-b", "--wait=true")
+	sw.lap("clients deleted")
 	noPavPodsLeft(t, "sshfs-nodes")
+	sw.lap("unstaged")
 	unstagedOn := map[string]bool{}
 	for _, node := range stop() {
 		unstagedOn[node] = true
@@ -405,6 +440,25 @@ spec:
 	}
 	k(t, "-n", ns, "delete", "pvc", "sshfs-nodes", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", pvName, "")
+	sw.lap("claim and volume deleted")
+}
+
+// describeSSHFSWait: what a client of the sshfs-nodes volume lists in /data
+// (or that listing hangs), and the processes of that client and of the
+// volume's staging pods with their kernel stacks.
+func describeSSHFSWait(c kubernetes.Interface, ns, srv, client string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ls, err := kubectl(ctx, "", "-n", ns, "exec", client, "--", "ls", "-la", "/data")
+	out := fmt.Sprintf("%s's /data: %s%v", client, ls, err)
+	if p, err := c.CoreV1().Pods(ns).Get(ctx, client, metav1.GetOptions{}); err == nil {
+		out += fmt.Sprintf("\n%s's processes:\n%s", client, processStates(p))
+	}
+	staging, err := c.CoreV1().Pods(srv).List(ctx, metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=sshfs-nodes,pav.albertofaria.github.io/phase=staging"})
+	for i := 0; err == nil && i < len(staging.Items); i++ {
+		out += fmt.Sprintf("\nstaging pod %s on %s:\n%s", staging.Items[i].Name, staging.Items[i].Spec.NodeName, processStates(&staging.Items[i]))
+	}
+	return out
 }
 
 // TestMultiNodeNodeRemoved: a node goes away (kubelet stopped, Node deleted)
