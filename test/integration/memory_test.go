@@ -137,6 +137,29 @@ func measure(b *testing.B, procs []*pavProcess) []memFigures {
 	return out
 }
 
+// measureAfterGC is measure once every process has run a garbage collection
+// since the call (the Go runtime forces one at least every two minutes), so
+// that the heap in use is what a process keeps, not also what it dropped
+// since its last collection (after an informer's initial list, that can be
+// most of it). RSS still includes freed pages the runtime has not returned
+// to the system yet.
+func measureAfterGC(b *testing.B, procs []*pavProcess) []memFigures {
+	const gcCount = "go_gc_duration_seconds_count"
+	before := make([]float64, len(procs))
+	for i, p := range procs {
+		before[i] = p.metric(gcCount)
+	}
+	for i, p := range procs {
+		err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			return p.metric(gcCount) > before[i], nil
+		})
+		if err != nil {
+			b.Fatalf("%s: no garbage collection in 3 minutes: %v", p.name, err)
+		}
+	}
+	return measure(b, procs)
+}
+
 // statusMiB reads a "Field:   123 kB" line of /proc/PID/status.
 func statusMiB(status []byte, field string) float64 {
 	s := bufio.NewScanner(bytes.NewReader(status))

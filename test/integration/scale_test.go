@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -64,7 +65,8 @@ var scaleSteps = []int{1000, 5000}
 //   - the controller's API requests per claim by verb and resource, counted
 //     in the API server's audit log by the controller's user agent (so the
 //     benchmark's own requests are left out without being estimated);
-//   - the controller's memory (VmRSS, RssAnon, Go heap in use) after it.
+//   - the controller's memory (VmRSS, RssAnon, Go heap in use) after it,
+//     read after its next garbage collection (measureAfterGC).
 //
 // Then it starts `bin/pav node` for one of the nodes and measures its memory
 // with the 5,000 PVs in the cluster, before and after 110 volumes are staged
@@ -101,14 +103,28 @@ func BenchmarkControlPlaneScale(b *testing.B) {
 		return ctrl.ready() && strings.Contains(ctrl.log(), "Controller started"), nil
 	})
 
+	e.waitFor("provisioners ready", func() (bool, error) {
+		list, err := e.pav.List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, p := range list.Items {
+			if meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		return ready == scaleProvisioners, nil
+	})
 	cl := e.startFakeCluster()
-	time.Sleep(settle)
-	mem := []memFigures{measure(b, []*pavProcess{ctrl})[0]}
+	mem := []memFigures{measureAfterGC(b, []*pavProcess{ctrl})[0]}
 	audit.window(b) // what the controller did before the first claim is not per claim
 
 	var steps []scaleStep
+	var node *pavProcess
+	var nodeIdle memFigures
 	created := 0
-	for _, total := range scaleSteps {
+	for i, total := range scaleSteps {
 		s := scaleStep{claims: total - created}
 		start := time.Now()
 		e.createClaims(created, total, classes, provisioners, nodes)
@@ -118,18 +134,20 @@ func BenchmarkControlPlaneScale(b *testing.B) {
 		cl.waitFor(b, "claims settled", func() bool { return cl.settled(total) })
 		s.toSettled = time.Since(start)
 		s.requests = audit.window(b)
-		time.Sleep(settle)
-		mem = append(mem, measure(b, []*pavProcess{ctrl})[0])
 		steps = append(steps, s)
+		if i < len(scaleSteps)-1 {
+			mem = append(mem, measureAfterGC(b, []*pavProcess{ctrl})[0])
+			continue
+		}
+		// The node plugin starts with every PV there, and the waits for
+		// both processes' collections overlap.
+		node = startPav(b, bin, dir, "node", nodeArgs(b, dir, kubeconfig, nodes[0])...)
+		e.waitFor("node plugin ready", func() (bool, error) { return node.ready(), nil })
+		both := measureAfterGC(b, []*pavProcess{ctrl, node})
+		mem, nodeIdle = append(mem, both[0]), both[1]
 	}
-
-	node := startPav(b, bin, dir, "node", nodeArgs(b, dir, kubeconfig, nodes[0])...)
-	e.waitFor("node plugin ready", func() (bool, error) { return node.ready(), nil })
-	time.Sleep(settle)
-	nodeIdle := measure(b, []*pavProcess{node})[0]
 	e.stageVolumes(cl, nodes[0], filepath.Join(dir, "kubelet"), scaleStaged)
-	time.Sleep(settle)
-	nodeStaged := measure(b, []*pavProcess{node})[0]
+	nodeStaged := measureAfterGC(b, []*pavProcess{node})[0]
 
 	for b.Loop() {
 	}
