@@ -138,11 +138,15 @@ test-integration: ## tests with build tag `integration` (real etcd + kube-apiser
 	hack/cluster/ensure-kube.sh >/dev/null
 	$(if $(call tagged_pkgs,integration),PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -v $(GOTEST_FLAGS) $(call tagged_pkgs,integration),@echo "no integration tests")
 
-.PHONY: bench
-bench: ## benchmarks: Jinja rendering, templating phases, staging latency, then on a real API server a claim burst and the memory of the controller (leader, standby) and node plugin as processes (BenchmarkMemory)
+.PHONY: bench bench-scale
+bench: ## benchmarks: Jinja rendering, templating phases, staging latency, then on a real API server a claim burst, the memory of the controller (leader, standby) and node plugin as processes (BenchmarkMemory) and the control plane at scale (BenchmarkControlPlaneScale, ~3 min)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	hack/cluster/ensure-kube.sh >/dev/null
-	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -run '^$$' -bench . -benchtime 3x ./test/integration/
+	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -timeout 30m -run '^$$' -bench . -benchtime 3x ./test/integration/
+
+bench-scale: ## only BenchmarkControlPlaneScale: pav controller with 1,000 nodes and 5,000 claims across 50 provisioners, pav node with 110 staged volumes (~3 min on 2 cores)
+	hack/cluster/ensure-kube.sh >/dev/null
+	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -timeout 30m -run '^$$' -bench ControlPlaneScale -benchtime 1x ./test/integration/
 
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)

@@ -88,14 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// Every PV of the cluster (the API has no field selector on the CSI
-	// driver), but only those of a CSI driver in full.
+	// driver), reduced to what finds them (protocol.StripVolumeToLookup).
 	pvInformer := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumes(), &corev1.PersistentVolume{}, 0, kubeclient.Selector{})
 	if err := pvInformer.AddIndexers(PVIndexers()); err != nil {
 		return err
 	}
 	provInformer := kubeclient.NewInformer(cfg.Pav, cfg.Pav.PavV1alpha1().PavProvisioners(), &v1alpha1.PavProvisioner{}, 0, kubeclient.Selector{})
 	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
-		podInformer: protocol.StripManagedFields, pvInformer: protocol.StripNonCSIVolume, provInformer: protocol.StripManagedFields,
+		podInformer: protocol.StripManagedFields, pvInformer: protocol.StripVolumeToLookup, provInformer: protocol.StripManagedFields,
 	} {
 		if err := inf.SetTransform(transform); err != nil {
 			return err

@@ -30,10 +30,19 @@ import (
 // createStagingPod evaluates volumeStaging (after static validation for
 // statically provisioned PVs) and creates the staging pod, pinned to this
 // node. A pod of the same name that already exists is reused.
-func (s *Stager) createStagingPod(ctx context.Context, driver, id string, pv *corev1.PersistentVolume, req *pavcsi.PublishRequest) (*corev1.Pod, error) {
+func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached *corev1.PersistentVolume, req *pavcsi.PublishRequest) (*corev1.Pod, error) {
 	p, err := s.provisioner(driver)
 	if err != nil {
 		return nil, err
+	}
+	// The cache holds only what finds PVs; templates and the staging pod's
+	// snapshot need the whole PV.
+	pv, err := s.kube.CoreV1().PersistentVolumes().Get(ctx, cached.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "getting PersistentVolume %s: %v", cached.Name, err)
+	}
+	if pv.UID != cached.UID {
+		return nil, status.Errorf(codes.Unavailable, "PersistentVolume %s was replaced (kubelet will call again)", cached.Name)
 	}
 	if pv.Annotations[protocol.AnnotationProvisionedBy] != driver {
 		if !p.HasMode(v1alpha1.Static) {

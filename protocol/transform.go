@@ -22,18 +22,24 @@ func StripManagedFields(obj interface{}) (interface{}, error) {
 	return obj, nil
 }
 
-// StripNonCSIVolume is StripManagedFields for PVs that also reduces a PV of
-// no CSI driver, which can never be one of PaV's, to its name, UID and
-// resourceVersion: the node plugin looks PVs up only by CSI driver and
-// volume handle, and keeps in full only those that have one.
-func StripNonCSIVolume(obj interface{}) (interface{}, error) {
+// StripVolumeToLookup reduces a PV to what the node plugin finds PVs by and
+// reads from its cache: name, UID, resourceVersion and, for a CSI volume, its
+// driver and volume handle, its claim and its capacity. The node plugin
+// caches every PV of the cluster (the API has no field selector on the CSI
+// driver), so what it keeps of each is what one node plugin's memory grows
+// with; it gets a whole PV from the API server when it stages it.
+func StripVolumeToLookup(obj interface{}) (interface{}, error) {
 	pv, ok := obj.(*corev1.PersistentVolume)
 	if !ok {
 		return StripManagedFields(obj)
 	}
-	if pv.Spec.CSI == nil {
-		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name, UID: pv.UID, ResourceVersion: pv.ResourceVersion}}, nil
+	out := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name, UID: pv.UID, ResourceVersion: pv.ResourceVersion}}
+	if csi := pv.Spec.CSI; csi != nil {
+		out.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: csi.Driver, VolumeHandle: csi.VolumeHandle}
+		out.Spec.Capacity = pv.Spec.Capacity
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			out.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+		}
 	}
-	pv.ManagedFields = nil
-	return pv, nil
+	return out, nil
 }

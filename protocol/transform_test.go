@@ -89,7 +89,7 @@ func TestStripManagedFieldsKeepsTheRest(t *testing.T) {
 	}
 }
 
-func TestStripNonCSIVolume(t *testing.T) {
+func TestStripVolumeToLookup(t *testing.T) {
 	csi := &corev1.PersistentVolume{
 		ObjectMeta: testMeta("csi"),
 		Spec: corev1.PersistentVolumeSpec{
@@ -97,7 +97,7 @@ func TestStripNonCSIVolume(t *testing.T) {
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 			StorageClassName:              "sc",
-			ClaimRef:                      &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: "u"},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: "u", ResourceVersion: "9"},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver: "p", VolumeHandle: "h", VolumeAttributes: map[string]string{"k": "v"}}},
 		},
@@ -110,11 +110,20 @@ func TestStripNonCSIVolume(t *testing.T) {
 	}
 	got := cached(t, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().PersistentVolumes().Informer()
-	}, StripNonCSIVolume, csi, other)
-	if want := withoutManagedFields(csi); !reflect.DeepEqual(got["csi"], want) {
+	}, StripVolumeToLookup, csi, other)
+	want := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "csi", UID: csi.UID, ResourceVersion: got["csi"].ResourceVersion},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity: csi.Spec.Capacity,
+			ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: "u"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: "p", VolumeHandle: "h"}},
+		},
+	}
+	if !reflect.DeepEqual(got["csi"], want) || got["csi"].ResourceVersion == "" {
 		t.Errorf("cached CSI volume\n%+v\nwant\n%+v", got["csi"], want)
 	}
-	want := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "nfs", UID: other.UID, ResourceVersion: got["nfs"].ResourceVersion}}
+	want = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "nfs", UID: other.UID, ResourceVersion: got["nfs"].ResourceVersion}}
 	if !reflect.DeepEqual(got["nfs"], want) || got["nfs"].ResourceVersion == "" {
 		t.Errorf("cached non-CSI volume %+v, want only its name, UID and resourceVersion", got["nfs"])
 	}

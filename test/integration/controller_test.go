@@ -66,7 +66,13 @@ var nsCounter int
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	cfg := apiServer(t)
+	return newEnvOn(t, apiServer(t))
+}
+
+// newEnvOn is newEnv on the API server of cfg (the package's shared one, or a
+// benchmark's own), in a namespace of its own.
+func newEnvOn(t testing.TB, cfg *rest.Config) *env {
+	t.Helper()
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -268,11 +274,20 @@ func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
 // Playing the PV controller, it hands the claim over to its class's
 // provisioner at once (annotation volume.kubernetes.io/storage-provisioner).
 func (e *env) createClaim(name, class, size string) (*corev1.PersistentVolumeClaim, error) {
-	ann := map[string]string{}
+	provisioner := ""
 	if sc, err := e.kube.StorageV1().StorageClasses().Get(e.ctx, class, metav1.GetOptions{}); err == nil {
-		ann["volume.kubernetes.io/storage-provisioner"] = sc.Provisioner
+		provisioner = sc.Provisioner
 	}
-	pvc := &corev1.PersistentVolumeClaim{
+	return e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, e.claimObject(name, class, provisioner, size), metav1.CreateOptions{})
+}
+
+// claimObject is a claim of class handed over to provisioner (none if "").
+func (e *env) claimObject(name, class, provisioner, size string) *corev1.PersistentVolumeClaim {
+	ann := map[string]string{}
+	if provisioner != "" {
+		ann["volume.kubernetes.io/storage-provisioner"] = provisioner
+	}
+	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Annotations: ann},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -280,7 +295,6 @@ func (e *env) createClaim(name, class, size string) (*corev1.PersistentVolumeCla
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
 	}
-	return e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, pvc, metav1.CreateOptions{})
 }
 
 // --- playing kubelet, node plugin and PV controller ---
@@ -321,14 +335,22 @@ func (e *env) pavPods(claimUID types.UID) []corev1.Pod {
 // finishPod plays kubelet (the pod terminates) and the node plugin (results).
 func (e *env) finishPod(pod *corev1.Pod, exitCode int32, terminationMessage string, results map[string]string) {
 	e.t.Helper()
+	cur, err := e.kube.CoreV1().Pods(pod.Namespace).Get(e.ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.completePod(cur, exitCode, terminationMessage, results); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// completePod is finishPod on the pod as it is now (cur, which it changes);
+// unlike finishPod, it is safe in any goroutine.
+func (e *env) completePod(cur *corev1.Pod, exitCode int32, terminationMessage string, results map[string]string) error {
 	now := metav1.Now()
 	phase := corev1.PodSucceeded
 	if exitCode != 0 {
 		phase = corev1.PodFailed
-	}
-	cur, err := e.kube.CoreV1().Pods(pod.Namespace).Get(e.ctx, pod.Name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
 	}
 	cur.Status.Phase = phase
 	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
@@ -337,17 +359,18 @@ func (e *env) finishPod(pod *corev1.Pod, exitCode int32, terminationMessage stri
 			ExitCode: exitCode, Message: terminationMessage, FinishedAt: now, StartedAt: now,
 		}},
 	}}
-	if _, err := e.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatalf("setting status of pod %s: %v", pod.Name, err)
+	if _, err := e.kube.CoreV1().Pods(cur.Namespace).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("setting status of pod %s: %w", cur.Name, err)
 	}
 	ann := map[string]interface{}{protocol.AnnotationResultsCollected: "true"}
 	for k, v := range results {
 		ann[k] = v
 	}
 	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"annotations": ann}})
-	if _, err := e.kube.CoreV1().Pods(pod.Namespace).Patch(e.ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		e.t.Fatalf("annotating pod %s: %v", pod.Name, err)
+	if _, err := e.kube.CoreV1().Pods(cur.Namespace).Patch(e.ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("annotating pod %s: %w", cur.Name, err)
 	}
+	return nil
 }
 
 func (e *env) volume(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
@@ -1159,16 +1182,27 @@ func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
 // bind plays the PV controller: the claim is bound to its volume.
 func (e *env) bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
 	e.t.Helper()
-	cur := e.getClaim(pvc.Name)
+	if err := e.bindClaim(e.getClaim(pvc.Name), pv); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// bindClaim is bind on the claim as it is now (cur, which it changes); unlike
+// bind, it is safe in any goroutine. As the PV controller, it copies the
+// volume's capacity and access modes to the claim's status.
+func (e *env) bindClaim(cur *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) error {
+	claims := e.kube.CoreV1().PersistentVolumeClaims(cur.Namespace)
 	cur.Spec.VolumeName = pv.Name
-	cur, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, cur, metav1.UpdateOptions{})
+	updated, err := claims.Update(e.ctx, cur, metav1.UpdateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
+		return fmt.Errorf("binding claim %s/%s: %w", cur.Namespace, cur.Name, err)
 	}
-	cur.Status.Phase = corev1.ClaimBound
-	if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatal(err)
+	updated.Status.Phase = corev1.ClaimBound
+	updated.Status.Capacity, updated.Status.AccessModes = pv.Spec.Capacity, pv.Spec.AccessModes
+	if _, err := claims.UpdateStatus(e.ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("setting claim %s/%s Bound: %w", cur.Namespace, cur.Name, err)
 	}
+	return nil
 }
 
 func (e *env) claimFrom(name, class, size string, source *corev1.TypedLocalObjectReference) *corev1.PersistentVolumeClaim {

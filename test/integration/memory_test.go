@@ -50,27 +50,18 @@ func BenchmarkMemory(b *testing.B) {
 	kubeconfig := writeKubeconfig(b, dir, e)
 	lease := "pav-bench"
 
-	controllerArgs := func() []string {
-		return []string{"controller", "--kubeconfig=" + kubeconfig,
-			"--leader-election-namespace=" + e.ns, "--leader-election-name=" + lease,
-			"--webhook-configuration=", "--webhook-address=127.0.0.1:" + freePort(b),
-			"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
-	}
-	leader := startPav(b, bin, dir, "leader", controllerArgs()...)
+	leader := startPav(b, bin, dir, "leader", controllerArgs(b, kubeconfig, e.ns, lease)...)
 	e.waitFor("leader", func() (bool, error) {
 		l, err := e.kube.CoordinationV1().Leases(e.ns).Get(e.ctx, lease, metav1.GetOptions{})
 		return err == nil && holder(l) != "" && strings.Contains(leader.log(), "Controller started"), nil
 	})
-	standby := startPav(b, bin, dir, "standby", controllerArgs()...)
-	node := startPav(b, bin, dir, "node", "node", "--kubeconfig="+kubeconfig, "--node-name=bench-node",
-		"--kubelet-dir="+filepath.Join(dir, "kubelet"),
-		"--http-endpoint=127.0.0.1:"+freePort(b), "--metrics-endpoint=127.0.0.1:"+freePort(b))
+	standby := startPav(b, bin, dir, "standby", controllerArgs(b, kubeconfig, e.ns, lease)...)
+	node := startPav(b, bin, dir, "node", nodeArgs(b, dir, kubeconfig, "bench-node")...)
 	procs := []*pavProcess{leader, standby, node}
 	for _, p := range procs {
 		e.waitFor(p.name+" ready", func() (bool, error) { return p.ready(), nil })
 	}
 
-	const settle = 10 * time.Second
 	time.Sleep(settle)
 	idle := measure(b, procs)
 
@@ -109,6 +100,26 @@ func BenchmarkMemory(b *testing.B) {
 	b.ReportMetric(sumBound.anon-sum.anon, "all-anon-MiB/100claims")
 }
 
+// settle is how long a process is left alone before its memory is read.
+const settle = 10 * time.Second
+
+// controllerArgs are `pav controller`'s production flags on loopback ports,
+// for a Lease name in namespace ns.
+func controllerArgs(b *testing.B, kubeconfig, ns, lease string) []string {
+	return []string{"controller", "--kubeconfig=" + kubeconfig,
+		"--leader-election-namespace=" + ns, "--leader-election-name=" + lease,
+		"--webhook-configuration=", "--webhook-address=127.0.0.1:" + freePort(b),
+		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
+}
+
+// nodeArgs are `pav node`'s production flags for node, its kubelet
+// directory under dir.
+func nodeArgs(b *testing.B, dir, kubeconfig, node string) []string {
+	return []string{"node", "--kubeconfig=" + kubeconfig, "--node-name=" + node,
+		"--kubelet-dir=" + filepath.Join(dir, "kubelet"),
+		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
+}
+
 type memFigures struct{ rss, anon, heap float64 }
 
 func measure(b *testing.B, procs []*pavProcess) []memFigures {
@@ -124,6 +135,29 @@ func measure(b *testing.B, procs []*pavProcess) []memFigures {
 		b.Logf("%s: VmRSS %.1f MiB, RssAnon %.1f MiB, heap in use %.1f MiB", p.name, out[i].rss, out[i].anon, out[i].heap)
 	}
 	return out
+}
+
+// measureAfterGC is measure once every process has run a garbage collection
+// since the call (the Go runtime forces one at least every two minutes), so
+// that the heap in use is what a process keeps, not also what it dropped
+// since its last collection (after an informer's initial list, that can be
+// most of it). RSS still includes freed pages the runtime has not returned
+// to the system yet.
+func measureAfterGC(b *testing.B, procs []*pavProcess) []memFigures {
+	const gcCount = "go_gc_duration_seconds_count"
+	before := make([]float64, len(procs))
+	for i, p := range procs {
+		before[i] = p.metric(gcCount)
+	}
+	for i, p := range procs {
+		err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			return p.metric(gcCount) > before[i], nil
+		})
+		if err != nil {
+			b.Fatalf("%s: no garbage collection in 3 minutes: %v", p.name, err)
+		}
+	}
+	return measure(b, procs)
 }
 
 // statusMiB reads a "Field:   123 kB" line of /proc/PID/status.

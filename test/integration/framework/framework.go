@@ -60,6 +60,28 @@ type Env struct {
 	etcd, apiserver *exec.Cmd
 }
 
+// Options are what New and Start can change in the API server.
+type Options struct {
+	// Audit writes an audit log (Metadata level: who, verb, resource) of
+	// every request but the API server's own, to AuditLog; benchmarks read
+	// it to count a client's requests by its user agent.
+	Audit bool
+}
+
+// auditPolicy logs each request once (no RequestReceived stage), without
+// bodies; system:apiserver is the API server's own loopback client.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  users: ["system:apiserver"]
+- level: Metadata
+`
+
+// AuditLog is the path of the audit log of an Env started with Options.Audit.
+func (e *Env) AuditLog() string { return filepath.Join(e.Dir, "audit.log") }
+
 // ErrBinariesMissing is returned by Start when etcd or kube-apiserver is absent.
 var ErrBinariesMissing = errors.New("integration test binaries missing")
 
@@ -135,7 +157,13 @@ func skipOrFail(t testing.TB, err error) {
 // New starts an Env for one test and stops it when the test ends.
 func New(t testing.TB) *Env {
 	t.Helper()
-	env, err := Start()
+	return NewWith(t, Options{})
+}
+
+// NewWith is New with Options.
+func NewWith(t testing.TB, o Options) *Env {
+	t.Helper()
+	env, err := StartWith(o)
 	if err != nil {
 		skipOrFail(t, err)
 	}
@@ -185,7 +213,10 @@ func RunMain(m *testing.M) int {
 
 // Start starts etcd and kube-apiserver on free loopback ports and waits until
 // the API server is ready. Call Stop when done.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith is Start with Options.
+func StartWith(o Options) (*Env, error) {
 	etcdBin, apiserverBin, err := Binaries()
 	if err != nil {
 		return nil, err
@@ -221,7 +252,15 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	port := strconv.Itoa(ports[2])
-	env.apiserver, err = startProcess(dir, "kube-apiserver.log", apiserverBin,
+	var auditArgs []string
+	if o.Audit {
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		auditArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=" + env.AuditLog(), "--audit-log-format=json"}
+	}
+	env.apiserver, err = startProcess(dir, "kube-apiserver.log", apiserverBin, append(auditArgs,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
 		// since 1.37 a loopback advertise address is refused by the endpoint reconciler, which these tests do not need
@@ -236,7 +275,7 @@ func Start() (*Env, error) {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--disable-admission-plugins=ServiceAccount",
-		"--allow-privileged=true", "--profiling=false", "--v=1")
+		"--allow-privileged=true", "--profiling=false", "--v=1")...)
 	if err != nil {
 		return nil, err
 	}
