@@ -378,11 +378,6 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 
 // start begins a new attempt: validation.
 func (s *claimSync) start(ctx context.Context) error {
-	if ok, err := s.volumeExists(ctx, true); err != nil {
-		return err
-	} else if ok {
-		return s.finish(ctx)
-	}
 	// Refuse before anything is created a claim whose PV could not record it.
 	if _, _, err := protocol.Snapshots(s.pvc, s.class); err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
@@ -396,9 +391,24 @@ func (s *claimSync) start(ctx context.Context) error {
 	}
 	s.event(corev1.EventTypeNormal, reasonProvisioning, "PavProvisioner %q is provisioning a volume for claim %q", s.p.Name, s.key)
 	if vc.PodTemplate != nil {
+		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
+			return err
+		}
 		return s.runPod(ctx, protocol.PhaseValidation, vc.PodTemplate, nil)
 	}
 	return s.startCreation(ctx)
+}
+
+// finishIfVolumeExists finishes the claim if its PV exists, asking the API
+// server: the cache may lag behind a PV this controller just created, and the
+// pods of a second attempt would create a second volume. (Without pods there
+// is no need to ask: creating the PV again meets the one there.)
+func (s *claimSync) finishIfVolumeExists(ctx context.Context) (bool, error) {
+	exists, err := s.volumeExists(ctx, true)
+	if err != nil || !exists {
+		return false, err
+	}
+	return true, s.finish(ctx)
 }
 
 // runPod starts a pod for the claim, after making sure the claim holds PaV's
@@ -447,6 +457,9 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
 	}
 	if cc.PodTemplate != nil {
+		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
+			return err
+		}
 		// The PV will be built from what was evaluated now (recorded on the
 		// pod), not from a second evaluation after the pod ran.
 		recorded, err := json.Marshal(cc)

@@ -676,3 +676,33 @@ var expansion = scenario{
 func TestExpansionSurvivesAFaultAtEveryWrite(t *testing.T) {
 	testEveryFault(t, expansion)
 }
+
+// A PV this controller created that its cache has not seen yet (the watch
+// lags): the next sync must not start a second attempt, whose pods would
+// create a second volume; it finishes the claim instead.
+func TestSyncClaimRunsNoPodForAVolumeTheCacheLacks(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	ctx := context.Background()
+	h.refresh()
+	pvc, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := h.kube.StorageV1().StorageClasses().Get(ctx, "sc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := protocol.BuildVolume(protocol.VolumeSpec{Provisioner: testProvisioner, PVC: pvc, Class: sc, Handle: resultHandle, Capacity: resource.MustParse(resultCapacity)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.syncClaim(ctx, testClaimKey); err != nil { // caches without the PV
+		t.Fatal(err)
+	}
+	if !h.provisioned() {
+		t.Errorf("the claim is not left alone with its one volume:\n%s", h.describe())
+	}
+}
