@@ -89,7 +89,7 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	if !protocol.Terminated(pod) {
 		return podOutcome{stuck: stuckReason(pod)}
 	}
-	out := podOutcome{done: true, succeeded: pod.Status.Phase == corev1.PodSucceeded}
+	out := podOutcome{done: true, succeeded: protocol.Succeeded(pod)}
 	ann := pod.Annotations
 	var note string
 	if ann[protocol.AnnotationResultsCollected] != "true" {

@@ -42,6 +42,9 @@ type Config struct {
 	Pav        kubeclient.PavInterface
 	Engine     Engine
 	Mounter    mount.Interface // nil: the real one
+	// RuntimeEndpoint is containerd's socket, whose task exit events tell
+	// that a pod's containers exited before kubelet does ("" disables).
+	RuntimeEndpoint string
 	// HealthAddress serves /healthz and /readyz ("" disables).
 	HealthAddress string
 	// Registry receives the node plugin's metrics (nil: a private one);
@@ -102,13 +105,17 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot)
+	var exits *Exits
+	if cfg.RuntimeEndpoint != "" {
+		exits = NewExits(podInformer)
+	}
+	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
 	stager := NewStager(StagerConfig{
 		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
-		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m,
+		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m, Exits: exits,
 		Recorder: broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
 	})
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
@@ -155,6 +162,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
 	go collector.Run(ctx, cfg.Workers)
+	if exits != nil {
+		go WatchContainerd(ctx, cfg.RuntimeEndpoint, exits.record)
+	}
 	go stager.RunAbandonedSweep(ctx)
 	started.Store(true)
 	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)

@@ -42,6 +42,7 @@ type Collector struct {
 	// (the staging code creates the directory before the pod).
 	orphanMinAge time.Duration
 	queue        workqueue.TypedRateLimitingInterface[string]
+	exits        *Exits // nil: only pod status tells that a pod terminated
 }
 
 // collectedPhases are the phases whose results the controller reads.
@@ -52,8 +53,10 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseExpansion:  true,
 }
 
-// NewCollector registers on podInformer, which must only see PaV pods bound to this node.
-func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string) *Collector {
+// NewCollector registers on podInformer, which must only see PaV pods bound
+// to this node, and on exits (may be nil), which tells of a pod's success
+// before kubelet does.
+func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string, exits *Exits) *Collector {
 	c := &Collector{
 		kube:         kube,
 		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),
@@ -61,13 +64,14 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 		mounter:      mounter,
 		root:         root,
 		orphanMinAge: time.Minute,
+		exits:        exits,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "results"}),
 	}
 	enqueue := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !protocol.Terminated(pod) {
+		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !(protocol.Terminated(pod) || c.exits.Succeeded(pod)) {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
@@ -78,6 +82,9 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 	})
+	if exits != nil {
+		exits.OnExit(func(pod *corev1.Pod) { enqueue(pod) })
+	}
 	return c
 }
 
@@ -134,9 +141,14 @@ func (c *Collector) sync(ctx context.Context, key string) error {
 
 // Collect copies a terminated pod's results into its annotations, then
 // removes its host directory. It is idempotent: a pod already collected
-// only gets its directory removed (a crash may have come in between).
+// only gets its directory removed (a crash may have come in between). A pod
+// the runtime says succeeded while kubelet has not reported it terminated
+// yet is collected at once, and marked succeeded in the same write
+// (protocol.AnnotationSucceeded), so that the controller goes on without
+// waiting for kubelet.
 func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
-	if !protocol.Terminated(pod) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
+	runtimeSucceeded := !protocol.Terminated(pod) && c.exits.Succeeded(pod)
+	if !(protocol.Terminated(pod) || runtimeSucceeded) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
 		return nil
 	}
 	dir, err := podHostDir(pod, c.root)
@@ -147,6 +159,9 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 	}
 	if pod.Annotations[protocol.AnnotationResultsCollected] != "true" {
 		ann := map[string]interface{}{protocol.AnnotationResultsCollected: "true"}
+		if runtimeSucceeded {
+			ann[protocol.AnnotationSucceeded] = "true"
+		}
 		if dir != "" {
 			results, err := readResults(dir)
 			if err != nil {
@@ -165,7 +180,7 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 		} else if err != nil {
 			return fmt.Errorf("annotating pod %s/%s with its results: %w", pod.Namespace, pod.Name, err)
 		} else {
-			klog.V(2).InfoS("Collected pod results", "pod", klog.KObj(pod), "dir", dir)
+			klog.V(2).InfoS("Collected pod results", "pod", klog.KObj(pod), "dir", dir, "beforeKubelet", runtimeSucceeded)
 		}
 	}
 	if dir == "" {

@@ -45,7 +45,7 @@ func newTestCollector(t testing.TB, root string, pods ...*corev1.Pod) (*Collecto
 	kube := fake.NewSimpleClientset(objs...)
 	inf := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
 	m := mount.NewFakeMounter(nil)
-	c := NewCollector(kube, inf, m, root)
+	c := NewCollector(kube, inf, m, root, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, inf)

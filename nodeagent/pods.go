@@ -215,24 +215,53 @@ const (
 	stagingGone
 )
 
-// stagingStateOf: a staging pod is done when it succeeded, or while it runs
-// once it created /pav/ready; it failed when it failed, or when a container
-// failed that will not be restarted.
-func stagingStateOf(pod *corev1.Pod, dir string) stagingState {
+// stagingStateOf: a staging pod is done when it succeeded (see
+// Stager.succeeded), or while it runs once it created /pav/ready; it failed
+// when it failed, or when a container failed that will not be restarted.
+func stagingStateOf(pod *corev1.Pod, dir string, exits *Exits) stagingState {
 	switch {
 	case pod == nil:
 		return stagingGone
 	case pod.DeletionTimestamp != nil:
 		return stagingGone
+	case protocol.Succeeded(pod):
+		return stagingReady
 	case pod.Status.Phase == corev1.PodFailed || failedNever(pod):
 		return stagingFailed
-	case pod.Status.Phase == corev1.PodSucceeded:
+	case exits.Succeeded(pod):
 		return stagingReady
 	}
 	if _, err := os.Lstat(filepath.Join(dir, protocol.FileReady)); err == nil {
 		return stagingReady
 	}
 	return stagingPending
+}
+
+// succeeded says whether a run-to-completion pod succeeded: by kubelet's
+// word or, while kubelet has not reported it failed, by the container
+// runtime's (Exits), which it first records on the pod
+// (protocol.AnnotationSucceeded): from then on the pod counts as succeeded
+// whatever kubelet reports, so a decision acted upon is never undone.
+func (s *Stager) succeeded(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	switch {
+	case protocol.Succeeded(pod):
+		return true, nil
+	case pod.Status.Phase == corev1.PodFailed || failedNever(pod) || !s.exits.Succeeded(pod):
+		return false, nil
+	}
+	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{
+		"uid":         pod.UID, // this incarnation only
+		"annotations": map[string]string{protocol.AnnotationSucceeded: "true"},
+	}})
+	_, err := s.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, status.Errorf(codes.Aborted, "pod %s/%s was deleted after it completed", pod.Namespace, pod.Name)
+	case err != nil:
+		return false, status.Errorf(codes.Unavailable, "recording that pod %s/%s succeeded: %v", pod.Namespace, pod.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Pod succeeded, by the container runtime's report", "pod", klog.KObj(pod))
+	return true, nil
 }
 
 // failedNever: a container exited with an error and will not be restarted.

@@ -33,15 +33,18 @@ const (
 
 // AnnotationProvisionedBy is set on PVs by dynamic provisioners.
 
-// PodIndexers are the indexers the stager needs on the pod informer.
+// PodIndexers are the indexers the stager and Exits need on the pod informer.
 func PodIndexers() cache.Indexers {
-	return cache.Indexers{podsByStaging: func(obj interface{}) ([]string, error) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Labels[protocol.LabelStagingID] == "" {
-			return nil, nil
-		}
-		return []string{pod.Labels[protocol.LabelPhase] + "/" + pod.Labels[protocol.LabelStagingID]}, nil
-	}}
+	return cache.Indexers{
+		podsByStaging: func(obj interface{}) ([]string, error) {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || pod.Labels[protocol.LabelStagingID] == "" {
+				return nil, nil
+			}
+			return []string{pod.Labels[protocol.LabelPhase] + "/" + pod.Labels[protocol.LabelStagingID]}, nil
+		},
+		podsByUID: indexPodUID,
+	}
 }
 
 // PVIndexers are the indexers the stager needs on the PV informer.
@@ -67,6 +70,7 @@ type Stager struct {
 	pvs          cache.Indexer
 	provisioners cache.Indexer
 	events       *podEvents
+	exits        *Exits // nil: only pod status tells that a pod succeeded
 	metrics      *metrics
 	recorder     record.EventRecorder // Events on client pods; nil: none
 	health       *volumeHealth
@@ -91,6 +95,8 @@ type StagerConfig struct {
 	PVs          cache.SharedIndexInformer
 	Provisioners cache.SharedIndexInformer
 	Metrics      *metrics
+	// Exits, if set, tells of a pod's success before kubelet does.
+	Exits *Exits
 	// Recorder, if set, reports volumes turning abnormal on their client pods.
 	Recorder record.EventRecorder
 }
@@ -108,6 +114,7 @@ func NewStager(cfg StagerConfig) *Stager {
 		pvs:          cfg.PVs.GetIndexer(),
 		provisioners: cfg.Provisioners.GetIndexer(),
 		events:       newPodEvents(),
+		exits:        cfg.Exits,
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
@@ -119,6 +126,9 @@ func NewStager(cfg StagerConfig) *Stager {
 		s.metrics = newMetrics(nil)
 	}
 	_, _ = cfg.Pods.AddEventHandler(s.events.handler())
+	if cfg.Exits != nil {
+		cfg.Exits.OnExit(func(pod *corev1.Pod) { s.events.notify(pod) })
+	}
 	return s
 }
 
@@ -188,7 +198,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	defer cancel()
 	var state stagingState
 	last, err := s.wait(waitCtx, pod, dir, func(p *corev1.Pod) bool {
-		state = stagingStateOf(p, dir)
+		state = stagingStateOf(p, dir, s.exits)
 		return state != stagingPending
 	})
 	if last != nil {
@@ -203,6 +213,9 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	case state == stagingFailed:
 		msg := s.failureMessage(ctx, pod, dir)
 		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil { // records the runtime's word before acting on it
+		return err
 	}
 
 	capacity := int64(0)

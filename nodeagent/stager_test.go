@@ -64,6 +64,7 @@ type stagerFixture struct {
 	mounter *mount.FakeMounter
 	root    string
 	target  string
+	exits   *Exits // what the container runtime reported (tests record exits themselves)
 }
 
 const (
@@ -103,15 +104,17 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	_ = provs.Add(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: testDriver}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: modes}})
 	engine := &literalEngine{staging: podTemplate("stage"), unstaging: podTemplate("unstage")}
 	m := mount.NewFakeMounter(nil)
+	// Without exits recorded, every test learns of exits from pod status.
+	exits := NewExits(pods)
 	s := NewStager(StagerConfig{
 		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &fdMounter{FakeMounter: m},
-		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs},
+		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs}, Exits: exits,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, pods, pvs)
 	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
-	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root,
+	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits,
 		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
 }
 

@@ -121,14 +121,20 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	}
 	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
 	defer cancel()
-	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || protocol.Terminated(p) || failedNever(p) })
+	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool {
+		return p == nil || protocol.Terminated(p) || failedNever(p) || s.exits.Succeeded(p)
+	})
 	if err != nil {
 		return status.Errorf(codes.DeadlineExceeded, "unstaging pod %s/%s is not done yet: %s", pod.Namespace, pod.Name, describePod(last))
 	}
 	if last == nil {
 		return status.Errorf(codes.Aborted, "unstaging pod %s/%s was deleted before it completed", pod.Namespace, pod.Name)
 	}
-	if last.Status.Phase != corev1.PodSucceeded {
+	succeeded, err := s.succeeded(ctx, last)
+	if err != nil {
+		return err
+	}
+	if !succeeded {
 		msg := s.failureMessage(ctx, last, dir)
 		// Remove the failed pod so that the next call (kubelet retries) runs a new one.
 		if err := s.deletePod(ctx, last); err != nil {
@@ -148,7 +154,7 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 	}
 	for _, obj := range objs {
 		pod := obj.(*corev1.Pod)
-		if !protocol.Terminated(pod) && pod.DeletionTimestamp == nil {
+		if !protocol.Terminated(pod) && !s.exits.Succeeded(pod) && pod.DeletionTimestamp == nil {
 			continue // not ours to stop; it was created for a staging we still track
 		}
 		if err := s.deletePod(ctx, pod); err != nil {

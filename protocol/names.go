@@ -67,6 +67,14 @@ const (
 	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present
 	AnnotationResultError      = prefix + "result-error"      // content of /pav/error, if present
 
+	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
+	// of its node learnt from the container runtime that every container
+	// exited 0 and none will run again, before kubelet reported the pod
+	// Succeeded. It is written before anyone acts on it and is final (see
+	// Succeeded); on validation, creation, deletion and expansion pods in the
+	// same write as the collected results.
+	AnnotationSucceeded = prefix + "succeeded"
+
 	// On PersistentVolumes PaV created: snapshots of the claim and class at
 	// creation time, so that deletion can be evaluated after both are gone.
 	// AnnotationClassSnapshot is on a claim's validation, creation and

@@ -17,9 +17,18 @@ import (
 // What both processes do with PaV's pods once they run: tell whether one
 // ended, say why it failed, and delete it.
 
-// Terminated: the pod ended for good (Succeeded or Failed).
+// Terminated: the pod ended for good: it succeeded (Succeeded) or failed.
 func Terminated(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	return Succeeded(pod) || pod.Status.Phase == corev1.PodFailed
+}
+
+// Succeeded: kubelet reported the pod Succeeded, or PaV's node plugin
+// recorded that the container runtime reported every container exited 0
+// (AnnotationSucceeded), which is final: a Failed phase kubelet reports
+// after it (an eviction racing the last exit, say) changes nothing, for
+// the pod's work was done and PaV may have acted on it already.
+func Succeeded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Annotations[AnnotationSucceeded] == "true"
 }
 
 // How much of a failed container's log goes into a failure message, and how

@@ -1,0 +1,142 @@
+// Learning of container exits from the container runtime itself, before
+// kubelet's next relist (up to a second later) puts them into the pod status.
+
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	taskevents "github.com/containerd/containerd/api/events"
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	eventsapi "github.com/containerd/containerd/api/services/events/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// What kubelet's containers look like in containerd: its CRI plugin keeps
+// them in namespace k8s.io and labels each with the pod and container kubelet
+// asked for (kubelet's own labels override any an image brings), and each
+// pod's sandbox with kind "sandbox".
+const (
+	containerdNamespace       = "k8s.io"
+	containerdNamespaceHeader = "containerd-namespace"
+	topicTaskExit             = "/tasks/exit"
+	labelPodUID               = "io.kubernetes.pod.uid"
+	labelContainerName        = "io.kubernetes.container.name"
+	labelKind                 = "io.cri-containerd.kind"
+	kindSandbox               = "sandbox"
+)
+
+// containerExit is one exit of a pod's container, as the runtime reported it.
+type containerExit struct {
+	PodUID    types.UID
+	Container string
+	Status    uint32
+}
+
+// WatchContainerd follows containerd's task exit events at endpoint
+// ("unix:///run/containerd/containerd.sock" or a socket path) and hands
+// every exit of a pod's container to record, until ctx ends. A broken stream
+// (containerd restarted, say) is subscribed again with backoff; exits missed
+// meanwhile are only learnt from the pod status, as without this watch.
+func WatchContainerd(ctx context.Context, endpoint string, record func(containerExit)) {
+	target := endpoint
+	if !strings.HasPrefix(target, "unix://") {
+		target = "unix://" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		klog.ErrorS(err, "Not watching the container runtime's exit events", "endpoint", endpoint)
+		return
+	}
+	defer conn.Close()
+	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, containerdNamespace)
+	w := containerdWatch{events: eventsapi.NewEventsClient(conn), containers: containersapi.NewContainersClient(conn), record: record}
+	const minDelay, maxDelay = 100 * time.Millisecond, 30 * time.Second
+	delay := minDelay
+	for {
+		start := time.Now()
+		err := w.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > maxDelay {
+			delay = minDelay // it worked for a while: this is a new failure
+		}
+		klog.ErrorS(err, "Container runtime's exit events interrupted; until they are back, exits are learnt from pod status", "endpoint", endpoint, "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}
+
+type containerdWatch struct {
+	events     eventsapi.EventsClient
+	containers containersapi.ContainersClient
+	record     func(containerExit)
+}
+
+// follow subscribes to task exits and handles them until the stream breaks.
+func (w containerdWatch) follow(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := w.events.Subscribe(ctx, &eventsapi.SubscribeRequest{
+		Filters: []string{fmt.Sprintf(`topic==%q,namespace==%q`, topicTaskExit, containerdNamespace)},
+	})
+	if err != nil {
+		return fmt.Errorf("subscribing to containerd's events: %w", err)
+	}
+	klog.V(2).InfoS("Watching the container runtime's exit events")
+	for {
+		env, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("receiving containerd's events: %w", err)
+		}
+		if e, ok := w.exit(ctx, env); ok {
+			w.record(e)
+		}
+	}
+}
+
+// exit turns an event into a pod container's exit; ok is false for anything
+// else (an exec'd process, a sandbox, a container kubelet did not make, an
+// event that does not parse).
+func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (containerExit, bool) {
+	if env.GetTopic() != topicTaskExit || env.GetNamespace() != containerdNamespace || env.GetEvent() == nil {
+		return containerExit{}, false
+	}
+	var te taskevents.TaskExit
+	if err := proto.Unmarshal(env.GetEvent().GetValue(), &te); err != nil {
+		klog.V(4).InfoS("Ignoring a task exit event that does not parse", "err", err)
+		return containerExit{}, false
+	}
+	// ID is the process: the container's own (its init process) or one
+	// exec'd into it, e.g. by an exec probe.
+	if te.ContainerID == "" || te.ID != te.ContainerID {
+		return containerExit{}, false
+	}
+	getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := w.containers.Get(getCtx, &containersapi.GetContainerRequest{ID: te.ContainerID})
+	if err != nil {
+		// Removed already, say: the pod status will tell.
+		klog.V(4).InfoS("Ignoring the exit of a container containerd does not describe", "container", te.ContainerID, "err", err)
+		return containerExit{}, false
+	}
+	labels := resp.GetContainer().GetLabels()
+	uid, name := labels[labelPodUID], labels[labelContainerName]
+	if labels[labelKind] == kindSandbox || uid == "" || name == "" {
+		return containerExit{}, false
+	}
+	return containerExit{PodUID: types.UID(uid), Container: name, Status: te.ExitStatus}, true
+}
