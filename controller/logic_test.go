@@ -245,6 +245,23 @@ func TestExaminePod(t *testing.T) {
 	if !r.done || r.succeeded || r.message != "nope" {
 		t.Errorf("failed pod: %+v", r)
 	}
+
+	// The node plugin learnt from the container runtime that the pod
+	// succeeded before kubelet reported it: done at once, and for good.
+	early := map[string]string{protocol.AnnotationSucceeded: "true"}
+	for k, v := range collected {
+		early[k] = v
+	}
+	running := mk(corev1.PodRunning, protocol.PhaseCreation, early)
+	running.Status.ContainerStatuses = nil
+	r = examinePod(running, now, time.Minute, nil)
+	if !r.done || !r.succeeded || *r.handle != "h" {
+		t.Errorf("pod whose success the node plugin recorded before kubelet: %+v", r)
+	}
+	r = examinePod(mk(corev1.PodFailed, protocol.PhaseCreation, early), now, time.Minute, nil)
+	if !r.done || !r.succeeded || *r.handle != "h" {
+		t.Errorf("recorded success, then kubelet's Failed: %+v, want the success to hold", r)
+	}
 }
 
 func TestDesiredCSIDriver(t *testing.T) {

@@ -79,8 +79,10 @@ func terminationTime(pod *corev1.Pod) time.Time {
 }
 
 // examinePod decides whether a PaV pod is done. A pod counts as done only
-// once it terminated AND the node plugin collected its /pav files
-// (AnnotationResultsCollected); only then are the results known and may the
+// once it terminated (kubelet's phase, or the node plugin's record that the
+// container runtime saw every container exit 0: protocol.Succeeded) AND the
+// node plugin collected its /pav files (AnnotationResultsCollected, written
+// together with that record); only then are the results known and may the
 // pod be deleted. If no node plugin collects them within resultsTimeout (e.g.
 // the node runs no `pav node`), the controller stops waiting: the pod's
 // phase decides, except that a creation pod then counts as failed, because

@@ -90,3 +90,27 @@ func TestDeletePod(t *testing.T) {
 		t.Errorf("a pod already gone: %v", err)
 	}
 }
+
+func TestSucceededAndTerminated(t *testing.T) {
+	recorded := map[string]string{AnnotationSucceeded: "true"}
+	for _, tt := range []struct {
+		phase                 corev1.PodPhase
+		ann                   map[string]string
+		succeeded, terminated bool
+	}{
+		{corev1.PodRunning, nil, false, false},
+		{corev1.PodSucceeded, nil, true, true},
+		{corev1.PodFailed, nil, false, true},
+		{corev1.PodRunning, recorded, true, true}, // the node plugin heard it from the runtime first
+		{corev1.PodFailed, recorded, true, true},  // the recorded success is final
+		{corev1.PodRunning, map[string]string{AnnotationSucceeded: "false"}, false, false},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tt.ann}, Status: corev1.PodStatus{Phase: tt.phase}}
+		if got := Succeeded(pod); got != tt.succeeded {
+			t.Errorf("phase %s, annotations %v: Succeeded = %v, want %v", tt.phase, tt.ann, got, tt.succeeded)
+		}
+		if got := Terminated(pod); got != tt.terminated {
+			t.Errorf("phase %s, annotations %v: Terminated = %v, want %v", tt.phase, tt.ann, got, tt.terminated)
+		}
+	}
+}
