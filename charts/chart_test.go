@@ -244,17 +244,58 @@ func hasArg(t *testing.T, o object, arg string) {
 // kubeletPaths returns the node plugin's kubelet volume host path and mount path.
 func kubeletPaths(t *testing.T, ds object) (host, mount string) {
 	t.Helper()
+	return volumePaths(t, ds, "kubelet")
+}
+
+// volumePaths returns the host path and mount path of a node plugin's volume.
+func volumePaths(t *testing.T, ds object, name string) (host, mount string) {
+	t.Helper()
 	for _, v := range get(ds, "spec", "template", "spec", "volumes").([]any) {
-		if str(v.(map[string]any), "name") == "kubelet" {
+		if str(v.(map[string]any), "name") == name {
 			host = str(v.(map[string]any), "hostPath", "path")
 		}
 	}
 	for _, m := range container(t, ds)["volumeMounts"].([]any) {
-		if str(m.(map[string]any), "name") == "kubelet" {
+		if str(m.(map[string]any), "name") == name {
 			mount = str(m.(map[string]any), "mountPath")
 		}
 	}
 	return host, mount
+}
+
+// TestRuntimeSocket: node.runtimeSocket is the node plugin's
+// --runtime-endpoint, its directory mounted; a pool may have its own; empty
+// disables both.
+func TestRuntimeSocket(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+node: {runtimeSocket: /run/k3s/containerd/containerd.sock}
+nodePools:
+  - {name: k0s, kubeletDir: /var/lib/k0s/kubelet, nodeSelector: {k0s: "true"}, runtimeSocket: /run/k0s/containerd.sock}
+  - {name: plain, kubeletDir: /var/lib/other, nodeSelector: {other: "true"}}
+  - {name: crio, kubeletDir: /var/lib/crio-kubelet, nodeSelector: {crio: "true"}, runtimeSocket: ""}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, "-f", values)
+	for ds, sock := range map[string]string{
+		"node-agent": "/run/k3s/containerd/containerd.sock", "node-agent-k0s": "/run/k0s/containerd.sock",
+		"node-agent-plain": "/run/k3s/containerd/containerd.sock", "node-agent-crio": "",
+	} {
+		o := find(t, objs, "DaemonSet", ds)
+		if sock == "" {
+			hasArg(t, o, "--runtime-endpoint=")
+		} else {
+			hasArg(t, o, "--runtime-endpoint=unix://"+sock)
+		}
+		wantDir := filepath.Dir(sock)
+		if sock == "" {
+			wantDir = ""
+		}
+		if host, mount := volumePaths(t, o, "runtime"); host != wantDir || mount != wantDir {
+			t.Errorf("%s: runtime volume host path %q, mount path %q; want %q", ds, host, mount, wantDir)
+		}
+	}
 }
 
 // TestKubeletDir: kubeletDir roots both processes' --kubelet-dir and the node

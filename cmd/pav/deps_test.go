@@ -9,7 +9,8 @@ import (
 
 // The binary links only the Kubernetes API groups PaV calls (package
 // kubeclient says why): not client-go's all-groups clientset, informer
-// factory or scheme, nor anything else that registers every group.
+// factory or scheme, nor anything else that registers every group; and of
+// containerd only the API services the node plugin calls.
 func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 	forbidden := map[string]string{
 		"k8s.io/client-go/kubernetes":        "the all-groups clientset",
@@ -22,6 +23,20 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 	groups := map[string]bool{
 		"k8s.io/api/core/v1": true, "k8s.io/api/storage/v1": true, "k8s.io/api/coordination/v1": true,
 		"k8s.io/api/admissionregistration/v1": true, "k8s.io/api/admission/v1": true, "k8s.io/api/authentication/v1": true,
+	}
+
+	// Of containerd, only the API's generated types and clients the node
+	// plugin calls (task exit events, containers' labels: nodeagent's
+	// WatchContainerd) and what they import, not its client library, which
+	// brings most of containerd.
+	containerd := map[string]bool{
+		"github.com/containerd/containerd/api/services/events/v1":     true,
+		"github.com/containerd/containerd/api/services/containers/v1": true,
+		"github.com/containerd/containerd/api/events":                 true,
+		"github.com/containerd/containerd/api/types":                  true,
+		"github.com/containerd/ttrpc":                                 true,
+		"github.com/containerd/typeurl/v2":                            true,
+		"github.com/containerd/log":                                   true,
 	}
 
 	goTool, err := exec.LookPath("go")
@@ -37,6 +52,9 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		if why, ok := forbidden[pkg]; ok {
 			t.Errorf("pav links %s, %s: use package kubeclient", pkg, why)
+		}
+		if strings.HasPrefix(pkg, "github.com/containerd/") && !containerd[pkg] {
+			t.Errorf("pav links %s: of containerd, it calls the API's events and containers services only (add it here if that changed on purpose)", pkg)
 		}
 		if strings.HasPrefix(pkg, "k8s.io/api/") && !groups[pkg] {
 			t.Errorf("pav links the API group %s: if PaV now calls it, add it here and to kubeclient/generated (hack/generate.sh)", pkg)

@@ -24,6 +24,7 @@ type nodeOptions struct {
 	httpAddr    string
 	metricsAddr string
 	workers     int
+	runtime     string
 }
 
 func init() {
@@ -47,6 +48,8 @@ func init() {
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9091", metricsFlagHelp)
 	f.IntVar(&o.workers, "result-workers", 4, "pods whose results are collected in parallel")
+	f.StringVar(&o.runtime, "runtime-endpoint", "unix:///run/containerd/containerd.sock",
+		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	f.AddGoFlagSet(klogFlags)
@@ -66,14 +69,15 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	reg := newRegistry()
 	go serveMetrics(ctx, o.metricsAddr, reg)
 	return nodeagent.Run(ctx, nodeagent.Config{
-		Registry:      reg,
-		NodeName:      o.nodeName,
-		KubeletDir:    o.kubeletDir,
-		Version:       version,
-		Kube:          client,
-		Pav:           client,
-		Engine:        nodeagent.NewTemplatingEngine(client),
-		HealthAddress: o.httpAddr,
-		Workers:       o.workers,
+		Registry:        reg,
+		NodeName:        o.nodeName,
+		KubeletDir:      o.kubeletDir,
+		Version:         version,
+		Kube:            client,
+		Pav:             client,
+		Engine:          nodeagent.NewTemplatingEngine(client),
+		HealthAddress:   o.httpAddr,
+		RuntimeEndpoint: o.runtime,
+		Workers:         o.workers,
 	})
 }

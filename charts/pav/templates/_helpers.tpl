@@ -42,6 +42,7 @@ pav.nodeAgent: a node plugin DaemonSet. Argument: a dict with
   name         the DaemonSet's name
   pool         the pool's name, "" for the default DaemonSet
   kubeletDir   the kubelet root directory of its nodes
+  runtimeSocket containerd's socket on its nodes ("": none)
   nodeSelector, tolerations, affinity, resources
 */}}
 {{- define "pav.nodeAgent" -}}
@@ -91,10 +92,15 @@ spec:
           imagePullPolicy: {{ $v.image.pullPolicy }}
           # --kubelet-dir and the kubelet volume below: the kubelet's root
           # directory, mounted at the same path (kubelet passes host paths).
+          # --runtime-endpoint and the runtime volume: containerd's socket,
+          # whose task exit events tell that PaV's pods' containers exited
+          # before the pod status does; its directory is mounted, so that a
+          # restarted containerd's new socket is seen.
           args:
             - node
             - --v={{ $v.logVerbosity }}
             - --kubelet-dir={{ .kubeletDir }}
+            - --runtime-endpoint={{ with .runtimeSocket }}unix://{{ . }}{{ end }}
             {{- if $v.metrics.enabled }}
             - --metrics-endpoint=:{{ $v.metrics.nodePort }}
             {{- end }}
@@ -136,6 +142,11 @@ spec:
               mountPropagation: Bidirectional
             - name: dev
               mountPath: /dev
+            {{- with .runtimeSocket }}
+            - name: runtime
+              mountPath: {{ dir . }}
+              readOnly: true
+            {{- end }}
           resources: {{- toYaml .resources | nindent 12 }}
       volumes:
         - name: kubelet
@@ -146,4 +157,10 @@ spec:
           hostPath:
             path: /dev
             type: Directory
+        {{- with .runtimeSocket }}
+        - name: runtime
+          hostPath:
+            path: {{ dir . }}
+            type: DirectoryOrCreate
+        {{- end }}
 {{- end -}}
