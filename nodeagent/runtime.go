@@ -60,17 +60,23 @@ func WatchContainerd(ctx context.Context, endpoint string, record func(container
 	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, containerdNamespace)
 	w := containerdWatch{events: eventsapi.NewEventsClient(conn), containers: containersapi.NewContainersClient(conn), record: record}
 	const minDelay, maxDelay = 100 * time.Millisecond, 30 * time.Second
-	delay := minDelay
+	delay, logged := minDelay, false
 	for {
 		start := time.Now()
-		err := w.follow(ctx)
+		subscribed, err := w.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(start) > maxDelay {
 			delay = minDelay // it worked for a while: this is a new failure
 		}
-		klog.ErrorS(err, "Container runtime's exit events interrupted; until they are back, exits are learnt from pod status", "endpoint", endpoint, "retryIn", delay)
+		// Said once per outage: a node without containerd would repeat it forever.
+		if subscribed || !logged {
+			klog.ErrorS(err, "Container runtime's exit events interrupted; until they are back, exits are learnt from pod status", "endpoint", endpoint)
+		} else {
+			klog.V(4).InfoS("Container runtime's exit events still unavailable", "endpoint", endpoint, "err", err, "retryIn", delay)
+		}
+		logged = true
 		select {
 		case <-ctx.Done():
 			return
@@ -86,21 +92,22 @@ type containerdWatch struct {
 	record     func(containerExit)
 }
 
-// follow subscribes to task exits and handles them until the stream breaks.
-func (w containerdWatch) follow(ctx context.Context) error {
+// follow subscribes to task exits and handles them until the stream breaks;
+// subscribed says whether it got that far.
+func (w containerdWatch) follow(ctx context.Context) (subscribed bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := w.events.Subscribe(ctx, &eventsapi.SubscribeRequest{
 		Filters: []string{fmt.Sprintf(`topic==%q,namespace==%q`, topicTaskExit, containerdNamespace)},
 	})
 	if err != nil {
-		return fmt.Errorf("subscribing to containerd's events: %w", err)
+		return false, fmt.Errorf("subscribing to containerd's events: %w", err)
 	}
-	klog.V(2).InfoS("Watching the container runtime's exit events")
+	klog.V(1).InfoS("Watching the container runtime's exit events")
 	for {
 		env, err := stream.Recv()
 		if err != nil {
-			return fmt.Errorf("receiving containerd's events: %w", err)
+			return true, fmt.Errorf("receiving containerd's events: %w", err)
 		}
 		if e, ok := w.exit(ctx, env); ok {
 			w.record(e)
