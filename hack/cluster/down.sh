@@ -40,7 +40,9 @@ remove_pods() {
 step "removing pod sandboxes and containers"
 for i in $NODE_NUMBERS; do
   node_vars "$i"
-  if node_alive && ctr_ok "$NODE_SOCK"; then remove_pods "$NODE_SOCK" "${NODE_NSENTER[@]}" 2>&1 | sed "s/^/  $NODE_NAME: /" & fi
+  sock=$NODE_SOCK
+  ctr_ok "$sock" || sock=$NODE_DIR/run/containerd/containerd.sock   # node 1 of a cluster made before its socket moved
+  if node_alive && ctr_ok "$sock"; then remove_pods "$sock" "${NODE_NSENTER[@]}" 2>&1 | sed "s/^/  $NODE_NAME: /" & fi
 done
 legacy_sock=$STATE/run/containerd/containerd.sock   # single-node layout
 if [ -e "$NSPATH" ] && ctr_ok "$legacy_sock"; then remove_pods "$legacy_sock" nsenter --net="$NSPATH" 2>&1 | sed 's/^/  /' & fi
@@ -57,13 +59,15 @@ wait
 # whatever else a pid file names (e.g. the single-node layout's kube-proxy and containerd)
 for f in $(find "$PIDS" -name '*.pid' 2>/dev/null); do stop_proc "$(basename "$f" .pid)" "$f" 30; done
 
-# Leftovers: shims of *our* containerds (identified by their socket, under $STATE), any process
+# Leftovers: shims of *our* containerds (identified by their socket: under $STATE, node 1's in
+# $SHIM_DIR), any process
 # still in a kubelet-made cgroup (/kubepods of node 1, /pav-node<i> of the others), and any
 # process in a node's network or mount namespace (e.g. a shell of node-exec).
+node_vars 1; node1_sock=$NODE_SOCK   # /run/containerd/containerd.sock, unless another containerd has it
 kill_left() { echo "  killing leftover $1 $2: $(tr '\0' ' ' < "/proc/$2/cmdline" 2>/dev/null | cut -c1-100)"; kill -KILL "$2" 2>/dev/null; }
 for f in $(grep -las containerd-shim /proc/[0-9]*/cmdline); do
   p=${f#/proc/}; p=${p%/cmdline}
-  { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -q -- "-address $STATE/" && kill_left shim "$p"
+  { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -qE -- "-address ($STATE/|$node1_sock )" && kill_left shim "$p"
 done
 mntns_inodes=""
 for i in $NODE_NUMBERS; do
@@ -143,10 +147,13 @@ for f in /var/lib/cni/results/cni-loopback-*-lo; do
   done
 done
 rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null          # only if empty
-# node 1's shim sockets left by shims that were killed: nobody listens on them any more
-if [ -d "$SHIM_DIR/s" ]; then
+# node 1's shim sockets left by shims that were killed, and its containerd's sockets if it was:
+# nobody listens on them any more
+if [ -d "$SHIM_DIR" ]; then
   live=$(ss -xlH 2>/dev/null | awk '{print $5}')
-  for f in "$SHIM_DIR"/s/*; do [ -S "$f" ] && ! grep -qxF "$f" <<< "$live" && rm -f "$f"; done
+  for f in "$SHIM_DIR"/s/* "$node1_sock" "$node1_sock.ttrpc"; do
+    [ -S "$f" ] && ! grep -qxF "$f" <<< "$live" && rm -f "$f"
+  done
 fi
 rmdir "$SHIM_DIR/s" "$SHIM_DIR/fifo" "$SHIM_DIR" 2>/dev/null   # only if empty
 # the kubelets' links to their containers' logs (which live in $LOGS)

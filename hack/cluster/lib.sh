@@ -13,7 +13,12 @@
 #       kubelet_root  /var/lib/kubelet; /var/lib/k0s/kubelet on node 3 (as k0s has it), which also
 #                     carries label and NoSchedule taint $ALT_ROOT_LABEL
 #       pod_cidr      10.244.<i-1>.0/24
-#       containerd    the node's containerd socket (reachable from the host's mount namespace too)
+#       containerd    the node's containerd socket, as the host's mount namespace reaches it; inside
+#                     the node's own it is /run/containerd/containerd.sock, as on a real machine
+#                     (where PaV's node plugin finds it): for node 1 that is its path (unless this
+#                     machine runs a containerd of its own there: then node 1's is under run/ below),
+#                     for the others their run/containerd/ below, which their mount namespace has at
+#                     /run/containerd
 #       var_lib       where the node's /var/lib is in the host's mount namespace: /var/lib for
 #                     node 1; /var/lib/pav-cluster/nodes/node<i>/var-lib for the others (mounts made
 #                     by the node, e.g. under its kubelet root, are only visible inside its mntns)
@@ -94,6 +99,8 @@ node_vars() {
   NODE_LOGS=$LOGS/node$i
   NODE_PIDS=$PIDS/node$i
   NODE_SOCK=$NODE_DIR/run/containerd/containerd.sock
+  # node 1: where a machine's containerd listens, unless another containerd does (up.sh node1_socket)
+  [ "$i" = 1 ] && [ ! -e "$NODE_DIR/private-socket" ] && NODE_SOCK=$SHIM_DIR/containerd.sock
   NODE_KUBELET_ROOT=$KUBELET_ROOT
   [ "$i" = "$ALT_ROOT_NODE" ] && NODE_KUBELET_ROOT=$ALT_KUBELET_ROOT
   if [ "$i" = 1 ]; then

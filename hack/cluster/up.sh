@@ -291,8 +291,30 @@ control_plane() {
 }
 
 # ---------------------------------------------------------------- node components
+# node1_socket: node 1's containerd listens where a machine's does, /run/containerd/containerd.sock
+# (PaV's node plugin follows its events there), unless another containerd (this machine's own,
+# say) does: then on its private path, for good (lib.sh, $NODE_DIR/private-socket). A node 1 made
+# before its socket moved is moved: its containerd and kubelet start again (containers keep running).
+node1_socket() {
+  [ "$NODE_I" = 1 ] && [ "$NODE_SOCK" = "$SHIM_DIR/containerd.sock" ] || return 0
+  local own=$NODE_DIR/run/containerd/containerd.sock
+  if ctr --address "$own" version >/dev/null 2>&1 && ! ctr --address "$NODE_SOCK" version >/dev/null 2>&1; then
+    step "$NODE_NAME: moving containerd's socket to $NODE_SOCK"
+    stop_proc "$NODE_NAME kubelet" "$NODE_PIDS/kubelet.pid" 20
+    stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30
+    rm -f "$own" "$own.ttrpc"
+  elif ! running "$NODE_PIDS/containerd.pid" && ctr --address "$NODE_SOCK" version >/dev/null 2>&1 ||
+       ctr --address "$own" version >/dev/null 2>&1; then
+    echo "  $NODE_NAME: another containerd listens on $NODE_SOCK; node 1's uses $own, where PaV's node plugin does not look (it learns of exits from pod status there)"
+    touch "$NODE_DIR/private-socket"
+    node_vars 1
+  fi
+}
+
 node_containerd() {
   mkdir -p "$NODE_DIR/cni/net.d" "$NODE_DIR/containerd" "$NODE_DIR/run/containerd"
+  node1_socket
+  mkdir -p "${NODE_SOCK%/*}"
   write_config "$NODE_DIR/cni/net.d/10-pav-bridge.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -484,6 +506,7 @@ for i in $(seq "$NODES"); do node_vars "$i"; mkdir -p "$NODE_DIR"; node_pki; don
 step "pki + kubeconfigs ok"
 control_plane
 nodes_up $(seq "$NODES")
+write_nodes_tsv   # node 1's socket may have been decided meanwhile (node1_socket)
 waitfor "default serviceaccount" 60 KC -n default get serviceaccount default
 nodes_ready $(seq "$NODES")
 step "$NODES node(s) Ready: $(KC get nodes --no-headers -o custom-columns=N:.metadata.name | xargs); kubeconfig $KUBECONFIG_ADMIN; kubectl: hack/cluster/kubectl"
