@@ -67,7 +67,7 @@ func (e *Exits) record(x containerExit) {
 	}
 	e.codes[pod.UID][x.Container] = x.Status
 	e.mu.Unlock()
-	klog.V(4).InfoS("Container exited", "pod", klog.KObj(pod), "container", x.Container, "status", x.Status)
+	klog.V(2).InfoS("Container of a PaV pod exited, says the runtime", "pod", klog.KObj(pod), "container", x.Container, "status", x.Status)
 	for _, f := range e.onExit {
 		f(pod)
 	}
