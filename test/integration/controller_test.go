@@ -565,6 +565,39 @@ func TestProvisionWithPodsHandleAndCapacityFromFiles(t *testing.T) {
 	})
 }
 
+// The node plugin learnt from the container runtime that the pods succeeded
+// and recorded it with their results, before kubelet reports any phase (here:
+// never): the controller provisions all the same.
+func TestProvisionOnTheRuntimesWord(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("early", withPods(true, true, true))
+	e.class("early", p.Name, nil)
+	pvc := e.claim("c", "early", "1Gi")
+	uid := string(pvc.UID)
+	e.recordSucceeded(e.pod(protocol.PhaseValidation, uid), nil)
+	e.recordSucceeded(e.pod(protocol.PhaseCreation, uid), map[string]string{protocol.AnnotationResultHandle: "backend-volume-8", protocol.AnnotationResultCapacity: "1Gi"})
+	if pv := e.volume(pvc); pv.Spec.CSI.VolumeHandle != "backend-volume-8" {
+		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
+	}
+	e.waitNoPods(pvc.UID)
+}
+
+// recordSucceeded plays the node plugin when the container runtime said
+// every container of pod exited 0: results and success in one write, the
+// pod's status untouched.
+func (e *env) recordSucceeded(pod *corev1.Pod, results map[string]string) {
+	e.t.Helper()
+	ann := map[string]interface{}{protocol.AnnotationResultsCollected: "true", protocol.AnnotationSucceeded: "true"}
+	for k, v := range results {
+		ann[k] = v
+	}
+	patch, _ := json.Marshal(map[string]interface{}{"metadata": map[string]interface{}{"annotations": ann}})
+	if _, err := e.kube.CoreV1().Pods(pod.Namespace).Patch(e.ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.t.Fatalf("annotating pod %s: %v", pod.Name, err)
+	}
+}
+
 func TestValidationFailureKeepsClaimPending(t *testing.T) {
 	e := newEnv(t)
 	e.startController()
