@@ -657,7 +657,7 @@ func TestForgedPodsIgnored(t *testing.T) {
 	}
 	err := squat(protocol.PhaseCreation,
 		map[string]string{protocol.LabelProvisioner: p.Name, protocol.LabelPhase: string(protocol.PhaseCreation), protocol.LabelClaimUID: string(pvc.UID)},
-		map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationResultHandle: ".", protocol.AnnotationResultCapacity: "1Gi"})
+		map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationSucceeded: "true", protocol.AnnotationResultHandle: ".", protocol.AnnotationResultCapacity: "1Gi"})
 	if err == nil || !strings.Contains(err.Error(), "reserved to PaV") {
 		t.Fatalf("a tenant's forged creation pod: %v, want refused by policy pav-reserved-pods", err)
 	}
