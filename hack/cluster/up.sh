@@ -298,17 +298,23 @@ control_plane() {
 node1_socket() {
   [ "$NODE_I" = 1 ] && [ "$NODE_SOCK" = "$SHIM_DIR/containerd.sock" ] || return 0
   local own=$NODE_DIR/run/containerd/containerd.sock
-  if ctr --address "$own" version >/dev/null 2>&1 && ! ctr --address "$NODE_SOCK" version >/dev/null 2>&1; then
+  if listening "$own" && ! listening "$NODE_SOCK"; then
     step "$NODE_NAME: moving containerd's socket to $NODE_SOCK"
     stop_proc "$NODE_NAME kubelet" "$NODE_PIDS/kubelet.pid" 20
     stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30
     rm -f "$own" "$own.ttrpc"
-  elif ! running "$NODE_PIDS/containerd.pid" && ctr --address "$NODE_SOCK" version >/dev/null 2>&1 ||
-       ctr --address "$own" version >/dev/null 2>&1; then
+  elif listening "$own" || { ! running "$NODE_PIDS/containerd.pid" && listening "$NODE_SOCK"; }; then
     echo "  $NODE_NAME: another containerd listens on $NODE_SOCK; node 1's uses $own, where PaV's node plugin does not look (it learns of exits from pod status there)"
     touch "$NODE_DIR/private-socket"
     node_vars 1
   fi
+}
+# listening SOCKET: something accepts connections on that unix socket (curl fails with 7 only when
+# it cannot connect; ctr would retry for 10 s)
+listening() {
+  [ -S "$1" ] || return 1
+  curl -s -o /dev/null --max-time 2 --unix-socket "$1" http://localhost/ && return 0
+  [ $? != 7 ]
 }
 
 node_containerd() {
