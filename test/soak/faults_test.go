@@ -7,11 +7,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -174,7 +172,7 @@ func clusterScript(ctx context.Context, script string, args ...string) error {
 // crash, and kubelet restarts them or marks the pod failed, as its restart
 // policy says.
 func killPod(uid types.UID) (bool, error) {
-	pids, err := podProcesses(uid)
+	pids, err := framework.PodProcesses(uid)
 	if err != nil || len(pids) == 0 {
 		return false, err
 	}
@@ -185,30 +183,4 @@ func killPod(uid types.UID) (bool, error) {
 		}
 	}
 	return killed, nil
-}
-
-// podProcesses lists the processes whose cgroup is the pod's (kubelet's
-// cgroupfs driver: .../pod<uid>/<container>), but its pause process.
-func podProcesses(uid types.UID) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	marker := []byte("/pod" + string(uid) + "/")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err != nil || !bytes.Contains(cg, marker) {
-			continue
-		}
-		if comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); strings.TrimSpace(string(comm)) == "pause" {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids, nil
 }
