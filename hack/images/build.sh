@@ -1,10 +1,14 @@
 #!/bin/bash
-# build.sh [pause|test|pav|all]... - build the local images as OCI tarballs in $IMAGES_DIR
+# build.sh [pause|test|pav|csi-anchor|all]... - build the local images as OCI tarballs in $IMAGES_DIR
 # (default _output/images), without Docker. Import them with hack/cluster/load-images.sh.
 #
 #   pause  registry.k8s.io/pause:3.10 (the name containerd's sandbox_image expects)
 #   test   busybox-static + bash, as pav-test:latest, busybox:latest, ubuntu:20.04, alpine:3.15
 #   pav    $IMAGE (default pav:latest): cmd/pav (CGO_ENABLED=0) on busybox-static, entrypoint /pav
+#   csi-anchor  pav-bench-csi-anchor:latest, the cluster benchmark's CSI anchor (not in all):
+#          external-provisioner v5.3.0 as /csi-provisioner (built with hack/csianchor/provisioner's
+#          module file, which copies its replace directives) and /csi-anchor-driver
+#          (hack/csianchor/driver), on busybox-static
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 IMAGES_DIR=${IMAGES_DIR:-$REPO/_output/images}
@@ -67,13 +71,23 @@ build_pav() {
   "$MKIMG" -rootfs "$r" -entrypoint /pav -out "$IMAGES_DIR/pav.tar" -name "$(fullname "$IMAGE")"
 }
 
+build_csi_anchor() {
+  local r=$IMAGES_DIR/rootfs-csi-anchor
+  busybox_rootfs "$r"
+  (cd "$REPO/hack/csianchor/provisioner" && go build -modfile=provisioner.mod -trimpath -ldflags '-s -w' \
+    -o "$r/csi-provisioner" github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner)
+  (cd "$REPO" && go build -trimpath -ldflags '-s -w' -o "$r/csi-anchor-driver" ./hack/csianchor/driver)
+  "$MKIMG" -rootfs "$r" -out "$IMAGES_DIR/csi-anchor.tar" -name docker.io/library/pav-bench-csi-anchor:latest
+}
+
 [ $# = 0 ] && set -- all
 for what in "$@"; do
   case $what in
     pause) build_pause ;;
     test) build_test ;;
     pav) build_pav ;;
+    csi-anchor) build_csi_anchor ;;
     all) build_pause; build_test; build_pav ;;
-    *) echo "usage: $0 [pause|test|pav|all]..." >&2; exit 2 ;;
+    *) echo "usage: $0 [pause|test|pav|csi-anchor|all]..." >&2; exit 2 ;;
   esac
 done
