@@ -148,5 +148,14 @@ bench-scale: ## only BenchmarkControlPlaneScale: pav controller with 1,000 nodes
 	hack/cluster/ensure-kube.sh >/dev/null
 	PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -timeout 30m -run '^$$' -bench ControlPlaneScale -benchtime 1x ./test/integration/
 
+# The side-by-side cluster benchmark (test/benchcluster, tag benchcluster). Its CSI anchor's image
+# goes to _output/bench/images, out of the way of `make cluster-load`.
+BENCH_ANCHOR ?= 1
+BENCH_IMAGES := _output/bench/images
+.PHONY: bench-cluster
+bench-cluster: ## side by side on the local cluster (PaV installed): a plain pod, PaV and a CSI anchor (external-provisioner v5.3.0 + hack/csianchor's driver; BENCH_ANCHOR=0 leaves it out); BENCH_SAMPLES (30), BENCH_BURST (100), BENCH_PROVISIONERS (20); prints a table, writes _output/bench/cluster.json
+	$(if $(filter 0,$(BENCH_ANCHOR)),,IMAGES_DIR=$(BENCH_IMAGES) hack/images/build.sh csi-anchor)
+	$(LOCK) env BENCH_ANCHOR=$(BENCH_ANCHOR) $(foreach v,BENCH_SAMPLES BENCH_BURST BENCH_PROVISIONERS,$(if $($(v)),$(v)=$($(v)))) sh -c '$(if $(filter 0,$(BENCH_ANCHOR)),,hack/cluster/load-images.sh $(BENCH_IMAGES)/csi-anchor.tar && )E2E_PKGS=./test/benchcluster E2E_TAGS=benchcluster hack/cluster/e2e.sh -test.v -test.timeout=90m -test.run TestClusterBenchmark'
+
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)

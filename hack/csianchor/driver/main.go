@@ -52,6 +52,7 @@ func main() {
 
 	id := &identity{name: *name}
 	var servers []*grpc.Server
+	var sockets []string // removed at exit: kubelet deregisters a driver whose socket is gone
 	var err error
 	switch os.Args[1] {
 	case "controller":
@@ -66,11 +67,13 @@ func main() {
 		s := grpc.NewServer()
 		csi.RegisterIdentityServer(s, id)
 		csi.RegisterNodeServer(s, &node{id: *nodeID, dataDir: *dataDir})
+		regSocket := filepath.Join(*kubeletDir, "plugins_registry", *name+"-reg.sock")
 		if err = serve(s, csiSocket); err == nil {
 			r := grpc.NewServer()
 			registerapi.RegisterRegistrationServer(r, &registration{name: *name, endpoint: csiSocket})
-			err = serve(r, filepath.Join(*kubeletDir, "plugins_registry", *name+"-reg.sock"))
+			err = serve(r, regSocket)
 			servers = append(servers, s, r)
+			sockets = append(sockets, regSocket, csiSocket)
 		}
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
@@ -83,6 +86,9 @@ func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
+	for _, path := range sockets {
+		_ = os.Remove(path)
+	}
 	for _, s := range servers {
 		s.Stop()
 	}
