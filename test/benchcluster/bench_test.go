@@ -290,18 +290,20 @@ func (b *bench) cleanup() {
 	}
 }
 
-// clientPod is a pod on the clients' node that runs command (sleeping
-// forever if empty), mounting claim at /data if given. It dies at once when
-// deleted.
+// clientPod is a pod on the clients' node that runs command (if empty,
+// waits until it is told to stop, and stops at once), mounting claim at /data
+// if given.
 func (b *bench) clientPod(name, claim string, command ...string) *corev1.Pod {
 	if len(command) == 0 {
-		command = []string{"sleep", "infinity"}
+		command = []string{"/bin/bash", "-c", "trap 'exit 0' TERM; sleep infinity & wait"}
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			// not 0: a pod deleted with no grace period is gone from the API
+			// before kubelet has torn it down, which the next sample would pay
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
 				Name: "main", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: command,
 			}},
@@ -315,10 +317,11 @@ func (b *bench) clientPod(name, claim string, command ...string) *corev1.Pod {
 	return framework.PinToNode(pod, b.node)
 }
 
-// deletePod deletes a pod and waits until it is gone.
+// deletePod deletes a pod and waits until it is gone: for a running pod,
+// until kubelet has stopped it and unmounted its volumes.
 func (b *bench) deletePod(name string) {
 	b.t.Helper()
-	err := b.f.Client.CoreV1().Pods(b.f.Namespace).Delete(b.f.Ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	err := b.f.Client.CoreV1().Pods(b.f.Namespace).Delete(b.f.Ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		b.t.Fatalf("deleting pod %s: %v", name, err)
 	}
