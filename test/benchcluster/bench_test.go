@@ -5,6 +5,7 @@ package benchcluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -124,13 +125,17 @@ func TestClusterBenchmark(t *testing.T) {
 	if b.anchor != nil {
 		r.row("claim → Bound, no creation pod", csiAnchor, b.series("CSI claim → Bound", func(i int) float64 { return b.bind(anchorClass, i).bound }))
 	}
-	var podRun, overhead []float64
+	var toExit, exitToBound, podRun, overhead []float64
 	r.row("claim → Bound, run-to-completion creation pod", pav, b.series("PaV claim → Bound, creation pod", func(i int) float64 {
 		s := b.bind(withPod, i)
-		podRun = append(podRun, s.podRun)
-		overhead = append(overhead, s.bound-s.podRun)
+		toExit, exitToBound = append(toExit, s.podToExit), append(exitToBound, s.exitToBound)
+		if !math.IsNaN(s.podRun) {
+			podRun, overhead = append(podRun, s.podRun), append(overhead, s.bound-s.podRun)
+		}
 		return s.bound
 	}))
+	r.row("creation pod created (seen) → its container exited (own clock)", pav, toExit)
+	r.row("creation pod's container exited → claim Bound seen", pav, exitToBound)
 	r.row("creation pod's own run (created → `Succeeded` seen)", pav, podRun)
 	r.row("claim → Bound minus the creation pod's own run", pav, overhead)
 
@@ -300,7 +305,7 @@ func (b *bench) clientPod(name, claim string, command ...string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
 			// not 0: a pod deleted with no grace period is gone from the API
 			// before kubelet has torn it down, which the next sample would pay
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
@@ -366,11 +371,11 @@ func (b *bench) lastEpoch(ns, pod string) (time.Time, error) {
 	if len(lines) == 0 {
 		return time.Time{}, fmt.Errorf("pod %s/%s printed nothing", ns, pod)
 	}
-	sec, err := strconv.ParseFloat(lines[len(lines)-1], 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("pod %s/%s: last output %q is no $EPOCHREALTIME: %w", ns, pod, lines[len(lines)-1], err)
+	at, ok := parseEpoch(lines[len(lines)-1])
+	if !ok {
+		return time.Time{}, fmt.Errorf("pod %s/%s: last output %q is no $EPOCHREALTIME", ns, pod, lines[len(lines)-1])
 	}
-	return time.UnixMicro(int64(sec * 1e6)), nil
+	return at, nil
 }
 
 func claim(name, class string) *corev1.PersistentVolumeClaim {
@@ -398,20 +403,31 @@ func (b *bench) deleteClaim(c kubernetes.Interface, name string) error {
 	return nil
 }
 
-type bindSample struct{ bound, podRun float64 }
+// bindSample: claim created → Bound seen and, with a creation pod, that
+// pod's run: created seen → its container exited (own clock), and →
+// Succeeded seen (NaN if PaV deleted the pod before it was seen Succeeded).
+type bindSample struct{ bound, podToExit, exitToBound, podRun float64 }
 
-// bind measures claim created → Bound seen and, for a provisioner with a
-// creation pod, that pod's own run (created → Succeeded, both as seen here);
-// then deletes the claim and waits for its volume to go.
+// bind measures a claim's binding, then deletes the claim and waits for its
+// volume to go.
 func (b *bench) bind(class string, i int) bindSample {
 	name := fmt.Sprintf("%s-%d", class, i)
 	start := time.Now()
 	b.must(b.createClaim(b.f.Client, name, class))
-	s := bindSample{bound: since(start, b.wait(claimBound(name)))}
+	bound := b.wait(claimBound(name))
+	s := bindSample{bound: since(start, bound), podRun: math.NaN()}
 	if class == withPod {
-		s.podRun = since(b.wait(phasePodAdded(protocol.PhaseCreation, name)), b.wait(phasePodSucceeded(protocol.PhaseCreation, name)))
+		added := b.wait(phasePodAdded(protocol.PhaseCreation, name))
+		exited := b.wait(phasePodExited(protocol.PhaseCreation, name))
+		s.podToExit, s.exitToBound = since(added, exited), since(exited, bound)
 	}
 	b.must(b.deleteClaim(b.f.Client, name))
 	b.wait(pvDeleted(name))
+	if class == withPod {
+		b.wait(podDeleted(b.rec.name(phasePodAdded(protocol.PhaseCreation, name))))
+		if done, ok := b.rec.seenAt(phasePodSucceeded(protocol.PhaseCreation, name)); ok {
+			s.podRun = since(b.wait(phasePodAdded(protocol.PhaseCreation, name)), done)
+		}
+	}
 	return s
 }

@@ -5,6 +5,7 @@ package benchcluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,9 @@ func pvAdded(claim string) string     { return "pv-added/" + claim }
 func pvDeleted(claim string) string   { return "pv-deleted/" + claim }
 func phasePodAdded(phase protocol.Phase, subject string) string {
 	return fmt.Sprintf("%s-added/%s", phase, subject)
+}
+func phasePodExited(phase protocol.Phase, subject string) string {
+	return fmt.Sprintf("%s-exited/%s", phase, subject)
 }
 func phasePodSucceeded(phase protocol.Phase, subject string) string {
 	return fmt.Sprintf("%s-succeeded/%s", phase, subject)
@@ -102,10 +106,6 @@ func (r *recorder) pod(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	if deleted {
-		r.mark(podDeleted(p.Name))
-		return
-	}
 	phase := protocol.Phase(p.Labels[protocol.LabelPhase])
 	subject := ""
 	switch phase {
@@ -115,9 +115,17 @@ func (r *recorder) pod(obj any, deleted bool) {
 	default:
 		_, subject, _ = strings.Cut(p.Annotations[protocol.AnnotationClaim], "/")
 	}
-	r.mark(podAdded(p.Name))
+	// a deleted pod's final state may hold changes not seen before
+	if !deleted {
+		r.mark(podAdded(p.Name))
+		if subject != "" {
+			r.markPod(phasePodAdded(phase, subject), p.Name)
+		}
+	}
 	if subject != "" {
-		r.markPod(phasePodAdded(phase, subject), p.Name)
+		if at, ok := exitTime(p); ok {
+			r.markAt(phasePodExited(phase, subject), at)
+		}
 	}
 	if p.Status.Phase == corev1.PodSucceeded {
 		r.mark(podSucceeded(p.Name))
@@ -130,6 +138,34 @@ func (r *recorder) pod(obj any, deleted bool) {
 			r.mark(podReady(p.Name))
 		}
 	}
+	if deleted {
+		r.mark(podDeleted(p.Name))
+	}
+}
+
+// exitTime is when a pod's first container exited by its own clock: the
+// $EPOCHREALTIME it wrote to its termination message (testdata's creation
+// pods do), which reaches the API even if PaV deletes the pod before it is
+// Succeeded.
+func exitTime(p *corev1.Pod) (time.Time, bool) {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+		return time.Time{}, false
+	}
+	return parseEpoch(p.Status.ContainerStatuses[0].State.Terminated.Message)
+}
+
+// parseEpoch parses bash's $EPOCHREALTIME (seconds, 6 decimals).
+func parseEpoch(s string) (time.Time, bool) {
+	sec, frac, ok := strings.Cut(strings.TrimSpace(s), ".")
+	if !ok || len(frac) != 6 {
+		return time.Time{}, false
+	}
+	whole, err1 := strconv.ParseInt(sec, 10, 64)
+	micros, err2 := strconv.ParseInt(frac, 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(whole, micros*1000), true
 }
 
 // podUIDInPath is the pod UID in a kubelet path such as
@@ -165,6 +201,14 @@ func (r *recorder) markPod(key, pod string) {
 	r.mark(key)
 }
 
+// seenAt is when a milestone was seen, if it was.
+func (r *recorder) seenAt(key string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.seen[key]
+	return at, ok
+}
+
 // name is the pod of a phase pod's milestone that was seen.
 func (r *recorder) name(key string) string {
 	r.mu.Lock()
@@ -173,8 +217,10 @@ func (r *recorder) name(key string) string {
 }
 
 // mark records the first time a milestone was seen.
-func (r *recorder) mark(key string) {
-	now := time.Now()
+func (r *recorder) mark(key string) { r.markAt(key, time.Now()) }
+
+// markAt records a milestone that happened at a known time.
+func (r *recorder) markAt(key string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.seen[key]; ok {
