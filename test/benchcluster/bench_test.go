@@ -269,6 +269,9 @@ func (b *bench) moreProvisioners() {
 // cleanup deletes the claims (waiting for their volumes to go), then the
 // anchor, the StorageClasses and the provisioners.
 func (b *bench) cleanup() {
+	if b.t.Failed() {
+		b.f.Dump() // before the namespace goes
+	}
 	if os.Getenv("PAV_E2E_KEEP_NAMESPACES") != "" {
 		return
 	}
@@ -418,7 +421,7 @@ func (b *bench) bind(class string, i int) bindSample {
 	s := bindSample{bound: since(start, bound), podRun: math.NaN()}
 	if class == withPod {
 		added := b.wait(phasePodAdded(protocol.PhaseCreation, name))
-		exited := b.wait(phasePodExited(protocol.PhaseCreation, name))
+		exited := b.wait(creationExited(name))
 		s.podToExit, s.exitToBound = since(added, exited), since(exited, bound)
 	}
 	b.must(b.deleteClaim(b.f.Client, name))

@@ -35,19 +35,17 @@ type recorder struct {
 // Milestone keys. Phase pods are keyed by their subject: staging and
 // unstaging pods by their client pod's UID (from kubelet's target path),
 // the others by their claim's name.
-func podAdded(name string) string     { return "pod-added/" + name }
-func podReady(name string) string     { return "pod-ready/" + name }
-func podSucceeded(name string) string { return "pod-succeeded/" + name }
-func podDeleted(name string) string   { return "pod-deleted/" + name }
-func claimBound(name string) string   { return "claim-bound/" + name }
-func claimDeleted(name string) string { return "claim-deleted/" + name }
-func pvAdded(claim string) string     { return "pv-added/" + claim }
-func pvDeleted(claim string) string   { return "pv-deleted/" + claim }
+func podAdded(name string) string        { return "pod-added/" + name }
+func podReady(name string) string        { return "pod-ready/" + name }
+func podSucceeded(name string) string    { return "pod-succeeded/" + name }
+func podDeleted(name string) string      { return "pod-deleted/" + name }
+func claimBound(name string) string      { return "claim-bound/" + name }
+func claimDeleted(name string) string    { return "claim-deleted/" + name }
+func pvAdded(claim string) string        { return "pv-added/" + claim }
+func pvDeleted(claim string) string      { return "pv-deleted/" + claim }
+func creationExited(claim string) string { return "creation-exited/" + claim }
 func phasePodAdded(phase protocol.Phase, subject string) string {
 	return fmt.Sprintf("%s-added/%s", phase, subject)
-}
-func phasePodExited(phase protocol.Phase, subject string) string {
-	return fmt.Sprintf("%s-exited/%s", phase, subject)
 }
 func phasePodSucceeded(phase protocol.Phase, subject string) string {
 	return fmt.Sprintf("%s-succeeded/%s", phase, subject)
@@ -64,6 +62,9 @@ func startRecorder(ctx context.Context, c kubernetes.Interface, ns string) (*rec
 				r.mark(pvDeleted(pv.Spec.ClaimRef.Name))
 			} else {
 				r.mark(pvAdded(pv.Spec.ClaimRef.Name))
+				if at, ok := handleTime(pv); ok {
+					r.markAt(creationExited(pv.Spec.ClaimRef.Name), at)
+				}
 			}
 		}
 	})
@@ -122,11 +123,6 @@ func (r *recorder) pod(obj any, deleted bool) {
 			r.markPod(phasePodAdded(phase, subject), p.Name)
 		}
 	}
-	if subject != "" {
-		if at, ok := exitTime(p); ok {
-			r.markAt(phasePodExited(phase, subject), at)
-		}
-	}
 	if p.Status.Phase == corev1.PodSucceeded {
 		r.mark(podSucceeded(p.Name))
 		if subject != "" {
@@ -143,15 +139,19 @@ func (r *recorder) pod(obj any, deleted bool) {
 	}
 }
 
-// exitTime is when a pod's first container exited by its own clock: the
-// $EPOCHREALTIME it wrote to its termination message (testdata's creation
-// pods do), which reaches the API even if PaV deletes the pod before it is
-// Succeeded.
-func exitTime(p *corev1.Pod) (time.Time, bool) {
-	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+// handleTime is when the creation pod of a PV finished, by its own clock:
+// testdata's bench-create ends its volumes' handles with "@$EPOCHREALTIME".
+// (A pod's status cannot tell: PaV may delete the pod before kubelet
+// reports it.)
+func handleTime(pv *corev1.PersistentVolume) (time.Time, bool) {
+	if pv.Spec.CSI == nil {
 		return time.Time{}, false
 	}
-	return parseEpoch(p.Status.ContainerStatuses[0].State.Terminated.Message)
+	_, epoch, ok := strings.Cut(pv.Spec.CSI.VolumeHandle, "@")
+	if !ok {
+		return time.Time{}, false
+	}
+	return parseEpoch(epoch)
 }
 
 // parseEpoch parses bash's $EPOCHREALTIME (seconds, 6 decimals).
