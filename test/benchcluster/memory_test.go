@@ -93,6 +93,7 @@ func pavProcesses(ctx context.Context, f *framework.Framework, node string) ([]p
 		}
 		procs = append(procs, pavProcess{role, &ctrl.Items[i]})
 	}
+	slices.SortFunc(procs, func(a, b pavProcess) int { return strings.Compare(a.Role, b.Role) }) // leader first
 	nodes, err := f.Client.CoreV1().Pods(pavNamespace).List(ctx, metav1.ListOptions{LabelSelector: nodePluginPods, FieldSelector: "spec.nodeName=" + node})
 	if err != nil || len(nodes.Items) != 1 {
 		return nil, fmt.Errorf("finding PaV's node plugin on %s: %d pods, %v", node, len(nodes.Items), err)
