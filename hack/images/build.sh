@@ -16,6 +16,7 @@ TOOLS=$REPO/_output/bin
 IMAGE=${IMAGE:-pav:latest}
 VERSION=${VERSION:-$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo dev)}
 mkdir -p "$IMAGES_DIR" "$TOOLS"
+IMAGES_DIR=$(cd "$IMAGES_DIR" && pwd)   # builds below run in other directories
 export CGO_ENABLED=0
 
 # fullname NAME: the name containerd stores for a short docker-style name
