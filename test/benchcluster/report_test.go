@@ -200,7 +200,7 @@ func (r *report) markdown() string {
 	}
 
 	if r.Settings.Anchor {
-		w.WriteString("\nCSI anchor: no staging pod (its client rows are one series, shown twice); external-provisioner with its default flags (5 API requests/s, burst 10).\n")
+		w.WriteString("\nCSI anchor: no staging pod (its client rows are one series, shown twice); external-provisioner with PaV's client rate limits (200 API requests/s, burst 400) instead of its defaults (5, burst 10).\n")
 	}
 
 	kinds := []string{"run-to-completion", "long-running"}
