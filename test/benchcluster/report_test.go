@@ -5,6 +5,7 @@ package benchcluster
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -179,6 +180,9 @@ func (r *report) markdown() string {
 	}
 	w.WriteString("\n|---|" + strings.Repeat("---|", len(columns)) + "\n")
 	for _, l := range r.Latency {
+		if !slices.ContainsFunc(slices.Collect(maps.Values(l.Values)), func(s stat) bool { return s.N > 0 }) {
+			continue // e.g. a creation pod seen Succeeded: PaV may delete it before
+		}
 		w.WriteString("| " + l.Metric + " |")
 		for _, c := range columns {
 			w.WriteString(" " + l.Values[c.system].String() + " |")
