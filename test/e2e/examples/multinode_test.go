@@ -356,9 +356,12 @@ spec:
   resources: {requests: {storage: 1Gi}}
 `)
 
-	// Each client writes its file, waits for the other's, then serves until told to stop.
+	// Each client writes its file, waits for the other's words, then serves
+	// until told to stop. (Waiting only for the file raced its writer: a
+	// reader that saw it created but still empty printed nothing, and the
+	// test waited for those words in its log in vain.)
 	exchange := func(mine, theirs string) string {
-		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until [ -f /data/%s ]; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
+		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until grep -q from /data/%s 2>/dev/null; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
 	}
 	sw.lap("provisioner, SSH server, claim")
 	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
@@ -370,10 +373,8 @@ spec:
 			if strings.Contains(out, "from "+other) {
 				return true, out
 			}
-			// This wait took a minute or more in some runs, and timed out in
-			// a few (the other node's file never seen): log once what the
-			// client's mount shows and where its and the staging pods'
-			// processes wait.
+			// Should this wait take long again, log once what the client's
+			// mount shows and where its and the staging pods' processes wait.
 			if !described && time.Since(start) > 30*time.Second {
 				described = true
 				t.Logf("%s has not read %s's file for 30 s:\n%s", client, other, describeSSHFSWait(c, ns, srv, client))
