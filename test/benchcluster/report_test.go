@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -45,8 +42,7 @@ func stats(v []float64) stat {
 		return stat{}
 	}
 	s := slices.Sorted(slices.Values(v))
-	rank := func(p float64) float64 { return s[int(math.Ceil(p*float64(len(s))))-1] }
-	return stat{N: len(s), P50: rank(0.5), P90: rank(0.9)}
+	return stat{N: len(s), P50: framework.NearestRank(s, 0.5), P90: framework.NearestRank(s, 0.9)}
 }
 
 type latencyRow struct {
@@ -286,21 +282,13 @@ func (r *report) markdown() string {
 
 // write saves the report as _output/bench/cluster.json.
 func (r *report) write() error {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(root, "_output", "bench")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "cluster.json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	path, err := framework.WriteOutput("bench", "cluster.json", append(b, '\n'))
+	if err != nil {
+		return err
 	}
 	fmt.Printf("wrote %s\n", path)
 	return nil

@@ -5,9 +5,6 @@ package soak
 import (
 	"fmt"
 	"maps"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -70,31 +67,17 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 			continue
 		}
 		slices.Sort(d)
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", step, len(d), seconds(quantile(d, 0.5)), seconds(quantile(d, 0.9)), seconds(d[len(d)-1]))
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", step, len(d), seconds(framework.NearestRank(d, 0.5)), seconds(framework.NearestRank(d, 0.9)), seconds(d[len(d)-1]))
 	}
 	return b.String()
-}
-
-// quantile of sorted durations (nearest rank).
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
 // writeReport writes the report to _output/soak/report.md of the repository.
 func writeReport(r string) error {
-	root, err := framework.RepoRoot()
+	path, err := framework.WriteOutput("soak", "report.md", []byte(r))
 	if err != nil {
-		return err
-	}
-	dir := filepath.Join(root, "_output", "soak")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, "report.md")
-	if err := os.WriteFile(path, []byte(r), 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("soak: report written to %s\n", path)
