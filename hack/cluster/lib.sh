@@ -136,12 +136,20 @@ KC() { nsx "$KUBE_DIR/kubectl" --kubeconfig="$KUBECONFIG_ADMIN" "$@"; }
 # Every component runs detached (setsid) with its pid in a file under $PIDS and its output
 # appended to a log under $LOGS.
 # running PIDFILE: its process exists and is not a zombie (a component that exited and was not
-# reaped yet still answers kill -0).
+# reaped yet still answers kill -0), and it is still that component: PIDFILE is named after
+# the binary (kubelet.pid), and after a machine restart its number may belong to another
+# process or even to a thread (/proc/TID answers too; seen: a stale kubelet.pid naming a
+# thread of the new kube-apiserver, so that node's kubelet was never started).
 # (Builtins only: a fork costs ~50 ms here.)
 running() {
-  local pid comm st
+  local pid comm st k v want=${1##*/}
+  want=${want%.pid}
   { read -r pid < "$1"; } 2>/dev/null && [ -n "$pid" ] &&
-    { read -r pid comm st _ < "/proc/$pid/stat"; } 2>/dev/null && [ "$st" != Z ]
+    { read -r pid comm st _ < "/proc/$pid/stat"; } 2>/dev/null && [ "$st" != Z ] || return 1
+  # sh and nsenter: the moments between start_proc's pid file and its exec of the binary.
+  case $comm in "(${want:0:15})"|"(sh)"|"(nsenter)") ;; *) return 1 ;; esac
+  while read -r k v; do [ "$k" = Tgid: ] && { [ "$v" = "$pid" ]; return; }; done < "/proc/$pid/status"
+  return 1
 }
 # start_proc NAME PIDFILE LOGFILE CMD...: start CMD unless PIDFILE's process runs.
 start_proc() {
@@ -159,7 +167,7 @@ stop_proc() {
   local n=$1 pidf=$2 g=${3:-15} p i
   [ -f "$pidf" ] || return 0
   p=$(cat "$pidf")
-  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+  if running "$pidf"; then  # not a stale number another process now has
     kill -TERM "$p" 2>/dev/null
     for i in $(seq $((g * 10))); do running "$pidf" || break; sleep 0.1; done
     if running "$pidf"; then echo "  $n did not stop in ${g}s: SIGKILL"; kill -KILL "$p" 2>/dev/null; sleep 0.3; fi
