@@ -53,15 +53,20 @@ func (e *Exits) OnExit(f func(pod *corev1.Pod)) {
 // record notes the exit of a container; it is ignored unless the container
 // is one of a PaV pod in the cache.
 func (e *Exits) record(x containerExit) {
-	objs, err := e.pods.ByIndex(podsByUID, string(x.PodUID))
-	if err != nil || len(objs) != 1 {
-		return
-	}
-	pod, ok := objs[0].(*corev1.Pod)
-	if !ok || !hasContainer(pod, x.Container) {
-		return
-	}
+	// The cache is read under e.mu: the informer removes a pod from its
+	// cache before the delete handler forgets the pod's codes under e.mu, so
+	// an exit of a pod being deleted is either forgotten with it or not
+	// recorded at all, never left behind.
 	e.mu.Lock()
+	objs, err := e.pods.ByIndex(podsByUID, string(x.PodUID))
+	var pod *corev1.Pod
+	if err == nil && len(objs) == 1 {
+		pod, _ = objs[0].(*corev1.Pod)
+	}
+	if pod == nil || !hasContainer(pod, x.Container) {
+		e.mu.Unlock()
+		return
+	}
 	if e.codes[pod.UID] == nil {
 		e.codes[pod.UID] = map[string]uint32{}
 	}

@@ -86,7 +86,9 @@ func TestPublishOnRuntimeExit(t *testing.T) {
 }
 
 // A container that exited non-zero, or a container of a pod that is not
-// PaV's, is no success: Publish waits for the pod status until its deadline.
+// PaV's, is no success: the staging stays pending (the decision Publish
+// waits on, checked directly rather than by waiting for Publish's deadline)
+// and nothing is recorded on the pod; Publish, cancelled, says not done yet.
 func TestPublishNotOnOtherRuntimeExits(t *testing.T) {
 	for name, exit := range map[string]func(pod *corev1.Pod) containerExit{
 		"exit status 1": func(pod *corev1.Pod) containerExit {
@@ -98,13 +100,22 @@ func TestPublishNotOnOtherRuntimeExits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newStagerFixture(t, nil).withUIDs()
 			f.engine.unstaging = nil
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a failure is reported, not hung
 			defer cancel()
-			done := async(func() error { return f.publish(ctx) })
+			publishCtx, stopPublish := context.WithCancel(ctx)
+			done := async(func() error { return f.publish(publishCtx) })
 			pod := f.waitForPod(protocol.PhaseStaging)
-			mkdir(t, hostDir(t, pod, f.root), "volume")
+			dir := hostDir(t, pod, f.root)
+			mkdir(t, dir, "volume")
 			f.cached(pod)
 			f.exits.record(exit(pod))
+			if state := stagingStateOf(f.live(pod), dir, f.exits); state != stagingPending {
+				t.Errorf("staging state %v after the exit, want pending", state)
+			}
+			if ok, err := f.stager.succeeded(ctx, f.live(pod)); ok || err != nil {
+				t.Errorf("succeeded = %v, %v; want false", ok, err)
+			}
+			stopPublish()
 			if err := <-done; status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not done yet") {
 				t.Fatalf("Publish = %v, want DeadlineExceeded: not done yet", err)
 			}
@@ -173,4 +184,33 @@ func BenchmarkPublishRuntimeExitLatency(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs-exit-to-return")
+}
+
+// What the runtime reported of a pod is forgotten when the pod is gone.
+func TestExitsForgetDeletedPods(t *testing.T) {
+	f := newStagerFixture(t, nil).withUIDs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := async(func() error { return f.publish(ctx) })
+	pod := f.waitForPod(protocol.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.cached(pod)
+	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage", Status: 0})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.exits.mu.Lock()
+		n := len(f.exits.codes)
+		f.exits.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exits of %d pods kept after the pod was deleted", n)
+		}
+	}
 }
