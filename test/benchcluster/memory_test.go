@@ -32,6 +32,10 @@ const (
 type memory struct {
 	// VmRSS summed over the container's processes (/proc/PID/status).
 	VmRSS float64 `json:"vmrss_mib"`
+	// RssFile, the part of VmRSS that is mapped files: for PaV its binary's
+	// pages, page cache shared by every process mapping it (and counted in
+	// the VmRSS of each), not memory of the process's own.
+	RssFile float64 `json:"rssfile_mib"`
 	// WorkingSet as kubelet (cAdvisor) reports it: the container cgroup's usage
 	// minus its inactive file pages.
 	WorkingSet float64 `json:"working_set_mib"`
@@ -59,7 +63,7 @@ func (b *bench) memory(state string) []memRow {
 		}
 	}
 	for _, r := range rows {
-		fmt.Printf("memory, %-20s %-55s working set %5.1f MiB, VmRSS %5.1f MiB\n", state+":", r.Process, r.WorkingSet, r.VmRSS)
+		fmt.Printf("memory, %-20s %-55s working set %5.1f MiB, VmRSS %5.1f MiB (files %4.1f)\n", state+":", r.Process, r.WorkingSet, r.VmRSS, r.RssFile)
 	}
 	return rows
 }
@@ -114,11 +118,12 @@ func podMemory(pod *corev1.Pod) (memory, error) {
 	var m memory
 	cgroups := map[string]bool{}
 	for _, pid := range pids {
-		rss, err := vmRSS(pid)
+		rss, files, err := vmRSS(pid)
 		if err != nil {
 			return memory{}, err
 		}
 		m.VmRSS += rss
+		m.RssFile += files
 		cg, err := memoryCgroup(pid)
 		if err != nil {
 			return memory{}, err
@@ -137,22 +142,35 @@ func podMemory(pod *corev1.Pod) (memory, error) {
 
 const mib = 1 << 20
 
-// vmRSS is a process's VmRSS in MiB.
-func vmRSS(pid int) (float64, error) {
+// vmRSS is a process's VmRSS and its RssFile, in MiB.
+func vmRSS(pid int) (rss, files float64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	found := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
-			}
-			return kb / 1024, nil
+		key, v, _ := strings.Cut(line, ":")
+		var into *float64
+		switch key {
+		case "VmRSS":
+			into = &rss
+		case "RssFile":
+			into = &files
+		default:
+			continue
 		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
+		}
+		*into = kb / 1024
+		found++
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	if found != 2 {
+		return 0, 0, fmt.Errorf("/proc/%d/status lacks VmRSS or RssFile", pid)
+	}
+	return rss, files, nil
 }
 
 // memoryCgroup is the directory of a process's memory cgroup: cgroup v1's

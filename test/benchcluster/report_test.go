@@ -234,7 +234,7 @@ func (r *report) markdown() string {
 			states = append(states, m.State)
 		}
 	}
-	w.WriteString("\nMemory, MiB, working set (kubelet's: cgroup usage minus inactive files) / VmRSS:\n\n")
+	w.WriteString("\nMemory, MiB, working set (kubelet's: cgroup usage minus inactive files) / VmRSS (of which mapped files: the binary's pages, page cache each process sharing it counts again):\n\n")
 	w.WriteString("| process | " + strings.Join(states, " | ") + " |\n|---|" + strings.Repeat("---|", len(states)) + "\n")
 	for _, sys := range []string{pav, csiAnchor} {
 		var procs []string
@@ -253,10 +253,11 @@ func (r *report) markdown() string {
 				cell := "–"
 				for _, m := range r.Memory {
 					if m.System == sys && m.Process == p && m.State == st {
-						cell = fmt.Sprintf("%.1f / %.1f", m.WorkingSet, m.VmRSS)
+						cell = fmt.Sprintf("%.1f / %.1f (%.1f)", m.WorkingSet, m.VmRSS, m.RssFile)
 						t := total[st]
 						t.WorkingSet += m.WorkingSet
 						t.VmRSS += m.VmRSS
+						t.RssFile += m.RssFile
 						total[st] = t
 					}
 				}
@@ -269,7 +270,7 @@ func (r *report) markdown() string {
 			w.WriteString("| **" + name + ", total** |")
 			for _, st := range states {
 				if t, ok := total[st]; ok {
-					fmt.Fprintf(&w, " **%.1f / %.1f** |", t.WorkingSet, t.VmRSS)
+					fmt.Fprintf(&w, " **%.1f / %.1f (%.1f)** |", t.WorkingSet, t.VmRSS, t.RssFile)
 				} else {
 					w.WriteString(" – |")
 				}
