@@ -35,7 +35,7 @@ func init() {
 }
 
 func main() {
-	setMemoryLimit()
+	tuneGarbageCollector()
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

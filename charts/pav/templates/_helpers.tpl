@@ -113,7 +113,7 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
-            # GOMEMLIMIT: unset, pav sets 80% of resources.limits.memory.
+            # GOMEMLIMIT: unset, pav sets 80% of resources.limits.memory. GOGC: unset, pav uses 50.
           securityContext:
             privileged: true
           ports:

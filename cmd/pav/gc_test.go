@@ -3,8 +3,26 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 )
+
+func TestTuneGarbageCollector(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	for _, c := range []struct {
+		gogc string
+		want int
+	}{{"", defaultGCPercent}, {"200", 100}} { // a GOGC of its own was read by the runtime at start: untouched
+		t.Setenv("GOGC", c.gogc)
+		t.Setenv("GOMEMLIMIT", "1GiB") // not the test machine's cgroup
+		debug.SetGCPercent(100)
+		tuneGarbageCollector()
+		if got := debug.SetGCPercent(100); got != c.want {
+			t.Errorf("GOGC=%q: GC percent %d, want %d", c.gogc, got, c.want)
+		}
+	}
+}
 
 func TestCgroupMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
