@@ -152,7 +152,7 @@ func TestClusterBenchmark(t *testing.T) {
 	// the burst, and memory with its claims bound
 	r.Burst = append(r.Burst, b.burst(noPods, pav, r))
 	if b.anchor != nil {
-		r.Burst = append(r.Burst, b.burst(anchorClass, csiAnchor, nil))
+		r.Burst = append(r.Burst, b.burst(anchorClass, csiAnchor, r))
 	}
 	b.moreProvisioners()
 	r.Memory = append(r.Memory, b.memory(fmt.Sprintf("+%d provisioners", cfg.Provisioners))...)

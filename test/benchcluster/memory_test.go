@@ -41,19 +41,21 @@ type memory struct {
 	WorkingSet float64 `json:"working_set_mib"`
 }
 
-// memory measures PaV's processes (and the CSI anchor's, if deployed) in
-// the given state.
-func (b *bench) memory(state string) []memRow {
+// memory measures, in the given state, the processes of systems: PaV's
+// and the CSI anchor's (if deployed); both if none is given.
+func (b *bench) memory(state string, systems ...string) []memRow {
 	b.t.Helper()
-	procs, err := pavProcesses(b.f.Ctx, b.f, b.node)
-	b.must(err)
 	var rows []memRow
-	for _, p := range procs {
-		m, err := podMemory(p.Pod)
+	if len(systems) == 0 || slices.Contains(systems, pav) {
+		procs, err := pavProcesses(b.f.Ctx, b.f, b.node)
 		b.must(err)
-		rows = append(rows, memRow{System: pav, Process: p.Role, State: state, memory: m})
+		for _, p := range procs {
+			m, err := podMemory(p.Pod)
+			b.must(err)
+			rows = append(rows, memRow{System: pav, Process: p.Role, State: state, memory: m})
+		}
 	}
-	if a := b.anchor; a != nil {
+	if a := b.anchor; a != nil && (len(systems) == 0 || slices.Contains(systems, csiAnchor)) {
 		for _, role := range slices.Sorted(maps.Keys(a.pods)) {
 			pod, err := a.c.CoreV1().Pods(a.ns).Get(b.f.Ctx, a.pods[role], metav1.GetOptions{})
 			b.must(err)
