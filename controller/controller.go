@@ -260,7 +260,7 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 
-	c.broadcaster = record.NewBroadcaster()
+	c.broadcaster = kubeclient.NewEventBroadcaster()
 	c.recorder = c.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: cfg.Identity})
 	return c, nil
 }

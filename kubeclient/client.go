@@ -1,7 +1,7 @@
 // Package kubeclient is PaV's client of the Kubernetes API: the typed clients of
 // the API groups its processes call (Interface, PavInterface, Clientset),
-// informers on them (NewInformer), the scheme of those groups (Scheme) and
-// the sink of Events (EventSink).
+// informers on them (NewInformer), the scheme of those groups (Scheme), and
+// the broadcaster and sink of Events (NewEventBroadcaster, EventSink).
 //
 // It exists to keep the pav binary small. client-go's all-groups clientset,
 // informer factory and scheme (k8s.io/client-go/kubernetes, /informers,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/scheme"
@@ -21,6 +22,23 @@ var Scheme = runtime.NewScheme()
 func init() {
 	utilruntime.Must(scheme.AddToScheme(Scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
+}
+
+// EventCacheSize bounds each of the three caches with which client-go's
+// event correlator deduplicates, aggregates and rate-limits Events (keyed by
+// object, by object and reason, and by the whole Event). At client-go's
+// default of 4096 entries each, a long-running PaV process kept up to ~7 MiB
+// for Events long sent (~1.7 KiB per object; measured with a heap profile of
+// the controller over 600 claims). An object with Events is evicted only
+// after EventCacheSize others had Events since, and then its next Event is
+// created anew instead of counted on the last one.
+const EventCacheSize = 1024
+
+// NewEventBroadcaster is record.NewBroadcaster with the correlator's caches
+// bounded by EventCacheSize.
+func NewEventBroadcaster(opts ...record.BroadcasterOption) record.EventBroadcaster {
+	opts = append(opts, record.WithCorrelatorOptions(record.CorrelatorOptions{LRUCacheSize: EventCacheSize}))
+	return record.NewBroadcaster(opts...)
 }
 
 // EventSink writes the Events of a record.EventBroadcaster, each in its own

@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		exits = NewExits(podInformer)
 	}
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := kubeclient.NewEventBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
 	stager := NewStager(StagerConfig{
