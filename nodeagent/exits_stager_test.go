@@ -50,6 +50,37 @@ func (f *stagerFixture) live(pod *corev1.Pod) *corev1.Pod {
 	return pod
 }
 
+// publishOnRuntimeExit publishes the volume, its staging pod's success
+// told by the runtime alone (no pod phase is ever set), and returns the pod.
+func (f *stagerFixture) publishOnRuntimeExit(ctx context.Context) *corev1.Pod {
+	f.t.Helper()
+	done := async(func() error { return f.publish(ctx) })
+	pod := f.waitForPod(protocol.PhaseStaging)
+	mkdir(f.t, hostDir(f.t, pod, f.root), "volume")
+	f.cached(pod)
+	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage", Status: 0})
+	if err := <-done; err != nil {
+		f.t.Fatal(err)
+	}
+	return pod
+}
+
+// waiting waits until a Publish waits for pod: it subscribed to the pod's
+// changes (Stager.wait).
+func (f *stagerFixture) waiting(pod *corev1.Pod) {
+	f.t.Helper()
+	key := pod.Namespace + "/" + pod.Name
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		f.stager.events.mu.Lock()
+		n := len(f.stager.events.subs[key])
+		f.stager.events.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
+	f.t.Fatalf("nothing ever waited for pod %s", key)
+}
+
 // The runtime reports that the staging pod's container exited 0: Publish
 // returns without any change of the pod status, having recorded the
 // success on the pod; unstaging goes the same way.
@@ -57,14 +88,7 @@ func TestPublishOnRuntimeExit(t *testing.T) {
 	f := newStagerFixture(t, nil).withUIDs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a failure is reported, not hung
 	defer cancel()
-	done := async(func() error { return f.publish(ctx) })
-	pod := f.waitForPod(protocol.PhaseStaging)
-	mkdir(t, hostDir(t, pod, f.root), "volume")
-	f.cached(pod)
-	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage", Status: 0})
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	pod := f.publishOnRuntimeExit(ctx)
 	got := f.live(pod)
 	if got.Status.Phase != "" || got.Annotations[protocol.AnnotationSucceeded] != "true" {
 		t.Errorf("staging pod phase %q, annotations %v; want no phase and the success recorded", got.Status.Phase, got.Annotations)
@@ -73,7 +97,7 @@ func TestPublishOnRuntimeExit(t *testing.T) {
 		t.Fatalf("mounts = %+v", f.mounter.MountPoints)
 	}
 
-	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+	done := async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
 	un := f.waitForPod(protocol.PhaseUnstaging)
 	f.cached(un)
 	f.exits.record(containerExit{PodUID: un.UID, Container: "unstage", Status: 0})
@@ -132,14 +156,7 @@ func TestPublishRecordedSuccessIsFinal(t *testing.T) {
 	f := newStagerFixture(t, nil).withUIDs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := async(func() error { return f.publish(ctx) })
-	pod := f.waitForPod(protocol.PhaseStaging)
-	mkdir(t, hostDir(t, pod, f.root), "volume")
-	f.cached(pod)
-	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage"})
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	pod := f.publishOnRuntimeExit(ctx)
 	f.setPhase(f.live(pod), corev1.PodFailed, 0)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if p, err := f.stager.podLister.Pods(pod.Namespace).Get(pod.Name); err == nil && p.Status.Phase == corev1.PodFailed {
@@ -175,7 +192,7 @@ func BenchmarkPublishRuntimeExitLatency(b *testing.B) {
 		mkdir(b, hostDir(b, pod, f.root), "volume")
 		f.cached(pod)
 		ctd.addContainer("c", string(pod.UID), "stage")
-		time.Sleep(20 * time.Millisecond) // let Publish start waiting
+		f.waiting(pod)
 		start := time.Now()
 		ctd.exit(b, containerdNamespace, "c", "c", 0)
 		if err := <-done; err != nil {
@@ -191,14 +208,7 @@ func TestExitsForgetDeletedPods(t *testing.T) {
 	f := newStagerFixture(t, nil).withUIDs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := async(func() error { return f.publish(ctx) })
-	pod := f.waitForPod(protocol.PhaseStaging)
-	mkdir(t, hostDir(t, pod, f.root), "volume")
-	f.cached(pod)
-	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage", Status: 0})
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	pod := f.publishOnRuntimeExit(ctx)
 	if err := f.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
