@@ -69,7 +69,10 @@ func TestHostDirectory(t *testing.T) {
 	sw.lap("second client read the data")
 
 	// A clone (dataSource: the claim) starts with a copy of the data, and
-	// writing to it leaves the original alone.
+	// writing to it leaves the original alone. The example copies on the
+	// node the scheduler picks, so its client asks for the source's node, as
+	// a user must: left to choose among three nodes, the scheduler retried
+	// the wrong ones past the test's timeout in one CI run.
 	applyStdin(t, ns, `apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
@@ -85,6 +88,7 @@ kind: Pod
 metadata:
   name: host-directory-clone-reader
 spec:
+  nodeSelector: {kubernetes.io/hostname: `+node+`}
   restartPolicy: Never
   terminationGracePeriodSeconds: 0
   containers:
