@@ -706,3 +706,42 @@ func TestSyncClaimRunsNoPodForAVolumeTheCacheLacks(t *testing.T) {
 		t.Errorf("the claim is not left alone with its one volume:\n%s", h.describe())
 	}
 }
+
+// The PVs' watch lags the pods' one (after an API server restart, say): the
+// cache still holds the released PV whose deletion just ended, while its
+// deletion pod is already gone from the pods' cache. The next sync must not
+// run the deletion a second time.
+func TestSyncVolumeRunsNoDeletionPodForAVolumeTheCacheStillHas(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	deletion.setup(h)
+	h.refresh()
+	stale, err := h.c.volumes.Get(testVolume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale = stale.DeepCopy()
+	deletion.run(t, h, 20)
+	created := 0
+	for _, a := range h.kube.Actions() {
+		if isPodCreate(a, protocol.PhaseDeletion) {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d deletion pods before the stale sync, want 1:\n%s", created, h.describe())
+	}
+
+	h.refresh() // the pods' cache is current: no deletion pod
+	if err := h.c.pvIndexer.Add(stale); err != nil {
+		t.Fatal(err)
+	}
+	h.kube.ClearActions()
+	if err := h.c.syncVolume(context.Background(), testVolume); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range h.kube.Actions() {
+		if isPodCreate(a, protocol.PhaseDeletion) {
+			t.Errorf("a second deletion pod for a volume already deleted:\n%s", h.describe())
+		}
+	}
+}
