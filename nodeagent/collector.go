@@ -42,7 +42,11 @@ type Collector struct {
 	// (the staging code creates the directory before the pod).
 	orphanMinAge time.Duration
 	queue        workqueue.TypedRateLimitingInterface[string]
-	exits        *Exits // nil: only pod status tells that a pod terminated
+	// gone holds the host directories of pods deleted before their results
+	// were collected (the controller stopped waiting for a node plugin that
+	// was down): removed at once rather than at the next sweep.
+	gone  workqueue.TypedRateLimitingInterface[string]
+	exits *Exits // nil: only pod status tells that a pod terminated
 }
 
 // collectedPhases are the phases whose results the controller reads.
@@ -68,6 +72,9 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "results"}),
+		gone: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gone-pod-dirs"}),
 	}
 	enqueue := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
@@ -81,6 +88,18 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
+				return // staging and unstaging directories are the stager's
+			}
+			if dir, err := podHostDir(pod, c.root); err == nil {
+				c.gone.Add(dir) // each pod has its own directory: no later pod reuses it
+			}
+		},
 	})
 	if exits != nil {
 		exits.OnExit(func(pod *corev1.Pod) { enqueue(pod) })
@@ -88,11 +107,13 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 	return c
 }
 
-// Run processes terminated pods until ctx ends, and sweeps orphan
-// directories once the cache is synced and then every ten minutes.
+// Run processes terminated and deleted pods until ctx ends, and sweeps
+// orphan directories once the cache is synced and then every orphanMinAge
+// (a directory too young at one sweep is removed at the next).
 func (c *Collector) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
+	defer c.gone.ShutDown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.podsSynced) {
 		return
 	}
@@ -102,11 +123,31 @@ func (c *Collector) Run(ctx context.Context, workers int) {
 			}
 		}, time.Second)
 	}
+	go wait.UntilWithContext(ctx, func(context.Context) {
+		for c.removeNextGone() {
+		}
+	}, time.Second)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.SweepOrphans(time.Now()); err != nil {
 			klog.ErrorS(err, "Sweeping orphan /pav directories")
 		}
-	}, 10*time.Minute)
+	}, c.orphanMinAge)
+}
+
+// removeNextGone removes the directory of one deleted pod.
+func (c *Collector) removeNextGone() bool {
+	dir, quit := c.gone.Get()
+	if quit {
+		return false
+	}
+	defer c.gone.Done(dir)
+	if err := cleanupDir(c.mounter, dir); err != nil {
+		klog.ErrorS(err, "Removing a deleted pod's /pav directory", "dir", dir)
+		c.gone.AddRateLimited(dir)
+		return true
+	}
+	c.gone.Forget(dir)
+	return true
 }
 
 func (c *Collector) processNext(ctx context.Context) bool {

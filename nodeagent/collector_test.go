@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -301,5 +302,43 @@ func TestCollectOnRuntimeExit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A creation pod deleted before its results were collected (the controller
+// stopped waiting for a node plugin that was down) leaves its directory: it
+// goes as soon as the deletion is seen, not at the next sweep. A staging
+// pod's directory is the stager's and stays.
+func TestDeletedPodDirectoryRemoved(t *testing.T) {
+	root := t.TempDir()
+	staging, creation := filepath.Join(root, "staging"), filepath.Join(root, "creation")
+	for _, d := range []string{staging, creation} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, kube, _ := newTestCollector(t, root,
+		pavPod("s", protocol.PhaseStaging, corev1.PodRunning, staging),
+		pavPod("c", protocol.PhaseCreation, corev1.PodRunning, creation))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx, 1)
+	// The informer delivers the deletions in this order: once the creation
+	// pod's directory is gone, the staging pod's deletion was seen too.
+	for _, name := range []string{"s", "c"} {
+		if err := kube.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(creation); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted creation pod's directory was never removed")
+		}
+	}
+	if _, err := os.Stat(staging); err != nil {
+		t.Errorf("the staging pod's directory: %v, want it kept for the stager", err)
 	}
 }
