@@ -50,25 +50,31 @@ func (a *audit) problems() []string {
 }
 
 // settleBound is how long the audit waits, after the last lifecycle, for PaV
-// to finish what it still had to do (pods being deleted, a volume whose
-// unstaging pod runs) before it counts what is left.
-const settleBound = 2 * time.Minute
+// and kubelet to finish what they still had to do before it counts what is
+// left: pods being deleted, a deletion pod retried, a volume kubelet still
+// unstages. Kubelet retries a failed NodeUnstageVolume (the node plugin was
+// killed during it) with a backoff of up to 2 min 2 s.
+const settleBound = 3 * time.Minute
 
 // waitPavHealthy waits until PaV's controller and node plugins run again
-// after the last fault, so the audit judges PaV, not a component restarting.
-func (s *soak) waitPavHealthy() {
+// after the last fault, so the audit judges PaV, not a component restarting;
+// it returns those that did not.
+func (s *soak) waitPavHealthy() []string {
 	ctx, cancel := context.WithTimeout(s.f.Ctx, 5*time.Minute)
 	defer cancel()
+	var down []string
 	for _, what := range []string{"deployment/controller-agent", "daemonset/node-agent"} {
 		if out, err := framework.Kubectl(ctx, "-n", pavNamespace, "rollout", "status", what, "--timeout=290s"); err != nil {
-			s.t.Errorf("PaV did not recover from the faults: %v\n%s", err, out)
+			down = append(down, fmt.Sprintf("%s: %v: %s", what, err, strings.TrimSpace(out)))
 		}
 	}
+	return down
 }
 
 func (s *soak) audit(cycles []*cycle) *audit {
 	ctx := s.f.Ctx
 	a := &audit{}
+	a.add("PaV components not running again after the faults", s.waitPavHealthy())
 	var lost, stuckClaims, failedCycles []string
 	for _, c := range cycles {
 		desc := fmt.Sprintf("lifecycle %d (%s, claim %s, fault %q): %s", c.ID, c.Shape.Name, c.Claim, c.Fault, c.Detail)
@@ -85,25 +91,42 @@ func (s *soak) audit(cycles []*cycle) *audit {
 	a.add(fmt.Sprintf("claims stuck longer than %v in a step", stepBound), stuckClaims)
 	a.add("lifecycles failed otherwise", failedCycles)
 
-	// Let PaV finish; then count.
-	var pvs, claims, pods []string
+	// Let PaV and kubelet finish; then count.
+	var left leftovers
 	deadline := time.Now().Add(settleBound)
 	for {
-		pvs, claims, pods = s.leftObjects(ctx)
-		if len(pvs)+len(claims)+len(pods) == 0 || time.Now().After(deadline) {
+		left = s.leftovers(ctx)
+		if left.none() || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(2 * time.Second)
 	}
-	a.add("PersistentVolumes left", pvs)
-	a.add("claims left", claims)
-	a.add("PaV pods left", pods)
+	a.add("PersistentVolumes left", left.pvs)
+	a.add("claims left", left.claims)
+	a.add("PaV pods left", left.pods)
 	a.add("PaV finalizers left", append(s.pavFinalizers(ctx), s.uninstall()...))
-	a.add("mounts left under the kubelet root", s.leftMounts())
-	a.add("/pav pod directories left", leftPodDirs(s.baseline))
-	a.add("loop devices left", leftLoopDevices())
+	a.add("mounts left under the kubelet root", left.mounts)
+	a.add("/pav pod directories left", left.podDirs)
+	a.add("loop devices left", left.loops)
 	a.add("backend volumes never deleted (ledger)", leakedDeletions())
 	return a
+}
+
+// leftovers is what the soak's volumes may leave behind, in the cluster and
+// on the host node.
+type leftovers struct {
+	pvs, claims, pods, mounts, podDirs, loops []string
+}
+
+func (s *soak) leftovers(ctx context.Context) leftovers {
+	var l leftovers
+	l.pvs, l.claims, l.pods = s.leftObjects(ctx)
+	l.mounts, l.podDirs, l.loops = s.leftMounts(), leftPodDirs(s.baseline), leftLoopDevices()
+	return l
+}
+
+func (l leftovers) none() bool {
+	return len(l.pvs)+len(l.claims)+len(l.pods)+len(l.mounts)+len(l.podDirs)+len(l.loops) == 0
 }
 
 func (s *soak) isSoakDriver(name string) bool {

@@ -25,6 +25,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,6 +81,14 @@ func TestSoak(t *testing.T) {
 	cfg := loadSettings(t)
 	fmt.Printf("soak: %d cycles, seed %d, %d at once, a cluster fault every ~%v (replay: SOAK_SEED=%d)\n",
 		cfg.Cycles, cfg.Seed, cfg.Parallel, cfg.FaultEvery, cfg.Seed)
+	// The verdict is printed last, after the framework's dump of the
+	// namespace (cleanups run in reverse), where the tail of a CI log shows it.
+	var verdict string
+	t.Cleanup(func() {
+		if verdict != "" {
+			fmt.Print(verdict)
+		}
+	})
 	f := framework.New(t)
 	s := newSoak(t, f, cfg)
 	s.install()
@@ -110,7 +119,6 @@ func TestSoak(t *testing.T) {
 	<-faultsDone
 	elapsed := time.Since(start)
 
-	s.waitPavHealthy()
 	a := s.audit(cycles)
 	r := s.report(cycles, a, elapsed)
 	fmt.Print(r)
@@ -121,7 +129,9 @@ func TestSoak(t *testing.T) {
 		for _, p := range problems {
 			t.Error(p)
 		}
-		t.Fatalf("the soak's audit failed; replay with SOAK_SEED=%d SOAK_CYCLES=%d", cfg.Seed, cfg.Cycles)
+		verdict = fmt.Sprintf("soak: the audit failed (replay with SOAK_SEED=%d SOAK_CYCLES=%d):\n%s\n",
+			cfg.Seed, cfg.Cycles, strings.Join(problems, "\n"))
+		t.FailNow()
 	}
 }
 
