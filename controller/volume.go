@@ -134,22 +134,6 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		}
 		return c.volumeDeleted(ctx, pv, del)
 	}
-	// No deletion pod: about to run one. The cache may still hold a PV
-	// whose deletion just ended (volumeDeleted removes the PV, then its
-	// pod, and the pods' watch can be ahead of the PVs', e.g. after an API
-	// server restart), and the volume would be deleted twice. Ask the API
-	// server, as sig-storage-lib-external-provisioner does before deleting.
-	live, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return c.collectVolumePods(ctx, name)
-	}
-	if err != nil {
-		return fmt.Errorf("reading PersistentVolume %s: %w", name, err)
-	}
-	if live.UID != pv.UID || decideVolume(live) != volumeDelete {
-		return nil // the PV changed since the cache saw it: its watch event requeues it
-	}
-	pv = live
 	if p == nil {
 		return fail("PavProvisioner %q not found; it is needed to delete the volume", provName)
 	}
@@ -167,6 +151,19 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	}
 	if tmpl == nil {
 		return c.volumeDeleted(ctx, pv, nil)
+	}
+	// About to run the deletion pod, on the API server's word only: the
+	// cache may still hold a PV whose deletion just ended (volumeDeleted
+	// removes the PV, then its pod, and the pods' watch can be ahead of the
+	// PVs', e.g. after an API server restart), which would be deleted twice.
+	// sig-storage-lib-external-provisioner re-reads the PV for the same
+	// reason. A cache behind is caught up by the watch, which requeues the PV.
+	live, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading PersistentVolume %s: %w", name, err)
+	}
+	if err != nil || live.ResourceVersion != pv.ResourceVersion {
+		return nil
 	}
 	claim := &corev1.ObjectReference{Namespace: req.PVC.Namespace, Name: req.PVC.Name, UID: req.PVC.UID}
 	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
