@@ -172,7 +172,7 @@ func (c *Collector) sync(ctx context.Context, key string) error {
 	}
 	pod, err := c.pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		return nil // its directory, if any, is an orphan now
+		return nil // its directory, if any, goes with the deletion (c.gone)
 	}
 	if err != nil {
 		return err
