@@ -156,8 +156,10 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	// cache may still hold a PV whose deletion just ended (volumeDeleted
 	// removes the PV, then its pod, and the pods' watch can be ahead of the
 	// PVs', e.g. after an API server restart), which would be deleted twice.
-	// sig-storage-lib-external-provisioner re-reads the PV for the same
-	// reason. A cache behind is caught up by the watch, which requeues the PV.
+	// (sig-storage-lib-external-provisioner re-read the PV before deleting
+	// until 2020, then trusted its cache: a CSI DeleteVolume may be repeated,
+	// but a deletion pod runs the admin's script, which the spec runs once.)
+	// A cache behind is caught up by the watch, which requeues the PV.
 	live, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading PersistentVolume %s: %w", name, err)
