@@ -123,7 +123,8 @@ func LexAll(input string, cfg *config.Config) *Stream {
 // parser will be given this way (how many tokens, how deeply nested).
 func LexChecked(input string, cfg *config.Config, check func(*Token) error) (*Stream, error) {
 	l := NewLexer(input, cfg)
-	estTokens := len(l.Input)/3 + 16
+	// Not sized for the whole input: the check may stop the lexer early.
+	estTokens := min(len(l.Input)/3, 1024) + 16
 	l.collected = make([]*Token, 0, estTokens)
 	l.tokenSlab = make([]Token, estTokens)
 	l.check = check
