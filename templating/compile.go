@@ -11,6 +11,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating/jinja"
 )
 
 // section is a compiled phase section: its present fields, by JSON name, or
@@ -38,21 +39,29 @@ var specPath = field.NewPath("spec")
 // every literal value has the right type, pod templates included. The
 // admission webhook and the controller both use it.
 func Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
-	_, errs := compile(p)
+	_, errs, _ := compile(p)
 	return errs
 }
 
 // Compile validates p (see Validate) and compiles it. The error is a
 // utilerrors.Aggregate of *field.Error, one per problem.
 func Compile(p *v1alpha1.PavProvisioner) (*Compiled, error) {
-	c, errs := compile(p)
+	c, errs, _ := compile(p)
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
 	return c, nil
 }
 
-func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
+// maxTemplateBytes bounds the templates of one PavProvisioner together (every
+// string with Jinja syntax), checked before any is compiled: the examples'
+// largest have under 4 KiB. With jinja's bound on each template's tokens,
+// it bounds what compiling one provisioner costs (a few MiB of heap at most).
+const maxTemplateBytes = 64 << 10
+
+// compile validates and compiles p; overtime reports a template that ran out
+// of time, a failure another try may not have.
+func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overtime bool) {
 	var errs field.ErrorList
 	if p.APIVersion != "" && p.APIVersion != v1alpha1.SchemeGroupVersion.String() {
 		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{v1alpha1.SchemeGroupVersion.String()}))
@@ -100,50 +109,51 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 	}
 
 	c := &Compiled{Provisioner: p.DeepCopy()}
-	add := func(name string, meta v1alpha1.Section, fields map[string]*v1alpha1.Value) *section {
-		sec := &section{path: specPath.Child(name), fields: map[string]*node{}}
-		for _, k := range meta.Unknown {
-			errs = append(errs, field.Forbidden(sec.path.Child(k), "unknown field"))
-		}
-		if meta.Template != nil {
-			n, e := compileNode(*meta.Template, sec.path)
-			errs = append(errs, e...)
-			sec.whole = n
-			return sec
-		}
-		for _, f := range sortedFieldNames(fields) {
-			v := fields[f]
-			if v == nil || v.Object == nil {
-				continue
-			}
-			n, e := compileNode(v.Object, sec.path.Child(f))
-			errs = append(errs, e...)
-			sec.fields[f] = n
-		}
-		return sec
-	}
+	var sources []sectionSource
 	if v := s.VolumeValidation; v != nil {
-		c.validation = add("volumeValidation", v.Section, map[string]*v1alpha1.Value{
+		sources = append(sources, sectionSource{"volumeValidation", v.Section, map[string]*v1alpha1.Value{
 			"volumeModes": v.VolumeModes, "accessModes": v.AccessModes,
-			"minCapacity": v.MinCapacity, "maxCapacity": v.MaxCapacity, "podTemplate": v.PodTemplate})
+			"minCapacity": v.MinCapacity, "maxCapacity": v.MaxCapacity, "podTemplate": v.PodTemplate}, &c.validation})
 	}
 	if v := s.VolumeCreation; v != nil {
-		c.creation = add("volumeCreation", v.Section, map[string]*v1alpha1.Value{
-			"handle": v.Handle, "capacity": v.Capacity, "podTemplate": v.PodTemplate, "nodeAffinity": v.NodeAffinity})
+		sources = append(sources, sectionSource{"volumeCreation", v.Section, map[string]*v1alpha1.Value{
+			"handle": v.Handle, "capacity": v.Capacity, "podTemplate": v.PodTemplate, "nodeAffinity": v.NodeAffinity}, &c.creation})
 	}
 	if v := s.VolumeDeletion; v != nil {
-		c.deletion = add("volumeDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		sources = append(sources, sectionSource{"volumeDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.deletion})
 	}
 	if v := s.VolumeStaging; v != nil {
-		c.staging = add("volumeStaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		sources = append(sources, sectionSource{"volumeStaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.staging})
 	} else {
 		errs = append(errs, field.Required(specPath.Child("volumeStaging"), "every provisioner needs a staging pod"))
 	}
 	if v := s.VolumeUnstaging; v != nil {
-		c.unstaging = add("volumeUnstaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		sources = append(sources, sectionSource{"volumeUnstaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.unstaging})
 	}
 	if v := s.VolumeExpansion; v != nil {
-		c.expansion = add("volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate})
+		sources = append(sources, sectionSource{"volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.expansion})
+	}
+	if n := templateBytes(sources); n > maxTemplateBytes {
+		return nil, append(errs, field.Forbidden(specPath,
+			fmt.Sprintf("the templates of a PavProvisioner may have %d bytes together, these have %d", maxTemplateBytes, n))), false
+	}
+	for _, src := range sources {
+		sec := &section{path: specPath.Child(src.name), fields: map[string]*node{}}
+		for _, k := range src.meta.Unknown {
+			errs = append(errs, field.Forbidden(sec.path.Child(k), "unknown field"))
+		}
+		var e field.ErrorList
+		if src.meta.Template != nil {
+			sec.whole, e = compileNode(*src.meta.Template, sec.path, &overtime)
+			errs = append(errs, e...)
+		}
+		for _, f := range sortedFieldNames(src.fields) {
+			if v := src.fields[f]; src.meta.Template == nil && v != nil && v.Object != nil {
+				sec.fields[f], e = compileNode(v.Object, sec.path.Child(f), &overtime)
+				errs = append(errs, e...)
+			}
+		}
+		*src.dst = sec
 	}
 	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.whole == nil && c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
 		// The volume's capacity comes from volumeCreation.capacity or the
@@ -167,9 +177,50 @@ func compile(p *v1alpha1.PavProvisioner) (*Compiled, field.ErrorList) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs, overtime
 	}
-	return c, nil
+	return c, nil, false
+}
+
+// sectionSource is a phase section as written, to be compiled into dst.
+type sectionSource struct {
+	name   string
+	meta   v1alpha1.Section
+	fields map[string]*v1alpha1.Value
+	dst    **section
+}
+
+// templateBytes adds up the length of every template in the sections.
+func templateBytes(sources []sectionSource) int {
+	n := 0
+	var walk func(v interface{})
+	walk = func(v interface{}) {
+		switch x := v.(type) {
+		case string:
+			if jinja.IsTemplate(x) {
+				n += len(x)
+			}
+		case []interface{}:
+			for _, item := range x {
+				walk(item)
+			}
+		case map[string]interface{}:
+			for _, item := range x {
+				walk(item)
+			}
+		}
+	}
+	for _, src := range sources {
+		if src.meta.Template != nil {
+			walk(*src.meta.Template)
+		}
+		for _, v := range src.fields {
+			if v != nil {
+				walk(v.Object)
+			}
+		}
+	}
+	return n
 }
 
 // read checks a section's (skeleton or evaluated) values with the readers of
@@ -273,11 +324,21 @@ func (c *Cache) Get(p *v1alpha1.PavProvisioner) (*Compiled, error) {
 	if ok && e.generation == p.Generation {
 		return e.compiled, e.err
 	}
-	compiled, err := Compile(p)
+	compiled, errs, overtime := compile(p)
+	if len(errs) > 0 {
+		if overtime {
+			// Not the provisioner's fault: the next Get tries again.
+			return nil, errs.ToAggregate()
+		}
+		c.mu.Lock()
+		c.entries[p.UID] = cacheEntry{generation: p.Generation, err: errs.ToAggregate()}
+		c.mu.Unlock()
+		return nil, errs.ToAggregate()
+	}
 	c.mu.Lock()
-	c.entries[p.UID] = cacheEntry{generation: p.Generation, compiled: compiled, err: err}
+	c.entries[p.UID] = cacheEntry{generation: p.Generation, compiled: compiled}
 	c.mu.Unlock()
-	return compiled, err
+	return compiled, nil
 }
 
 // Forget drops a deleted PavProvisioner's entry.

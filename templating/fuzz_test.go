@@ -3,6 +3,7 @@ package templating
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -19,6 +20,19 @@ func FuzzValidate(f *testing.F) {
 	f.Add(withSection("volumeValidation:\n  podTemplate: {spec: {containers: [{name: c, image: i, ports: [{containerPort: \"{% set yaml = true %}{{ 1 }}\"}]}]}}\n"))
 	f.Add("spec: {provisioningModes: [Static], volumeStaging: {podTemplate: 3}}")
 	f.Add("spec: {volumeUnstaging: {podTemplate: {spec: {containers: [[]], volumes: {a: b}}}}}")
+	// The bombs: more template bytes than a provisioner may have, templates
+	// past the token and nesting bounds, and past the render deadline.
+	for _, tmpl := range []string{
+		sum(256 << 10),
+		"{{ 'a'" + strings.Repeat("~'a'", 60000) + " }}",
+		strings.Repeat("{% set x|replace('=', '') %}", 6000) + strings.Repeat("{% endset %}", 6000),
+		"{{ ('x ' * 2000000)|wordwrap(65536)|length }}",
+		strings.Repeat("{% set s = ('x' * 4000000)|upper %}", 600),
+	} {
+		j, _ := json.Marshal(tmpl)
+		f.Add(withSection("volumeCreation:\n  capacity: 1Gi\n  handle: " + string(j) + "\n"))
+	}
+	f.Add(withSection("volumeCreation:\n  capacity: 1Gi\n  handle: \"" + strings.Repeat(sum(20000)+" ", 13) + "\"\n"))
 	f.Fuzz(func(t *testing.T, doc string) {
 		j, err := yaml.YAMLToJSON([]byte(doc))
 		if err != nil {

@@ -27,14 +27,16 @@ type node struct {
 }
 
 // compileNode compiles every string under v, reporting each template that
-// does not compile with its path and line/column.
-func compileNode(v interface{}, path *field.Path) (*node, field.ErrorList) {
+// does not compile with its path and line/column, and in overtime one that
+// ran out of time.
+func compileNode(v interface{}, path *field.Path, overtime *bool) (*node, field.ErrorList) {
 	n := &node{raw: v}
 	var errs field.ErrorList
 	switch x := v.(type) {
 	case string:
 		t, err := jinja.Compile(x)
 		if err != nil {
+			*overtime = *overtime || errors.Is(err, jinja.ErrDeadline)
 			n.broken, n.templated = true, true
 			return n, field.ErrorList{templateError(path, err)}
 		}
@@ -48,7 +50,7 @@ func compileNode(v interface{}, path *field.Path) (*node, field.ErrorList) {
 	case []interface{}:
 		n.items = make([]*node, len(x))
 		for i, item := range x {
-			c, e := compileNode(item, path.Index(i))
+			c, e := compileNode(item, path.Index(i), overtime)
 			errs = append(errs, e...)
 			n.items[i] = c
 			n.templated = n.templated || c.templated
@@ -60,7 +62,7 @@ func compileNode(v interface{}, path *field.Path) (*node, field.ErrorList) {
 		}
 		sort.Strings(n.keys)
 		for _, k := range n.keys {
-			c, e := compileNode(x[k], path.Child(k))
+			c, e := compileNode(x[k], path.Child(k), overtime)
 			errs = append(errs, e...)
 			n.fields[k] = c
 			n.templated = n.templated || c.templated

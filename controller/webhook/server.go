@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -41,15 +42,39 @@ const MaxRequestBytes = 4 << 20
 // ValidateFunc checks a PavProvisioner (templating.Validate).
 type ValidateFunc func(p *v1alpha1.PavProvisioner) field.ErrorList
 
+// Bounds on the reviews a Handler works on at once. Each review running holds
+// its body (up to MaxRequestBytes) and the decoded object, and compiles
+// templates (as many at once as templating runs, 4); a review waiting holds
+// only its connection, its body unread. A review that finds every slot and
+// every place in the queue taken, or waits longer than maxReviewWait (well
+// within the API server's timeoutSeconds, 10), is answered "busy" at once.
+const (
+	maxReviews    = 4
+	maxWaiting    = 64
+	maxReviewWait = 5 * time.Second
+	// busyPeekBytes is how much of a review answered "busy" is read to
+	// find its UID (the API server writes it near the start).
+	busyPeekBytes = 64 << 10
+)
+
 // Handler validates PavProvisioners on CREATE and UPDATE. Updates that do not
 // touch the spec (metadata such as finalizers, status) and updates of an
 // object being deleted are always allowed, so a provisioner that an older PaV
 // accepted can still be cleaned up.
 type Handler struct {
 	Validate ValidateFunc
+
+	once  sync.Once
+	slots chan struct{} // one per review running: maxReviews
+	queue chan struct{} // one per review waiting for a slot: maxWaiting
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.acquire(r.Context()) {
+		h.busy(w, r)
+		return
+	}
+	defer func() { <-h.slots }()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
 		code := http.StatusBadRequest
@@ -67,12 +92,131 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := h.review(review.Request)
 	resp.UID = review.Request.UID
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	writeReview(w, review.TypeMeta, resp)
+}
+
+func writeReview(w http.ResponseWriter, tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) {
+	out := admissionv1.AdmissionReview{TypeMeta: tm, Response: resp}
 	if out.APIVersion == "" {
 		out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(&out)
+}
+
+// acquire takes a slot for a review, waiting in the queue if there is room
+// there; false: none was free in time.
+func (h *Handler) acquire(ctx context.Context) bool {
+	h.once.Do(func() {
+		if h.slots == nil {
+			h.slots, h.queue = make(chan struct{}, maxReviews), make(chan struct{}, maxWaiting)
+		}
+	})
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case h.queue <- struct{}{}:
+		defer func() { <-h.queue }()
+	default:
+		return false
+	}
+	timer := time.NewTimer(maxReviewWait)
+	defer timer.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// busy denies a review the handler has no room for, with 429 and a message
+// the user sees (the API server needs the review's UID for that: without
+// one near the start of the body, the answer is a bare HTTP 429).
+func (h *Handler) busy(w http.ResponseWriter, r *http.Request) {
+	tm, uid, ok := peekReview(io.LimitReader(r.Body, busyPeekBytes))
+	if !ok {
+		http.Error(w, "the PavProvisioner webhook is busy", http.StatusTooManyRequests)
+		return
+	}
+	resp := deny(apierrors.NewTooManyRequests(
+		"PaV's admission webhook is busy validating other PavProvisioners; try again", 1).Status())
+	resp.UID = uid
+	writeReview(w, tm, resp)
+}
+
+// peekReview reads an AdmissionReview's type and request UID as a stream,
+// never holding more of it than one JSON token.
+func peekReview(r io.Reader) (tm metav1.TypeMeta, uid types.UID, ok bool) {
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return tm, "", false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return tm, "", false
+		}
+		switch key {
+		case "apiVersion":
+			err = dec.Decode(&tm.APIVersion)
+		case "kind":
+			err = dec.Decode(&tm.Kind)
+		case "request":
+			uid, ok = peekUID(dec)
+			return tm, uid, ok
+		default:
+			err = skipValue(dec)
+		}
+		if err != nil {
+			return tm, "", false
+		}
+	}
+	return tm, "", false
+}
+
+func peekUID(dec *json.Decoder) (types.UID, bool) {
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		if key == "uid" {
+			var uid types.UID
+			return uid, dec.Decode(&uid) == nil && uid != ""
+		}
+		if skipValue(dec) != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// skipValue reads past one JSON value, token by token.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }
 
 func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -143,5 +146,78 @@ func TestHandlerRefusesOversizedReviews(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxRequestBytes+1))))
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("status %d (%s), want 413", rec.Code, rec.Body.String())
+	}
+}
+
+// Beyond the reviews it runs and queues, the handler answers at once that it
+// is busy, as a denial with 429 the API server passes to the user; a review
+// waiting in the queue runs when a slot frees.
+func TestHandlerAnswersBusy(t *testing.T) {
+	entered, release := make(chan string, 3), make(chan struct{})
+	h := &Handler{
+		Validate: func(p *v1alpha1.PavProvisioner) field.ErrorList {
+			entered <- p.Name
+			<-release
+			return nil
+		},
+		slots: make(chan struct{}, 1),
+		queue: make(chan struct{}, 1),
+	}
+	send := func(name string) *admissionv1.AdmissionReview {
+		p := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		body, _ := json.Marshal(&admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request:  &admissionv1.AdmissionRequest{UID: types.UID("uid-" + name), Operation: admissionv1.Create, Object: raw(p)}})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+			t.Errorf("%s: response %d %q: %v", name, rec.Code, rec.Body.String(), err)
+			return nil
+		}
+		if out.Response.UID != types.UID("uid-"+name) || out.Kind != "AdmissionReview" {
+			t.Errorf("%s: response %+v", name, out)
+		}
+		return &out
+	}
+	done := make(chan *admissionv1.AdmissionReview, 2)
+	go func() { done <- send("running") }()
+	if got := <-entered; got != "running" {
+		t.Fatalf("validating %s", got)
+	}
+	go func() { done <- send("waiting") }()
+	for len(h.queue) == 0 { // until the second review waits for the slot
+		time.Sleep(time.Millisecond)
+	}
+	busy := send("busy")
+	if busy == nil || busy.Response.Allowed || busy.Response.Result.Code != http.StatusTooManyRequests ||
+		!bytes.Contains([]byte(busy.Response.Result.Message), []byte("busy")) {
+		t.Fatalf("third review: %+v, want a denial with 429", busy.Response)
+	}
+	close(release)
+	for range 2 {
+		if out := <-done; out == nil || !out.Response.Allowed {
+			t.Errorf("queued or running review not allowed: %+v", out)
+		}
+	}
+	if got := <-entered; got != "waiting" {
+		t.Errorf("validated %s second, want the queued review", got)
+	}
+}
+
+// The UID of a review answered busy is found in a stream, wherever it is in
+// the request; without one the answer is a bare 429.
+func TestPeekReview(t *testing.T) {
+	for body, want := range map[string]types.UID{
+		`{"kind":"AdmissionReview","request":{"uid":"u1","object":{}}}`:                                                              "u1",
+		`{"request":{"object":{"a":[1,{"uid":"no"}],"uid":"x"},"uid":"u2"},"kind":"A"}`:                                              "u2",
+		`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"spec":"` + strings.Repeat("x", busyPeekBytes) + `"},"uid":"u3"}}`: "",
+		`{"request":{"uid":""}}`: "",
+		`[]`:                     "",
+	} {
+		_, uid, ok := peekReview(io.LimitReader(strings.NewReader(body), busyPeekBytes))
+		if uid != want || ok != (want != "") {
+			t.Errorf("peekReview(%.60s) = %q, %v; want %q", body, uid, ok, want)
+		}
 	}
 }

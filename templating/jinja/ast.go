@@ -69,7 +69,7 @@ func (w *walker) ref(e nodes.Expression) nodes.Expression {
 	return &nodes.Integer{Location: position(e), Val: len(w.exprs) - 1}
 }
 
-// position is e's token, or nil for the incomplete nodes gonja's parser
+// position is where e starts, or nil for the incomplete nodes gonja's parser
 // sometimes accepts (a test expression without a tested value, for "{{ in }}").
 func position(e nodes.Expression) (tok *tokens.Token) {
 	defer func() {
@@ -77,7 +77,7 @@ func position(e nodes.Expression) (tok *tokens.Token) {
 			tok = nil
 		}
 	}()
-	return e.Position()
+	return nodes.Start(e)
 }
 
 // visitNode checks and rewrites a node once its children are done.
@@ -157,6 +157,7 @@ func (w *walker) visitNode(n nodes.Node) {
 		}
 		if f.ObjectEvaluator != nil {
 			f.ObjectEvaluator = &nodes.FilteredExpression{
+				Location:   position(f.ObjectEvaluator),
 				Expression: f.ObjectEvaluator,
 				Filters:    []*nodes.FilterCall{{Token: position(f.ObjectEvaluator), Name: iterFilter, Args: []nodes.Expression{w.ref(f.ObjectEvaluator)}}},
 			}
@@ -208,6 +209,7 @@ func (w *walker) checkDefined(n nodes.Node, noneIsEmpty bool) nodes.Node {
 		return n
 	}
 	return &nodes.FilteredExpression{
+		Location:   position(e),
 		Expression: e,
 		Filters:    []*nodes.FilterCall{{Token: position(e), Name: checkFilter, Args: []nodes.Expression{w.ref(e), &nodes.Bool{Location: position(e), Val: noneIsEmpty}}}},
 	}
@@ -235,6 +237,7 @@ func (w *walker) wrapOutput(o *nodes.Output) {
 	}
 	wrap := func(e nodes.Expression) nodes.Expression {
 		return &nodes.FilteredExpression{
+			Location:   position(e),
 			Expression: e,
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
@@ -301,6 +304,7 @@ func (w *walker) rewriteArith(e nodes.Expression) nodes.Expression {
 		// Jinja's undefined equals only undefined, never none; gonja has one
 		// nil for both, so the comparison re-inspects both operands.
 		return &nodes.FilteredExpression{
+			Location:   position(bin.Left),
 			Expression: bin.Left,
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
@@ -312,6 +316,7 @@ func (w *walker) rewriteArith(e nodes.Expression) nodes.Expression {
 		// Python's str() of both operands, but undefined is "" (gonja's ~
 		// prints none as "" as well; Jinja prints "None").
 		return &nodes.FilteredExpression{
+			Location:   position(bin.Left),
 			Expression: bin.Left,
 			Filters: []*nodes.FilterCall{{
 				Token: tok,
@@ -324,6 +329,7 @@ func (w *walker) rewriteArith(e nodes.Expression) nodes.Expression {
 	}
 	_, tuple := bin.Right.(*nodes.Tuple)
 	repl := &nodes.FilteredExpression{
+		Location:   position(bin.Left),
 		Expression: bin.Left,
 		Filters: []*nodes.FilterCall{{
 			Token: tok,

@@ -1,8 +1,10 @@
 package jinja
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Inputs an attacker (or a typo) can hand the Jinja engine through a
@@ -32,6 +34,12 @@ var attacks = map[string]string{
 	"recursive macro":         "{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}",
 	"slow loop":               "{% for i in range(1000) %}{% for j in range(999) %}{% set x = ('x' * 4000)|upper|lower %}{% endfor %}{% endfor %}",
 	"dict keys blow-up":       "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set _ = ns.d.update({i: 'x' * 1000}) %}{% endfor %}{{ ns.d|length }}",
+	"nested filtered sets":    strings.Repeat("{% set x|replace('=', '') %}", 6000) + strings.Repeat("{% endset %}", 6000),
+	"nested sets in brackets": strings.Repeat("{% set x|replace(')', '=') %}", 6000) + strings.Repeat("{% endset %}", 6000),
+	"long sum":                "{{ 1" + strings.Repeat("+1", 100000) + " }}",
+	"long concatenation":      "{{ 'a'" + strings.Repeat("~'a'", 60000) + " }}",
+	"many statements":         strings.Repeat("{% set s = ('x' * 4000000)|upper %}", 600),
+	"many method calls":       "{% set s = 'x' * 4000000 %}{{ (" + strings.Repeat("s.upper()|length + ", 1200) + "0) }}",
 }
 
 func TestAttacksFailCleanly(t *testing.T) {
@@ -57,15 +65,52 @@ func TestAttacksFailCleanly(t *testing.T) {
 }
 
 // Work within every per-step limit (a million iterations of bounded string
-// operations, no output) still ends at the render's deadline.
+// operations, no output; a thousand statements, or thousands of calls in one
+// expression, each bounded) still ends at the render's deadline.
 func TestRenderDeadline(t *testing.T) {
-	tpl, err := Compile(attacks["slow loop"])
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"slow loop", "many statements", "many method calls"} {
+		t.Run(name, func(t *testing.T) {
+			tpl, err := Compile(attacks[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = tpl.Render(map[string]interface{}{}, testFunctions())
+			if !errors.Is(err, ErrDeadline) {
+				t.Errorf("err = %v, want the render deadline", err)
+			}
+		})
 	}
-	_, _, err = tpl.Render(map[string]interface{}{}, testFunctions())
-	if err == nil || !strings.Contains(err.Error(), "took longer than") {
-		t.Errorf("err = %v, want the render deadline", err)
+}
+
+// Compiling has a deadline too (maxTokens bounds its work; a loaded machine
+// may still be slow): past it, the template is refused with ErrDeadline.
+func TestCompileDeadline(t *testing.T) {
+	defer func(limit time.Duration) { compileTimeLimit = limit }(compileTimeLimit)
+	compileTimeLimit = 0
+	_, err := Compile("{{ 1" + strings.Repeat(" + 1", 200) + " }}")
+	if !errors.Is(err, ErrDeadline) {
+		t.Errorf("err = %v, want the compile deadline", err)
+	}
+}
+
+// The bounds are checked on gonja's tokens as its lexer reads them: what is
+// inside a string literal is text, whatever brackets or `=` it holds.
+func TestTokenBounds(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ 1" + strings.Repeat("+1", maxTokens) + " }}":                                                   "more than 10000 tokens",
+		"{{ " + strings.Repeat("(", maxNesting+1) + "1" + strings.Repeat(")", maxNesting+1) + " }}":        "brackets nested deeper than 100",
+		strings.Repeat("{% if 1 %}", maxNesting+1) + strings.Repeat("{% endif %}", maxNesting+1):           "blocks nested deeper than 100",
+		strings.Repeat("{% set x|replace('=', '') %}", maxNesting+1) + strings.Repeat("{% endset %}", 101): "blocks nested deeper than 100",
+		strings.Repeat("{% set x = ('(' ~ \"=\") %}", 2*maxNesting) + "{{ x }}":                            "",
+		strings.Repeat("{% set x = ({'a': [1]}) %}", 2*maxNesting) + "{{ '((((' ~ x.a[0] }}":               "",
+	} {
+		_, err := Compile(src)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("Compile(%.60q...) = %v, want no error", src, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("Compile(%.60q...) = %v, want %q", src, err, want)
+		}
 	}
 }
 

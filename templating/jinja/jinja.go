@@ -33,6 +33,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/loaders"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -55,7 +56,10 @@ type Functions struct {
 type Error struct {
 	Line, Column int
 	Message      string
+	cause        error // ErrDeadline, or nil
 }
+
+func (e *Error) Unwrap() error { return e.cause }
 
 func (e *Error) Error() string {
 	switch {
@@ -195,17 +199,24 @@ var globalFunctions = map[string]bool{
 	"cycler": true, "joiner": true, "lipsum": true, "caller": true,
 }
 
-// Compile parses source with PaV's settings. Errors are *Error.
+// IsTemplate reports whether source has Jinja syntax (else Compile takes it
+// literally).
+func IsTemplate(source string) bool {
+	return strings.Contains(source, "{{") || strings.Contains(source, "{%") || strings.Contains(source, "{#")
+}
+
+// Compile parses source with PaV's settings. Errors are *Error; one that ran
+// out of time wraps ErrDeadline.
 func Compile(source string) (t *Template, err error) {
-	if !strings.Contains(source, "{{") && !strings.Contains(source, "{%") && !strings.Contains(source, "{#") {
+	if !IsTemplate(source) {
 		return &Template{source: jinjaLiteral(source), literal: true}, nil
 	}
 	if len(source) > maxSourceBytes {
 		return nil, &Error{Message: fmt.Sprintf("template is longer than %d bytes", maxSourceBytes)}
 	}
-	if err := checkNesting(source); err != nil {
-		return nil, err
-	}
+	workSlots <- struct{}{}
+	defer func() { <-workSlots }()
+	deadline := time.Now().Add(compileTimeLimit)
 	defer func() {
 		if r := recover(); r != nil {
 			msg := fmt.Sprintf("invalid template: %v", r)
@@ -222,7 +233,14 @@ func Compile(source string) (t *Template, err error) {
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
-	fixed, rawTrims := fixLStrip(source)
+	// Every token gonja's lexer produces is checked (tokenCheck) as it is
+	// produced, before the parser, which recurses, sees any: the source as
+	// written, then as rewritten for the parser (only its whitespace control
+	// differs).
+	fixed, rawTrims, err := fixLStrip(source, (&tokenCheck{deadline: deadline}).check)
+	if err != nil {
+		return nil, err
+	}
 	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(fixed), loader)
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
@@ -234,26 +252,36 @@ func Compile(source string) (t *Template, err error) {
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
 	}
-	tpl, err := parse(shifted, env)
+	stream, err := tokens.LexChecked(fixed, pavConfig, (&tokenCheck{deadline: deadline}).check)
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := parse(shifted, env, fixed, stream)
 	if err != nil {
 		return nil, parseError(err, source)
+	}
+	if time.Now().After(deadline) {
+		return nil, compileOvertime()
 	}
 	exprs, err := prepare(tpl.Root(), rawTrims)
 	if err != nil {
 		return nil, err
+	}
+	if time.Now().After(deadline) {
+		return nil, compileOvertime()
 	}
 	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs}, nil
 }
 
 // parse runs gonja's parser, which panics on some truncated sources
 // ("{{ 0 is "); Jinja reports a syntax error there.
-func parse(l loaders.Loader, env *exec.Environment) (tpl *exec.Template, err error) {
+func parse(l loaders.Loader, env *exec.Environment, source string, stream *tokens.Stream) (tpl *exec.Template, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			tpl, err = nil, &Error{Message: "invalid syntax: the template ends in the middle of an expression or tag"}
 		}
 	}()
-	return exec.NewTemplate("template", pavConfig, l, env)
+	return exec.ParseTemplate("template", pavConfig, l, env, source, stream)
 }
 
 // jinjaLiteral is what Jinja makes of a source without any Jinja syntax:
@@ -271,8 +299,8 @@ func (t *Template) IsLiteral() bool { return t.literal }
 // outputs it (newlines normalized, one trailing newline dropped).
 func (t *Template) LiteralText() string { return t.source }
 
-// renderSlots bounds the renders running at once.
-var renderSlots = make(chan struct{}, maxConcurrentRenders)
+// workSlots bounds the compiles and renders running at once.
+var workSlots = make(chan struct{}, maxConcurrentWork)
 
 // renderState carries what a render's filters and functions report back.
 type renderState struct {
@@ -298,8 +326,8 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	}
 	// Each render may use several times maxOutputBytes; bounding how many
 	// run at once bounds the process's memory (see deployment.yaml's limits).
-	renderSlots <- struct{}{}
-	defer func() { <-renderSlots }()
+	workSlots <- struct{}{}
+	defer func() { <-workSlots }()
 	defer func() {
 		if r := recover(); r != nil {
 			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}
@@ -320,6 +348,12 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 		Tests:             tests,
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
+		Interrupt: func() error {
+			if overtime(state) {
+				return state.fatal
+			}
+			return nil
+		},
 	}
 	buf := &limitedWriter{state: state}
 	renderErr := exec.NewRenderer(env, buf, pavConfig, t.loader, t.tpl).Execute()

@@ -235,6 +235,9 @@ func FuzzCompileRender(f *testing.F) {
 	for _, src := range attacks { // attack_test.go: what once crashed or hung a process
 		f.Add(src)
 	}
+	f.Add("{{ ('x ' * 2000000)|wordwrap(65536)|length }}") // quadratic in gonja's wordwrap
+	f.Add("{% set x|replace('(', '=') %}{{ '{%' }}{% endset %}{{ x }}")
+	f.Add("{% raw %}{% if %}((({% endraw %}{{ 1 }}")
 	vars := map[string]interface{}{"x": int64(1), "s": "str", "l": []interface{}{int64(1), "a"}, "d": map[string]interface{}{"k": "v"}}
 	f.Fuzz(func(t *testing.T, src string) {
 		// PAV_FUZZ_TRACE=dir keeps each worker's current input in dir/<pid>,

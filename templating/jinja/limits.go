@@ -12,6 +12,7 @@ import (
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // Limits that keep a hostile or mistaken template from hanging or crashing
@@ -25,20 +26,38 @@ const (
 	maxOutputBytes = 4 << 20 // rendered bytes, and size of any string or list built by * or filters
 	maxWidth       = 1 << 16 // width arguments of center, indent, ljust, ...
 	maxListItems   = 1 << 18 // items of a list built by + or *
-	// maxRenderTime bounds a render's wall-clock time, checked at every loop
-	// iteration, macro call, bounded filter and output write: the other
-	// limits bound each step, this bounds their sum on a loaded machine.
+	// maxRenderTime bounds a render's wall-clock time, checked before every
+	// statement, expression and filter call (gonja's Interrupt) and output
+	// write: the other limits bound each step, this bounds their sum on a
+	// loaded machine.
 	maxRenderTime = 500 * time.Millisecond
-	// maxConcurrentRenders bounds the renders running at once in a process.
-	maxConcurrentRenders = 4
+	// maxCompileTime bounds a compile's wall-clock time, checked while
+	// gonja lexes the template and after each later pass; maxTokens bounds
+	// its work, this bounds it on a loaded machine.
+	maxCompileTime = 500 * time.Millisecond
+	// maxConcurrentWork bounds the compiles and renders running at once in
+	// a process.
+	maxConcurrentWork = 4
 )
+
+// compileTimeLimit is maxCompileTime, but for tests.
+var compileTimeLimit = maxCompileTime
+
+// ErrDeadline is the cause of the error of a compile or render that ran out
+// of time: a failure that says nothing about the template, which another
+// try may compile.
+var ErrDeadline = errors.New("deadline exceeded")
+
+func compileOvertime() error {
+	return &Error{Message: fmt.Sprintf("compiling the template took longer than %v", maxCompileTime), cause: ErrDeadline}
+}
 
 // overtime fails the render once its deadline has passed.
 func overtime(s *renderState) bool {
 	if s.deadline.IsZero() || time.Now().Before(s.deadline) {
 		return false
 	}
-	s.fail(&Error{Message: fmt.Sprintf("template evaluation took longer than %v", maxRenderTime)})
+	s.fail(&Error{Message: fmt.Sprintf("template evaluation took longer than %v", maxRenderTime), cause: ErrDeadline})
 	return true
 }
 
@@ -375,103 +394,72 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 // own parser refuses 200 nested parentheses; PaV's fields need a handful.
 const maxNesting = 100
 
-// checkNesting refuses a source whose brackets or blocks nest deeper than
-// maxNesting, before the source reaches gonja's parser. It reads tags the
-// way Jinja's lexer does: `}}` and `%}` end a tag only outside brackets,
-// string literals and comments are skipped, raw blocks are text.
-func checkNesting(src string) error {
-	blocks := 0
-	for i := 0; i < len(src); {
-		open := strings.Index(src[i:], "{")
-		if open < 0 || i+open+1 >= len(src) {
-			return nil
+// maxTokens bounds a template's tokens, and so its syntax tree (a few nodes
+// per token), what compiling it allocates, and how deep the walks over a
+// left-deep chain (1 + 1 + ...) recurse. The examples' largest template has
+// under 100 tokens; a whole pod written as one template a few thousand.
+const maxTokens = 10000
+
+// tokenCheck is the check of every token of a template as gonja's lexer
+// produces it (tokens.LexChecked), before the parser sees any: at most
+// maxTokens tokens, brackets and blocks nested at most maxNesting deep, and
+// the compile's deadline.
+type tokenCheck struct {
+	deadline time.Time
+	count    int
+	brackets int // open brackets in the current tag
+	blocks   int // open blocks
+	// The statement tag being read: its first name, and whether an `=`
+	// outside brackets followed it (a set with `=` opens no block).
+	inTag, assigns bool
+	word           string
+}
+
+func (c *tokenCheck) check(tok *tokens.Token) error {
+	if tok.Type == tokens.Whitespace {
+		return nil
+	}
+	c.count++
+	if c.count > maxTokens {
+		return &Error{Line: tok.Line, Column: tok.Col, Message: fmt.Sprintf("template has more than %d tokens", maxTokens)}
+	}
+	if c.count%256 == 0 && time.Now().After(c.deadline) {
+		return compileOvertime()
+	}
+	switch tok.Type {
+	case tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace:
+		c.brackets++
+		if c.brackets > maxNesting {
+			return &Error{Line: tok.Line, Column: tok.Col, Message: fmt.Sprintf("brackets nested deeper than %d levels", maxNesting)}
 		}
-		i += open
-		switch src[i+1] {
-		case '#':
-			end := strings.Index(src[i+2:], "#}")
-			if end < 0 {
-				return nil // gonja reports the unclosed comment
-			}
-			i += 2 + end + 2
-			continue
-		case '{', '%':
-		default:
-			i++
-			continue
+	case tokens.RightParenthesis, tokens.RightBracket, tokens.RightBrace:
+		c.brackets = max(0, c.brackets-1)
+	case tokens.VariableBegin, tokens.VariableEnd:
+		c.brackets = 0
+	case tokens.BlockBegin:
+		c.inTag, c.assigns, c.word, c.brackets = true, false, "", 0
+	case tokens.Name:
+		if c.inTag && c.word == "" {
+			c.word = tok.Val
 		}
-		closer := "}}"
-		if src[i+1] == '%' {
-			closer = "%}"
-		}
-		body, next, err := scanTag(src, i+2, closer)
-		if err != nil {
-			return err
-		}
-		i = next
-		if closer != "%}" {
-			continue
-		}
-		word, rest := tagWord(body)
+	case tokens.Assign:
+		c.assigns = c.assigns || c.brackets == 0
+	case tokens.BlockEnd:
+		c.inTag, c.brackets = false, 0
 		switch {
-		case word == "raw":
-			end := strings.Index(src[i:], "endraw")
-			if end < 0 {
-				return nil
-			}
-			i += end
-		case strings.HasPrefix(word, "end"):
-			blocks--
-		case word == "set" && !strings.Contains(rest, "="), blockTags[word]:
-			blocks++
-			if blocks > maxNesting {
-				return &Error{Message: fmt.Sprintf("blocks nested deeper than %d levels", maxNesting)}
+		case strings.HasPrefix(c.word, "end"):
+			c.blocks = max(0, c.blocks-1)
+		case blockTags[c.word], c.word == "set" && !c.assigns:
+			c.blocks++
+			if c.blocks > maxNesting {
+				return &Error{Line: tok.Line, Column: tok.Col, Message: fmt.Sprintf("blocks nested deeper than %d levels", maxNesting)}
 			}
 		}
 	}
 	return nil
 }
 
-// blockTags are the tags that open a block closed by an end tag.
-var blockTags = map[string]bool{"if": true, "for": true, "macro": true, "call": true, "filter": true, "with": true, "block": true, "autoescape": true}
-
-// scanTag reads a tag's body from start up to closer (outside brackets and
-// strings), returning the body and the index after the closer.
-func scanTag(src string, start int, closer string) (body string, next int, err error) {
-	depth := 0
-	for i := start; i < len(src); i++ {
-		switch c := src[i]; c {
-		case '\'', '"':
-			for i++; i < len(src) && src[i] != c; i++ {
-				if src[i] == '\\' {
-					i++
-				}
-			}
-		case '(', '[', '{':
-			depth++
-			if depth > maxNesting {
-				return "", 0, &Error{Message: fmt.Sprintf("brackets nested deeper than %d levels", maxNesting)}
-			}
-		case ')', ']':
-			depth = max(0, depth-1)
-		case '}', '%':
-			if depth == 0 && strings.HasPrefix(src[i:], closer) {
-				return src[start:i], i + len(closer), nil
-			}
-			if c == '}' {
-				depth = max(0, depth-1)
-			}
-		}
-	}
-	return src[start:], len(src), nil
-}
-
-// tagWord splits a statement tag's body into its keyword and the rest.
-func tagWord(body string) (string, string) {
-	body = strings.TrimLeft(body, "-+ \t\r\n")
-	end := strings.IndexFunc(body, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') })
-	if end < 0 {
-		return body, ""
-	}
-	return body[:end], body[end:]
-}
+// blockTags are the tags that open a block closed by an end tag (set too,
+// without `=`).
+var blockTags = map[string]bool{"if": true, "for": true, "macro": true, "call": true, "filter": true, "with": true,
+	"block": true, "autoescape": true, "raw": true, "trans": true}

@@ -26,7 +26,9 @@ import (
 //     keyed by the raw text's offset in the rewritten source, for prepare.
 //   - gonja fails on an empty raw block: it becomes an empty comment with the
 //     same whitespace control.
-func fixLStrip(src string) (string, map[int]rawTrim) {
+//
+// Lexing checks every token with check (see tokenCheck); its error is returned.
+func fixLStrip(src string, check func(*tokens.Token) error) (string, map[int]rawTrim, error) {
 	type edit struct {
 		at, del int
 		ins     string
@@ -40,7 +42,10 @@ func fixLStrip(src string) (string, map[int]rawTrim) {
 	}
 	var raws []rawBlock
 	var raw *rawBlock // the raw block being lexed
-	s := tokens.LexAll(src, pavConfig)
+	s, err := tokens.LexChecked(src, pavConfig, check)
+	if err != nil {
+		return "", nil, err
+	}
 	var prev, blockBegin *tokens.Token
 	inRawBegin := false
 	for !s.End() {
@@ -146,7 +151,7 @@ func fixLStrip(src string) (string, map[int]rawTrim) {
 		trims[pos] = r.trim
 	}
 	if len(edits) == 0 {
-		return src, trims
+		return src, trims, nil
 	}
 	var b strings.Builder
 	last := 0
@@ -159,7 +164,7 @@ func fixLStrip(src string) (string, map[int]rawTrim) {
 		last = e.at + e.del
 	}
 	b.WriteString(src[last:])
-	return b.String(), trims
+	return b.String(), trims, nil
 }
 
 // rawTrim says at which ends Jinja strips all whitespace of a raw block's text.

@@ -1575,16 +1575,25 @@ func filterWordwrap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 			lines = append(lines, "")
 			continue
 		}
-		current := words[0]
+		// One builder per line and rune counts kept (PaV): appending to a
+		// string and counting its runes per word was quadratic in the width.
+		var current strings.Builder
+		current.WriteString(words[0])
+		currentLen := utf8.RuneCountInString(words[0])
 		for _, word := range words[1:] {
-			if len([]rune(current))+1+len([]rune(word)) <= width {
-				current += " " + word
+			wordLen := utf8.RuneCountInString(word)
+			if currentLen+1+wordLen <= width {
+				current.WriteByte(' ')
+				current.WriteString(word)
+				currentLen += 1 + wordLen
 				continue
 			}
-			lines = append(lines, current)
-			current = word
+			lines = append(lines, current.String())
+			current.Reset()
+			current.WriteString(word)
+			currentLen = wordLen
 		}
-		lines = append(lines, current)
+		lines = append(lines, current.String())
 	}
 	return exec.AsValue(strings.Join(lines, "\n"))
 }

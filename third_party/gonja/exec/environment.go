@@ -16,6 +16,18 @@ type Environment struct {
 	Tests             *TestSet
 	Context           *Context
 	Methods           Methods
+	// Interrupt, when set, is asked before every statement, expression and
+	// filter call is executed, and at the end (PaV); its error ends the
+	// rendering. Once it fails it should keep failing, as a deadline does.
+	Interrupt func() error
+}
+
+// interrupted is Interrupt's answer, nil without one.
+func (env *Environment) interrupted() error {
+	if env.Interrupt == nil {
+		return nil
+	}
+	return env.Interrupt()
 }
 
 type FilterSet struct {

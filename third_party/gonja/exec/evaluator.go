@@ -24,6 +24,9 @@ type Evaluator struct {
 }
 
 func (e *Evaluator) Eval(node nodes.Expression) *Value {
+	if err := e.Environment.interrupted(); err != nil {
+		return AsValue(err)
+	}
 	switch n := node.(type) {
 	case *nodes.None:
 		return AsValue(nil)

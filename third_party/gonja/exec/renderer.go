@@ -45,6 +45,7 @@ func (r *Renderer) Inherit() *Renderer {
 			Filters:           r.Environment.Filters,
 			ControlStructures: r.Environment.ControlStructures,
 			Methods:           r.Environment.Methods,
+			Interrupt:         r.Environment.Interrupt,
 		},
 		Template: r.Template,
 		RootNode: r.RootNode,
@@ -56,6 +57,9 @@ func (r *Renderer) Inherit() *Renderer {
 
 // Visit implements the nodes.Visitor interface
 func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
+	if err := r.Environment.interrupted(); err != nil {
+		return nil, err
+	}
 	switch n := node.(type) {
 	case *nodes.Comment:
 		return nil, nil
@@ -144,7 +148,12 @@ func (r *Renderer) Execute() error {
 		root = root.Parent
 	}
 
-	return nodes.Walk(r, root)
+	if err := nodes.Walk(r, root); err != nil {
+		return err
+	}
+	// Some errors of expressions are ignored (a list's items): an
+	// interrupted rendering still fails.
+	return r.Environment.interrupted()
 }
 
 func (r *Renderer) Evaluator() *Evaluator {

@@ -37,11 +37,17 @@ func NewTemplate(identifier string, config *config.Config, loader loaders.Loader
 		return nil, fmt.Errorf("failed to copy '%s' to string buffer: %s", source, err)
 	}
 
+	return ParseTemplate(identifier, config, loader, environment, source.String(), tokens.LexAll(source.String(), config))
+}
+
+// ParseTemplate is NewTemplate on the tokens of source, lexed already (PaV:
+// tokens.LexChecked lets a caller check them before the parser sees them).
+func ParseTemplate(identifier string, config *config.Config, loader loaders.Loader, environment *Environment, source string, stream *tokens.Stream) (*Template, error) {
 	t := &Template{
-		source:      source.String(),
+		source:      source,
 		config:      config,
 		loader:      loader,
-		tokens:      tokens.LexAll(source.String(), config),
+		tokens:      stream,
 		environment: environment,
 	}
 
@@ -68,6 +74,7 @@ func (t *Template) Execute(wr io.Writer, data *Context) error {
 		ControlStructures: t.environment.ControlStructures,
 		Context:           t.environment.Context.Inherit().Update(data),
 		Methods:           t.environment.Methods,
+		Interrupt:         t.environment.Interrupt,
 	}, wr, t.config, t.loader, t)
 
 	err := renderer.Execute()

@@ -125,11 +125,15 @@ func (o *Output) String() string {
 }
 
 type FilteredExpression struct {
+	Location   *tokens.Token // where Expression starts (PaV), see Start
 	Expression Expression
 	Filters    []*FilterCall
 }
 
 func (expr *FilteredExpression) Position() *tokens.Token {
+	if expr.Location != nil {
+		return expr.Location
+	}
 	return expr.Expression.Position()
 }
 func (expr *FilteredExpression) String() string {
@@ -151,6 +155,7 @@ func (fc *FilterCall) Position() *tokens.Token { return fc.Token }
 func (fc *FilterCall) String() string          { return fmt.Sprintf("FilterCall(%s)", fc.Name) }
 
 type TestExpression struct {
+	Location   *tokens.Token // where Expression starts (PaV), see Start
 	Expression Expression
 	Test       *TestCall
 }
@@ -159,6 +164,9 @@ func (expr *TestExpression) String() string {
 	return fmt.Sprintf("%s %s", expr.Expression, expr.Test)
 }
 func (expr *TestExpression) Position() *tokens.Token {
+	if expr.Location != nil {
+		return expr.Location
+	}
 	return expr.Expression.Position()
 }
 
@@ -387,12 +395,46 @@ func (u *UnaryExpression) String() string {
 }
 
 type BinaryExpression struct {
+	Location *tokens.Token // where Left starts (PaV), see Start
 	Left     Expression
 	Right    Expression
 	Operator *BinOperator
 }
 
-func (expr *BinaryExpression) Position() *tokens.Token { return expr.Left.Position() }
+func (expr *BinaryExpression) Position() *tokens.Token {
+	if expr.Location != nil {
+		return expr.Location
+	}
+	return expr.Left.Position()
+}
+
+// Start is where e starts, or nil for nil or an incomplete expression (PaV).
+// The parser records it in the Location of the binary, filtered and test
+// expressions it builds: their Position would otherwise walk down the whole
+// left-deep chain under them (a ~ b ~ c ~ ...), and asking it of every node
+// of such a chain took time quadratic in its length.
+func Start(e Expression) *tokens.Token {
+	switch x := e.(type) {
+	case nil:
+		return nil
+	case *BinaryExpression:
+		if x.Location == nil {
+			return Start(x.Left)
+		}
+		return x.Location
+	case *FilteredExpression:
+		if x.Location == nil {
+			return Start(x.Expression)
+		}
+		return x.Location
+	case *TestExpression:
+		if x.Location == nil {
+			return Start(x.Expression)
+		}
+		return x.Location
+	}
+	return e.Position()
+}
 func (expr *BinaryExpression) String() string {
 	return fmt.Sprintf("%s %s %s", expr.Left, expr.Operator.Token.Val, expr.Right)
 }

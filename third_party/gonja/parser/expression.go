@@ -21,6 +21,7 @@ func (p *Parser) ParseFilterExpression(expr nodes.Expression) (nodes.Expression,
 	if p.Current(tokens.Pipe) != nil {
 
 		filtered := &nodes.FilteredExpression{
+			Location:   nodes.Start(expr),
 			Expression: expr,
 		}
 		for p.Match(tokens.Pipe) != nil {

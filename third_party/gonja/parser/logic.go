@@ -50,6 +50,7 @@ func (p *Parser) parseOr() (nodes.Expression, error) {
 			return nil, err
 		}
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,
@@ -87,6 +88,7 @@ func (p *Parser) parseAnd() (nodes.Expression, error) {
 		}
 
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,
@@ -153,6 +155,7 @@ func (p *Parser) parseCompare() (nodes.Expression, error) {
 
 		if right != nil {
 			expr = &nodes.BinaryExpression{
+				Location: nodes.Start(expr),
 				Left:     expr,
 				Operator: BinOp(op),
 				Right:    right,

@@ -28,6 +28,7 @@ func (p *Parser) ParseMath() (nodes.Expression, error) {
 			return nil, err
 		}
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,
@@ -61,6 +62,7 @@ func (p *Parser) parseConcat() (nodes.Expression, error) {
 			return nil, err
 		}
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,
@@ -94,6 +96,7 @@ func (p *Parser) ParseMathPrioritary() (nodes.Expression, error) {
 			return nil, err
 		}
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,
@@ -166,6 +169,7 @@ func (p *Parser) ParsePower() (nodes.Expression, error) {
 			return nil, err
 		}
 		expr = &nodes.BinaryExpression{
+			Location: nodes.Start(expr),
 			Left:     expr,
 			Right:    right,
 			Operator: op,

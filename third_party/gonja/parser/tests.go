@@ -47,6 +47,7 @@ func (p *Parser) ParseTest(expr nodes.Expression) (nodes.Expression, error) {
 			}
 		}
 		expr = &nodes.TestExpression{
+			Location:   nodes.Start(expr),
 			Expression: expr,
 			Test:       test,
 		}

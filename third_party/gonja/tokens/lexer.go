@@ -46,11 +46,13 @@ type Lexer struct {
 	rawEnd               *regexp.Regexp
 	expressionEnd        Type
 	lineStatement        bool
-	lineOffsets          []int    // precomputed line start offsets for O(log N) position lookups
-	lineHint             int      // last known line index for sequential position lookups
-	collected            []*Token // when non-nil, tokens are collected here instead of sent to channel
-	tokenSlab            []Token  // pre-allocated token storage to reduce heap allocations
-	tokenSlabIdx         int      // next free index in tokenSlab
+	lineOffsets          []int              // precomputed line start offsets for O(log N) position lookups
+	lineHint             int                // last known line index for sequential position lookups
+	collected            []*Token           // when non-nil, tokens are collected here instead of sent to channel
+	tokenSlab            []Token            // pre-allocated token storage to reduce heap allocations
+	tokenSlabIdx         int                // next free index in tokenSlab
+	check                func(*Token) error // see LexChecked
+	checkErr             error              // the first error check returned
 }
 
 // TODO: set from env
@@ -115,6 +117,24 @@ func LexAll(input string, cfg *config.Config) *Stream {
 	return NewStream(l.collected)
 }
 
+// LexChecked is LexAll, with check called on every token as it is lexed
+// (PaV): the first error check returns stops the lexer there, before the
+// rest of the input is read, and is returned. A caller bounds what the
+// parser will be given this way (how many tokens, how deeply nested).
+func LexChecked(input string, cfg *config.Config, check func(*Token) error) (*Stream, error) {
+	l := NewLexer(input, cfg)
+	// Not sized for the whole input: the check may stop the lexer early.
+	estTokens := min(len(l.Input)/3, 1024) + 16
+	l.collected = make([]*Token, 0, estTokens)
+	l.tokenSlab = make([]Token, estTokens)
+	l.check = check
+	l.runSync()
+	if l.checkErr != nil {
+		return nil, l.checkErr
+	}
+	return NewStream(l.collected), nil
+}
+
 // allocToken returns a pointer to a Token from the pre-allocated slab,
 // growing it if necessary. Falls back to a new allocation in channel mode.
 func (l *Lexer) allocToken() *Token {
@@ -135,6 +155,9 @@ func (l *Lexer) allocToken() *Token {
 // sendToken either appends to the collected slice or sends over the channel.
 func (l *Lexer) sendToken(tok *Token) {
 	if l.collected != nil {
+		if l.check != nil && l.checkErr == nil {
+			l.checkErr = l.check(tok)
+		}
 		l.collected = append(l.collected, tok)
 	} else {
 		l.Tokens <- tok
@@ -177,7 +200,7 @@ func (l *Lexer) Run() {
 
 // runSync lexes without using the channel (for synchronous collection mode).
 func (l *Lexer) runSync() {
-	for state := l.lexData; state != nil; {
+	for state := l.lexData; state != nil && l.checkErr == nil; {
 		state = state()
 	}
 }
