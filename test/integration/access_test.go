@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -339,6 +340,58 @@ func TestAccess(t *testing.T) {
 		provPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerProvisioner+`"]}}`))
 	denied("controller changes a PavProvisioner's spec",
 		provPatch(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), "never changes what a PavProvisioner says")
+
+	// CSIDrivers: only those of PavProvisioners.
+	driver := func(name string, owned bool) *storagev1.CSIDriver {
+		d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if owned {
+			d.OwnerReferences = []metav1.OwnerReference{{APIVersion: "pav.albertofaria.github.io/v1alpha1", Kind: "PavProvisioner", Name: name, UID: "uid-p"}}
+		}
+		return d
+	}
+	if _, err := admin.StorageV1().CSIDrivers().Create(ctx, driver("ebs.csi.example.com", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("controller deletes another CSI driver's CSIDriver",
+		ctrl.StorageV1().CSIDrivers().Delete(ctx, "ebs.csi.example.com", metav1.DeleteOptions{}), "only CSIDrivers that a PavProvisioner owns")
+	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("unowned", false), metav1.CreateOptions{})
+	denied("controller creates a CSIDriver no PavProvisioner owns", err, "only CSIDrivers that a PavProvisioner owns")
+	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("p", true), metav1.CreateOptions{})
+	allowed("controller creates a PavProvisioner's CSIDriver", err)
+	allowed("controller deletes a PavProvisioner's CSIDriver", ctrl.StorageV1().CSIDrivers().Delete(ctx, "p", metav1.DeleteOptions{}))
+
+	// Its webhook configuration: the CA bundle, not what the API server sends.
+	none, ignore := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Ignore
+	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "pav.albertofaria.github.io"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "pavprovisioners.pav.albertofaria.github.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &[]string{"https://127.0.0.1:1/validate"}[0]},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"example.com"}, APIVersions: []string{"v1"}, Resources: []string{"things"}}}},
+			SideEffects:             &none,
+			FailurePolicy:           &ignore,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webhookUpdate := func(change func(w *admissionregistrationv1.ValidatingWebhook)) error {
+		cfg, err := ctrl.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "pav.albertofaria.github.io", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(&cfg.Webhooks[0])
+		_, err = ctrl.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{})
+		return err
+	}
+	allowed("controller sets its webhook's CA bundle",
+		webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) { w.ClientConfig.CABundle = []byte("ca") }))
+	denied("controller sends itself every Secret", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+		w.Rules[0].APIGroups, w.Rules[0].Resources = []string{""}, []string{"secrets"}
+	}), "only the CA bundle")
+	denied("controller points its webhook elsewhere", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+		w.ClientConfig.URL = &[]string{"https://evil.example.com/"}[0]
+	}), "only the CA bundle")
 
 	// The node plugin: only staging/unstaging pods on its own node; only pods there.
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
