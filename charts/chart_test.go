@@ -474,6 +474,10 @@ func TestMetrics(t *testing.T) {
 func TestNamespace(t *testing.T) {
 	objs := render(t, "--namespace", "storage-system")
 	for _, o := range objs {
+		switch key(o) {
+		case "RoleBinding pav-pod-logs -n default": // in each namespace of pods.namespaces
+			continue
+		}
 		switch str(o, "kind") {
 		case "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "CustomResourceDefinition":
 		default:
@@ -490,5 +494,29 @@ func TestNamespace(t *testing.T) {
 	}
 	if !bytes.Contains(s, []byte(`system:serviceaccount:storage-system:controller`)) {
 		t.Error("no policy names system:serviceaccount:storage-system:controller")
+	}
+}
+
+// TestPods: the namespaces and service accounts PaV's pods may use are the
+// parameter of policy pav-pod-confinement, and PaV reads pods' logs in each
+// namespace listed.
+func TestPods(t *testing.T) {
+	objs := render(t, "--set", "pods.namespaces={default,storage},pods.serviceAccounts={default,storage/mounter}")
+	cm := find(t, objs, "ConfigMap", "pav-pod-confinement")
+	if ns, sa := str(cm, "data", "namespaces"), str(cm, "data", "serviceAccounts"); ns != "default storage" || sa != "default storage/mounter" {
+		t.Errorf("ConfigMap pav-pod-confinement: namespaces %q, serviceAccounts %q", ns, sa)
+	}
+	binding := find(t, objs, "ValidatingAdmissionPolicyBinding", "pav-pod-confinement")
+	if ref := get(binding, "spec", "paramRef"); str(binding, "spec", "paramRef", "name") != "pav-pod-confinement" || str(binding, "spec", "paramRef", "namespace") != "pav" {
+		t.Errorf("ValidatingAdmissionPolicyBinding pav-pod-confinement's paramRef: %v", ref)
+	}
+	var logs []string
+	for _, o := range objs {
+		if str(o, "kind") == "RoleBinding" && str(o, "metadata", "name") == "pav-pod-logs" {
+			logs = append(logs, str(o, "metadata", "namespace"))
+		}
+	}
+	if strings.Join(logs, " ") != "default storage" {
+		t.Errorf("RoleBindings pav-pod-logs in %v, want default and storage", logs)
 	}
 }

@@ -40,6 +40,11 @@ const (
 	LabelStagingID   = prefix + "staging-id"  // hash of (volume, target path) for staging/unstaging pods
 )
 
+// LabelAllowPods on a Namespace, set to "true" by the cluster admin: PaV's
+// pods may run there (policy pav-pod-confinement in deployment.yaml, besides
+// the namespaces its ConfigMap lists).
+const LabelAllowPods = prefix + "allow-pods"
+
 // Annotations.
 const (
 	// On staging and unstaging pods: what the unstaging phase needs to know.

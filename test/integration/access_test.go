@@ -4,8 +4,10 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -40,6 +43,7 @@ var accessKinds = map[string]bool{
 	"Namespace": true, "ServiceAccount": true, "CustomResourceDefinition": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"ConfigMap": true, // the parameter of pav-pod-confinement
 }
 
 // applyAccessObjects creates deployment.yaml's RBAC and admission policies.
@@ -101,17 +105,27 @@ func TestAccess(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	applyAccessObjects(t, cfg)
 
-	const tenantNS = "tenant"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// PaV's pods may run in the tenant's namespace, which the admin labelled,
+	// and in "default", which ConfigMap pav/pav-pod-confinement lists; not in
+	// "elsewhere".
+	const tenantNS, elsewhereNS = "tenant", "elsewhere"
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{protocol.LabelAllowPods: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: elsewhereNS}},
+	} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// What the "edit" role grants on pods and claims (aggregated roles stay
-	// empty without kube-controller-manager).
+	// empty without kube-controller-manager), and the pod subresources that
+	// write metadata, which schedulers and operators have.
 	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "edit"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
-			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims"},
-			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims",
+				"pods/status", "pods/resize", "pods/binding"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,19 +137,24 @@ func TestAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := as(t, cfg, "alice", nil, nil)
-	// The API server's RBAC authorizer learns of the binding a moment later:
-	// until then a refusal would be RBAC's, not the policy's.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		review, err := tenant.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: "create", Resource: "pods", Namespace: tenantNS}}}, metav1.CreateOptions{})
-		if err == nil && review.Status.Allowed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tenant never got its role: %v", err)
-		}
+	// A kubelet writes the status of the pods on its node (here RBAC alone
+	// stands for the Node authorizer).
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "kubelet-pod-status"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", Name: "system:nodes"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := as(t, cfg, "system:node:node-a", []string{"system:nodes"}, nil)
+	waitForRole(t, tenant, "create", "pods", "", tenantNS)
+	waitForRole(t, kubelet, "patch", "pods", "status", tenantNS)
 	ctrlUser, ctrlGroups := serviceAccount("controller")
 	ctrl := as(t, cfg, ctrlUser, ctrlGroups, nil)
 	nodeUser, nodeGroups := serviceAccount("node")
@@ -153,6 +172,7 @@ func TestAccess(t *testing.T) {
 		Spec:       creation.Spec,
 	}, protocol.PodOptions{Provisioner: "host-directory", Phase: protocol.PhaseStaging, Name: "staging-a",
 		StagingID: "id-a", NodeName: "node-a", HostDir: protocol.PodDirRoot(protocol.DefaultKubeletDir) + "/y"})
+	stagingOnNodeA.Finalizers = []string{protocol.FinalizerStaging}
 	stagingOnNodeB := stagingOnNodeA.DeepCopy()
 	stagingOnNodeB.Name, stagingOnNodeB.Spec.NodeName = "staging-b", "node-b"
 	waitForPolicies(t, tenant, ctrl, node, creation, stagingOnNodeB)
@@ -171,10 +191,12 @@ func TestAccess(t *testing.T) {
 			t.Errorf("%s: %v, want allowed", what, err)
 		}
 	}
-	patch := func(c kubernetes.Interface, ns, name, body string) error {
-		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{})
+	patch := func(c kubernetes.Interface, ns, name, body string, subresource ...string) error {
+		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, subresource...)
 		return err
 	}
+	forgedSuccess := `{"metadata":{"annotations":{"` + protocol.AnnotationResultsCollected + `":"true","` +
+		protocol.AnnotationSucceeded + `":"true","` + protocol.AnnotationResultHandle + `":".."}}}`
 
 	// Tenants: no forged results, no tampering with PaV's real pods.
 	resultOnly := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: tenantNS,
@@ -202,9 +224,46 @@ func TestAccess(t *testing.T) {
 	allowed("tenant adds its own label to PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
 
+	// Every subresource that writes a pod's metadata or spec. pods/status keeps
+	// the labels and annotations of the update; a Binding's are copied onto
+	// the pod it binds; pods/resize changes the spec.
+	denied("tenant marks PaV's pod succeeded through pods/status",
+		patch(tenant, tenantNS, creation.Name, forgedSuccess, "status"), "reserved to PaV")
+	denied("a kubelet marks PaV's pod succeeded through pods/status",
+		patch(kubelet, tenantNS, creation.Name, forgedSuccess, "status"), "reserved to PaV")
+	denied("a kubelet removes PaV's label through pods/status",
+		patch(kubelet, tenantNS, creation.Name, `{"metadata":{"labels":{"`+protocol.LabelPhase+`":null}}}`, "status"), "reserved to PaV")
+	allowed("a kubelet reports the status of PaV's pod",
+		patch(kubelet, tenantNS, creation.Name, `{"status":{"conditions":[{"type":"PodScheduled","status":"True"}]}}`, "status"))
+	bind := func(c kubernetes.Interface, pod string, labels, annotations map[string]string) error {
+		return c.CoreV1().Pods(tenantNS).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod, Labels: labels, Annotations: annotations},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-a"},
+		}, metav1.CreateOptions{})
+	}
+	denied("a scheduler binds PaV's pod with a result annotation",
+		bind(tenant, creation.Name, nil, map[string]string{protocol.AnnotationSucceeded: "true"}), "reserved to PaV")
+	unscheduled := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unscheduled", Namespace: tenantNS}, Spec: creation.Spec}
+	if _, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, unscheduled, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("a scheduler binds an ordinary pod with PaV's labels",
+		bind(tenant, unscheduled.Name, creation.Labels, nil), "reserved to PaV")
+	allowed("a scheduler binds an ordinary pod", bind(tenant, unscheduled.Name, map[string]string{"zone": "a"}, nil))
+	sized := creation.DeepCopy()
+	sized.Name = "sized"
+	sized.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}
+	if _, err := ctrl.CoreV1().Pods(tenantNS).Create(ctx, sized, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("tenant resizes PaV's pod",
+		patch(tenant, tenantNS, sized.Name, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"}}}]}}`, "resize"), "only PaV may change")
+
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
-	_, err = ctrl.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied("controller creates an ordinary pod in kube-system", err, "only validation, creation, deletion and expansion pods")
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
+	denied("controller creates an ordinary pod", err, "only validation, creation, deletion and expansion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
 	denied("controller creates a staging pod", err, "only validation, creation, deletion and expansion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
@@ -282,6 +341,58 @@ func TestAccess(t *testing.T) {
 	denied("controller changes a PavProvisioner's spec",
 		provPatch(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), "never changes what a PavProvisioner says")
 
+	// CSIDrivers: only those of PavProvisioners.
+	driver := func(name string, owned bool) *storagev1.CSIDriver {
+		d := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if owned {
+			d.OwnerReferences = []metav1.OwnerReference{{APIVersion: "pav.albertofaria.github.io/v1alpha1", Kind: "PavProvisioner", Name: name, UID: "uid-p"}}
+		}
+		return d
+	}
+	if _, err := admin.StorageV1().CSIDrivers().Create(ctx, driver("ebs.csi.example.com", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	denied("controller deletes another CSI driver's CSIDriver",
+		ctrl.StorageV1().CSIDrivers().Delete(ctx, "ebs.csi.example.com", metav1.DeleteOptions{}), "only CSIDrivers that a PavProvisioner owns")
+	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("unowned", false), metav1.CreateOptions{})
+	denied("controller creates a CSIDriver no PavProvisioner owns", err, "only CSIDrivers that a PavProvisioner owns")
+	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("p", true), metav1.CreateOptions{})
+	allowed("controller creates a PavProvisioner's CSIDriver", err)
+	allowed("controller deletes a PavProvisioner's CSIDriver", ctrl.StorageV1().CSIDrivers().Delete(ctx, "p", metav1.DeleteOptions{}))
+
+	// Its webhook configuration: the CA bundle, not what the API server sends.
+	none, ignore := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Ignore
+	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "pav.albertofaria.github.io"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "pavprovisioners.pav.albertofaria.github.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &[]string{"https://127.0.0.1:1/validate"}[0]},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"example.com"}, APIVersions: []string{"v1"}, Resources: []string{"things"}}}},
+			SideEffects:             &none,
+			FailurePolicy:           &ignore,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webhookUpdate := func(change func(w *admissionregistrationv1.ValidatingWebhook)) error {
+		cfg, err := ctrl.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "pav.albertofaria.github.io", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(&cfg.Webhooks[0])
+		_, err = ctrl.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{})
+		return err
+	}
+	allowed("controller sets its webhook's CA bundle",
+		webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) { w.ClientConfig.CABundle = []byte("ca") }))
+	denied("controller sends itself every Secret", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+		w.Rules[0].APIGroups, w.Rules[0].Resources = []string{""}, []string{"secrets"}
+	}), "only the CA bundle")
+	denied("controller points its webhook elsewhere", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+		w.ClientConfig.URL = &[]string{"https://evil.example.com/"}[0]
+	}), "only the CA bundle")
+
 	// The node plugin: only staging/unstaging pods on its own node; only pods there.
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
 	allowed("node plugin of node-a creates a staging pod on node-a", err)
@@ -296,6 +407,94 @@ func TestAccess(t *testing.T) {
 	denied("node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")
 	allowed("node plugin releases its staging pod",
 		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationUnstaged+`":"true"}}}`))
+
+	// Who writes which of PaV's annotations: the node plugin of the pod's node
+	// its results, succeeded and unstaged; nobody else changes what a pod was
+	// created with.
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
+	allowed("controller creates a creation pod that runs on node-a", err)
+	denied("controller marks its pod succeeded",
+		patch(ctrl, tenantNS, creationOnA.Name, forgedSuccess), "never writes the node plugin's annotations")
+	born := creation.DeepCopy()
+	born.Name = "born-succeeded"
+	metav1.SetMetaDataAnnotation(&born.ObjectMeta, protocol.AnnotationSucceeded, "true")
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, born, metav1.CreateOptions{})
+	denied("controller creates a pod that says it succeeded", err, "never writes the node plugin's annotations")
+	denied("node plugin changes what the controller recorded on a pod of its node",
+		patch(node, tenantNS, creationOnA.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationCreationConfig+`":"{}"}}}`), "only its own annotations")
+	denied("node plugin relabels a pod of its node",
+		patch(node, tenantNS, creationOnA.Name, `{"metadata":{"labels":{"`+protocol.LabelClaimUID+`":"other"}}}`), "only its own annotations")
+	allowed("node plugin collects the results of a pod that ran on its node",
+		patch(node, tenantNS, creationOnA.Name, forgedSuccess))
+	allowed("node plugin removes its staging pod's finalizer",
+		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"finalizers":null}}`))
+	stagingOnGoneNode := stagingOnNodeA.DeepCopy()
+	stagingOnGoneNode.Name = "staging-gone"
+	if _, err := node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnGoneNode, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allowed("controller releases a staging pod of a node that is gone",
+		patch(ctrl, tenantNS, stagingOnGoneNode.Name, `{"metadata":{"finalizers":null}}`))
+
+	// Where PaV's pods run: only in the namespaces, and as the service
+	// accounts, that ConfigMap pav/pav-pod-confinement and the namespace label allow.
+	podIn := func(p *corev1.Pod, ns, serviceAccount string) *corev1.Pod {
+		q := p.DeepCopy()
+		q.Name, q.Namespace, q.Spec.ServiceAccountName = q.Name+"-as-"+cmp.Or(serviceAccount, "unset"), ns, serviceAccount
+		return q
+	}
+	for _, c := range []struct {
+		who  string
+		as   kubernetes.Interface
+		pod  *corev1.Pod
+		want string // "" allowed
+	}{
+		{"controller", ctrl, podIn(creation, "kube-system", ""), "may not run pods in namespace kube-system"},
+		{"node plugin", node, podIn(stagingOnNodeA, "kube-system", ""), "may not run pods in namespace kube-system"},
+		{"controller", ctrl, podIn(creation, elsewhereNS, ""), "may not run pods in namespace elsewhere"},
+		{"node plugin", node, podIn(stagingOnNodeA, elsewhereNS, ""), "may not run pods in namespace elsewhere"},
+		{"controller", ctrl, podIn(creation, tenantNS, "builder"), "may not run pods as service account tenant/builder"},
+		{"node plugin", node, podIn(stagingOnNodeA, tenantNS, "builder"), "may not run pods as service account tenant/builder"},
+		{"controller", ctrl, podIn(creation, "default", ""), ""},
+		{"node plugin", node, podIn(stagingOnNodeA, "default", "default"), ""},
+	} {
+		_, err := c.as.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
+		what := fmt.Sprintf("%s creates pod %s/%s running as %q", c.who, c.pod.Namespace, c.pod.Name, c.pod.Spec.ServiceAccountName)
+		if c.want == "" {
+			allowed(what, err)
+		} else {
+			denied(what, err, c.want)
+		}
+	}
+	// Whatever the admin lists, never the system namespaces nor PaV's own
+	// service accounts.
+	confinement, err := admin.CoreV1().ConfigMaps("pav").Get(ctx, "pav-pod-confinement", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confinement.Data = map[string]string{"namespaces": "default, pav\nkube-system", "serviceAccounts": "default pav/controller,node"}
+	if _, err := admin.CoreV1().ConfigMaps("pav").Update(ctx, confinement, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForDryRun(t, ctrl, podIn(creation, "pav", "default"))
+	for _, c := range []struct {
+		as   kubernetes.Interface
+		pod  *corev1.Pod
+		want string
+	}{
+		{ctrl, podIn(creation, "kube-system", "default"), "may not run pods in namespace kube-system"},
+		{ctrl, podIn(creation, "pav", "controller"), "may not run pods as service account pav/controller"},
+		{node, podIn(stagingOnNodeA, "pav", "node"), "may not run pods as service account pav/node"},
+		{node, podIn(stagingOnNodeA, tenantNS, "node"), ""}, // a tenant's service account of that name
+	} {
+		_, err := c.as.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
+		what := fmt.Sprintf("pod %s/%s running as %q, the ConfigMap listing both", c.pod.Namespace, c.pod.Name, c.pod.Spec.ServiceAccountName)
+		if c.want == "" {
+			allowed(what, err)
+		} else {
+			denied(what, err, c.want)
+		}
+	}
 
 	// RBAC, as the API server's authorizer answers it.
 	type access struct {
@@ -323,6 +522,12 @@ func TestAccess(t *testing.T) {
 		{node, "node", "update", "", "persistentvolumeclaims", tenantNS, "", false},
 		{node, "node", "list", "", "secrets", "", "", false},
 		{node, "node", "create", "", "pods", "", "exec", false},
+		// Pods' logs only where PaV's pods run by default.
+		{ctrl, "controller", "get", "", "pods", "default", "log", true},
+		{ctrl, "controller", "get", "", "pods", "kube-system", "log", false},
+		{ctrl, "controller", "get", "", "pods", tenantNS, "log", false},
+		{node, "node", "get", "", "pods", "default", "log", true},
+		{node, "node", "get", "", "pods", "kube-system", "log", false},
 	} {
 		review, err := a.who.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -337,6 +542,39 @@ func TestAccess(t *testing.T) {
 	}
 }
 
+// waitForDryRun returns once c may create pod (a dry run): the API server
+// reads a policy's parameters a moment after they change.
+func waitForDryRun(t *testing.T, c kubernetes.Interface, pod *corev1.Pod) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := c.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a dry-run create of pod %s/%s is still refused after 30 s: %v", pod.Namespace, pod.Name, err)
+		}
+	}
+}
+
+// waitForRole returns once c may verb resource/sub in ns: the API server's
+// RBAC authorizer learns of a binding a moment later, and until then a
+// refusal would be RBAC's, not a policy's.
+func waitForRole(t *testing.T, c kubernetes.Interface, verb, resource, sub, ns string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Resource: resource, Subresource: sub, Namespace: ns}}}, metav1.CreateOptions{})
+		if err == nil && review.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never allowed to %s %s/%s in %s: %v", verb, resource, sub, ns, err)
+		}
+	}
+}
+
 // waitForPolicies returns once each of deployment.yaml's pod policies denies
 // what it exists to deny. The API server loads admission policies a moment
 // after they are created, and not all in one refresh: a first denial says
@@ -346,7 +584,9 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 	t.Helper()
 	forged := creation.DeepCopy()
 	forged.Name = "forged"
-	ordinary := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "kube-system"}, Spec: creation.Spec}
+	ordinary := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: creation.Namespace}, Spec: creation.Spec}
+	inKubeSystem := creation.DeepCopy()
+	inKubeSystem.Namespace = "kube-system"
 	probes := []struct {
 		policy string
 		client kubernetes.Interface
@@ -356,6 +596,7 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 		{"pav-reserved-pods", tenant, forged, "reserved to PaV"},
 		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion and expansion pods"},
 		{"pav-node-scope", node, stagingOnOtherNode, "only pods on its own node"},
+		{"pav-pod-confinement", ctrl, inKubeSystem, "may not run pods in namespace kube-system"},
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	for _, p := range probes {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -152,11 +153,13 @@ func newNamespace(t *testing.T) string {
 }
 
 // namespaceNamed creates a namespace with a fixed name (an example's server
-// namespace, named in its StorageClass), deleted when the test ends.
+// namespace, named in its StorageClass, where PaV runs its pods, as the
+// example's README says), deleted when the test ends.
 func namespaceNamed(t *testing.T, ns string) string {
 	t.Helper()
 	kq("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s") // a leftover of an aborted run
 	k(t, "create", "namespace", ns)
+	k(t, "label", "namespace", ns, protocol.LabelAllowPods+"=true")
 	eventually(t, time.Minute, "the default ServiceAccount of "+ns, func() (bool, string) {
 		return kq("-n", ns, "get", "serviceaccount", "default", "-o", "name") != "", ""
 	})

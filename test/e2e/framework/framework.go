@@ -29,6 +29,7 @@ import (
 
 	pavclient "github.com/albertofaria/pav/crds/generated/clientset/versioned"
 	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,11 +137,13 @@ func NamespacePrefix(testName string) string {
 }
 
 // CreateNamespace creates a namespace named prefix plus a random suffix and waits
-// for its default ServiceAccount (pods are refused until it exists).
+// for its default ServiceAccount (pods are refused until it exists). PaV may
+// run its pods there (the tests' provisioners run them in the test's
+// namespace): it is labelled as an admin allows that.
 func CreateNamespace(ctx context.Context, c kubernetes.Interface, prefix string) (string, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   fmt.Sprintf("%s%05d", prefix, rand.IntN(100000)),
-		Labels: map[string]string{"pav.albertofaria.github.io/e2e": "true"},
+		Labels: map[string]string{"pav.albertofaria.github.io/e2e": "true", protocol.LabelAllowPods: "true"},
 	}}
 	ns, err := c.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if err != nil {
