@@ -497,9 +497,10 @@ func (c *Controller) onProvisioner(obj interface{}) {
 	}
 	c.provisionerQueue.Add(p.Name)
 	// Claims may have been waiting for this provisioner (or must now learn
-	// that it is going away).
+	// that it is going away), or for it to allow an expansion.
 	c.enqueueClaimsWhere(func(pvc *corev1.PersistentVolumeClaim) bool {
-		return pvc.Spec.VolumeName == "" || pvc.DeletionTimestamp != nil
+		return pvc.Spec.VolumeName == "" || pvc.DeletionTimestamp != nil ||
+			pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -162,6 +163,47 @@ func TestDecideVolume(t *testing.T) {
 	for _, tt := range tests {
 		if got := decideVolume(tt.pv); got != tt.want {
 			t.Errorf("%s: decideVolume = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDecideExpansion(t *testing.T) {
+	q := resource.MustParse
+	// infeasible is a claim whose status records growing to size as infeasible, for reason.
+	infeasible := func(size, reason string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{Status: corev1.PersistentVolumeClaimStatus{
+			AllocatedResources:        corev1.ResourceList{corev1.ResourceStorage: q(size)},
+			AllocatedResourceStatuses: map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimControllerResizeInfeasible},
+			Conditions:                []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimControllerResizeError, Status: corev1.ConditionTrue, Reason: reason}},
+		}}
+	}
+	inProgress := infeasible("5Ti", "")
+	inProgress.Status.AllocatedResourceStatuses[corev1.ResourceStorage] = corev1.PersistentVolumeClaimControllerResizeInProgress
+	tests := []struct {
+		name       string
+		pvc        *corev1.PersistentVolumeClaim
+		want, have string
+		pod        bool
+		notAllowed string
+		step       expansionStep
+	}{
+		{"nothing asked", &corev1.PersistentVolumeClaim{}, "1Gi", "1Gi", false, "", expandDone},
+		{"less than the volume has", &corev1.PersistentVolumeClaim{}, "1Gi", "2Gi", false, "", expandDone},
+		{"more asked", &corev1.PersistentVolumeClaim{}, "2Gi", "1Gi", false, "", expandStart},
+		{"pod under way", &corev1.PersistentVolumeClaim{}, "2Gi", "1Gi", true, "", expandPodState},
+		{"pod under way, request raised beyond the provisioner's maximum meanwhile", &corev1.PersistentVolumeClaim{}, "5Ti", "1Gi", true, "", expandPodState},
+		{"not allowed", &corev1.PersistentVolumeClaim{}, "5Ti", "1Gi", false, "above the maximum", expandInfeasible},
+		{"not allowed, already recorded: expansionInfeasible writes nothing twice", infeasible("5Ti", infeasibleNotAllowed), "5Ti", "1Gi", false, "above the maximum", expandInfeasible},
+		{"recorded not allowed, now allowed (the provisioner changed)", infeasible("5Ti", infeasibleNotAllowed), "5Ti", "1Gi", false, "", expandStart},
+		{"the pod found this size infeasible", infeasible("5Ti", infeasibleByPod), "5Ti", "1Gi", false, "", expandNothing},
+		{"the pod found another size infeasible: the request was lowered", infeasible("5Ti", infeasibleByPod), "2Gi", "1Gi", false, "", expandStart},
+		{"the pod found it infeasible, then the request dropped to what the volume has", infeasible("5Ti", infeasibleByPod), "1Gi", "1Gi", false, "", expandDone},
+		{"a resize in progress is not a record of infeasibility", inProgress, "5Ti", "1Gi", false, "", expandStart},
+	}
+	for _, tt := range tests {
+		step, msg := decideExpansion(expansionView{pvc: tt.pvc, want: q(tt.want), have: q(tt.have), pod: tt.pod, notAllowed: tt.notAllowed})
+		if step != tt.step || msg != map[bool]string{true: tt.notAllowed}[step == expandInfeasible] {
+			t.Errorf("%s: decideExpansion = %d %q, want %d", tt.name, step, msg, tt.step)
 		}
 	}
 }

@@ -31,6 +31,9 @@ func TestEventHandlersEnqueue(t *testing.T) {
 	pvcs := []*corev1.PersistentVolumeClaim{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pending"}, Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bound"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "infeasible"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv2"},
+			Status: corev1.PersistentVolumeClaimStatus{AllocatedResourceStatuses: map[corev1.ResourceName]corev1.ClaimResourceStatus{
+				corev1.ResourceStorage: corev1.PersistentVolumeClaimControllerResizeInfeasible}}},
 	}
 	podWith := func(phase protocol.Phase, volume string) *corev1.Pod {
 		return protocol.BuildPod(&corev1.PodTemplateSpec{}, protocol.PodOptions{Provisioner: "prov", Phase: phase, Volume: volume,
@@ -53,7 +56,7 @@ func TestEventHandlersEnqueue(t *testing.T) {
 		{"class: the claims that name it", func(c *Controller) {
 			c.onClass(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}})
 		}, []string{"ns/pending"}, nil, nil},
-		{"provisioner: unbound claims", func(c *Controller) { c.onProvisioner(provisionerFixture("prov")) }, []string{"ns/pending"}, nil, []string{"prov"}},
+		{"provisioner: unbound claims, and those whose expansion it did not allow", func(c *Controller) { c.onProvisioner(provisionerFixture("prov")) }, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
 		{"CSIDriver", func(c *Controller) {
 			c.onCSIDriver(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "prov"}})
 		}, nil, nil, []string{"prov"}},

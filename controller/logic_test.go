@@ -246,6 +246,14 @@ func TestExaminePod(t *testing.T) {
 		t.Errorf("failed pod: %+v", r)
 	}
 
+	r = examinePod(mk(corev1.PodFailed, protocol.PhaseExpansion, map[string]string{protocol.AnnotationResultsCollected: "true", protocol.AnnotationResultInfeasible: ""}), now, time.Minute, nil)
+	if !r.done || r.succeeded || r.infeasible == nil || *r.infeasible != "" {
+		t.Errorf("expansion pod that wrote an empty /pav/infeasible: %+v", r)
+	}
+	if r = examinePod(mk(corev1.PodFailed, protocol.PhaseExpansion, map[string]string{protocol.AnnotationResultsCollected: "true"}), now, time.Minute, nil); r.infeasible != nil {
+		t.Errorf("expansion pod without /pav/infeasible: %+v", r)
+	}
+
 	// The node plugin learnt from the container runtime that the pod
 	// succeeded before kubelet reported it: done at once, and for good.
 	early := map[string]string{protocol.AnnotationSucceeded: "true"}

@@ -25,6 +25,8 @@ type podOutcome struct {
 	message string
 	// handle and capacity are the contents of /pav/handle and /pav/capacity, if the pod wrote them.
 	handle, capacity *string
+	// infeasible is the content of /pav/infeasible, if an expansion pod wrote it.
+	infeasible *string
 	// recheck > 0: not done yet, look again after this long even if nothing changes.
 	recheck time.Duration
 	// stuck explains why a pod that is not done cannot make progress (e.g. its
@@ -112,6 +114,9 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 		}
 		if v, ok := ann[protocol.AnnotationResultCapacity]; ok {
 			out.capacity = &v
+		}
+		if v, ok := ann[protocol.AnnotationResultInfeasible]; ok {
+			out.infeasible = &v
 		}
 	}
 	if !out.succeeded {

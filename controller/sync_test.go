@@ -94,6 +94,11 @@ type harness struct {
 	restarts int
 	// kubeletDir is the controller's Config.KubeletDir ("" for the default).
 	kubeletDir string
+	// engine is the controller's Engine (nil: stubEngine).
+	engine Engine
+	// backendMax, when set, is the most an expansion pod can grow a volume
+	// to: above it the pod fails with /pav/infeasible.
+	backendMax *resource.Quantity
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -151,7 +156,11 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 // what a crash and a new leader look like (nothing kept in memory).
 func (h *harness) restart() {
 	h.t.Helper()
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: stubEngine{}, KubeletDir: h.kubeletDir})
+	engine := h.engine
+	if engine == nil {
+		engine = stubEngine{}
+	}
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: engine, KubeletDir: h.kubeletDir})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -214,12 +223,17 @@ func (h *harness) runPods() {
 			continue
 		}
 		pod.Status.Phase = corev1.PodSucceeded
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(h.now)}}}}
+		exit := int32(0)
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
 		pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+		if target, err := resource.ParseQuantity(pod.Annotations[protocol.AnnotationExpansionTarget]); err == nil && h.backendMax != nil && target.Cmp(*h.backendMax) > 0 {
+			pod.Status.Phase, exit = corev1.PodFailed, 1
+			pod.Annotations[protocol.AnnotationResultInfeasible] = "the pool holds at most " + h.backendMax.String()
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: metav1.NewTime(h.now)}}}}
 		if phaseOf(pod) == protocol.PhaseCreation {
 			pod.Annotations[protocol.AnnotationResultHandle] = resultHandle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
@@ -310,7 +324,7 @@ func isControllerWrite(a k8stesting.Action) bool {
 		return false
 	}
 	if u, ok := a.(k8stesting.UpdateAction); ok && a.GetResource().Resource == "pods" {
-		if p, ok := u.GetObject().(*corev1.Pod); ok && p.Status.Phase == corev1.PodSucceeded && a.GetSubresource() == "" {
+		if p, ok := u.GetObject().(*corev1.Pod); ok && protocol.Terminated(p) && a.GetSubresource() == "" {
 			return false // the test playing kubelet
 		}
 	}
@@ -383,6 +397,9 @@ type scenario struct {
 	// faults (its work, e.g. creating or deleting the volume, is not to be
 	// done twice or skipped).
 	once protocol.Phase
+	// attempts is how many pods of phase once the scenario runs, each once
+	// (0: one).
+	attempts int
 }
 
 func (sc scenario) run(t *testing.T, h *harness, steps int) {
@@ -489,8 +506,8 @@ func testEveryFault(t *testing.T, sc scenario) {
 						runs++
 					}
 				}
-				if runs != 1 {
-					t.Errorf("%d %s pods created, want 1:\n%s", runs, sc.once, h.describe())
+				if want := max(sc.attempts, 1); runs != want {
+					t.Errorf("%d %s pods created, want %d:\n%s", runs, sc.once, want, h.describe())
 				}
 			})
 		}
@@ -634,47 +651,301 @@ func TestClaimDeletedDuringCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
 
 func isUpdate(a k8stesting.Action) bool { return a.GetVerb() == "update" || a.GetVerb() == "patch" }
 
-// expansion starts from a provisioned volume bound to its claim, whose
-// request then grows to 5Gi, and ends when the PV and the claim's status
-// say 5Gi with no resize under way.
-var expansion = scenario{
-	setup: func(h *harness) {
-		h.t.Helper()
-		provisioning.run(h.t, h, 10)
-		ctx := context.Background()
-		pvcs := h.kube.CoreV1().PersistentVolumeClaims("ns")
-		pvc, err := pvcs.Get(ctx, "claim", metav1.GetOptions{})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		pvc.Spec.VolumeName = testVolume // the PV controller binds
-		pvc.Status.Phase = corev1.ClaimBound
-		pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(resultCapacity)}
-		if pvc, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
-			h.t.Fatal(err)
-		}
-		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("5Gi") // the user asks for more
-		if _, err := pvcs.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
-			h.t.Fatal(err)
-		}
-	},
-	step: (*harness).step,
-	done: func(h *harness) bool {
+// boundAsking provisions the claim, binds it and has it ask for size.
+func (h *harness) boundAsking(size string) {
+	h.t.Helper()
+	provisioning.run(h.t, h, 10)
+	ctx := context.Background()
+	pvcs := h.kube.CoreV1().PersistentVolumeClaims("ns")
+	pvc, err := pvcs.Get(ctx, "claim", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pvc.Spec.VolumeName = testVolume // the PV controller binds
+	pvc.Status.Phase = corev1.ClaimBound
+	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(resultCapacity)}
+	if _, err = pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.request(size)
+}
+
+// request changes the claim's request as its user does: through the
+// tracker, so that it is neither a controller write nor a fault's target.
+func (h *harness) request(size string) {
+	h.t.Helper()
+	gvr := corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	obj, err := h.kube.Tracker().Get(gvr, "ns", "claim")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pvc := obj.(*corev1.PersistentVolumeClaim).DeepCopy()
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
+	if err := h.kube.Tracker().Update(gvr, pvc, "ns"); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) claim() *corev1.PersistentVolumeClaim {
+	h.t.Helper()
+	pvc, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), "claim", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return pvc
+}
+
+// expandedTo: the PV and the claim's status say size, with no resize under
+// way and no pod left.
+func expandedTo(size string) func(h *harness) bool {
+	return func(h *harness) bool {
 		ctx := context.Background()
 		pv, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
 		pvc, err2 := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
 		pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		want := resource.MustParse("5Gi")
+		want := resource.MustParse(size)
 		return err == nil && err2 == nil && len(pods.Items) == 0 &&
 			pv.Spec.Capacity.Storage().Cmp(want) == 0 && pvc.Status.Capacity.Storage().Cmp(want) == 0 &&
-			len(pvc.Status.AllocatedResourceStatuses) == 0 && !hasCondition(pvc, corev1.PersistentVolumeClaimResizing)
-	},
+			len(pvc.Status.AllocatedResourceStatuses) == 0 && len(pvc.Status.Conditions) == 0
+	}
+}
+
+// expansion starts from a provisioned volume bound to its claim, whose
+// request then grows to 5Gi, and ends when the PV and the claim's status
+// say 5Gi with no resize under way.
+var expansion = scenario{
+	setup: func(h *harness) { h.boundAsking("5Gi") },
+	step:  (*harness).step,
+	done:  expandedTo("5Gi"),
 	check: func(h *harness) {},
 	once:  protocol.PhaseExpansion,
 }
 
 func TestExpansionSurvivesAFaultAtEveryWrite(t *testing.T) {
 	testEveryFault(t, expansion)
+}
+
+// limitedEngine is stubEngine for a provisioner whose volumeValidation
+// allows at most max, checked by templating as the production engine does.
+type limitedEngine struct {
+	stubEngine
+	max resource.Quantity
+}
+
+func (e limitedEngine) Validation(_ context.Context, _ *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*ValidationConfig, error) {
+	vr, err := templating.DynamicVolumeRequest(req.PVC)
+	if err != nil {
+		return nil, err
+	}
+	vc := templating.ValidationConfig{VolumeModes: []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem},
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, MaxCapacity: &e.max}
+	return &ValidationConfig{Unsatisfied: vc.Check(vr), PodTemplate: stubPod("validate")}, nil
+}
+
+// infeasibleRecorded: the claim's status records growing to size as
+// infeasible, for reason.
+func (h *harness) infeasibleRecorded(size, reason string) bool {
+	c := infeasibleRecord(h.claim(), resource.MustParse(size))
+	return c != nil && c.Status == corev1.ConditionTrue && c.Reason == reason
+}
+
+// podsCreated lists the pods of phase the controller created, in order.
+func (h *harness) podsCreated(phase protocol.Phase) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, a := range h.kube.Actions() {
+		if isPodCreate(a, phase) {
+			out = append(out, a.(k8stesting.CreateAction).GetObject().(*corev1.Pod))
+		}
+	}
+	return out
+}
+
+// notAllowedThenLowered: a bound claim asks for 5Ti of a provisioner that
+// allows 10Gi; once its status says the expansion is infeasible, the user
+// lowers the request to 5Gi, which is expanded. One expansion pod runs, for
+// 5Gi.
+var notAllowedThenLowered = scenario{
+	setup: func(h *harness) {
+		h.engine = limitedEngine{max: resource.MustParse("10Gi")}
+		h.restart()
+		h.boundAsking("5Ti")
+	},
+	step: func(h *harness) error {
+		err := h.step()
+		if h.claim().Spec.Resources.Requests.Storage().Cmp(resource.MustParse("5Ti")) == 0 && h.infeasibleRecorded("5Ti", infeasibleNotAllowed) {
+			h.request("5Gi")
+		}
+		return err
+	},
+	done: expandedTo("5Gi"),
+	check: func(h *harness) {
+		for _, pod := range h.podsCreated(protocol.PhaseExpansion) {
+			if target := pod.Annotations[protocol.AnnotationExpansionTarget]; target != "5Gi" {
+				h.t.Errorf("an expansion pod for %s", target)
+			}
+		}
+	},
+	once: protocol.PhaseExpansion,
+}
+
+func TestExpansionNotAllowedThenLoweredSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, notAllowedThenLowered)
+}
+
+// podInfeasibleThenLowered: the expansion pod finds 5Gi infeasible (the
+// backend holds 3Gi); once the claim's status says so, the user lowers the
+// request to 3Gi. Two expansion pods run, one per size.
+var podInfeasibleThenLowered = scenario{
+	setup: func(h *harness) {
+		h.backendMax = ptr(resource.MustParse("3Gi"))
+		h.boundAsking("5Gi")
+	},
+	step: func(h *harness) error {
+		err := h.step()
+		if h.claim().Spec.Resources.Requests.Storage().Cmp(resource.MustParse("5Gi")) == 0 && h.infeasibleRecorded("5Gi", infeasibleByPod) {
+			h.request("3Gi")
+		}
+		return err
+	},
+	done:     expandedTo("3Gi"),
+	check:    func(h *harness) {},
+	once:     protocol.PhaseExpansion,
+	attempts: 2,
+}
+
+func TestExpansionPodInfeasibleThenLoweredSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, podInfeasibleThenLowered)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// An expansion the provisioner does not allow gets external-resizer's
+// infeasible status and one Event, runs no pod and is not retried, however
+// often the claim is synced; lowering the request expands to the new size.
+func TestExpansionNotAllowed(t *testing.T) {
+	for _, tt := range []struct {
+		name, request, limit, message string
+	}{
+		{"above the provisioner's maxCapacity", "5Ti", "", "above the maximum capacity 10Gi"},
+		{"above the claim's limit", "5Gi", "4Gi", "exceeds the claim's limit of 4Gi"},
+		{"more bytes than an int64 holds", "1e19", "", "too large"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			h.engine = limitedEngine{max: resource.MustParse("10Gi")}
+			h.restart()
+			h.boundAsking(tt.request)
+			if tt.limit != "" {
+				pvc := h.claim()
+				pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(tt.limit)}
+				if err := h.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), pvc, "ns"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.kube.ClearActions()
+			drain(h.events)
+			for i := 0; i < 5; i++ {
+				if err := h.step(); err != nil {
+					t.Fatalf("sync %d: %v (an infeasible expansion is not an error to retry)", i, err)
+				}
+			}
+			if pods := h.podsCreated(protocol.PhaseExpansion); len(pods) != 0 {
+				t.Errorf("%d expansion pods created:\n%s", len(pods), h.describe())
+			}
+			pvc := h.claim()
+			st := pvc.Status
+			if st.AllocatedResourceStatuses[corev1.ResourceStorage] != corev1.PersistentVolumeClaimControllerResizeInfeasible ||
+				st.AllocatedResources.Storage().Cmp(resource.MustParse(tt.request)) != 0 {
+				t.Errorf("claim status %+v, want allocatedResources %s, ControllerResizeInfeasible", st, tt.request)
+			}
+			c := infeasibleRecord(pvc, resource.MustParse(tt.request))
+			if c == nil || c.Reason != infeasibleNotAllowed || !strings.Contains(c.Message, tt.message) || len(st.Conditions) != 1 {
+				t.Errorf("conditions %+v, want one ControllerResizeError saying %q", st.Conditions, tt.message)
+			}
+			if st.Capacity.Storage().Cmp(resource.MustParse(resultCapacity)) != 0 {
+				t.Errorf("capacity %s, want %s", st.Capacity.Storage(), resultCapacity)
+			}
+			var failed []string
+			for _, e := range drain(h.events) {
+				if strings.Contains(e, reasonResizeFailed) {
+					failed = append(failed, e)
+				}
+			}
+			if len(failed) != 1 || !strings.Contains(failed[0], tt.message) {
+				t.Errorf("%s events %q, want one saying %q", reasonResizeFailed, failed, tt.message)
+			}
+			if n := h.c.claimBackoff.failures(testClaimKey); n != 0 {
+				t.Errorf("%d failures counted for backoff, want none: nothing is retried", n)
+			}
+
+			// Lowering the request (Kubernetes' recovery from a failed expansion) expands to it.
+			if tt.limit != "" {
+				h.request("3Gi")
+			} else {
+				h.request("5Gi")
+			}
+			want := h.claim().Spec.Resources.Requests.Storage().String()
+			(scenario{step: (*harness).step, done: expandedTo(want), check: func(*harness) {}}).run(t, h, 10)
+			if pods := h.podsCreated(protocol.PhaseExpansion); len(pods) != 1 || pods[0].Annotations[protocol.AnnotationExpansionTarget] != want {
+				t.Errorf("expansion pods %d, want one for %s", len(pods), want)
+			}
+		})
+	}
+}
+
+// A size recorded as not allowed is judged again: once the provisioner
+// allows it, the expansion runs.
+func TestExpansionGoesOnceTheProvisionerAllowsIt(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	h.engine = limitedEngine{max: resource.MustParse("10Gi")}
+	h.restart()
+	h.boundAsking("20Gi")
+	for i := 0; i < 3; i++ {
+		_ = h.step()
+	}
+	if !h.infeasibleRecorded("20Gi", infeasibleNotAllowed) {
+		t.Fatalf("claim status %+v, want 20Gi recorded infeasible", h.claim().Status)
+	}
+	h.engine = limitedEngine{max: resource.MustParse("1Ti")} // the admin raises maxCapacity
+	h.restart()
+	(scenario{step: (*harness).step, done: expandedTo("20Gi"), check: func(*harness) {}}).run(t, h, 10)
+}
+
+// A size the expansion pod found infeasible is recorded as external-resizer
+// does, and no pod runs for it again however often the claim is synced.
+func TestExpansionPodInfeasibleIsNotRetried(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	h.backendMax = ptr(resource.MustParse("3Gi"))
+	h.boundAsking("5Gi")
+	h.kube.ClearActions()
+	drain(h.events)
+	for i := 0; i < 6; i++ {
+		if err := h.step(); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	if pods := h.podsCreated(protocol.PhaseExpansion); len(pods) != 1 {
+		t.Errorf("%d expansion pods created, want 1:\n%s", len(pods), h.describe())
+	}
+	if !h.infeasibleRecorded("5Gi", infeasibleByPod) {
+		t.Errorf("claim status %+v, want 5Gi recorded infeasible by the pod", h.claim().Status)
+	}
+	if c := infeasibleRecord(h.claim(), resource.MustParse("5Gi")); c == nil || !strings.Contains(c.Message, "the pool holds at most 3Gi") {
+		t.Errorf("condition %+v, want the pod's reason", c)
+	}
+	var failed []string
+	for _, e := range drain(h.events) {
+		if strings.Contains(e, reasonResizeFailed) {
+			failed = append(failed, e)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "cannot grow to 5Gi: the pool holds at most 3Gi") {
+		t.Errorf("%s events %q, want one with the pod's reason", reasonResizeFailed, failed)
+	}
+	pods, _ := h.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left", len(pods.Items))
+	}
 }
 
 // A PV this controller created that its cache has not seen yet (the watch

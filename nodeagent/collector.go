@@ -26,11 +26,11 @@ import (
 	"github.com/albertofaria/pav/protocol"
 )
 
-// Collector hands the files that validation, creation and deletion pods
-// leave in /pav to the controller: once such a pod on this node has
-// terminated, it copies /pav/handle, /pav/capacity and /pav/error into the
-// pod's annotations, marks the pod collected, and removes the pod's host
-// directory. The controller only reads the annotations, so it never needs
+// Collector hands the files that validation, creation, deletion and
+// expansion pods leave in /pav to the controller: once such a pod on this
+// node has terminated, it copies /pav/handle, /pav/capacity, /pav/error and
+// /pav/infeasible into the pod's annotations, marks the pod collected, and
+// removes the pod's host directory. The controller only reads the annotations, so it never needs
 // access to the node's filesystem.
 type Collector struct {
 	kube       kubeclient.Interface
@@ -230,18 +230,21 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 	return cleanupDir(c.mounter, dir)
 }
 
-// readResults reads handle, capacity and error from a pod's host directory.
-// A file the pod did not write (or left empty) yields no annotation. A file
-// PaV refuses to read becomes the error annotation, so the failure is explained.
+// readResults reads handle, capacity, error and infeasible from a pod's
+// host directory. A file the pod did not write (or left empty) yields no
+// annotation, except infeasible, whose presence is the result. A file PaV
+// refuses to read becomes the error annotation, so the failure is explained.
 func readResults(dir string) (map[string]string, error) {
 	out := map[string]string{}
 	files := []struct {
 		name, annotation string
 		max              int
+		evenEmpty        bool
 	}{
-		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes},
-		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes},
-		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes},
+		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes, false},
+		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes, false},
+		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes, false},
+		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, maxErrorBytes, true},
 	}
 	var refused []string
 	for _, f := range files {
@@ -253,7 +256,7 @@ func readResults(dir string) (map[string]string, error) {
 			}
 			return nil, err
 		}
-		if s != "" {
+		if s != "" || (exists && f.evenEmpty) {
 			out[f.annotation] = s
 		}
 	}

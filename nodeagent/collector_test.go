@@ -107,6 +107,25 @@ func TestCollect(t *testing.T) {
 			dirGone: true,
 		},
 		{
+			name: "expansion found infeasible, even with an empty file", phase: protocol.PhaseExpansion, podPhase: corev1.PodFailed,
+			files: map[string]string{"infeasible": ""},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected: "true",
+				protocol.AnnotationResultInfeasible: "",
+			},
+			dirGone: true,
+		},
+		{
+			name: "expansion found infeasible, with the reason", phase: protocol.PhaseExpansion, podPhase: corev1.PodFailed,
+			files: map[string]string{"infeasible": "the pool holds at most 1Ti\n", "capacity": "5Ti"},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected: "true",
+				protocol.AnnotationResultInfeasible: "the pool holds at most 1Ti",
+				protocol.AnnotationResultCapacity:   "5Ti",
+			},
+			dirGone: true,
+		},
+		{
 			name: "symlinked handle is refused", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
 			symlinks: map[string]string{"handle": "/etc/hostname"},
 			want: map[string]string{

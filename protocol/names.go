@@ -71,6 +71,7 @@ const (
 	AnnotationResultHandle     = prefix + "result-handle"     // content of /pav/handle, if present
 	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present
 	AnnotationResultError      = prefix + "result-error"      // content of /pav/error, if present
+	AnnotationResultInfeasible = prefix + "result-infeasible" // content of /pav/infeasible, if present (even empty)
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -113,6 +114,10 @@ const (
 	FileReady    = "ready"
 	FileVolume   = "volume"
 	FileError    = "error" // PaV-Go addition: a message explaining a failure
+	// FileInfeasible (PaV-Go addition), from an expansion pod: the volume
+	// was left as it was and can never grow to the size asked; its content,
+	// if any, says why.
+	FileInfeasible = "infeasible"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.

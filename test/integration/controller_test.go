@@ -1377,6 +1377,80 @@ func TestExpansion(t *testing.T) {
 	e.waitEvent("d", "VolumeResizeFailed", `PavProvisioner "`+fixed.Name+`" cannot expand volumes`)
 }
 
+// An expansion beyond the provisioner's maxCapacity, and one its expansion
+// pod finds infeasible, end with external-resizer's status for an
+// infeasible resize and run no further pod; lowering the request (which the
+// API server allows above status.capacity) starts an expansion to it.
+func TestExpansionInfeasible(t *testing.T) {
+	skipWithLiteralEngine(t)
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("capped", func(s *v1alpha1.PavProvisionerSpec) {
+		s.VolumeValidation = &v1alpha1.VolumeValidation{MaxCapacity: value("10Gi")}
+		s.VolumeCreation = &v1alpha1.VolumeCreation{Capacity: value("1Gi")}
+		s.VolumeExpansion = &v1alpha1.VolumeExpansion{PodTemplate: value(podTemplate(e.ns))}
+	})
+	e.class("capped", p.Name, func(sc *storagev1.StorageClass) { yes := true; sc.AllowVolumeExpansion = &yes })
+	pvc := e.claim("c", "capped", "1Gi")
+	pv := e.volume(pvc)
+	e.bind(pvc, pv)
+	request := func(size string) {
+		t.Helper()
+		patch := `{"spec":{"resources":{"requests":{"storage":"` + size + `"}}}}`
+		if _, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, "c", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infeasible := func(size, reason string) {
+		t.Helper()
+		var cur *corev1.PersistentVolumeClaim
+		e.waitFor("the claim's status to record "+size+" as infeasible", func() (bool, error) {
+			cur = e.getClaim("c")
+			st := cur.Status
+			return st.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible &&
+				st.AllocatedResources.Storage().Cmp(resource.MustParse(size)) == 0 && len(st.Conditions) == 1 &&
+				st.Conditions[0].Type == corev1.PersistentVolumeClaimControllerResizeError && st.Conditions[0].Reason == reason, nil
+		})
+		// Whatever the controller decided on that claim, it has done: no expansion pod.
+		e.waitSettled("claims", e.ns+"/c", cur)
+		for _, pod := range e.pavPods(pvc.UID) {
+			if pod.Labels[protocol.LabelPhase] == string(protocol.PhaseExpansion) {
+				t.Errorf("expansion pod %s (target %s) exists", pod.Name, pod.Annotations[protocol.AnnotationExpansionTarget])
+			}
+		}
+		if st := e.getClaim("c").Status; st.Capacity.Storage().Cmp(resource.MustParse("1Gi")) != 0 {
+			t.Errorf("claim capacity %s, want 1Gi", st.Capacity.Storage())
+		}
+	}
+
+	request("5Ti")
+	infeasible("5Ti", "ExpansionNotAllowed")
+	e.waitEvent("c", "VolumeResizeFailed", "above the maximum capacity 10Gi")
+
+	request("2Gi")
+	pod := e.pod(protocol.PhaseExpansion, pv.Name)
+	if target := pod.Annotations[protocol.AnnotationExpansionTarget]; target != "2Gi" {
+		t.Errorf("expansion pod target %s, want 2Gi", target)
+	}
+	e.finishPod(pod, 1, "", map[string]string{protocol.AnnotationResultInfeasible: "the pool is full"})
+	infeasible("2Gi", "ExpansionPodInfeasible")
+	e.waitEvent("c", "VolumeResizeFailed", "cannot grow to 2Gi: the pool is full")
+
+	request("1500Mi")
+	pod = e.pod(protocol.PhaseExpansion, pv.Name)
+	e.finishPod(pod, 0, "", nil)
+	e.waitFor("the PV and the claim to show 1500Mi", func() (bool, error) {
+		cur, err := e.kube.CoreV1().PersistentVolumes().Get(e.ctx, pv.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := e.getClaim("c").Status
+		return cur.Spec.Capacity.Storage().Cmp(resource.MustParse("1500Mi")) == 0 &&
+			st.Capacity.Storage().Cmp(resource.MustParse("1500Mi")) == 0 && st.AllocatedResources.Storage().Cmp(resource.MustParse("1500Mi")) == 0 &&
+			len(st.AllocatedResourceStatuses) == 0 && len(st.Conditions) == 0, nil
+	})
+}
+
 // A whole section written as one template string is stored by the API server
 // and evaluated by the controller (issue 10 item 9).
 func TestWholeSectionTemplate(t *testing.T) {
