@@ -143,14 +143,7 @@ func testProvisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)) *v1
 func TestWebhookDownSparesMetadata(t *testing.T) {
 	env := framework.New(t) // its own API server: the configuration would refuse the other tests' provisioners
 	ctx := context.Background()
-	kinds := map[string]bool{"ValidatingWebhookConfiguration": true}
-	for k := range accessKinds {
-		kinds[k] = true
-	}
-	applyManifestObjects(t, env.Config, kinds)
-
-	// Created before the API server has loaded the webhook configuration:
-	// the first refused spec change tells it has.
+	applyAccessObjects(t, env.Config)
 	admin, err := kubeclient.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +153,9 @@ func TestWebhookDownSparesMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API server loads the webhook configuration a moment after it is
+	// created: the first refused spec change tells it has.
+	applyManifestObjects(t, env.Config, map[string]bool{"ValidatingWebhookConfiguration": true})
 	specChange := func(c kubeclient.PavInterface) error {
 		_, err := c.PavV1alpha1().PavProvisioners().Patch(ctx, p.Name, types.MergePatchType,
 			[]byte(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
@@ -185,9 +181,12 @@ func TestWebhookDownSparesMetadata(t *testing.T) {
 	if err := patch(ctrl, `{"metadata":{"finalizers":["`+protocol.FinalizerProvisioner+`"]}}`); err != nil {
 		t.Errorf("the controller adds its finalizer while the webhook is down: %v", err)
 	}
-	if _, err := ctrl.PavV1alpha1().PavProvisioners().Patch(ctx, p.Name, types.MergePatchType,
-		[]byte(`{"status":{"conditions":[{"type":"Valid","status":"True","reason":"Valid","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`),
-		metav1.PatchOptions{}, "status"); err != nil {
+	cur, err := pavs.Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: metav1.Now()}}
+	if _, err := ctrl.PavV1alpha1().PavProvisioners().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("the controller writes the status while the webhook is down: %v", err)
 	}
 	if err := patch(admin, `{"metadata":{"labels":{"team":"storage"}}}`); err != nil {
