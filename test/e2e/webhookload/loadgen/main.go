@@ -4,8 +4,8 @@
 // not JSON. It is built into the test image (hack/images/build.sh) and run
 // by test/e2e/webhookload.
 //
-// It prints "load: in flight" once every worker has written its first
-// request, then, when done, one line "load: summary " followed by a JSON
+// It prints "load: in flight" once every worker has sent its first request
+// (written it, or had its connection refused), then, when done, one line "load: summary " followed by a JSON
 // object: per kind of payload, how many requests ended how (HTTP status and
 // whether the review was allowed, or the class of error).
 package main
@@ -62,11 +62,11 @@ func main() {
 		written  atomic.Int64
 		once     sync.Once
 	)
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+	sent := func() {
 		if written.Add(1) == int64(*workers) {
 			once.Do(func() { fmt.Println("load: in flight") })
 		}
-	}}
+	}
 	deadline := time.Now().Add(*duration)
 	var wg sync.WaitGroup
 	for w := range *workers {
@@ -75,7 +75,7 @@ func main() {
 			defer wg.Done()
 			for n := 0; (*count == 0 || n < *count) && (*count > 0 || time.Now().Before(deadline)); n++ {
 				k := kinds[(w+n)%len(kinds)]
-				out := send(client, trace, *url, k.body)
+				out := send(client, sent, *url, k.body)
 				mu.Lock()
 				if outcomes[k.name] == nil {
 					outcomes[k.name] = map[string]int{}
@@ -90,15 +90,20 @@ func main() {
 	fmt.Printf("load: summary %s\n", summary)
 }
 
-// send posts one body and says how it ended.
-func send(client *http.Client, trace *httptrace.ClientTrace, url string, body []byte) string {
+// send posts one body and says how it ended; sent is called once the
+// request is written or its connection failed.
+func send(client *http.Client, sent func(), url string, body []byte) string {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	var once sync.Once
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(sent) },
+	}))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
+	once.Do(sent)
 	if err != nil {
 		return classify(err)
 	}
@@ -134,14 +139,15 @@ func classify(err error) string {
 		{"connection refused", "connection refused"},
 		{"connection reset", "connection reset"},
 		{"broken pipe", "broken pipe"},
+		{"use of closed network connection", "connection closed"},
 		{"EOF", "EOF"},
 	} {
 		if strings.Contains(s, c.match) {
 			return c.class
 		}
 	}
-	if len(s) > 100 {
-		s = s[:100]
+	if len(s) > 60 { // the cause is at the end
+		s = "..." + s[len(s)-60:]
 	}
 	return "error: " + s
 }
