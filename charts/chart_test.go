@@ -469,6 +469,41 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestWebhookAccess: controller.webhook.clientAuth mounts the ConfigMap and
+// turns on client certificates (off by default); controller.webhook.from
+// narrows the NetworkPolicy's webhook port and nothing else.
+func TestWebhookAccess(t *testing.T) {
+	for _, a := range args(t, find(t, render(t), "Deployment", "controller-agent")) {
+		if strings.HasPrefix(a, "--webhook-client") {
+			t.Errorf("client authentication is off by default, yet %s", a)
+		}
+	}
+	objs := render(t, "--set", "controller.webhook.clientAuth.caConfigMap=apiserver-ca,controller.webhook.clientAuth.names={apiserver,other}",
+		"--set", "controller.webhook.from[0].ipBlock.cidr=10.0.0.0/24")
+	d := find(t, objs, "Deployment", "controller-agent")
+	hasArg(t, d, "--webhook-client-ca=/etc/pav/webhook-client-ca/ca.crt")
+	hasArg(t, d, "--webhook-client-names=apiserver,other")
+	if s := toYAML(get(d, "spec", "template", "spec", "volumes")); !strings.Contains(s, "name: apiserver-ca") {
+		t.Errorf("volumes:\n%s", s)
+	}
+	if s := toYAML(container(t, d)["volumeMounts"]); !strings.Contains(s, "mountPath: /etc/pav/webhook-client-ca") {
+		t.Errorf("volume mounts:\n%s", s)
+	}
+	want := `- from:
+  - ipBlock:
+      cidr: 10.0.0.0/24
+  ports:
+  - port: 9443
+    protocol: TCP
+- ports:
+  - port: 8080
+    protocol: TCP
+`
+	if got := toYAML(get(find(t, objs, "NetworkPolicy", "controller-agent"), "spec", "ingress")); got != want {
+		t.Errorf("NetworkPolicy controller-agent's ingress:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestNamespace: installed in another namespace, every namespaced object, every
 // reference to a service account and the webhook's Service follow.
 func TestNamespace(t *testing.T) {

@@ -53,6 +53,8 @@ type controllerOptions struct {
 	webhookSecret  string
 	webhookService string
 	webhookConfig  string
+	webhookCA      string
+	webhookNames   []string
 }
 
 func init() {
@@ -95,6 +97,8 @@ func init() {
 	f.StringVar(&o.webhookSecret, "webhook-secret", "pav-webhook-cert", "Secret (in the leader election namespace) holding the webhook's CA and certificate")
 	f.StringVar(&o.webhookService, "webhook-service", "pav-webhook", "Service through which the API server reaches the webhook")
 	f.StringVar(&o.webhookConfig, "webhook-configuration", "pav.albertofaria.github.io", "ValidatingWebhookConfiguration whose caBundle the controller maintains (empty: leave alone)")
+	f.StringVar(&o.webhookCA, "webhook-client-ca", "", "PEM file of the CAs of the client certificate the API server presents to the webhook (its AdmissionConfiguration's kubeconfig): callers without one are refused at the TLS handshake; re-read when it changes (empty: any caller)")
+	f.StringSliceVar(&o.webhookNames, "webhook-client-names", nil, "with --webhook-client-ca: names (CN or DNS SAN) one of which the client certificate must carry (empty: any from those CAs)")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	f.AddGoFlagSet(klogFlags)
@@ -118,6 +122,9 @@ func restConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 }
 
 func runController(ctx context.Context, o controllerOptions) error {
+	if len(o.webhookNames) > 0 && o.webhookCA == "" {
+		return fmt.Errorf("--webhook-client-names needs --webhook-client-ca")
+	}
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
@@ -164,6 +171,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
 			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate},
+			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames,
 		}
 		servers.Add(1)
 		go func() {

@@ -263,6 +263,12 @@ type Server struct {
 	// RecheckInterval is how often the Secret is checked for certificates
 	// to renew, besides whenever it changes (default: an hour).
 	RecheckInterval time.Duration
+	// ClientCAFile, if set, is a PEM file of the CAs whose client
+	// certificates are let in (the API server's): any other caller is
+	// refused at the TLS handshake. ClientNames, if set, are the names (CN
+	// or DNS SAN) one of which that certificate must carry.
+	ClientCAFile string
+	ClientNames  []string
 
 	now func() time.Time // the clock for certificate decisions; nil: time.Now
 
@@ -337,6 +343,20 @@ func (s *Server) Run(ctx context.Context) error {
 		secretsStopped()
 	}()
 
+	tlsConfig := &tls.Config{
+		// Every handshake takes the current certificate: a renewed one
+		// is served without a restart.
+		GetCertificate: s.getCertificate,
+		MinVersion:     tls.VersionTLS12,
+	}
+	if s.ClientCAFile != "" {
+		tlsConfig.NextProtos = []string{"h2", "http/1.1"} // as ServeTLS sets on the config it is given
+		ca, err := newClientAuth(s.ClientCAFile, s.ClientNames, tlsConfig)
+		if err != nil {
+			return err
+		}
+		tlsConfig.GetConfigForClient = ca.configForClient
+	}
 	if err := retry(ctx, func() error { return s.refresh(ctx) }); err != nil {
 		return err
 	}
@@ -360,12 +380,7 @@ func (s *Server) Run(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		TLSConfig: &tls.Config{
-			// Every handshake takes the current certificate: a renewed one
-			// is served without a restart.
-			GetCertificate: s.getCertificate,
-			MinVersion:     tls.VersionTLS12,
-		},
+		TLSConfig:         tlsConfig,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTLS(ln, "", "") }()

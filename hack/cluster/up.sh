@@ -46,15 +46,15 @@ write_config() {
   [ "$new" = "$old" ] && return 0
   printf '%s' "$new" > "$1.tmp" && mv -f "$1.tmp" "$1"
 }
-# mkcert NAME SUBJECT EKU [SAN]: a certificate signed by the cluster's CA. Keys are ECDSA P-256:
-# RSA keys took most of a cold start's PKI step (~0.35 s each, two per node).
+# mkcert NAME SUBJECT EKU [SAN [CA]]: a certificate signed by the cluster's CA (or $PKI/CA.crt).
+# Keys are ECDSA P-256: RSA keys took most of a cold start's PKI step (~0.35 s each, two per node).
 mkcert() {
-  local n=$1 subj=$2 eku=$3 san=${4:-}
+  local n=$1 subj=$2 eku=$3 san=${4:-} ca=${5:-ca}
   [ -f "$PKI/$n.crt" ] && return 0
   openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$PKI/$n.key" -out "$PKI/$n.csr" -subj "$subj" 2>/dev/null
   { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,digitalSignature"; echo "extendedKeyUsage=$eku"
     [ -n "$san" ] && echo "subjectAltName=$san"; } > "$PKI/$n.ext"
-  openssl x509 -req -in "$PKI/$n.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 \
+  openssl x509 -req -in "$PKI/$n.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" -CAcreateserial -days 3650 \
     -out "$PKI/$n.crt" -extfile "$PKI/$n.ext" 2>/dev/null
   rm -f "$PKI/$n.csr" "$PKI/$n.ext"
 }
@@ -246,8 +246,42 @@ node_pki() {
   mkkc "$NODE_DIR/kubelet.kubeconfig" "system:node:$NODE_NAME" "$NODE_NAME-kubelet-client"
 }
 
+# webhook_client_auth: the API server presents a client certificate to PaV's admission webhook
+# (Service pav-webhook in namespace pav), from its own CA, webhook-client-ca.crt: a PaV whose
+# webhook requires one (--webhook-client-ca) then answers the API server and refuses any pod.
+# Webhooks that ask for no client certificate are called as before.
+webhook_client_auth() {
+  if [ ! -f "$PKI/webhook-client-ca.crt" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$PKI/webhook-client-ca.key" \
+      -out "$PKI/webhook-client-ca.crt" -days 3650 -subj "/CN=pav-cluster-webhook-client-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  fi
+  mkcert webhook-client "/CN=kube-apiserver-webhook-client" clientAuth "" webhook-client-ca
+  # users are matched by the webhook's host: <service>.<namespace>.svc (port 443)
+  write_config "$STATE/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: pav-webhook.pav.svc
+  user:
+    client-certificate: $PKI/webhook-client.crt
+    client-key: $PKI/webhook-client.key
+EOF
+  write_config "$STATE/admission.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $STATE/webhook-client.kubeconfig
+EOF
+}
+
 # ---------------------------------------------------------------- control plane
 control_plane() {
+  webhook_client_auth
   mkdir -p "$STATE/etcd" && chmod 700 "$STATE/etcd"
   # Debian's etcd 3.4.23 cannot be asked for watch progress (etcd >= 3.4.31 can), so after a
   # kube-apiserver restart its watch cache of a quiet resource would stay behind what clients
@@ -271,6 +305,7 @@ control_plane() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --admission-control-config-file="$STATE/admission.yaml" \
     --allow-privileged=true --profiling=false --v=1
   waitfor kube-apiserver 120 KC get --raw /readyz
   step "kube-apiserver ready"

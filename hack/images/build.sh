@@ -3,7 +3,8 @@
 # (default _output/images), without Docker. Import them with hack/cluster/load-images.sh.
 #
 #   pause  registry.k8s.io/pause:3.10 (the name containerd's sandbox_image expects)
-#   test   busybox-static + bash, as pav-test:latest, busybox:latest, ubuntu:20.04, alpine:3.15
+#   test   busybox-static + bash, as pav-test:latest, busybox:latest, ubuntu:20.04, alpine:3.15,
+#          and /bin/pav-webhook-load (test/e2e/webhookload/loadgen)
 #   pav    $IMAGE (default pav:latest): cmd/pav (CGO_ENABLED=0) on busybox-static, entrypoint /pav
 #   csi-anchor  pav-bench-csi-anchor:latest, the cluster benchmark's CSI anchor (not in all):
 #          external-provisioner v5.3.0 as /csi-provisioner (built with hack/csianchor/provisioner's
@@ -61,6 +62,8 @@ build_test() {
   for l in $(ldd /bin/bash | grep -o '/[^ ]*'); do
     mkdir -p "$r$(dirname "$l")"; cp -L "$l" "$r$l"
   done
+  # the webhook load test's client (busybox has no HTTP client that posts 4 MiB concurrently)
+  (cd "$REPO" && go build -trimpath -ldflags '-s -w' -o "$r/bin/pav-webhook-load" ./test/e2e/webhookload/loadgen)
   "$MKIMG" -rootfs "$r" -cmd sh -out "$IMAGES_DIR/test.tar" -name \
     docker.io/library/pav-test:latest,docker.io/library/busybox:latest,docker.io/library/ubuntu:20.04,docker.io/library/alpine:3.15
 }

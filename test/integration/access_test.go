@@ -49,6 +49,12 @@ var accessKinds = map[string]bool{
 // applyAccessObjects creates deployment.yaml's RBAC and admission policies.
 func applyAccessObjects(t *testing.T, cfg *rest.Config) {
 	t.Helper()
+	applyManifestObjects(t, cfg, accessKinds)
+}
+
+// applyManifestObjects creates the objects of deployment.yaml of the given kinds.
+func applyManifestObjects(t *testing.T, cfg *rest.Config, kinds map[string]bool) {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "deployment.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +70,7 @@ func applyAccessObjects(t *testing.T, cfg *rest.Config) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if !accessKinds[obj.GetKind()] {
+		if !kinds[obj.GetKind()] {
 			continue
 		}
 		gvk := obj.GroupVersionKind()

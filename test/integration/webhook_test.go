@@ -8,14 +8,20 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/albertofaria/pav/controller/webhook"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/integration/framework"
 )
 
 // The admission webhook as the API server uses it: certificate from a Secret
@@ -128,4 +134,80 @@ func testProvisioner(name string, mutate func(*v1alpha1.PavProvisionerSpec)) *v1
 		mutate(&p.Spec)
 	}
 	return p
+}
+
+// deployment.yaml's webhook configuration while no replica answers (its
+// Service does not even exist here): the controller's own writes, which
+// never touch a spec, still go through, and so does anyone's metadata-only
+// change; a spec change is refused (failurePolicy Fail).
+func TestWebhookDownSparesMetadata(t *testing.T) {
+	env := framework.New(t) // its own API server: the configuration would refuse the other tests' provisioners
+	ctx := context.Background()
+	applyAccessObjects(t, env.Config)
+	admin, err := kubeclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pavs := admin.PavV1alpha1().PavProvisioners()
+	p, err := pavs.Create(ctx, testProvisioner("down", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server loads the webhook configuration a moment after it is
+	// created: the first refused spec change tells it has.
+	applyManifestObjects(t, env.Config, map[string]bool{"ValidatingWebhookConfiguration": true})
+	specChange := func(c kubeclient.PavInterface) error {
+		_, err := c.PavV1alpha1().PavProvisioners().Patch(ctx, p.Name, types.MergePatchType,
+			[]byte(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	const refused = "failed calling webhook"
+	waitUntil(t, "the webhook configuration to apply", func() bool {
+		err := specChange(admin)
+		return err != nil && strings.Contains(err.Error(), refused)
+	})
+
+	ctrlUser, ctrlGroups := serviceAccount("controller")
+	ctrlCfg := rest.CopyConfig(env.Config)
+	ctrlCfg.Impersonate = rest.ImpersonationConfig{UserName: ctrlUser, Groups: append(ctrlGroups, "system:authenticated")}
+	ctrl, err := kubeclient.NewForConfig(ctrlCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(c kubeclient.PavInterface, body string) error {
+		_, err := c.PavV1alpha1().PavProvisioners().Patch(ctx, p.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch(ctrl, `{"metadata":{"finalizers":["`+protocol.FinalizerProvisioner+`"]}}`); err != nil {
+		t.Errorf("the controller adds its finalizer while the webhook is down: %v", err)
+	}
+	cur, err := pavs.Get(ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: metav1.Now()}}
+	if _, err := ctrl.PavV1alpha1().PavProvisioners().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the controller writes the status while the webhook is down: %v", err)
+	}
+	if err := patch(admin, `{"metadata":{"labels":{"team":"storage"}}}`); err != nil {
+		t.Errorf("an admin's label change while the webhook is down: %v", err)
+	}
+	if err := patch(ctrl, `{"metadata":{"finalizers":null}}`); err != nil {
+		t.Errorf("the controller removes its finalizer while the webhook is down: %v", err)
+	}
+	if err := specChange(admin); err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("an admin's spec change while the webhook is down: %v, want refused (%q)", err, refused)
+	}
+	if _, err := pavs.Create(ctx, testProvisioner("new", nil), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("a new PavProvisioner while the webhook is down: %v, want refused (%q)", err, refused)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: still not after 30 s", what)
+		}
+	}
 }
