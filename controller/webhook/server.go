@@ -45,9 +45,11 @@ type ValidateFunc func(p *v1alpha1.PavProvisioner) field.ErrorList
 // Bounds on the reviews a Handler works on at once. Each review running holds
 // its body (up to MaxRequestBytes) and the decoded object, and compiles
 // templates (as many at once as templating runs, 4); a review waiting holds
-// only its connection, its body unread. A review that finds every slot and
-// every place in the queue taken, or waits longer than maxReviewWait (well
-// within the API server's timeoutSeconds, 10), is answered "busy" at once.
+// only its connection, its body unread. Slots go to the clients in turn
+// (fairQueue), so the API server's reviews are not stuck behind a flood from
+// one pod. A review that finds no place in the queue, or waits longer than
+// maxReviewWait (well within the API server's timeoutSeconds, 10), is
+// answered "busy" at once.
 const (
 	maxReviews    = 4
 	maxWaiting    = 64
@@ -65,16 +67,20 @@ type Handler struct {
 	Validate ValidateFunc
 
 	once  sync.Once
-	slots chan struct{} // one per review running: maxReviews
-	queue chan struct{} // one per review waiting for a slot: maxWaiting
+	queue *fairQueue // maxReviews slots, maxWaiting places
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.acquire(r.Context()) {
+	h.once.Do(func() {
+		if h.queue == nil {
+			h.queue = newFairQueue(maxReviews, maxWaiting)
+		}
+	})
+	if !h.queue.acquire(r.Context(), clientOf(r), maxReviewWait) {
 		h.busy(w, r)
 		return
 	}
-	defer func() { <-h.slots }()
+	defer h.queue.release()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
 		code := http.StatusBadRequest
@@ -104,34 +110,13 @@ func writeReview(w http.ResponseWriter, tm metav1.TypeMeta, resp *admissionv1.Ad
 	_ = json.NewEncoder(w).Encode(&out)
 }
 
-// acquire takes a slot for a review, waiting in the queue if there is room
-// there; false: none was free in time.
-func (h *Handler) acquire(ctx context.Context) bool {
-	h.once.Do(func() {
-		if h.slots == nil {
-			h.slots, h.queue = make(chan struct{}, maxReviews), make(chan struct{}, maxWaiting)
-		}
-	})
-	select {
-	case h.slots <- struct{}{}:
-		return true
-	default:
+// clientOf is who sent a review, for fairness: its address without the port
+// (one client may open many connections).
+func clientOf(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
 	}
-	select {
-	case h.queue <- struct{}{}:
-		defer func() { <-h.queue }()
-	default:
-		return false
-	}
-	timer := time.NewTimer(maxReviewWait)
-	defer timer.Stop()
-	select {
-	case h.slots <- struct{}{}:
-		return true
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	return false
+	return r.RemoteAddr
 }
 
 // busy denies a review the handler has no room for, with 429 and a message

@@ -160,8 +160,7 @@ func TestHandlerAnswersBusy(t *testing.T) {
 			<-release
 			return nil
 		},
-		slots: make(chan struct{}, 1),
-		queue: make(chan struct{}, 1),
+		queue: newFairQueue(1, 1),
 	}
 	send := func(name string) *admissionv1.AdmissionReview {
 		p := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -186,7 +185,7 @@ func TestHandlerAnswersBusy(t *testing.T) {
 		t.Fatalf("validating %s", got)
 	}
 	go func() { done <- send("waiting") }()
-	for len(h.queue) == 0 { // until the second review waits for the slot
+	for h.queue.waitingFor("192.0.2.1") == 0 { // until the second review waits for the slot (httptest's client address)
 		time.Sleep(time.Millisecond)
 	}
 	busy := send("busy")
