@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -29,7 +30,16 @@ const (
 	PhaseExpansion  Phase = "expansion" // PaV-Go addition
 )
 
+// ReservedPrefix begins every label, annotation and finalizer PaV gives;
+// only PaV may set them (IsReserved).
+const ReservedPrefix = prefix
+
 const prefix = "pav.albertofaria.github.io/"
+
+// IsReserved reports whether a label, annotation or finalizer name is PaV's:
+// PaV's own decisions and pods' results live under its prefix, so nothing a
+// template or a tenant writes may carry it.
+func IsReserved(key string) bool { return strings.HasPrefix(key, prefix) }
 
 // Labels on every pod PaV creates.
 const (

@@ -185,6 +185,29 @@ func TestBuildPod(t *testing.T) {
 			},
 		},
 		{
+			name: "template's reserved metadata dropped",
+			tmpl: func() *corev1.PodTemplateSpec {
+				t := base()
+				t.ObjectMeta = metav1.ObjectMeta{
+					Labels:      map[string]string{"app": "x", LabelStagingID: "forged"},
+					Annotations: map[string]string{"a": "1", AnnotationSucceeded: "true", AnnotationResultHandle: "..", AnnotationResultsCollected: "true"},
+					Finalizers:  []string{"example.com/keep", FinalizerStaging},
+				}
+				return t
+			},
+			check: func(t *testing.T, p *corev1.Pod) {
+				if _, ok := p.Labels[LabelStagingID]; ok || p.Labels["app"] != "x" {
+					t.Errorf("labels %v", p.Labels)
+				}
+				if !reflect.DeepEqual(p.Annotations, map[string]string{"a": "1"}) {
+					t.Errorf("annotations %v", p.Annotations)
+				}
+				if !reflect.DeepEqual(p.Finalizers, []string{"example.com/keep"}) {
+					t.Errorf("finalizers %v", p.Finalizers)
+				}
+			},
+		},
+		{
 			name: "staging: node, staging ID, long volume name hashed in label",
 			tmpl: base,
 			opts: func(o PodOptions) PodOptions {

@@ -219,6 +219,40 @@ volumeCreation:
 	}
 }
 
+// A template that copies the claim's annotations into its pod would let a
+// tenant forge PaV's metadata: refused when evaluated, with the path.
+func TestEvaluatedReservedPodMetadata(t *testing.T) {
+	c := compiled(t, withSection(`
+volumeCreation:
+  capacity: 1Gi
+  podTemplate:
+    metadata:
+      annotations: "{% set yaml = true %}{{ pvc.metadata.annotations | tojson }}"
+      finalizers: ["{{ pvc.metadata.annotations['f'] }}"]
+    spec: {containers: [{name: c, image: img}]}
+`))
+	r := dynReq()
+	r.PVC.Annotations = map[string]string{"note": "x", "f": "pav.albertofaria.github.io/volume",
+		"pav.albertofaria.github.io/succeeded": "true", "pav.albertofaria.github.io/result-handle": ".."}
+	_, err := c.Creation(context.Background(), r, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/result-handle]: Forbidden: names under pav.albertofaria.github.io/ are reserved to PaV",
+		"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/succeeded]: Forbidden",
+		"spec.volumeCreation.podTemplate.metadata.finalizers[0]: Forbidden",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nwant %s", err, want)
+		}
+	}
+	r.PVC.Annotations = map[string]string{"note": "x", "f": "example.com/f"}
+	if cfg, err := c.Creation(context.Background(), r, nil); err != nil || cfg.PodTemplate.Annotations["note"] != "x" {
+		t.Fatalf("Creation = %+v, %v", cfg, err)
+	}
+}
+
 func TestYAMLValues(t *testing.T) {
 	ctx := context.Background()
 	c := compiled(t, withSection(`
