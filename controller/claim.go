@@ -517,6 +517,10 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	if cc != nil && cc.Handle != nil {
 		chosen = *cc.Handle
 	}
+	if protocol.CheckHandle(chosen) != nil {
+		// Never into a template: a deletion pod would remove <root>/.. .
+		chosen = ""
+	}
 	if !r.succeeded {
 		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message), chosen)
 	}

@@ -94,6 +94,10 @@ type harness struct {
 	restarts int
 	// kubeletDir is the controller's Config.KubeletDir ("" for the default).
 	kubeletDir string
+	// engine replaces stubEngine{} when set.
+	engine Engine
+	// handle is what creation pods write to /pav/handle (resultHandle when "").
+	handle string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -151,7 +155,11 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 // what a crash and a new leader look like (nothing kept in memory).
 func (h *harness) restart() {
 	h.t.Helper()
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: stubEngine{}, KubeletDir: h.kubeletDir})
+	var engine Engine = stubEngine{}
+	if h.engine != nil {
+		engine = h.engine
+	}
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: engine, KubeletDir: h.kubeletDir})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -221,7 +229,11 @@ func (h *harness) runPods() {
 		}
 		pod.Annotations[protocol.AnnotationResultsCollected] = "true"
 		if phaseOf(pod) == protocol.PhaseCreation {
-			pod.Annotations[protocol.AnnotationResultHandle] = resultHandle + "\n"
+			handle := resultHandle
+			if h.handle != "" {
+				handle = h.handle
+			}
+			pod.Annotations[protocol.AnnotationResultHandle] = handle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
 		}
 		if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
@@ -743,5 +755,46 @@ func TestSyncVolumeRunsNoDeletionPodForAVolumeTheCacheStillHas(t *testing.T) {
 		if isPodCreate(a, protocol.PhaseDeletion) {
 			t.Errorf("a second deletion pod for a volume already deleted:\n%s", h.describe())
 		}
+	}
+}
+
+// deletionRecorder is stubEngine that records each deletion request.
+type deletionRecorder struct {
+	stubEngine
+	requests []templating.DynamicRequest
+}
+
+func (e *deletionRecorder) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	e.requests = append(e.requests, r)
+	return e.stubEngine.Deletion(ctx, p, r)
+}
+
+// A creation pod's /pav/handle that is not a file name fails the creation
+// with an Event, and the deletion pod reverting it does not get it: its
+// template would remove <root>/.. .
+func TestUnsafeHandleFailsCreationAndNeverReachesTheRevert(t *testing.T) {
+	for _, handle := range []string{".", "..", "/", "../../etc"} {
+		t.Run(handle, func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			rec := &deletionRecorder{}
+			h.engine, h.handle = rec, handle
+			h.restart()
+			for i := 0; i < 4 && len(rec.requests) == 0; i++ {
+				_ = h.step()
+			}
+			if len(rec.requests) != 1 {
+				t.Fatalf("%d deletion evaluations, want 1:\n%s", len(rec.requests), h.describe())
+			}
+			if got := rec.requests[0].Handle; got != "" {
+				t.Errorf("the deletion context has handle %q", got)
+			}
+			events := strings.Join(drain(h.events), "\n")
+			if !strings.Contains(events, reasonProvisioningFailed) || !strings.Contains(events, "templates use handles as file names") {
+				t.Errorf("events:\n%s", events)
+			}
+			if pvs, _ := h.kube.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{}); len(pvs.Items) != 0 {
+				t.Errorf("a PV was created: %+v", pvs.Items)
+			}
+		})
 	}
 }

@@ -125,12 +125,18 @@ const MaxHandleBytes = 128
 
 // CheckHandle enforces what a volume handle must be, wherever it comes from
 // (spec.volumeCreation.handle or /pav/handle): non-empty printable UTF-8 of
-// at most MaxHandleBytes bytes. Kubelet passes it to PaV's node plugin and
-// templates put it into commands and paths, so no control characters.
+// at most MaxHandleBytes bytes, and one path component (no "/", not "." or
+// ".."). Kubelet passes it to PaV's node plugin and templates put it into
+// commands and paths (<root>/{{ handle }}, which a deletion pod removes),
+// so no control characters and nothing that leaves its directory.
 func CheckHandle(h string) error {
 	switch {
 	case h == "":
 		return fmt.Errorf("the handle is empty")
+	case h == "." || h == "..":
+		return fmt.Errorf("the handle %q is not allowed: templates use handles as file names", h)
+	case strings.Contains(h, "/"):
+		return fmt.Errorf("the handle %q contains %q: templates use handles as file names", h, "/")
 	case len(h) > MaxHandleBytes:
 		return fmt.Errorf("the handle is %d bytes long; at most %d are allowed", len(h), MaxHandleBytes)
 	case !utf8.ValidString(h):

@@ -178,7 +178,17 @@ volumeCreation:
 volumeCreation:
   handle: ""
   capacity: 1Gi
-`), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": must not be empty"}},
+`), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": the handle is empty"}},
+		{name: "handles that are not a file name", doc: withSection(`
+volumeCreation:
+  handle: ".."
+  capacity: 1Gi
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "..": the handle ".." is not allowed: templates use handles as file names`}},
+		{name: "handle with a slash", doc: withSection(`
+volumeCreation:
+  handle: "../../etc"
+  capacity: 1Gi
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "../../etc": the handle "../../etc" contains "/"`}},
 		{name: "node affinity", doc: withSection(`
 volumeCreation:
   nodeAffinity: {requird: {}}

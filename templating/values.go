@@ -134,8 +134,8 @@ func readHandle(v interface{}, p *field.Path) (*string, field.ErrorList) {
 	case nil, templateValue:
 		return nil, nil
 	case string:
-		if x == "" {
-			return nil, field.ErrorList{field.Invalid(p, x, "must not be empty")}
+		if err := protocol.CheckHandle(x); err != nil {
+			return nil, field.ErrorList{field.Invalid(p, shorten(x), err.Error())}
 		}
 		return &x, nil
 	default:
