@@ -94,7 +94,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	}
 	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
 	if sc := s.attemptClass(); sc != nil {
-		s.class = sc
+		s.class = c.restoreClass(sc)
 	}
 	if pvc.DeletionTimestamp != nil {
 		if !ours {

@@ -758,13 +758,19 @@ func TestSyncVolumeRunsNoDeletionPodForAVolumeTheCacheStillHas(t *testing.T) {
 	}
 }
 
-// deletionRecorder is stubEngine that records each deletion request.
-type deletionRecorder struct {
+// requestRecorder is stubEngine that records the requests of creations and
+// deletions.
+type requestRecorder struct {
 	stubEngine
-	requests []templating.DynamicRequest
+	creations, requests []templating.DynamicRequest
 }
 
-func (e *deletionRecorder) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+func (e *requestRecorder) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
+	e.creations = append(e.creations, r)
+	return e.stubEngine.Creation(ctx, p, r)
+}
+
+func (e *requestRecorder) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
 	e.requests = append(e.requests, r)
 	return e.stubEngine.Deletion(ctx, p, r)
 }
@@ -776,7 +782,7 @@ func TestUnsafeHandleFailsCreationAndNeverReachesTheRevert(t *testing.T) {
 	for _, handle := range []string{".", "..", "/", "../../etc"} {
 		t.Run(handle, func(t *testing.T) {
 			h := newHarness(t, testObjects()...)
-			rec := &deletionRecorder{}
+			rec := &requestRecorder{}
 			h.engine, h.handle = rec, handle
 			h.restart()
 			for i := 0; i < 4 && len(rec.requests) == 0; i++ {
@@ -796,5 +802,57 @@ func TestUnsafeHandleFailsCreationAndNeverReachesTheRevert(t *testing.T) {
 				t.Errorf("a PV was created: %+v", pvs.Items)
 			}
 		})
+	}
+}
+
+// The StorageClass's secret references (parameters under csi.storage.k8s.io/)
+// are in no snapshot PaV writes on pods and PVs, yet the creation and
+// deletion contexts have the whole class while it exists.
+func TestSecretParametersStayOutOfSnapshots(t *testing.T) {
+	const secret = "csi.storage.k8s.io/provisioner-secret-name"
+	objs := testObjects()
+	objs[0].(*storagev1.StorageClass).Parameters = map[string]string{"k": "v", secret: "creds"}
+	h := newHarness(t, objs...)
+	rec := &requestRecorder{}
+	h.engine = rec
+	h.restart()
+	written := map[string]string{}
+	h.kube.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			for k, v := range m.GetAnnotations() {
+				written[a.GetResource().Resource+" "+m.GetName()+" "+k] = v
+			}
+		}
+		return false, nil, nil
+	})
+	deletion.setup(h)
+	if len(rec.creations) == 0 || rec.creations[len(rec.creations)-1].Class.Parameters[secret] != "creds" {
+		t.Errorf("creation context class: %+v", rec.creations)
+	}
+	deletion.run(t, h, 20)
+	if len(rec.requests) != 1 || rec.requests[0].Class.Parameters[secret] != "creds" || rec.requests[0].Class.Parameters["k"] != "v" {
+		t.Errorf("deletion context class: %+v", rec.requests)
+	}
+	if len(written) == 0 {
+		t.Fatal("no annotations written")
+	}
+	for k, v := range written {
+		if strings.Contains(v, "csi.storage.k8s.io") || strings.Contains(v, "creds") {
+			t.Errorf("%s carries a secret reference: %s", k, v)
+		}
+	}
+
+	// The class is gone: the deletion context has what the snapshot kept.
+	h = newHarness(t, objs...)
+	rec = &requestRecorder{}
+	h.engine = rec
+	h.restart()
+	deletion.setup(h)
+	if err := h.kube.StorageV1().StorageClasses().Delete(context.Background(), "sc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletion.run(t, h, 20)
+	if len(rec.requests) != 1 || rec.requests[0].Class.Parameters["k"] != "v" || rec.requests[0].Class.Parameters[secret] != "" {
+		t.Errorf("deletion context class without the class: %+v", rec.requests)
 	}
 }
