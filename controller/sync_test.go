@@ -856,3 +856,39 @@ func TestSecretParametersStayOutOfSnapshots(t *testing.T) {
 		t.Errorf("deletion context class without the class: %+v", rec.requests)
 	}
 }
+
+// A failed pod's log reaches the claim's Events only if its provisioner
+// opted in with spec.podLogsInEvents: logs may hold secrets.
+func TestPodLogsInEventsOnlyWhenOptedIn(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("podLogsInEvents %v", optIn), func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			h.prov.Spec.PodLogsInEvents = optIn
+			ctx := context.Background()
+			h.refresh()
+			if err := h.c.syncClaim(ctx, testClaimKey); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, protocol.PodName(protocol.PhaseValidation, "claim-uid"), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = corev1.PodFailed
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(h.now)}}}}
+			pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+			if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h.refresh()
+			_ = h.c.syncClaim(ctx, testClaimKey)
+			events := strings.Join(drain(h.events), "\n")
+			if !strings.Contains(events, `container "c" exited with code 1`) {
+				t.Fatalf("events:\n%s", events)
+			}
+			if got := strings.Contains(events, "fake logs"); got != optIn {
+				t.Errorf("log in the Events: %v, want %v:\n%s", got, optIn, events)
+			}
+		})
+	}
+}

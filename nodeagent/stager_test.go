@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,6 +329,31 @@ func TestPublishFailureMessageFromTermination(t *testing.T) {
 	err := <-done
 	if err == nil || !strings.Contains(err.Error(), `container "stage" exited with code 7: mount: permission denied`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A staging pod's log reaches the client pod's Events (through the error
+// kubelet reports) only if the provisioner opted in: logs may hold secrets.
+func TestPublishFailureLogOnlyWhenOptedIn(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("podLogsInEvents %v", optIn), func(t *testing.T) {
+			f := newStagerFixture(t, nil)
+			f.engine.unstaging = nil
+			p, err := f.stager.provisioner(testDriver)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Spec.PodLogsInEvents = optIn
+			done := async(func() error { return f.publish(context.Background()) })
+			f.setPhase(f.waitForPod(protocol.PhaseStaging), corev1.PodFailed, 7)
+			err = <-done
+			if err == nil || !strings.Contains(err.Error(), `container "stage" exited with code 7`) {
+				t.Fatalf("err = %v", err)
+			}
+			if got := strings.Contains(err.Error(), "fake logs"); got != optIn {
+				t.Errorf("log in the error: %v, want %v: %v", got, optIn, err)
+			}
+		})
 	}
 }
 

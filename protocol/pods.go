@@ -87,9 +87,11 @@ type PodOptions struct {
 //   - a hostPath volume "pav" (DirectoryOrCreate at o.HostDir) mounted at
 //     /pav in every container and init container, with Bidirectional
 //     propagation for privileged containers (so mounts made under /pav reach
-//     the host) and HostToContainer otherwise;
-//   - terminationMessagePolicy FallbackToLogsOnError when unset, so that a
-//     failed container always explains itself.
+//     the host) and HostToContainer otherwise.
+//
+// Termination messages stay as the template says (File by default), not
+// FallbackToLogsOnError: a log may hold secrets, and the message goes into
+// the pod's status and PaV's Events (see TerminationMessage).
 //
 // The template is not modified.
 func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
@@ -183,9 +185,6 @@ func prepareContainer(c *corev1.Container) {
 		MountPath:        PavMountPath,
 		MountPropagation: &prop,
 	})
-	if c.TerminationMessagePolicy == "" {
-		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	}
 }
 
 // PavLabels are the labels under PaV's prefix that pod carries. PaV alone may

@@ -54,11 +54,31 @@ func LogTail(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod
 	return strings.TrimRight(string(b), "\n"), err
 }
 
+// TerminationMessage is the message container name of pod left when it
+// ended (t), unless logs is false and kubelet may have taken it from the
+// container's log (terminationMessagePolicy FallbackToLogsOnError): logs may
+// hold secrets, and PaV puts these messages into Events tenants read. A
+// message the container wrote to its terminationMessagePath (policy File,
+// the default) is always its own word.
+func TerminationMessage(pod *corev1.Pod, name string, t *corev1.ContainerStateTerminated, logs bool) string {
+	if !logs {
+		for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for _, c := range list {
+				if c.Name == name && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+					return ""
+				}
+			}
+		}
+	}
+	return strings.TrimSpace(t.Message)
+}
+
 // FailureMessage explains why a pod failed, preferring what the pod itself
 // said: pavError (its /pav/error, "" if none), else the failed container's
-// termination message and exit code (BuildPod sets FallbackToLogsOnError),
-// else the exit code and the last lines of its log (logs may be nil), else
-// the pod's own reason and message.
+// termination message and exit code, else the exit code and the last lines
+// of its log, else the pod's own reason and message. logs nil: nothing from
+// the pod's log (see TerminationMessage), for a provisioner without
+// spec.podLogsInEvents.
 func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string) (string, error)) string {
 	if msg := strings.TrimSpace(pavError); msg != "" {
 		return msg
@@ -76,7 +96,7 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 			if t.Reason != "" && t.Reason != "Error" {
 				head += " (" + t.Reason + ")"
 			}
-			if msg := strings.TrimSpace(t.Message); msg != "" {
+			if msg := TerminationMessage(pod, cs.Name, t, logs != nil); msg != "" {
 				return head + ": " + msg
 			}
 			if logs != nil {

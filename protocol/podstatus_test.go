@@ -25,6 +25,15 @@ func exited(name string, code int32, msg string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, Reason: "Error"}}}
 }
 
+// fromLogs gives every container of pod terminationMessagePolicy
+// FallbackToLogsOnError, so its messages may come from its log.
+func fromLogs(pod *corev1.Pod) *corev1.Pod {
+	for _, cs := range pod.Status.ContainerStatuses {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: cs.Name, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError})
+	}
+	return pod
+}
+
 func TestFailureMessage(t *testing.T) {
 	pavError := func(pod *corev1.Pod) string { return pod.Annotations[AnnotationResultError] }
 	logs := func(string) (string, error) { return "line1\nline2\n", nil }
@@ -41,6 +50,10 @@ func TestFailureMessage(t *testing.T) {
 		{"exit code only", failedPod(nil, exited("c", 2, "")), noLogs, `container "c" exited with code 2`},
 		{"pod reason", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeadlineExceeded", Message: "too slow"}}, logs, "pod ns/p failed: DeadlineExceeded: too slow"},
 		{"nothing known", failedPod(nil), logs, "pod ns/p failed"},
+		{"no logs: no log tail", failedPod(nil, exited("c", 2, "")), nil, `container "c" exited with code 2`},
+		{"no logs: a message taken from the log is left out", fromLogs(failedPod(nil, exited("c", 2, "password=hunter2"))), nil, `container "c" exited with code 2`},
+		{"logs: a message taken from the log is used", fromLogs(failedPod(nil, exited("c", 2, "password=hunter2"))), logs, `container "c" exited with code 2: password=hunter2`},
+		{"no logs: a message the container wrote is used", failedPod(nil, exited("c", 2, "bad param")), nil, `container "c" exited with code 2: bad param`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FailureMessage(tc.pod, pavError(tc.pod), tc.logs); got != tc.want {
