@@ -230,7 +230,11 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if err != nil {
 		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err))
 	}
-	if err := publishTarget(s.mounter, src, req.TargetPath, req.Block, req.ReadOnly); err != nil {
+	allowSetuid := false
+	if p, err := s.provisioner(driver); err == nil && p.Spec.VolumeStaging != nil {
+		allowSetuid = p.Spec.VolumeStaging.AllowSetuidAndDevices
+	}
+	if err := publishTarget(s.mounter, src, req.TargetPath, req.Block, req.ReadOnly, allowSetuid); err != nil {
 		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
 	}
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -238,6 +239,35 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	// Idempotent.
 	if err := f.stager.Unpublish(ctx, testDriver, testHandle, f.target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A published Filesystem volume is nosuid,nodev unless the provisioner's
+// spec.volumeStaging.allowSetuidAndDevices says otherwise.
+func TestPublishNosuidNodevUnlessAllowed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allowSetuidAndDevices %v", allow), func(t *testing.T) {
+			f := newStagerFixture(t, nil)
+			p, err := f.stager.provisioner(testDriver)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Spec.VolumeStaging = &v1alpha1.VolumeStaging{AllowSetuidAndDevices: allow}
+			done := async(func() error { return f.publish(context.Background()) })
+			pod := f.waitForPod(protocol.PhaseStaging)
+			mkdir(t, hostDir(t, pod, f.root), "volume")
+			f.setPhase(pod, corev1.PodSucceeded, 0)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if len(f.mounter.MountPoints) != 1 {
+				t.Fatalf("mounts = %+v", f.mounter.MountPoints)
+			}
+			opts := f.mounter.MountPoints[0].Opts
+			if got := slices.Contains(opts, "nosuid") && slices.Contains(opts, "nodev"); got == allow {
+				t.Errorf("mount options %v", opts)
+			}
+		})
 	}
 }
 
