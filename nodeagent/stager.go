@@ -74,6 +74,10 @@ type Stager struct {
 	metrics      *metrics
 	recorder     record.EventRecorder // Events on client pods; nil: none
 	health       *volumeHealth
+	// probes and readStats read volumes' usage (Stats); readStats is
+	// readVolumeStats but in tests.
+	probes    *volumeProbes
+	readStats func(volumePath string) (*pavcsi.VolumeStats, error)
 	// one Publish or Unpublish per staging at a time: kubelet serializes its
 	// own calls, but the abandoned-staging sweep also unpublishes
 	locks stagingLocks
@@ -118,10 +122,12 @@ func NewStager(cfg StagerConfig) *Stager {
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
+		probes:       newVolumeProbes(statsTimeout),
 		informers: map[string]cache.SharedIndexInformer{
 			"pods": cfg.Pods, "persistentvolumes": cfg.PVs, "pavprovisioners": cfg.Provisioners,
 		},
 	}
+	s.readStats = s.readVolumeStats
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
