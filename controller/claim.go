@@ -189,9 +189,11 @@ func (s *claimSync) request() templating.DynamicRequest {
 
 // anyPodGoing: a pod of a previous attempt is still being deleted; its name
 // is needed again, so wait for it to go (its deletion requeues the claim).
+// A pod someone else deleted while PaV's finalizer holds it is not going:
+// it is still the attempt's record.
 func (s *claimSync) anyPodGoing() bool {
 	for _, pod := range s.pods {
-		if pod.DeletionTimestamp != nil {
+		if protocol.Going(pod) {
 			return true
 		}
 	}
@@ -258,9 +260,10 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 		return stepFinish, ""
 	}
 	for _, pod := range v.pods {
-		if pod.DeletionTimestamp != nil {
+		if protocol.Going(pod) {
 			// A pod of a previous attempt is still going; its name is needed
-			// again, and its deletion requeues the claim.
+			// again, and its deletion requeues the claim. (One that PaV's
+			// finalizer holds is the attempt's record: carried on below.)
 			return stepNone, ""
 		}
 	}

@@ -94,7 +94,7 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	out := podOutcome{done: true, succeeded: protocol.Succeeded(pod)}
 	ann := pod.Annotations
 	var note string
-	if ann[protocol.AnnotationResultsCollected] != "true" {
+	if ann[protocol.AnnotationResultsCollected] != "true" && !protocol.NeverRan(pod) {
 		elapsed := now.Sub(terminationTime(pod))
 		if elapsed < resultsTimeout {
 			return podOutcome{recheck: resultsTimeout - elapsed}

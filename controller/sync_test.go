@@ -106,6 +106,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	h := &harness{t: t, kube: fake.NewSimpleClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
 	h.finalizersAsTheAPIServer("persistentvolumes")
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
+	h.finalizersAsTheAPIServer("pods")
 	h.restart()
 	return h
 }
@@ -395,6 +396,8 @@ type scenario struct {
 	// faults (its work, e.g. creating or deleting the volume, is not to be
 	// done twice or skipped).
 	once protocol.Phase
+	// ranInSetup: the once pod ran during setup, so it must not run again.
+	ranInSetup bool
 }
 
 func (sc scenario) run(t *testing.T, h *harness, steps int) {
@@ -480,7 +483,7 @@ func testEveryFault(t *testing.T, sc scenario) {
 					}
 					injected = true
 					done, err := fault(h, a)
-					if isPodCreate(a, sc.once) && !done {
+					if isPodCreate(a, sc.once) && !done && !sc.ranInSetup {
 						refused = 1 // does not count as run
 					}
 					return true, nil, err
@@ -495,14 +498,17 @@ func testEveryFault(t *testing.T, sc scenario) {
 					h.restart()
 				}
 				sc.run(t, h, 20)
-				runs := -refused
+				runs, want := -refused, 1
+				if sc.ranInSetup {
+					want = 0
+				}
 				for _, a := range h.kube.Actions() {
 					if isPodCreate(a, sc.once) {
 						runs++
 					}
 				}
-				if runs != 1 {
-					t.Errorf("%d %s pods created, want 1:\n%s", runs, sc.once, h.describe())
+				if runs != want {
+					t.Errorf("%d %s pods created, want %d:\n%s", runs, sc.once, want, h.describe())
 				}
 			})
 		}
@@ -891,4 +897,72 @@ func TestPodLogsInEventsOnlyWhenOptedIn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// creationPodDeletedByTenant: the creation pod finished (its results
+// collected), then a tenant deleted it before the controller made the PV.
+// PaV's finalizer keeps it: the PV is made from its results, with no second
+// creation, and the pod goes.
+var creationPodDeletedByTenant = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		ctx := context.Background()
+		name := protocol.PodName(protocol.PhaseCreation, "claim-uid")
+		for i := 0; i < 5; i++ {
+			if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{}); err == nil {
+				break
+			}
+			_ = h.step()
+		}
+		h.runPods()
+		if err := h.kube.CoreV1().Pods("pav-pods").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+		pod, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || pod.DeletionTimestamp == nil {
+			h.t.Fatalf("the deleted creation pod: %v, %+v", err, pod)
+		}
+	},
+	step:       (*harness).step,
+	done:       (*harness).provisioned,
+	check:      (*harness).checkVolume,
+	once:       protocol.PhaseCreation,
+	ranInSetup: true,
+}
+
+func TestCreationPodDeletedByTenantSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, creationPodDeletedByTenant)
+}
+
+// A creation pod deleted before it was scheduled never runs: it counts as a
+// failed creation (reverted by the deletion pod, then retried), not as a pod
+// to wait for forever.
+func TestCreationPodDeletedBeforeScheduling(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	ctx := context.Background()
+	name := protocol.PodName(protocol.PhaseCreation, "claim-uid")
+	h.refresh()
+	for i := 0; i < 3; i++ { // the validation pod, then the creation pod
+		h.now = h.now.Add(time.Hour)
+		if i == 1 {
+			h.runPods()
+		}
+		h.refresh()
+		_ = h.c.syncClaim(ctx, testClaimKey)
+		if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			break
+		}
+	}
+	if err := h.kube.CoreV1().Pods("pav-pods").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	_ = h.c.syncClaim(ctx, testClaimKey)
+	if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, protocol.PodName(protocol.PhaseDeletion, "claim-uid"), metav1.GetOptions{}); err != nil {
+		t.Fatalf("no deletion pod reverting the creation: %v\n%s", err, h.describe())
+	}
+	if !strings.Contains(strings.Join(drain(h.events), "\n"), "was deleted before it was scheduled") {
+		t.Error("no Event says why the creation failed")
+	}
+	provisioning.run(t, h, 20)
 }

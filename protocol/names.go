@@ -105,6 +105,12 @@ const (
 	// FinalizerStaging is on staging pods until the volume is unstaged: the
 	// pod object keeps what unstaging needs across node plugin restarts.
 	FinalizerStaging = prefix + "staging"
+	// FinalizerResult is on validation, creation, deletion and expansion
+	// pods until the controller has acted on their outcome (DeletePod
+	// removes it): a finished pod is the only record of what it did (a
+	// volume created, say), so one that anybody else deletes stays, marked
+	// deleted, until then, and its work is neither lost nor done twice.
+	FinalizerResult = prefix + "result"
 )
 
 // The /pav protocol: the directory every container of a PaV pod sees at /pav,

@@ -17,9 +17,22 @@ import (
 // What both processes do with PaV's pods once they run: tell whether one
 // ended, say why it failed, and delete it.
 
-// Terminated: the pod ended for good: it succeeded (Succeeded) or failed.
+// Terminated: the pod ended for good: it succeeded (Succeeded) or failed,
+// or it was deleted before it was scheduled (NeverRan).
 func Terminated(pod *corev1.Pod) bool {
-	return Succeeded(pod) || pod.Status.Phase == corev1.PodFailed
+	return Succeeded(pod) || pod.Status.Phase == corev1.PodFailed || NeverRan(pod)
+}
+
+// NeverRan: the pod was deleted before it was scheduled, so no kubelet will
+// ever run it or report its end (a pod with a finalizer stays until then).
+func NeverRan(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && pod.Spec.NodeName == "" && !Succeeded(pod)
+}
+
+// Going: the pod is on its way out, not held by FinalizerResult; a pod that
+// is held stays, deleted or not, until the controller has acted on it.
+func Going(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && !HasFinalizer(pod, FinalizerResult)
 }
 
 // Succeeded: kubelet reported the pod Succeeded, or PaV's node plugin
@@ -108,6 +121,8 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 		}
 	}
 	switch {
+	case NeverRan(pod):
+		return fmt.Sprintf("pod %s/%s was deleted before it was scheduled", pod.Namespace, pod.Name)
 	case pod.Status.Reason != "" && pod.Status.Message != "":
 		return fmt.Sprintf("pod %s/%s failed: %s: %s", pod.Namespace, pod.Name, pod.Status.Reason, pod.Status.Message)
 	case pod.Status.Message != "":
@@ -120,9 +135,21 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 
 // DeletePod deletes this incarnation of a PaV pod (a UID precondition): at
 // once if it terminated (its containers are gone, its results collected),
-// else with its grace period, and not again while that runs. A pod already
-// gone or replaced is not an error.
+// else with its grace period, and not again while that runs. It first
+// removes FinalizerResult (on this version of the pod: a conflict is
+// returned), so a crash in between leaves a pod that is deleted again. A
+// pod already gone or replaced is not an error.
 func DeletePod(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod) error {
+	if HasFinalizer(pod, FinalizerResult) {
+		updated, err := RemoveFinalizer(ctx, pods.Patch, pod, FinalizerResult)
+		if err != nil {
+			return err
+		}
+		if updated == nil || updated.DeletionTimestamp != nil {
+			return nil // gone, or deleted already and now let go
+		}
+		pod = updated
+	}
 	if pod.DeletionTimestamp != nil && !Terminated(pod) {
 		return nil
 	}
