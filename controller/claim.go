@@ -94,7 +94,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	}
 	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
 	if sc := s.attemptClass(); sc != nil {
-		s.class = sc
+		s.class = c.restoreClass(sc)
 	}
 	if pvc.DeletionTimestamp != nil {
 		if !ours {
@@ -189,9 +189,11 @@ func (s *claimSync) request() templating.DynamicRequest {
 
 // anyPodGoing: a pod of a previous attempt is still being deleted; its name
 // is needed again, so wait for it to go (its deletion requeues the claim).
+// A pod someone else deleted while PaV's finalizer holds it is not going:
+// it is still the attempt's record.
 func (s *claimSync) anyPodGoing() bool {
 	for _, pod := range s.pods {
-		if pod.DeletionTimestamp != nil {
+		if protocol.Going(pod) {
 			return true
 		}
 	}
@@ -258,9 +260,10 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 		return stepFinish, ""
 	}
 	for _, pod := range v.pods {
-		if pod.DeletionTimestamp != nil {
+		if protocol.Going(pod) {
 			// A pod of a previous attempt is still going; its name is needed
-			// again, and its deletion requeues the claim.
+			// again, and its deletion requeues the claim. (One that PaV's
+			// finalizer holds is the attempt's record: carried on below.)
 			return stepNone, ""
 		}
 	}
@@ -516,6 +519,10 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	}
 	if cc != nil && cc.Handle != nil {
 		chosen = *cc.Handle
+	}
+	if protocol.CheckHandle(chosen) != nil {
+		// Never into a template: a deletion pod would remove <root>/.. .
+		chosen = ""
 	}
 	if !r.succeeded {
 		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message), chosen)

@@ -61,6 +61,12 @@ func TestChooseHandle(t *testing.T) {
 		{"NUL", strp("a\x00b"), nil, "", true},
 		{"invalid UTF-8", nil, strp("a\xffb"), "", true},
 		{"unicode", strp("vol-ümlaut"), nil, "vol-ümlaut", false},
+		{"dot", nil, strp(".\n"), "", true},
+		{"dot dot", nil, strp(".."), "", true},
+		{"slash", nil, strp("/"), "", true},
+		{"escaping path", strp("../../etc"), nil, "", true},
+		{"inner slash", strp("a/b"), nil, "", true},
+		{"dots inside are fine", nil, strp("a..b.c@1.5"), "a..b.c@1.5", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := chooseHandle(tc.field, tc.file, "pvc-1")

@@ -96,7 +96,7 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	out := podOutcome{done: true, succeeded: protocol.Succeeded(pod)}
 	ann := pod.Annotations
 	var note string
-	if ann[protocol.AnnotationResultsCollected] != "true" {
+	if ann[protocol.AnnotationResultsCollected] != "true" && !protocol.NeverRan(pod) {
 		elapsed := now.Sub(terminationTime(pod))
 		if elapsed < resultsTimeout {
 			return podOutcome{recheck: resultsTimeout - elapsed}
@@ -128,11 +128,16 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 	return out
 }
 
-// examine is examinePod with the controller's clock, timeout and log access.
+// examine is examinePod with the controller's clock, timeout and, if the
+// pod's provisioner opted in (spec.podLogsInEvents), log access.
 func (c *Controller) examine(ctx context.Context, pod *corev1.Pod) podOutcome {
-	return examinePod(pod, time.Now(), c.cfg.ResultsTimeout, func(container string) (string, error) {
-		return protocol.LogTail(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, container)
-	})
+	var logs func(string) (string, error)
+	if p := c.provisioner(pod.Labels[protocol.LabelProvisioner]); p != nil && p.Spec.PodLogsInEvents {
+		logs = func(container string) (string, error) {
+			return protocol.LogTail(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod, container)
+		}
+	}
+	return examinePod(pod, time.Now(), c.cfg.ResultsTimeout, logs)
 }
 
 // podWaiter is where a sync waits for its pods: the object that hears about a

@@ -71,7 +71,15 @@ func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim
 	return nil
 }
 
-// requestFromVolume rebuilds a deletion request from what the PV stored.
+// restoreClass is a class read from a snapshot with the parameters its
+// snapshot left out (protocol.RestoreReservedParameters), while it exists.
+func (c *Controller) restoreClass(snap *storagev1.StorageClass) *storagev1.StorageClass {
+	live, _ := c.classes.Get(snap.Name)
+	return protocol.RestoreReservedParameters(snap, live)
+}
+
+// requestFromVolume rebuilds a deletion request from what the PV stored
+// (the class without its reserved parameters: see Controller.restoreClass).
 func requestFromVolume(pv *corev1.PersistentVolume) (templating.DynamicRequest, error) {
 	var req templating.DynamicRequest
 	pvcJSON, ok := pv.Annotations[protocol.AnnotationClaimSnapshot]

@@ -99,6 +99,8 @@ type harness struct {
 	// backendMax, when set, is the most an expansion pod can grow a volume
 	// to: above it the pod fails with /pav/infeasible.
 	backendMax *resource.Quantity
+	// handle is what creation pods write to /pav/handle (resultHandle when "").
+	handle string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -107,6 +109,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	h := &harness{t: t, kube: fake.NewSimpleClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
 	h.finalizersAsTheAPIServer("persistentvolumes")
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
+	h.finalizersAsTheAPIServer("pods")
 	h.restart()
 	return h
 }
@@ -235,7 +238,11 @@ func (h *harness) runPods() {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: metav1.NewTime(h.now)}}}}
 		if phaseOf(pod) == protocol.PhaseCreation {
-			pod.Annotations[protocol.AnnotationResultHandle] = resultHandle + "\n"
+			handle := resultHandle
+			if h.handle != "" {
+				handle = h.handle
+			}
+			pod.Annotations[protocol.AnnotationResultHandle] = handle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
 		}
 		if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
@@ -400,6 +407,8 @@ type scenario struct {
 	// attempts is how many pods of phase once the scenario runs, each once
 	// (0: one).
 	attempts int
+	// ranInSetup: the once pod ran during setup, so it must not run again.
+	ranInSetup bool
 }
 
 func (sc scenario) run(t *testing.T, h *harness, steps int) {
@@ -485,7 +494,7 @@ func testEveryFault(t *testing.T, sc scenario) {
 					}
 					injected = true
 					done, err := fault(h, a)
-					if isPodCreate(a, sc.once) && !done {
+					if isPodCreate(a, sc.once) && !done && !sc.ranInSetup {
 						refused = 1 // does not count as run
 					}
 					return true, nil, err
@@ -500,13 +509,16 @@ func testEveryFault(t *testing.T, sc scenario) {
 					h.restart()
 				}
 				sc.run(t, h, 20)
-				runs := -refused
+				runs, want := -refused, max(sc.attempts, 1)
+				if sc.ranInSetup {
+					want = 0
+				}
 				for _, a := range h.kube.Actions() {
 					if isPodCreate(a, sc.once) {
 						runs++
 					}
 				}
-				if want := max(sc.attempts, 1); runs != want {
+				if runs != want {
 					t.Errorf("%d %s pods created, want %d:\n%s", runs, sc.once, want, h.describe())
 				}
 			})
@@ -1015,4 +1027,207 @@ func TestSyncVolumeRunsNoDeletionPodForAVolumeTheCacheStillHas(t *testing.T) {
 			t.Errorf("a second deletion pod for a volume already deleted:\n%s", h.describe())
 		}
 	}
+}
+
+// requestRecorder is stubEngine that records the requests of creations and
+// deletions.
+type requestRecorder struct {
+	stubEngine
+	creations, requests []templating.DynamicRequest
+}
+
+func (e *requestRecorder) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
+	e.creations = append(e.creations, r)
+	return e.stubEngine.Creation(ctx, p, r)
+}
+
+func (e *requestRecorder) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	e.requests = append(e.requests, r)
+	return e.stubEngine.Deletion(ctx, p, r)
+}
+
+// A creation pod's /pav/handle that is not a file name fails the creation
+// with an Event, and the deletion pod reverting it does not get it: its
+// template would remove <root>/.. .
+func TestUnsafeHandleFailsCreationAndNeverReachesTheRevert(t *testing.T) {
+	for _, handle := range []string{".", "..", "/", "../../etc"} {
+		t.Run(handle, func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			rec := &requestRecorder{}
+			h.engine, h.handle = rec, handle
+			h.restart()
+			for i := 0; i < 4 && len(rec.requests) == 0; i++ {
+				_ = h.step()
+			}
+			if len(rec.requests) != 1 {
+				t.Fatalf("%d deletion evaluations, want 1:\n%s", len(rec.requests), h.describe())
+			}
+			if got := rec.requests[0].Handle; got != "" {
+				t.Errorf("the deletion context has handle %q", got)
+			}
+			events := strings.Join(drain(h.events), "\n")
+			if !strings.Contains(events, reasonProvisioningFailed) || !strings.Contains(events, "templates use handles as file names") {
+				t.Errorf("events:\n%s", events)
+			}
+			if pvs, _ := h.kube.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{}); len(pvs.Items) != 0 {
+				t.Errorf("a PV was created: %+v", pvs.Items)
+			}
+		})
+	}
+}
+
+// The StorageClass's secret references (parameters under csi.storage.k8s.io/)
+// are in no snapshot PaV writes on pods and PVs, yet the creation and
+// deletion contexts have the whole class while it exists.
+func TestSecretParametersStayOutOfSnapshots(t *testing.T) {
+	const secret = "csi.storage.k8s.io/provisioner-secret-name"
+	objs := testObjects()
+	objs[0].(*storagev1.StorageClass).Parameters = map[string]string{"k": "v", secret: "creds"}
+	h := newHarness(t, objs...)
+	rec := &requestRecorder{}
+	h.engine = rec
+	h.restart()
+	written := map[string]string{}
+	h.kube.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if m, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			for k, v := range m.GetAnnotations() {
+				written[a.GetResource().Resource+" "+m.GetName()+" "+k] = v
+			}
+		}
+		return false, nil, nil
+	})
+	deletion.setup(h)
+	if len(rec.creations) == 0 || rec.creations[len(rec.creations)-1].Class.Parameters[secret] != "creds" {
+		t.Errorf("creation context class: %+v", rec.creations)
+	}
+	deletion.run(t, h, 20)
+	if len(rec.requests) != 1 || rec.requests[0].Class.Parameters[secret] != "creds" || rec.requests[0].Class.Parameters["k"] != "v" {
+		t.Errorf("deletion context class: %+v", rec.requests)
+	}
+	if len(written) == 0 {
+		t.Fatal("no annotations written")
+	}
+	for k, v := range written {
+		if strings.Contains(v, "csi.storage.k8s.io") || strings.Contains(v, "creds") {
+			t.Errorf("%s carries a secret reference: %s", k, v)
+		}
+	}
+
+	// The class is gone: the deletion context has what the snapshot kept.
+	h = newHarness(t, objs...)
+	rec = &requestRecorder{}
+	h.engine = rec
+	h.restart()
+	deletion.setup(h)
+	if err := h.kube.StorageV1().StorageClasses().Delete(context.Background(), "sc", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletion.run(t, h, 20)
+	if len(rec.requests) != 1 || rec.requests[0].Class.Parameters["k"] != "v" || rec.requests[0].Class.Parameters[secret] != "" {
+		t.Errorf("deletion context class without the class: %+v", rec.requests)
+	}
+}
+
+// A failed pod's log reaches the claim's Events only if its provisioner
+// opted in with spec.podLogsInEvents: logs may hold secrets.
+func TestPodLogsInEventsOnlyWhenOptedIn(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("podLogsInEvents %v", optIn), func(t *testing.T) {
+			h := newHarness(t, testObjects()...)
+			h.prov.Spec.PodLogsInEvents = optIn
+			ctx := context.Background()
+			h.refresh()
+			if err := h.c.syncClaim(ctx, testClaimKey); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, protocol.PodName(protocol.PhaseValidation, "claim-uid"), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = corev1.PodFailed
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(h.now)}}}}
+			pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+			if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h.refresh()
+			_ = h.c.syncClaim(ctx, testClaimKey)
+			events := strings.Join(drain(h.events), "\n")
+			if !strings.Contains(events, `container "c" exited with code 1`) {
+				t.Fatalf("events:\n%s", events)
+			}
+			if got := strings.Contains(events, "fake logs"); got != optIn {
+				t.Errorf("log in the Events: %v, want %v:\n%s", got, optIn, events)
+			}
+		})
+	}
+}
+
+// creationPodDeletedByTenant: the creation pod finished (its results
+// collected), then a tenant deleted it before the controller made the PV.
+// PaV's finalizer keeps it: the PV is made from its results, with no second
+// creation, and the pod goes.
+var creationPodDeletedByTenant = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		ctx := context.Background()
+		name := protocol.PodName(protocol.PhaseCreation, "claim-uid")
+		for i := 0; i < 5; i++ {
+			if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{}); err == nil {
+				break
+			}
+			_ = h.step()
+		}
+		h.runPods()
+		if err := h.kube.CoreV1().Pods("pav-pods").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			h.t.Fatal(err)
+		}
+		pod, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || pod.DeletionTimestamp == nil {
+			h.t.Fatalf("the deleted creation pod: %v, %+v", err, pod)
+		}
+	},
+	step:       (*harness).step,
+	done:       (*harness).provisioned,
+	check:      (*harness).checkVolume,
+	once:       protocol.PhaseCreation,
+	ranInSetup: true,
+}
+
+func TestCreationPodDeletedByTenantSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, creationPodDeletedByTenant)
+}
+
+// A creation pod deleted before it was scheduled never runs: it counts as a
+// failed creation (reverted by the deletion pod, then retried), not as a pod
+// to wait for forever.
+func TestCreationPodDeletedBeforeScheduling(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	ctx := context.Background()
+	name := protocol.PodName(protocol.PhaseCreation, "claim-uid")
+	h.refresh()
+	for i := 0; i < 3; i++ { // the validation pod, then the creation pod
+		h.now = h.now.Add(time.Hour)
+		if i == 1 {
+			h.runPods()
+		}
+		h.refresh()
+		_ = h.c.syncClaim(ctx, testClaimKey)
+		if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{}); err == nil {
+			break
+		}
+	}
+	if err := h.kube.CoreV1().Pods("pav-pods").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	_ = h.c.syncClaim(ctx, testClaimKey)
+	if _, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, protocol.PodName(protocol.PhaseDeletion, "claim-uid"), metav1.GetOptions{}); err != nil {
+		t.Fatalf("no deletion pod reverting the creation: %v\n%s", err, h.describe())
+	}
+	if !strings.Contains(strings.Join(drain(h.events), "\n"), "was deleted before it was scheduled") {
+		t.Error("no Event says why the creation failed")
+	}
+	provisioning.run(t, h, 20)
 }

@@ -141,6 +141,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err != nil {
 		return fail("%v", err)
 	}
+	req.Class = c.restoreClass(req.Class)
 	req.PV = pv
 	if pv.Spec.CSI != nil {
 		req.Handle = pv.Spec.CSI.VolumeHandle

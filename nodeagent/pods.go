@@ -324,7 +324,7 @@ func describePod(pod *corev1.Pod) string {
 				parts = append(parts, fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode))
 			}
 			if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-				parts = append(parts, fmt.Sprintf("container %s last exited with code %d %s", cs.Name, t.ExitCode, strings.TrimSpace(t.Message)))
+				parts = append(parts, strings.TrimSpace(fmt.Sprintf("container %s last exited with code %d %s", cs.Name, t.ExitCode, protocol.TerminationMessage(pod, cs.Name, t, false))))
 			}
 		}
 	}
@@ -332,7 +332,8 @@ func describePod(pod *corev1.Pod) string {
 }
 
 // failureMessage explains a failed pod in its own words (see
-// protocol.FailureMessage), reading /pav/error from dir ("": none).
+// protocol.FailureMessage), reading /pav/error from dir ("": none), with the
+// end of its log only if its provisioner opted in (spec.podLogsInEvents).
 func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string) string {
 	var pavError string
 	if dir != "" {
@@ -340,9 +341,13 @@ func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string
 			pavError = msg
 		}
 	}
-	return protocol.FailureMessage(pod, pavError, func(container string) (string, error) {
-		return protocol.LogTail(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod, container)
-	})
+	var logs func(string) (string, error)
+	if p, err := s.provisioner(pod.Labels[protocol.LabelProvisioner]); err == nil && p.Spec.PodLogsInEvents {
+		logs = func(container string) (string, error) {
+			return protocol.LogTail(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod, container)
+		}
+	}
+	return protocol.FailureMessage(pod, pavError, logs)
 }
 
 // deletePod deletes a PaV pod (see protocol.DeletePod).

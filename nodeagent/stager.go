@@ -74,6 +74,10 @@ type Stager struct {
 	metrics      *metrics
 	recorder     record.EventRecorder // Events on client pods; nil: none
 	health       *volumeHealth
+	// probes and readStats read volumes' usage (Stats); readStats is
+	// readVolumeStats but in tests.
+	probes    *volumeProbes
+	readStats func(volumePath string) (*pavcsi.VolumeStats, error)
 	// one Publish or Unpublish per staging at a time: kubelet serializes its
 	// own calls, but the abandoned-staging sweep also unpublishes
 	locks stagingLocks
@@ -118,10 +122,12 @@ func NewStager(cfg StagerConfig) *Stager {
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
+		probes:       newVolumeProbes(statsTimeout),
 		informers: map[string]cache.SharedIndexInformer{
 			"pods": cfg.Pods, "persistentvolumes": cfg.PVs, "pavprovisioners": cfg.Provisioners,
 		},
 	}
+	s.readStats = s.readVolumeStats
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
@@ -230,7 +236,11 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if err != nil {
 		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err))
 	}
-	if err := publishTarget(s.mounter, src, req.TargetPath, req.Block, req.ReadOnly); err != nil {
+	allowSetuid := false
+	if p, err := s.provisioner(driver); err == nil && p.Spec.VolumeStaging != nil {
+		allowSetuid = p.Spec.VolumeStaging.AllowSetuidAndDevices
+	}
+	if err := publishTarget(s.mounter, src, req.TargetPath, req.Block, req.ReadOnly, allowSetuid); err != nil {
 		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
 	}
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,

@@ -3,8 +3,10 @@ package nodeagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,6 +242,35 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	}
 }
 
+// A published Filesystem volume is nosuid,nodev unless the provisioner's
+// spec.volumeStaging.allowSetuidAndDevices says otherwise.
+func TestPublishNosuidNodevUnlessAllowed(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allowSetuidAndDevices %v", allow), func(t *testing.T) {
+			f := newStagerFixture(t, nil)
+			p, err := f.stager.provisioner(testDriver)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Spec.VolumeStaging = &v1alpha1.VolumeStaging{AllowSetuidAndDevices: allow}
+			done := async(func() error { return f.publish(context.Background()) })
+			pod := f.waitForPod(protocol.PhaseStaging)
+			mkdir(t, hostDir(t, pod, f.root), "volume")
+			f.setPhase(pod, corev1.PodSucceeded, 0)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if len(f.mounter.MountPoints) != 1 {
+				t.Fatalf("mounts = %+v", f.mounter.MountPoints)
+			}
+			opts := f.mounter.MountPoints[0].Opts
+			if got := slices.Contains(opts, "nosuid") && slices.Contains(opts, "nodev"); got == allow {
+				t.Errorf("mount options %v", opts)
+			}
+		})
+	}
+}
+
 // publishLongRunning starts Publish with a staging pod that keeps running and
 // has exposed /pav/volume, but not yet /pav/ready; it returns Publish's result
 // channel and the pod's /pav directory on the host.
@@ -328,6 +359,31 @@ func TestPublishFailureMessageFromTermination(t *testing.T) {
 	err := <-done
 	if err == nil || !strings.Contains(err.Error(), `container "stage" exited with code 7: mount: permission denied`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A staging pod's log reaches the client pod's Events (through the error
+// kubelet reports) only if the provisioner opted in: logs may hold secrets.
+func TestPublishFailureLogOnlyWhenOptedIn(t *testing.T) {
+	for _, optIn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("podLogsInEvents %v", optIn), func(t *testing.T) {
+			f := newStagerFixture(t, nil)
+			f.engine.unstaging = nil
+			p, err := f.stager.provisioner(testDriver)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Spec.PodLogsInEvents = optIn
+			done := async(func() error { return f.publish(context.Background()) })
+			f.setPhase(f.waitForPod(protocol.PhaseStaging), corev1.PodFailed, 7)
+			err = <-done
+			if err == nil || !strings.Contains(err.Error(), `container "stage" exited with code 7`) {
+				t.Fatalf("err = %v", err)
+			}
+			if got := strings.Contains(err.Error(), "fake logs"); got != optIn {
+				t.Errorf("log in the error: %v, want %v: %v", got, optIn, err)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -29,11 +30,35 @@ const (
 	ReasonVolumeUnreachable = "VolumeUnreachable"
 )
 
+// statsTimeout is how long a stats call waits for a volume's file system.
+const statsTimeout = 10 * time.Second
+
 // Stats implements csi.Stager: the usage of the volume published at
 // volumePath (statfs of the mount; the device size of a block volume) and
 // whether it can still be used. A volume turning abnormal gets a Warning
-// Event on its client pod, once per cause.
+// Event on its client pod, once per cause. The file system is read by
+// s.probes: a volume that does not answer is reported unreachable at once
+// instead of pinning a thread per call.
 func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string) (*pavcsi.VolumeStats, error) {
+	stats, answered, err := s.probes.run(ctx, volumePath, s.readStats)
+	switch {
+	case err != nil:
+		return nil, err
+	case !answered:
+		stats = &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnreachable,
+			Message: fmt.Sprintf("the volume at %s does not answer: reading its usage has taken more than %v", volumePath, s.probes.timeout)}
+	case !stats.Abnormal:
+		if reason, msg := s.stagingPodHealth(ctx, volumeID, volumePath); reason != "" {
+			stats.Abnormal, stats.Reason, stats.Message = true, reason, msg
+		}
+	}
+	s.health.observe(ctx, s, protocol.StagingID(volumeID, volumePath), volumePath, stats)
+	return stats, nil
+}
+
+// readVolumeStats reads the usage of the volume at volumePath from its file
+// system: calls that block for as long as a hung FUSE daemon does.
+func (s *Stager) readVolumeStats(volumePath string) (*pavcsi.VolumeStats, error) {
 	var st unix.Stat_t
 	err := unix.Stat(volumePath, &st)
 	if errors.Is(err, unix.ENOENT) {
@@ -68,13 +93,55 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 		stats.TotalInodes, stats.FreeInodes = int64(fs.Files), int64(fs.Ffree)
 		stats.UsedInodes = stats.TotalInodes - stats.FreeInodes
 	}
-	if !stats.Abnormal {
-		if reason, msg := s.stagingPodHealth(ctx, volumeID, volumePath); reason != "" {
-			stats.Abnormal, stats.Reason, stats.Message = true, reason, msg
-		}
-	}
-	s.health.observe(ctx, s, protocol.StagingID(volumeID, volumePath), volumePath, stats)
 	return stats, nil
+}
+
+// volumeProbes runs the reads of volumes' file systems, which block for as
+// long as a hung FUSE daemon does (one OS thread each): each in a goroutine
+// of its own, waited for at most timeout, and at most one at a time per
+// volume path, so a hung mount pins one thread however often kubelet asks.
+type volumeProbes struct {
+	timeout time.Duration
+	mu      sync.Mutex
+	running map[string]bool // volume paths whose read has not returned
+}
+
+func newVolumeProbes(timeout time.Duration) *volumeProbes {
+	return &volumeProbes{timeout: timeout, running: map[string]bool{}}
+}
+
+// run calls read(path) and waits for its answer at most p.timeout (or until
+// ctx ends); answered is false if it did not come, or if an earlier read of
+// path has not returned yet (then read is not called).
+func (p *volumeProbes) run(ctx context.Context, path string, read func(string) (*pavcsi.VolumeStats, error)) (stats *pavcsi.VolumeStats, answered bool, err error) {
+	p.mu.Lock()
+	if p.running[path] {
+		p.mu.Unlock()
+		return nil, false, nil
+	}
+	p.running[path] = true
+	p.mu.Unlock()
+	type answer struct {
+		stats *pavcsi.VolumeStats
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, err := read(path)
+		p.mu.Lock()
+		delete(p.running, path)
+		p.mu.Unlock()
+		done <- answer{st, err}
+	}()
+	timer := time.NewTimer(p.timeout)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return a.stats, true, a.err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil, false, nil
 }
 
 // stagingPodHealth: a long-running staging pod (one that signalled

@@ -207,9 +207,13 @@ func podDevices(pod *corev1.Pod) deviceAllowed {
 // creating target (a directory, or a file for block volumes) first.
 // Filesystem volumes are bound recursively, so mounts the staging pod made
 // inside /pav/volume (a FUSE file system in a subdirectory, say) are part of
-// the volume, read-only for read-only volumes. An existing mount at target
-// is taken as a previous call's work.
-func publishTarget(m mount.Interface, source *os.File, target string, block, readOnly bool) error {
+// the volume, read-only for read-only volumes, and nosuid,nodev unless
+// allowSetuidAndDevices (the provisioner's spec.volumeStaging field): a
+// setuid binary or a device node in the volume would otherwise work in the
+// client pod, whoever put it there. A block volume is one device node,
+// which nodev would make unusable and nosuid does not concern. An existing
+// mount at target is taken as a previous call's work.
+func publishTarget(m mount.Interface, source *os.File, target string, block, readOnly, allowSetuidAndDevices bool) error {
 	binder, ok := m.(FDBinder)
 	if !ok {
 		return fmt.Errorf("cannot publish: %T cannot bind a descriptor", m)
@@ -236,10 +240,11 @@ func publishTarget(m mount.Interface, source *os.File, target string, block, rea
 	if mounted {
 		return nil
 	}
-	if err := binder.BindFD(source, target, readOnly); err != nil {
+	opts := BindOptions{ReadOnly: readOnly, NoSetuidNoDevices: !block && !allowSetuidAndDevices}
+	if err := binder.BindFD(source, target, opts); err != nil {
 		return fmt.Errorf("bind-mounting the volume: %w", err)
 	}
-	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", readOnly, "block", block)
+	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", readOnly, "block", block, "nosuidNodev", opts.NoSetuidNoDevices)
 	return nil
 }
 
@@ -271,9 +276,30 @@ func unpublishTarget(m mount.Interface, target string) error {
 }
 
 // FDBinder is a mounter that binds what a descriptor refers to, with every
-// mount under it, read-only if asked.
+// mount under it, with the flags asked for.
 type FDBinder interface {
-	BindFD(source *os.File, target string, readOnly bool) error
+	BindFD(source *os.File, target string, opts BindOptions) error
+}
+
+// BindOptions are the flags of a bind that publishes a volume, set on every
+// mount of the bound tree.
+type BindOptions struct {
+	ReadOnly bool
+	// NoSetuidNoDevices: nosuid and nodev, so setuid bits and file
+	// capabilities do not raise privileges and device nodes cannot be opened.
+	NoSetuidNoDevices bool
+}
+
+// mountAttrs are the mount_setattr flags of opts (0: none).
+func (o BindOptions) mountAttrs() uint64 {
+	var attrs uint64
+	if o.ReadOnly {
+		attrs |= unix.MOUNT_ATTR_RDONLY
+	}
+	if o.NoSetuidNoDevices {
+		attrs |= unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	}
+	return attrs
 }
 
 // HostMounter is the node plugin's mounter: mount-utils' plus binds of
@@ -281,23 +307,23 @@ type FDBinder interface {
 type HostMounter struct{ mount.Interface }
 
 // BindFD clones the mount tree at source (a descriptor, so nothing can swap
-// what is bound after it was checked) detached with open_tree, makes it
-// read-only recursively with mount_setattr if asked, and only then attaches
-// it at target with move_mount. Remounting read-only after a bind is not
+// what is bound after it was checked) detached with open_tree, sets the
+// flags of opts on every mount of it with mount_setattr, and only then
+// attaches it at target with move_mount. Remounting after a bind is not
 // enough: per-mount flags do not propagate, so with the node plugin in a
-// container only its own copy would become read-only while kubelet's, and
-// so the client pod's, stayed writable; a tree made read-only before it is
-// attached is born read-only in every copy. Linux >= 5.12.
-func (HostMounter) BindFD(source *os.File, target string, readOnly bool) error {
+// container only its own copy would get them while kubelet's, and so the
+// client pod's, stayed writable (or suid); a tree given its flags before it
+// is attached is born with them in every copy. Linux >= 5.12.
+func (HostMounter) BindFD(source *os.File, target string, opts BindOptions) error {
 	tree, err := unix.OpenTree(int(source.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return fmt.Errorf("open_tree %s: %w", source.Name(), err)
 	}
 	defer unix.Close(tree)
-	if readOnly {
-		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if attrs := opts.mountAttrs(); attrs != 0 {
+		attr := &unix.MountAttr{Attr_set: attrs}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
-			return fmt.Errorf("mount_setattr read-only on the clone of %s: %w", source.Name(), err)
+			return fmt.Errorf("mount_setattr %+v on the clone of %s: %w", opts, source.Name(), err)
 		}
 	}
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -265,12 +266,15 @@ func TestPublishTarget(t *testing.T) {
 		block    bool
 		readOnly bool
 		nested   bool // the staging pod mounted something inside the volume
+		// the provisioner's spec.volumeStaging.allowSetuidAndDevices
+		allowSetuid bool
 		// what we expect in the fake mounter's mount table afterwards
 		wantOpts [][]string
 	}{
-		{name: "filesystem", wantOpts: [][]string{{"rbind"}}},
+		{name: "filesystem", wantOpts: [][]string{{"rbind", "nosuid", "nodev"}}},
 		{name: "filesystem read-only with a nested mount", readOnly: true, nested: true,
-			wantOpts: [][]string{{"rbind", "ro"}, nil}},
+			wantOpts: [][]string{{"rbind", "ro", "nosuid", "nodev"}, nil}},
+		{name: "filesystem, setuid and devices allowed", allowSetuid: true, wantOpts: [][]string{{"rbind"}}},
 		{name: "block", block: true, wantOpts: [][]string{{"rbind"}}},
 		{name: "block read-only", block: true, readOnly: true, wantOpts: [][]string{{"rbind", "ro"}}},
 	}
@@ -282,7 +286,7 @@ func TestPublishTarget(t *testing.T) {
 			target := filepath.Join(base, "pods", "uid", "volumes", "mount")
 			fake := mount.NewFakeMounter(nil)
 			m := &fdMounter{FakeMounter: fake, nested: tt.nested}
-			if err := publishTarget(m, source, target, tt.block, tt.readOnly); err != nil {
+			if err := publishTarget(m, source, target, tt.block, tt.readOnly, tt.allowSetuid); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Stat(target)
@@ -306,7 +310,7 @@ func TestPublishTarget(t *testing.T) {
 			}
 			// A second call finds the mount and does nothing.
 			n := len(fake.MountPoints)
-			if err := publishTarget(m, source, target, tt.block, tt.readOnly); err != nil {
+			if err := publishTarget(m, source, target, tt.block, tt.readOnly, tt.allowSetuid); err != nil {
 				t.Fatal(err)
 			}
 			if len(fake.MountPoints) != n {
@@ -329,17 +333,21 @@ func TestPublishTarget(t *testing.T) {
 }
 
 // fdMounter is a fake mounter that binds descriptors: it records one mount
-// with options rbind (plus ro when read-only) and, when nested, the mount
-// the staging pod made inside the volume, which a recursive bind brings along.
+// with options rbind (plus ro, nosuid and nodev as asked) and, when nested,
+// the mount the staging pod made inside the volume, which a recursive bind
+// brings along.
 type fdMounter struct {
 	*mount.FakeMounter
 	nested bool
 }
 
-func (r *fdMounter) BindFD(source *os.File, target string, readOnly bool) error {
+func (r *fdMounter) BindFD(source *os.File, target string, o BindOptions) error {
 	opts := []string{"rbind"}
-	if readOnly {
+	if o.ReadOnly {
 		opts = append(opts, "ro")
+	}
+	if o.NoSetuidNoDevices {
+		opts = append(opts, "nosuid", "nodev")
 	}
 	// Record the path the descriptor really refers to.
 	path, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", source.Fd()))
@@ -388,4 +396,73 @@ func TestClearBrokenMount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The real bind: the flags are on the target's mount, and on a mount inside
+// the volume too, as the client pod sees them. Needs CAP_SYS_ADMIN.
+func TestHostMounterBindFDFlags(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("binding needs root")
+	}
+	for _, tt := range []struct {
+		name string
+		opts BindOptions
+		want []string // in the target's and the nested mount's options
+		not  []string
+	}{
+		{"nosuid,nodev", BindOptions{NoSetuidNoDevices: true}, []string{"nosuid", "nodev", "rw"}, nil},
+		{"read-only too", BindOptions{ReadOnly: true, NoSetuidNoDevices: true}, []string{"nosuid", "nodev", "ro"}, nil},
+		{"setuid and devices allowed", BindOptions{}, []string{"rw"}, []string{"nosuid", "nodev"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base := t.TempDir()
+			src, target := filepath.Join(base, "src"), filepath.Join(base, "target")
+			mkdir(t, base, "src/sub")
+			mkdir(t, base, "target")
+			// A tmpfs inside the volume (what a staging pod's FUSE mount
+			// would be); mounted without nosuid/nodev itself.
+			if err := unix.Mount("tmpfs", filepath.Join(src, "sub"), "tmpfs", 0, ""); err != nil {
+				t.Skipf("cannot mount here: %v", err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(filepath.Join(src, "sub"), unix.MNT_DETACH) })
+			source := open(t, src)
+			if err := (HostMounter{}).BindFD(source, target, tt.opts); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+			for _, mp := range []string{target, filepath.Join(target, "sub")} {
+				opts := mountOptions(t, mp)
+				for _, w := range tt.want {
+					if !slices.Contains(opts, w) {
+						t.Errorf("%s: options %v lack %s", mp, opts, w)
+					}
+				}
+				for _, n := range tt.not {
+					if slices.Contains(opts, n) {
+						t.Errorf("%s: options %v have %s", mp, opts, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// mountOptions are the per-mount options of the mount at path in
+// /proc/self/mountinfo (the last one mounted there).
+func mountOptions(t *testing.T, path string) []string {
+	t.Helper()
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	for _, mi := range infos {
+		if mi.MountPoint == path {
+			opts = mi.MountOptions
+		}
+	}
+	if opts == nil {
+		t.Fatalf("nothing mounted at %s", path)
+	}
+	return opts
 }

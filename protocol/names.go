@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -29,7 +30,16 @@ const (
 	PhaseExpansion  Phase = "expansion" // PaV-Go addition
 )
 
+// ReservedPrefix begins every label, annotation and finalizer PaV gives;
+// only PaV may set them (IsReserved).
+const ReservedPrefix = prefix
+
 const prefix = "pav.albertofaria.github.io/"
+
+// IsReserved reports whether a label, annotation or finalizer name is PaV's:
+// PaV's own decisions and pods' results live under its prefix, so nothing a
+// template or a tenant writes may carry it.
+func IsReserved(key string) bool { return strings.HasPrefix(key, prefix) }
 
 // Labels on every pod PaV creates.
 const (
@@ -101,6 +111,12 @@ const (
 	// FinalizerStaging is on staging pods until the volume is unstaged: the
 	// pod object keeps what unstaging needs across node plugin restarts.
 	FinalizerStaging = prefix + "staging"
+	// FinalizerResult is on validation, creation, deletion and expansion
+	// pods until the controller has acted on their outcome (DeletePod
+	// removes it): a finished pod is the only record of what it did (a
+	// volume created, say), so one that anybody else deletes stays, marked
+	// deleted, until then, and its work is neither lost nor done twice.
+	FinalizerResult = prefix + "result"
 )
 
 // The /pav protocol: the directory every container of a PaV pod sees at /pav,
@@ -125,12 +141,18 @@ const MaxHandleBytes = 128
 
 // CheckHandle enforces what a volume handle must be, wherever it comes from
 // (spec.volumeCreation.handle or /pav/handle): non-empty printable UTF-8 of
-// at most MaxHandleBytes bytes. Kubelet passes it to PaV's node plugin and
-// templates put it into commands and paths, so no control characters.
+// at most MaxHandleBytes bytes, and one path component (no "/", not "." or
+// ".."). Kubelet passes it to PaV's node plugin and templates put it into
+// commands and paths (<root>/{{ handle }}, which a deletion pod removes),
+// so no control characters and nothing that leaves its directory.
 func CheckHandle(h string) error {
 	switch {
 	case h == "":
 		return fmt.Errorf("the handle is empty")
+	case h == "." || h == "..":
+		return fmt.Errorf("the handle %q is not allowed: templates use handles as file names", h)
+	case strings.Contains(h, "/"):
+		return fmt.Errorf("the handle %q contains %q: templates use handles as file names", h, "/")
 	case len(h) > MaxHandleBytes:
 		return fmt.Errorf("the handle is %d bytes long; at most %d are allowed", len(h), MaxHandleBytes)
 	case !utf8.ValidString(h):

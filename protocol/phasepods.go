@@ -19,7 +19,7 @@ import (
 // the claim and, when known, the StorageClass the attempt started with, so
 // that a class changed or deleted mid-attempt does not change the attempt;
 // extra adds the phase's own annotations (the creation pod's
-// AnnotationCreationConfig).
+// AnnotationCreationConfig). It holds FinalizerResult, as VolumePod does.
 func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, extra map[string]string) (*corev1.Pod, error) {
 	ann := map[string]string{AnnotationClaim: pvc.Namespace + "/" + pvc.Name}
 	if class != nil {
@@ -31,14 +31,16 @@ func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phas
 	}
 	maps.Copy(ann, extra)
 	name := PodName(phase, string(pvc.UID))
-	return BuildPod(tmpl, PodOptions{
+	pod := BuildPod(tmpl, PodOptions{
 		Provisioner: provisioner,
 		Phase:       phase,
 		Name:        name,
 		ClaimUID:    string(pvc.UID),
 		HostDir:     NewHostDir(root, name),
 		Annotations: ann,
-	}), nil
+	})
+	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
+	return pod, nil
 }
 
 // VolumePod is a deletion or expansion pod for the existing PV pvName of the
@@ -48,7 +50,7 @@ func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Pha
 	ann := map[string]string{AnnotationClaim: claim.Namespace + "/" + claim.Name}
 	maps.Copy(ann, extra)
 	name := PodName(phase, pvName)
-	return BuildPod(tmpl, PodOptions{
+	pod := BuildPod(tmpl, PodOptions{
 		Provisioner: provisioner,
 		Phase:       phase,
 		Name:        name,
@@ -57,6 +59,8 @@ func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Pha
 		HostDir:     NewHostDir(root, name),
 		Annotations: ann,
 	})
+	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
+	return pod
 }
 
 // StagingPod is the staging pod for publishing pv (of claim pvc) at

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"strings"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,14 +77,21 @@ type PodOptions struct {
 //   - the template's labels plus PaV's (provisioner, phase, volume, claim UID,
 //     staging ID; values passed through LabelValue), which win;
 //   - the template's annotations plus o.Annotations, which win;
+//   - the template's finalizers;
+//   - but none of the template's labels, annotations or finalizers under
+//     PaV's prefix (IsReserved): validation refuses them, and PaV's service
+//     account creates the pod, so they would pass for PaV's own (a forged
+//     result, say);
 //   - spec.nodeName = o.NodeName when set;
 //   - restartPolicy Never unless the template says OnFailure;
 //   - a hostPath volume "pav" (DirectoryOrCreate at o.HostDir) mounted at
 //     /pav in every container and init container, with Bidirectional
 //     propagation for privileged containers (so mounts made under /pav reach
-//     the host) and HostToContainer otherwise;
-//   - terminationMessagePolicy FallbackToLogsOnError when unset, so that a
-//     failed container always explains itself.
+//     the host) and HostToContainer otherwise.
+//
+// Termination messages stay as the template says (File by default), not
+// FallbackToLogsOnError: a log may hold secrets, and the message goes into
+// the pod's status and PaV's Events (see TerminationMessage).
 //
 // The template is not modified.
 func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
@@ -94,9 +101,9 @@ func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        o.Name,
 			Namespace:   t.Namespace,
-			Labels:      t.Labels,
-			Annotations: t.Annotations,
-			Finalizers:  t.Finalizers,
+			Labels:      unreservedKeys(t.Labels),
+			Annotations: unreservedKeys(t.Annotations),
+			Finalizers:  slices.DeleteFunc(t.Finalizers, IsReserved),
 		},
 		Spec: t.Spec,
 	}
@@ -156,6 +163,12 @@ func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
 	return pod
 }
 
+// unreservedKeys is m without the keys under PaV's prefix (nil stays nil).
+func unreservedKeys(m map[string]string) map[string]string {
+	maps.DeleteFunc(m, func(k, _ string) bool { return IsReserved(k) })
+	return m
+}
+
 func prepareContainer(c *corev1.Container) {
 	mounts := c.VolumeMounts[:0]
 	for _, m := range c.VolumeMounts {
@@ -172,9 +185,6 @@ func prepareContainer(c *corev1.Container) {
 		MountPath:        PavMountPath,
 		MountPropagation: &prop,
 	})
-	if c.TerminationMessagePolicy == "" {
-		c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	}
 }
 
 // PavLabels are the labels under PaV's prefix that pod carries. PaV alone may
@@ -184,7 +194,7 @@ func prepareContainer(c *corev1.Container) {
 func PavLabels(pod *corev1.Pod) map[string]string {
 	out := map[string]string{}
 	for k, v := range pod.Labels {
-		if strings.HasPrefix(k, prefix) {
+		if IsReserved(k) {
 			out[k] = v
 		}
 	}

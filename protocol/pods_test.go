@@ -148,8 +148,8 @@ func TestBuildPod(t *testing.T) {
 				if !reflect.DeepEqual(c.VolumeMounts, []corev1.VolumeMount{pavMount(h2c)}) {
 					t.Errorf("mounts %+v", c.VolumeMounts)
 				}
-				if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
-					t.Errorf("terminationMessagePolicy %q", c.TerminationMessagePolicy)
+				if c.TerminationMessagePolicy != "" {
+					t.Errorf("terminationMessagePolicy %q: a log tail would reach the pod's status", c.TerminationMessagePolicy)
 				}
 				if p.Spec.NodeName != "" {
 					t.Errorf("nodeName %q", p.Spec.NodeName)
@@ -181,6 +181,29 @@ func TestBuildPod(t *testing.T) {
 				}
 				if !reflect.DeepEqual(p.Annotations, map[string]string{"a": "1", AnnotationReadOnly: "true"}) {
 					t.Errorf("annotations %v", p.Annotations)
+				}
+			},
+		},
+		{
+			name: "template's reserved metadata dropped",
+			tmpl: func() *corev1.PodTemplateSpec {
+				t := base()
+				t.ObjectMeta = metav1.ObjectMeta{
+					Labels:      map[string]string{"app": "x", LabelStagingID: "forged"},
+					Annotations: map[string]string{"a": "1", AnnotationSucceeded: "true", AnnotationResultHandle: "..", AnnotationResultsCollected: "true"},
+					Finalizers:  []string{"example.com/keep", FinalizerStaging},
+				}
+				return t
+			},
+			check: func(t *testing.T, p *corev1.Pod) {
+				if _, ok := p.Labels[LabelStagingID]; ok || p.Labels["app"] != "x" {
+					t.Errorf("labels %v", p.Labels)
+				}
+				if !reflect.DeepEqual(p.Annotations, map[string]string{"a": "1"}) {
+					t.Errorf("annotations %v", p.Annotations)
+				}
+				if !reflect.DeepEqual(p.Finalizers, []string{"example.com/keep"}) {
+					t.Errorf("finalizers %v", p.Finalizers)
 				}
 			},
 		},

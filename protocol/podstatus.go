@@ -17,9 +17,22 @@ import (
 // What both processes do with PaV's pods once they run: tell whether one
 // ended, say why it failed, and delete it.
 
-// Terminated: the pod ended for good: it succeeded (Succeeded) or failed.
+// Terminated: the pod ended for good: it succeeded (Succeeded) or failed,
+// or it was deleted before it was scheduled (NeverRan).
 func Terminated(pod *corev1.Pod) bool {
-	return Succeeded(pod) || pod.Status.Phase == corev1.PodFailed
+	return Succeeded(pod) || pod.Status.Phase == corev1.PodFailed || NeverRan(pod)
+}
+
+// NeverRan: the pod was deleted before it was scheduled, so no kubelet will
+// ever run it or report its end (a pod with a finalizer stays until then).
+func NeverRan(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && pod.Spec.NodeName == "" && !Succeeded(pod)
+}
+
+// Going: the pod is on its way out, not held by FinalizerResult; a pod that
+// is held stays, deleted or not, until the controller has acted on it.
+func Going(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && !HasFinalizer(pod, FinalizerResult)
 }
 
 // Succeeded: kubelet reported the pod Succeeded, or PaV's node plugin
@@ -54,11 +67,31 @@ func LogTail(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod
 	return strings.TrimRight(string(b), "\n"), err
 }
 
+// TerminationMessage is the message container name of pod left when it
+// ended (t), unless logs is false and kubelet may have taken it from the
+// container's log (terminationMessagePolicy FallbackToLogsOnError): logs may
+// hold secrets, and PaV puts these messages into Events tenants read. A
+// message the container wrote to its terminationMessagePath (policy File,
+// the default) is always its own word.
+func TerminationMessage(pod *corev1.Pod, name string, t *corev1.ContainerStateTerminated, logs bool) string {
+	if !logs {
+		for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for _, c := range list {
+				if c.Name == name && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+					return ""
+				}
+			}
+		}
+	}
+	return strings.TrimSpace(t.Message)
+}
+
 // FailureMessage explains why a pod failed, preferring what the pod itself
 // said: pavError (its /pav/error, "" if none), else the failed container's
-// termination message and exit code (BuildPod sets FallbackToLogsOnError),
-// else the exit code and the last lines of its log (logs may be nil), else
-// the pod's own reason and message.
+// termination message and exit code, else the exit code and the last lines
+// of its log, else the pod's own reason and message. logs nil: nothing from
+// the pod's log (see TerminationMessage), for a provisioner without
+// spec.podLogsInEvents.
 func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string) (string, error)) string {
 	if msg := strings.TrimSpace(pavError); msg != "" {
 		return msg
@@ -76,7 +109,7 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 			if t.Reason != "" && t.Reason != "Error" {
 				head += " (" + t.Reason + ")"
 			}
-			if msg := strings.TrimSpace(t.Message); msg != "" {
+			if msg := TerminationMessage(pod, cs.Name, t, logs != nil); msg != "" {
 				return head + ": " + msg
 			}
 			if logs != nil {
@@ -88,6 +121,8 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 		}
 	}
 	switch {
+	case NeverRan(pod):
+		return fmt.Sprintf("pod %s/%s was deleted before it was scheduled", pod.Namespace, pod.Name)
 	case pod.Status.Reason != "" && pod.Status.Message != "":
 		return fmt.Sprintf("pod %s/%s failed: %s: %s", pod.Namespace, pod.Name, pod.Status.Reason, pod.Status.Message)
 	case pod.Status.Message != "":
@@ -100,9 +135,21 @@ func FailureMessage(pod *corev1.Pod, pavError string, logs func(container string
 
 // DeletePod deletes this incarnation of a PaV pod (a UID precondition): at
 // once if it terminated (its containers are gone, its results collected),
-// else with its grace period, and not again while that runs. A pod already
-// gone or replaced is not an error.
+// else with its grace period, and not again while that runs. It first
+// removes FinalizerResult (on this version of the pod: a conflict is
+// returned), so a crash in between leaves a pod that is deleted again. A
+// pod already gone or replaced is not an error.
 func DeletePod(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.Pod) error {
+	if HasFinalizer(pod, FinalizerResult) {
+		updated, err := RemoveFinalizer(ctx, pods.Patch, pod, FinalizerResult)
+		if err != nil {
+			return err
+		}
+		if updated == nil || updated.DeletionTimestamp != nil {
+			return nil // gone, or deleted already and now let go
+		}
+		pod = updated
+	}
 	if pod.DeletionTimestamp != nil && !Terminated(pod) {
 		return nil
 	}

@@ -44,9 +44,52 @@ func ClaimSnapshot(pvc *corev1.PersistentVolumeClaim) (string, error) {
 	return snapshot(pvc, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"))
 }
 
-// ClassSnapshot is ClaimSnapshot for a StorageClass.
+// ClassSnapshot is ClaimSnapshot for a StorageClass, without its parameters
+// under csi.storage.k8s.io/ (which Secrets hold the provisioner's and nodes'
+// credentials, and where): snapshots sit on PVs and on pods that tenants may
+// be able to read. RestoreReservedParameters gives them back while the class
+// exists.
 func ClassSnapshot(sc *storagev1.StorageClass) (string, error) {
-	return snapshot(sc, storagev1.SchemeGroupVersion.WithKind("StorageClass"))
+	c := sc.DeepCopy()
+	c.Parameters = unreservedParameters(sc.Parameters)
+	return snapshot(c, storagev1.SchemeGroupVersion.WithKind("StorageClass"))
+}
+
+// RestoreReservedParameters is snap, a class read from a snapshot, with the
+// parameters ClassSnapshot left out taken from live (the class the API has
+// now, nil if none) if it is the same class: the API server keeps a
+// StorageClass's parameters as they were created, and a class of the same
+// name with another UID is another class. Otherwise it is snap.
+func RestoreReservedParameters(snap, live *storagev1.StorageClass) *storagev1.StorageClass {
+	if live == nil || live.UID != snap.UID || snap.UID == "" {
+		return snap
+	}
+	out := snap.DeepCopy()
+	for k, v := range live.Parameters {
+		if strings.HasPrefix(k, reservedParameterPrefix) {
+			if out.Parameters == nil {
+				out.Parameters = map[string]string{}
+			}
+			out.Parameters[k] = v
+		}
+	}
+	return out
+}
+
+// unreservedParameters are a class's parameters but those under
+// csi.storage.k8s.io/ (nil if none is left).
+func unreservedParameters(params map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range params {
+		if strings.HasPrefix(k, reservedParameterPrefix) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(params))
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // VolumeSnapshot is ClaimSnapshot for a PV, also without the snapshots the
@@ -124,16 +167,6 @@ func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
 	if s.SelectedNode != "" {
 		ann[AnnotationSelectedNode] = s.SelectedNode
 	}
-	var attrs map[string]string
-	for k, v := range s.Class.Parameters {
-		if strings.HasPrefix(k, reservedParameterPrefix) {
-			continue
-		}
-		if attrs == nil {
-			attrs = make(map[string]string, len(s.Class.Parameters))
-		}
-		attrs[k] = v
-	}
 	pv := &corev1.PersistentVolume{
 
 		ObjectMeta: metav1.ObjectMeta{
@@ -159,7 +192,7 @@ func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver:           s.Provisioner,
 				VolumeHandle:     s.Handle,
-				VolumeAttributes: attrs,
+				VolumeAttributes: unreservedParameters(s.Class.Parameters),
 			}},
 		},
 	}

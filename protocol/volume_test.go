@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -38,5 +41,36 @@ func TestSnapshotsLeaveOutWhatIsNotTheObject(t *testing.T) {
 	}
 	if len(pvc.ManagedFields) != 1 || len(pv.Annotations) != 3 {
 		t.Error("the object itself was changed")
+	}
+}
+
+func TestClassSnapshotLeavesOutSecretReferences(t *testing.T) {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc", UID: "u1"}, Provisioner: "p",
+		Parameters: map[string]string{"path": "/data",
+			"csi.storage.k8s.io/provisioner-secret-name":       "creds",
+			"csi.storage.k8s.io/node-publish-secret-namespace": "vault"}}
+	raw, err := ClassSnapshot(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(raw, "csi.storage.k8s.io") || strings.Contains(raw, "creds") || !strings.Contains(raw, `"path":"/data"`) {
+		t.Errorf("snapshot %s", raw)
+	}
+	if len(sc.Parameters) != 3 {
+		t.Error("the class itself was changed")
+	}
+	snap := &storagev1.StorageClass{}
+	if err := json.Unmarshal([]byte(raw), snap); err != nil {
+		t.Fatal(err)
+	}
+	if got := RestoreReservedParameters(snap, sc); len(got.Parameters) != 3 || got.Parameters["csi.storage.k8s.io/provisioner-secret-name"] != "creds" {
+		t.Errorf("restored from the same class: %v", got.Parameters)
+	}
+	other := sc.DeepCopy()
+	other.UID = "u2"
+	for name, live := range map[string]*storagev1.StorageClass{"class gone": nil, "another class of that name": other} {
+		if got := RestoreReservedParameters(snap, live); len(got.Parameters) != 1 {
+			t.Errorf("%s: %v", name, got.Parameters)
+		}
 	}
 }

@@ -141,7 +141,7 @@ func TestCreationPhase(t *testing.T) {
 	ctx := context.Background()
 	c := compiled(t, withSection(`
 volumeCreation:
-  handle: "{{ defaultHandle }}-{{ params.path }}"
+  handle: "{{ defaultHandle }}-{{ params.size }}"
   capacity: "{{ requestedMinCapacity }}"
   nodeAffinity:
     required:
@@ -161,7 +161,7 @@ volumeDeletion:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.Handle != "pvc-1111-2222-/data" || cfg.Capacity.Value() != 1<<30 {
+	if *cfg.Handle != "pvc-1111-2222-5" || cfg.Capacity.Value() != 1<<30 {
 		t.Errorf("handle %q capacity %v", *cfg.Handle, cfg.Capacity)
 	}
 	if got := cfg.NodeAffinity.Required.NodeSelectorTerms[0].MatchFields[0].Values; !reflect.DeepEqual(got, []string{"node-1"}) {
@@ -185,6 +185,16 @@ volumeDeletion:
 	c = compiled(t, minimal)
 	if cfg, err := c.Creation(ctx, dynReq(), nil); err != nil || cfg.Handle != nil || cfg.PodTemplate != nil || cfg.NodeAffinity != nil {
 		t.Errorf("empty creation: %+v %v", cfg, err)
+	}
+
+	// A handle evaluated to something that is not a file name is refused.
+	c = compiled(t, withSection(`
+volumeCreation:
+  handle: "{{ params.path }}"
+  capacity: 1Gi
+`))
+	if _, err := c.Creation(ctx, dynReq(), nil); err == nil || !strings.Contains(err.Error(), `spec.volumeCreation.handle: Invalid value: "/data": the handle "/data" contains "/"`) {
+		t.Errorf("handle /data: %v", err)
 	}
 	if cfg, err := c.Deletion(ctx, dynReq(), nil); err != nil || cfg.PodTemplate != nil {
 		t.Errorf("empty deletion: %+v %v", cfg, err)
@@ -216,6 +226,40 @@ volumeCreation:
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v\nwant %s", err, want)
 		}
+	}
+}
+
+// A template that copies the claim's annotations into its pod would let a
+// tenant forge PaV's metadata: refused when evaluated, with the path.
+func TestEvaluatedReservedPodMetadata(t *testing.T) {
+	c := compiled(t, withSection(`
+volumeCreation:
+  capacity: 1Gi
+  podTemplate:
+    metadata:
+      annotations: "{% set yaml = true %}{{ pvc.metadata.annotations | tojson }}"
+      finalizers: ["{{ pvc.metadata.annotations['f'] }}"]
+    spec: {containers: [{name: c, image: img}]}
+`))
+	r := dynReq()
+	r.PVC.Annotations = map[string]string{"note": "x", "f": "pav.albertofaria.github.io/volume",
+		"pav.albertofaria.github.io/succeeded": "true", "pav.albertofaria.github.io/result-handle": ".."}
+	_, err := c.Creation(context.Background(), r, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/result-handle]: Forbidden: names under pav.albertofaria.github.io/ are reserved to PaV",
+		"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/succeeded]: Forbidden",
+		"spec.volumeCreation.podTemplate.metadata.finalizers[0]: Forbidden",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nwant %s", err, want)
+		}
+	}
+	r.PVC.Annotations = map[string]string{"note": "x", "f": "example.com/f"}
+	if cfg, err := c.Creation(context.Background(), r, nil); err != nil || cfg.PodTemplate.Annotations["note"] != "x" {
+		t.Fatalf("Creation = %+v, %v", cfg, err)
 	}
 }
 

@@ -178,7 +178,17 @@ volumeCreation:
 volumeCreation:
   handle: ""
   capacity: 1Gi
-`), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": must not be empty"}},
+`), want: []string{"spec.volumeCreation.handle: Invalid value: \"\": the handle is empty"}},
+		{name: "handles that are not a file name", doc: withSection(`
+volumeCreation:
+  handle: ".."
+  capacity: 1Gi
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "..": the handle ".." is not allowed: templates use handles as file names`}},
+		{name: "handle with a slash", doc: withSection(`
+volumeCreation:
+  handle: "../../etc"
+  capacity: 1Gi
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "../../etc": the handle "../../etc" contains "/"`}},
 		{name: "node affinity", doc: withSection(`
 volumeCreation:
   nodeAffinity: {requird: {}}
@@ -248,6 +258,20 @@ volumeValidation:
 			`spec.volumeValidation.podTemplate.spec.containers[2].volumeMounts[0].mountPath: Forbidden: /pav is reserved`,
 			`spec.volumeValidation.podTemplate.spec.volumes[0].name: Forbidden: the volume name "pav" is reserved`,
 			`spec.volumeValidation.podTemplate.spec.restartPolicy: Forbidden: PaV pods run to completion`}},
+		{name: "reserved pod metadata", doc: withSection(`
+volumeCreation:
+  capacity: 1Gi
+  podTemplate:
+    metadata:
+      labels: {app: x, pav.albertofaria.github.io/phase: "{{ params.p }}"}
+      annotations: {pav.albertofaria.github.io/succeeded: "true", pav.albertofaria.github.io/result-handle: ".."}
+      finalizers: [example.com/f, pav.albertofaria.github.io/staging, "{{ params.f }}"]
+    spec: {containers: [{name: c, image: img}]}
+`), want: []string{
+			"spec.volumeCreation.podTemplate.metadata.labels[pav.albertofaria.github.io/phase]: Forbidden: names under pav.albertofaria.github.io/ are reserved to PaV",
+			"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/result-handle]: Forbidden",
+			"spec.volumeCreation.podTemplate.metadata.annotations[pav.albertofaria.github.io/succeeded]: Forbidden",
+			"spec.volumeCreation.podTemplate.metadata.finalizers[1]: Forbidden"}},
 		{name: "no containers", doc: withSection(`
 volumeDeletion:
   podTemplate: {spec: {containers: []}}

@@ -134,8 +134,8 @@ func readHandle(v interface{}, p *field.Path) (*string, field.ErrorList) {
 	case nil, templateValue:
 		return nil, nil
 	case string:
-		if x == "" {
-			return nil, field.ErrorList{field.Invalid(p, x, "must not be empty")}
+		if err := protocol.CheckHandle(x); err != nil {
+			return nil, field.ErrorList{field.Invalid(p, shorten(x), err.Error())}
 		}
 		return &x, nil
 	default:
@@ -231,11 +231,37 @@ func checkPodMetadata(v interface{}, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("namespace"), ns, msg))
 		}
 	}
+	errs = append(errs, checkReservedMetadata(m, p)...)
 	if labels, ok := literalStringMap(m["labels"]); ok {
 		errs = append(errs, metav1validation.ValidateLabels(labels, p.Child("labels"))...)
 	}
 	if ann, ok := literalStringMap(m["annotations"]); ok {
 		errs = append(errs, apivalidation.ValidateAnnotations(ann, p.Child("annotations"))...)
+	}
+	return errs
+}
+
+// checkReservedMetadata refuses labels, annotations and finalizers under
+// PaV's prefix in a pod template's metadata: PaV's service account creates
+// the pod, so they would pass for PaV's own (a pod marked succeeded, a
+// forged result). Keys are always literal; a templated value is checked once
+// evaluated, so a template that copies a claim's annotations fails there.
+func checkReservedMetadata(meta map[string]interface{}, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	msg := fmt.Sprintf("names under %s are reserved to PaV", protocol.ReservedPrefix)
+	for _, kind := range []string{"labels", "annotations"} {
+		m, _ := meta[kind].(map[string]interface{})
+		for _, k := range sortedKeys(m) {
+			if protocol.IsReserved(k) {
+				errs = append(errs, field.Forbidden(p.Child(kind).Key(k), msg))
+			}
+		}
+	}
+	list, _ := meta["finalizers"].([]interface{})
+	for i, f := range list {
+		if s, ok := f.(string); ok && protocol.IsReserved(s) {
+			errs = append(errs, field.Forbidden(p.Child("finalizers").Index(i), msg))
+		}
 	}
 	return errs
 }

@@ -92,6 +92,14 @@ type PavProvisionerSpec struct {
 	// only recorded.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeExpansion *VolumeExpansion `json:"volumeExpansion,omitempty"`
+	// PaV-Go addition: true to put the end of a failed pod's log into the
+	// Events PaV writes about it (on claims, PersistentVolumes and client
+	// pods), and to let termination messages that kubelet took from the log
+	// (terminationMessagePolicy FallbackToLogsOnError) in too. Default false:
+	// logs may hold secrets, and tenants read those Events. /pav/error and
+	// messages a container wrote to its terminationMessagePath are always
+	// used.
+	PodLogsInEvents bool `json:"podLogsInEvents,omitempty"`
 }
 
 // VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.
@@ -170,6 +178,14 @@ type VolumeStaging struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
+	// PaV-Go addition: true to publish Filesystem volumes without nosuid and
+	// nodev, for backends whose files must keep setuid bits or device nodes
+	// working in the client pod (a root file system image, say). Default
+	// false: whatever the staging pod or anyone writing to the volume put
+	// there, a setuid binary does not raise privileges in the client and a
+	// device node does not open. A literal: a section written as a template
+	// cannot set it.
+	AllowSetuidAndDevices bool `json:"allowSetuidAndDevices,omitempty"`
 }
 
 // VolumeUnstaging: how the effects of staging are reverted.

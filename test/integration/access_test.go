@@ -266,6 +266,22 @@ func TestAccess(t *testing.T) {
 	}
 	denied("tenant resizes PaV's pod",
 		patch(tenant, tenantNS, sized.Name, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"}}}]}}`, "resize"), "only PaV may change")
+	// A tenant may delete PaV's pod, but not take PaV's result finalizer off
+	// it: the pod stays, marked deleted, until the controller has acted on
+	// its outcome and lets it go.
+	held := creation.DeepCopy()
+	held.Name, held.Finalizers = "held", []string{protocol.FinalizerResult}
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, held, metav1.CreateOptions{})
+	allowed("controller creates its creation pod with the result finalizer", err)
+	allowed("tenant deletes PaV's pod", tenant.CoreV1().Pods(tenantNS).Delete(ctx, held.Name, metav1.DeleteOptions{}))
+	if got, err := admin.CoreV1().Pods(tenantNS).Get(ctx, held.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp == nil {
+		t.Errorf("PaV's pod deleted by a tenant: %v, %+v; want it kept, marked deleted", err, got)
+	}
+	_, err = tenant.CoreV1().Pods(tenantNS).Patch(ctx, held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	denied("tenant removes PaV's finalizer", err, "reserved to PaV")
+	_, err = ctrl.CoreV1().Pods(tenantNS).Patch(ctx, held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	allowed("controller lets its pod go", err)
+	waitGone(t, admin, tenantNS, held.Name)
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})

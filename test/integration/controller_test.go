@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -581,6 +582,85 @@ func TestProvisionOnTheRuntimesWord(t *testing.T) {
 		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
 	}
 	e.waitNoPods(pvc.UID)
+}
+
+// A tenant deletes the finished creation pod while no controller runs (the
+// leader is changing, say), before its PV exists: PaV's finalizer keeps the
+// pod, so the next controller makes the PV from its results, and exactly one
+// creation pod ever runs.
+func TestTenantDeletesFinishedCreationPod(t *testing.T) {
+	e := newEnv(t)
+	// Every creation pod's arrival and departure, in the API server's order.
+	type podEvent struct {
+		typ        watch.EventType
+		pod, claim types.UID
+	}
+	var (
+		mu     sync.Mutex
+		events []podEvent
+	)
+	// From any version: this test's pods come later; "" would ask for the
+	// current one, which a pod watch cache with no pod yet may not reach.
+	w, err := e.kube.CoreV1().Pods("").Watch(e.ctx, metav1.ListOptions{LabelSelector: protocol.LabelPhase + "=" + string(protocol.PhaseCreation), ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				return // the watch failed (the wait below says so) or was stopped
+			}
+			mu.Lock()
+			events = append(events, podEvent{ev.Type, pod.UID, types.UID(pod.Labels[protocol.LabelClaimUID])})
+			mu.Unlock()
+		}
+	}()
+	e.startController()
+	p := e.provisioner("kept", withPods(true, true, true))
+	e.class("kept", p.Name, nil)
+	pvc := e.claim("c", "kept", "1Gi")
+	uid := string(pvc.UID)
+	e.finishPod(e.pod(protocol.PhaseValidation, uid), 0, "", nil)
+	cre := e.pod(protocol.PhaseCreation, uid)
+	if !protocol.HasFinalizer(cre, protocol.FinalizerResult) {
+		t.Fatalf("creation pod finalizers %v", cre.Finalizers)
+	}
+	e.stopController()
+	e.finishPod(cre, 0, "", map[string]string{protocol.AnnotationResultHandle: "backend-volume-9", protocol.AnnotationResultCapacity: "1Gi"})
+	if err := e.kube.CoreV1().Pods(cre.Namespace).Delete(e.ctx, cre.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.kube.CoreV1().Pods(cre.Namespace).Get(e.ctx, cre.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp == nil {
+		t.Fatalf("the deleted creation pod: %v, %+v; want it kept, marked deleted", err, got)
+	}
+
+	e.startController()
+	if pv := e.volume(pvc); pv.Spec.CSI.VolumeHandle != "backend-volume-9" {
+		t.Errorf("handle %q", pv.Spec.CSI.VolumeHandle)
+	}
+	e.waitNoPods(pvc.UID)
+	// A second creation would have run before the PV, so before the first
+	// pod went: count the creation pods that arrived until then.
+	runs := 0
+	e.waitFor("the creation pod's departure in the watch", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = 0
+		for _, ev := range events {
+			switch {
+			case ev.typ == watch.Added && ev.claim == pvc.UID:
+				runs++
+			case ev.typ == watch.Deleted && ev.pod == cre.UID:
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if runs != 1 {
+		t.Errorf("%d creation pods ran, want 1", runs)
+	}
 }
 
 // recordSucceeded plays the node plugin when the container runtime said

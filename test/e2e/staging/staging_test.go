@@ -5,6 +5,7 @@ package staging
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -369,4 +370,70 @@ sleep 3600 & echo $! > /pav/sleep.pid; wait`, "", true, ""))
 		t.Fatalf("killing the staging pod's process: %v\n%s", err, out)
 	}
 	e.waitForEvent(client.Name, regexp.MustCompile(`staging pod .* which serves this volume, stopped`), 3*time.Minute)
+}
+
+// A staging pod puts a setuid-root shell into the volume. In a client
+// running as an ordinary user the bit is there but does not take effect: the
+// volume is published nosuid,nodev. A provisioner that sets
+// volumeStaging.allowSetuidAndDevices gets neither flag, and the shell runs
+// as root.
+func TestSetuidInVolumeDoesNotElevate(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run("allowSetuidAndDevices="+strconv.FormatBool(allow), func(t *testing.T) {
+			spec := dynamicWith(`mkdir /pav/volume
+cp "$(command -v bash)" /pav/volume/rootsh
+chmod 4755 /pav/volume/rootsh`, "", false, "")
+			if allow {
+				spec = strings.Replace(spec, "volumeStaging:\n", "volumeStaging:\n  allowSetuidAndDevices: true\n", 1)
+			}
+			e := newEnv(t, spec)
+			e.storageClass(nil)
+			e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
+			user := int64(1000)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "client"},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					TerminationGracePeriodSeconds: new(int64),
+					SecurityContext:               &corev1.PodSecurityContext{RunAsUser: &user, RunAsGroup: &user},
+					Containers: []corev1.Container{{
+						Name: "client", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command: []string{"/bin/sh", "-c", `echo "mode $(stat -c %A /data/c1/rootsh)"
+echo "euid $(/data/c1/rootsh -p -c 'id -u')"
+echo "mount $(grep ' /data/c1 ' /proc/self/mountinfo)"`},
+						VolumeMounts: []corev1.VolumeMount{{Name: "c1", MountPath: "/data/c1"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "c1", VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c1"}}}},
+				},
+			}
+			e.CreatePod(framework.PinToNode(pod, e.nodeName()))
+			out := e.succeeded("client")
+			t.Logf("client:\n%s", out)
+			lines := map[string]string{}
+			for _, l := range strings.Split(out, "\n") {
+				if k, v, ok := strings.Cut(l, " "); ok {
+					lines[k] = v
+				}
+			}
+			if lines["mode"] != "-rwsr-xr-x" {
+				t.Fatalf("the shell in the volume has mode %q, want the setuid bit", lines["mode"])
+			}
+			// mountinfo: the 6th field is the mount's own options.
+			f := strings.Fields(lines["mount"])
+			if len(f) < 6 {
+				t.Fatalf("no mount at /data/c1 in the client: %q", lines["mount"])
+			}
+			opts := strings.Split(f[5], ",")
+			nosuid, nodev := slices.Contains(opts, "nosuid"), slices.Contains(opts, "nodev")
+			wantEUID := "1000"
+			if allow {
+				wantEUID = "0"
+			}
+			if nosuid == allow || nodev == allow || lines["euid"] != wantEUID {
+				t.Errorf("mount options %s (nosuid %v, nodev %v), the setuid shell runs with euid %q; want flags %v, euid %s",
+					f[5], nosuid, nodev, lines["euid"], !allow, wantEUID)
+			}
+		})
+	}
 }
