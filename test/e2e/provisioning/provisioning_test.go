@@ -738,3 +738,108 @@ func TestStagingPodSwappingVolumeGetsNothingOutside(t *testing.T) {
 		e.DeletePod(name, timeout)
 	}
 }
+
+// An expansion beyond the provisioner's maxCapacity gets external-resizer's
+// status for an infeasible resize and an Event, runs no expansion pod and
+// leaves the capacity; lowering the request within bounds then expands.
+func TestExpansionBeyondMaxCapacityIsInfeasible(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("capped", "provisioningModes: [Dynamic]\n"+
+		section("volumeValidation", "maxCapacity: 10Gi\n")+
+		section("volumeCreation", "capacity: 1Gi\n")+
+		section("volumeExpansion", pod(`echo "growing to {{ requestedMinCapacity }} bytes"`))+staging)
+	class := e.class(p, func(sc *storagev1.StorageClass) { yes := true; sc.AllowVolumeExpansion = &yes })
+	pvc := e.claim("data", class, "1Gi")
+	_, pv := e.waitBound("data")
+
+	// Every PaV pod of the claim from now on, in the order the API server
+	// created them (a RetryWatcher: a plain watch may be closed mid-test).
+	claimPods := protocol.LabelClaimUID + "=" + string(pvc.UID)
+	initial, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{LabelSelector: claimPods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcher(initial.ResourceVersion, &cache.ListWatch{
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = claimPods
+			return e.Client.CoreV1().Pods(e.Namespace).Watch(e.Ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	request := func(size string) {
+		t.Helper()
+		patch := `{"spec":{"resources":{"requests":{"storage":"` + size + `"}}}}`
+		if _, err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Patch(e.Ctx, "data", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request("5Ti")
+	cur, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), "data", timeout,
+		func(c *corev1.PersistentVolumeClaim) (bool, error) {
+			return c.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := cur.Status
+	if c := claimCondition(cur, corev1.PersistentVolumeClaimControllerResizeError); st.AllocatedResources.Storage().Cmp(resource.MustParse("5Ti")) != 0 ||
+		c == nil || !strings.Contains(c.Message, "above the maximum capacity 10Gi") || claimCondition(cur, corev1.PersistentVolumeClaimResizing) != nil {
+		t.Errorf("claim status %+v, want allocatedResources 5Ti and a ControllerResizeError condition saying why", st)
+	}
+	e.waitEvent("data", "VolumeResizeFailed", "above the maximum capacity 10Gi")
+	// The status is set before any expansion pod could be: none exists.
+	if pods := e.pavPods(pvc.UID); len(pods) != 0 {
+		t.Errorf("%d PaV pods of the claim after its expansion was found infeasible, e.g. %s", len(pods), pods[0].Name)
+	}
+	if c := st.Capacity.Storage(); c.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("claim capacity %s, want 1Gi", c)
+	}
+	if got, err := e.Client.CoreV1().PersistentVolumes().Get(e.Ctx, pv.Name, metav1.GetOptions{}); err != nil || got.Spec.Capacity.Storage().Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("PV capacity %v (%v), want 1Gi", got.Spec.Capacity.Storage(), err)
+	}
+
+	// Kubernetes' recovery from a failed expansion: a lower request.
+	request("2Gi")
+	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), "data", timeout,
+		func(c *corev1.PersistentVolumeClaim) (bool, error) {
+			return c.Status.Capacity.Storage().Cmp(resource.MustParse("2Gi")) == 0 && len(c.Status.AllocatedResourceStatuses) == 0 &&
+				claimCondition(c, corev1.PersistentVolumeClaimControllerResizeError) == nil && claimCondition(c, corev1.PersistentVolumeClaimResizing) == nil, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Client.CoreV1().PersistentVolumes().Get(e.Ctx, pv.Name, metav1.GetOptions{}); err != nil || got.Spec.Capacity.Storage().Cmp(resource.MustParse("2Gi")) != 0 {
+		t.Errorf("PV capacity %v (%v), want 2Gi", got.Spec.Capacity.Storage(), err)
+	}
+	// The watch delivers pods in creation order: the first PaV pod of the
+	// claim since it asked for 5Ti is the expansion pod for 2Gi, so none
+	// ever ran for 5Ti.
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			if target := pod.Annotations[protocol.AnnotationExpansionTarget]; target != "2Gi" {
+				t.Fatalf("PaV pod %s (phase %s, expansion target %q) before the expansion to 2Gi", pod.Name, pod.Labels[protocol.LabelPhase], target)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the watch never showed the expansion pod for 2Gi")
+		}
+	}
+}
+
+func claimCondition(pvc *corev1.PersistentVolumeClaim, t corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaimCondition {
+	for i := range pvc.Status.Conditions {
+		if pvc.Status.Conditions[i].Type == t {
+			return &pvc.Status.Conditions[i]
+		}
+	}
+	return nil
+}
