@@ -65,7 +65,8 @@ func TestChooseHandle(t *testing.T) {
 		{"dot dot", nil, strp(".."), "", true},
 		{"slash", nil, strp("/"), "", true},
 		{"escaping path", strp("../../etc"), nil, "", true},
-		{"inner slash", strp("a/b"), nil, "", true},
+		{"names separated by slashes are fine", strp("pool/vol-1"), nil, "pool/vol-1", false},
+		{"a step aside", nil, strp("a//b"), "", true},
 		{"dots inside are fine", nil, strp("a..b.c@1.5"), "a..b.c@1.5", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

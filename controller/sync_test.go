@@ -1066,7 +1066,7 @@ func TestUnsafeHandleFailsCreationAndNeverReachesTheRevert(t *testing.T) {
 				t.Errorf("the deletion context has handle %q", got)
 			}
 			events := strings.Join(drain(h.events), "\n")
-			if !strings.Contains(events, reasonProvisioningFailed) || !strings.Contains(events, "templates use handles as file names") {
+			if !strings.Contains(events, reasonProvisioningFailed) || !strings.Contains(events, "templates use handles as paths") {
 				t.Errorf("events:\n%s", events)
 			}
 			if pvs, _ := h.kube.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{}); len(pvs.Items) != 0 {

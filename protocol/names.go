@@ -141,18 +141,18 @@ const MaxHandleBytes = 128
 
 // CheckHandle enforces what a volume handle must be, wherever it comes from
 // (spec.volumeCreation.handle or /pav/handle): non-empty printable UTF-8 of
-// at most MaxHandleBytes bytes, and one path component (no "/", not "." or
-// ".."). Kubelet passes it to PaV's node plugin and templates put it into
-// commands and paths (<root>/{{ handle }}, which a deletion pod removes),
-// so no control characters and nothing that leaves its directory.
+// at most MaxHandleBytes bytes, and a relative path that stays beneath its
+// directory: components separated by single "/", none of them "." or "..",
+// no "/" first or last ("pool/vol-1" is fine, "/", "..", "../../etc" and
+// "a//b" are not). Kubelet passes it to PaV's node plugin and templates put
+// it into commands and paths (<root>/{{ handle }}, which a deletion pod
+// removes), so no control characters and nothing that leaves <root>.
 func CheckHandle(h string) error {
 	switch {
 	case h == "":
 		return fmt.Errorf("the handle is empty")
-	case h == "." || h == "..":
-		return fmt.Errorf("the handle %q is not allowed: templates use handles as file names", h)
-	case strings.Contains(h, "/"):
-		return fmt.Errorf("the handle %q contains %q: templates use handles as file names", h, "/")
+	case !pathBeneath(h):
+		return fmt.Errorf("the handle %q is not allowed: templates use handles as paths beneath a directory (<root>/{{ handle }}), so a handle is names separated by single '/', none of them '.' or '..', with no '/' first or last", h)
 	case len(h) > MaxHandleBytes:
 		return fmt.Errorf("the handle is %d bytes long; at most %d are allowed", len(h), MaxHandleBytes)
 	case !utf8.ValidString(h):
@@ -164,6 +164,17 @@ func CheckHandle(h string) error {
 		}
 	}
 	return nil
+}
+
+// pathBeneath reports whether p, joined to a directory, names something
+// strictly beneath it without any lexical step back or aside.
+func pathBeneath(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultKubeletDir is kubelet's default root directory (its --root-dir).

@@ -193,7 +193,7 @@ volumeCreation:
   handle: "{{ params.path }}"
   capacity: 1Gi
 `))
-	if _, err := c.Creation(ctx, dynReq(), nil); err == nil || !strings.Contains(err.Error(), `spec.volumeCreation.handle: Invalid value: "/data": the handle "/data" contains "/"`) {
+	if _, err := c.Creation(ctx, dynReq(), nil); err == nil || !strings.Contains(err.Error(), `spec.volumeCreation.handle: Invalid value: "/data": the handle "/data" is not allowed`) {
 		t.Errorf("handle /data: %v", err)
 	}
 	if cfg, err := c.Deletion(ctx, dynReq(), nil); err != nil || cfg.PodTemplate != nil {

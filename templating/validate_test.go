@@ -183,12 +183,12 @@ volumeCreation:
 volumeCreation:
   handle: ".."
   capacity: 1Gi
-`), want: []string{`spec.volumeCreation.handle: Invalid value: "..": the handle ".." is not allowed: templates use handles as file names`}},
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "..": the handle ".." is not allowed: templates use handles as paths`}},
 		{name: "handle with a slash", doc: withSection(`
 volumeCreation:
   handle: "../../etc"
   capacity: 1Gi
-`), want: []string{`spec.volumeCreation.handle: Invalid value: "../../etc": the handle "../../etc" contains "/"`}},
+`), want: []string{`spec.volumeCreation.handle: Invalid value: "../../etc": the handle "../../etc" is not allowed`}},
 		{name: "node affinity", doc: withSection(`
 volumeCreation:
   nodeAffinity: {requird: {}}
