@@ -105,6 +105,18 @@ func TestWebhook(t *testing.T) {
 		t.Fatalf("invalid PavProvisioner: error %v, want one naming spec.volumeValidation.minCapacity", err)
 	}
 
+	// A pod template may not give PaV's pods PaV's own metadata: the pod
+	// would pass for one PaV decided about (a forged result).
+	forging := testProvisioner("wh-forging", func(s *v1alpha1.PavProvisionerSpec) {
+		tpl := podTemplate("")
+		tpl["metadata"] = map[string]interface{}{"annotations": map[string]interface{}{protocol.AnnotationSucceeded: "true"}}
+		s.VolumeStaging = &v1alpha1.VolumeStaging{PodTemplate: value(tpl)}
+	})
+	_, err = e.pav.Create(e.ctx, forging, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.podTemplate.metadata.annotations["+protocol.AnnotationSucceeded+"]") {
+		t.Fatalf("PavProvisioner whose pod template carries PaV's annotation: error %v, want one naming it", err)
+	}
+
 	// Someone re-applies the configuration without a CA bundle: it is patched again.
 	cur, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(e.ctx, cfgName, metav1.GetOptions{})
 	if err != nil {
