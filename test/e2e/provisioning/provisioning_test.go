@@ -369,7 +369,8 @@ func TestValidationFailureKeepsClaimPending(t *testing.T) {
 func TestCreationFailureRunsDeletionPod(t *testing.T) {
 	e := newEnv(t)
 	dir := e.markerDir()
-	p := e.provisioner("crefail", "provisioningModes: [Dynamic]\n"+
+	// The message is on stderr: it reaches the Event only with podLogsInEvents.
+	p := e.provisioner("crefail", "provisioningModes: [Dynamic]\npodLogsInEvents: true\n"+
 		section("volumeCreation", pod(`echo "backend said no" >&2; exit 3`))+
 		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
 	class := e.class(p, nil)
