@@ -251,7 +251,7 @@ func New(cfg Config) (*Controller, error) {
 		{csiInf, c.funcs(c.onCSIDriver)},
 		{podInf, c.funcs(c.onPod)},
 		{nodeInf, c.funcs(c.onNode)},
-		{c.provInformer, c.funcs(c.onProvisioner)},
+		{c.provInformer, c.provisionerFuncs()},
 		{c.provInformer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.forgetProvisioner}},
 	}
 	for _, h := range handlers {
@@ -492,6 +492,27 @@ func (c *Controller) onProvisioner(obj interface{}) {
 		return pvc.Spec.VolumeName == "" || pvc.DeletionTimestamp != nil ||
 			pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimControllerResizeInfeasible
 	})
+}
+
+// provisionerFuncs handles PavProvisioner events. Any change may call for a
+// new status; only a spec change (a new generation) or the start of its
+// deletion matters to claims, so PaV's own status and finalizer writes requeue
+// none.
+func (c *Controller) provisionerFuncs() cache.ResourceEventHandlerFuncs {
+	h := c.funcs(c.onProvisioner)
+	h.UpdateFunc = func(o, n interface{}) {
+		old, okOld := o.(*v1alpha1.PavProvisioner)
+		p, ok := n.(*v1alpha1.PavProvisioner)
+		if !ok {
+			return
+		}
+		if okOld && old.Generation == p.Generation && (old.DeletionTimestamp == nil) == (p.DeletionTimestamp == nil) {
+			c.provisionerQueue.Add(p.Name)
+			return
+		}
+		c.onProvisioner(p)
+	}
+	return h
 }
 
 func (c *Controller) enqueueClaimsWhere(pred func(*corev1.PersistentVolumeClaim) bool) {
