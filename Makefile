@@ -32,7 +32,7 @@ vet: ## go vet ./...
 	$(GO) vet ./...
 
 .PHONY: generate verify-generated verify-chart
-generate: ## deep copies, clientset, listers, informers (k8s.io/code-generator) and the CRD (controller-gen) from crds/v1alpha1
+generate: ## deep copies, clientset, lister (k8s.io/code-generator), third_party/leaderelection from client-go and the CRD (controller-gen) from crds/v1alpha1
 	hack/generate.sh
 verify-generated: ## fail if `make generate` would change anything (part of `make test`)
 	hack/verify-generated.sh

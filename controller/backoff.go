@@ -69,13 +69,6 @@ func (b *backoff) wait(key string) time.Duration {
 	return 0
 }
 
-// failures is the number of consecutive failures of key.
-func (b *backoff) failures(key string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.items[key].failures
-}
-
 // succeeded forgets key's failures.
 func (b *backoff) succeeded(key string) {
 	b.mu.Lock()

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
@@ -121,6 +122,7 @@ type Controller struct {
 	csiDrivers   storagelisters.CSIDriverLister
 	nodes        corelisters.NodeLister
 	pods         corelisters.PodLister
+	provisioners pavlisters.PavProvisionerLister
 	provInformer cache.SharedIndexInformer
 	informers    []cache.SharedIndexInformer // every cache, started by Run
 	synced       []cache.InformerSynced
@@ -138,9 +140,6 @@ type Controller struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	metrics     *Metrics
-
-	readyMu sync.Mutex
-	ready   bool
 
 	// retained: the released PVs kept by their reclaim policy that this
 	// process announced (name → UID), so each gets one Event.
@@ -237,6 +236,7 @@ func New(cfg Config) (*Controller, error) {
 	c.csiDrivers = storagelisters.NewCSIDriverLister(c.csiDriverIndexer)
 	c.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
 	c.pods = corelisters.NewPodLister(c.podIndexer)
+	c.provisioners = pavlisters.NewPavProvisionerLister(c.provInformer.GetIndexer())
 	for _, inf := range c.informers {
 		c.synced = append(c.synced, inf.HasSynced)
 	}
@@ -251,7 +251,7 @@ func New(cfg Config) (*Controller, error) {
 		{csiInf, c.funcs(c.onCSIDriver)},
 		{podInf, c.funcs(c.onPod)},
 		{nodeInf, c.funcs(c.onNode)},
-		{c.provInformer, c.funcs(c.onProvisioner)},
+		{c.provInformer, c.provisionerFuncs()},
 		{c.provInformer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.forgetProvisioner}},
 	}
 	for _, h := range handlers {
@@ -303,13 +303,6 @@ func (c *Controller) funcs(f func(obj interface{})) cache.ResourceEventHandlerFu
 	}
 }
 
-// Ready reports whether the caches have synced and workers run.
-func (c *Controller) Ready() bool {
-	c.readyMu.Lock()
-	defer c.readyMu.Unlock()
-	return c.ready
-}
-
 // Run starts the informers and workers and blocks until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
@@ -346,9 +339,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	run(c.cfg.VolumeWorkers, worker{"volumes", c.volumeQueue, c.syncVolume, c.volumeVersion})
 	run(c.cfg.ProvisionerWorkers, worker{"provisioners", c.provisionerQueue, c.syncProvisioner, c.provisionerVersion})
 
-	c.readyMu.Lock()
-	c.ready = true
-	c.readyMu.Unlock()
 	klog.InfoS("Controller started", "claimWorkers", c.cfg.ClaimWorkers, "volumeWorkers", c.cfg.VolumeWorkers)
 
 	<-ctx.Done()
@@ -504,6 +494,27 @@ func (c *Controller) onProvisioner(obj interface{}) {
 	})
 }
 
+// provisionerFuncs handles PavProvisioner events. Any change may call for a
+// new status; only a spec change (a new generation) or the start of its
+// deletion matters to claims, so PaV's own status and finalizer writes requeue
+// none.
+func (c *Controller) provisionerFuncs() cache.ResourceEventHandlerFuncs {
+	h := c.funcs(c.onProvisioner)
+	h.UpdateFunc = func(o, n interface{}) {
+		old, okOld := o.(*v1alpha1.PavProvisioner)
+		p, ok := n.(*v1alpha1.PavProvisioner)
+		if !ok {
+			return
+		}
+		if okOld && old.Generation == p.Generation && (old.DeletionTimestamp == nil) == (p.DeletionTimestamp == nil) {
+			c.provisionerQueue.Add(p.Name)
+			return
+		}
+		c.onProvisioner(p)
+	}
+	return h
+}
+
 func (c *Controller) enqueueClaimsWhere(pred func(*corev1.PersistentVolumeClaim) bool) {
 	all, err := c.claims.List(everything)
 	if err != nil {
@@ -531,11 +542,10 @@ func (c *Controller) provisioner(name string) *v1alpha1.PavProvisioner {
 	if name == "" {
 		return nil
 	}
-	obj, exists, err := c.provInformer.GetStore().GetByKey(name)
-	if err != nil || !exists {
+	p, err := c.provisioners.Get(name)
+	if err != nil {
 		return nil
 	}
-	p, _ := obj.(*v1alpha1.PavProvisioner)
 	return p
 }
 

@@ -57,6 +57,35 @@ func TestEventHandlersEnqueue(t *testing.T) {
 			c.onClass(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}})
 		}, []string{"ns/pending"}, nil, nil},
 		{"provisioner: unbound claims, and those whose expansion it did not allow", func(c *Controller) { c.onProvisioner(provisionerFixture("prov")) }, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
+		{"provisioner's status written: only itself", func(c *Controller) {
+			old := provisionerFixture("prov")
+			p := old.DeepCopy()
+			p.ResourceVersion = "2"
+			p.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
+			c.provisionerFuncs().OnUpdate(old, p)
+		}, nil, nil, []string{"prov"}},
+		{"provisioner's finalizer added: only itself", func(c *Controller) {
+			old := provisionerFixture("prov")
+			p := old.DeepCopy()
+			p.Finalizers = []string{protocol.FinalizerProvisioner}
+			c.provisionerFuncs().OnUpdate(old, p)
+		}, nil, nil, []string{"prov"}},
+		{"provisioner's spec changed: the claims too", func(c *Controller) {
+			old := provisionerFixture("prov")
+			p := old.DeepCopy()
+			p.Generation++
+			c.provisionerFuncs().OnUpdate(old, p)
+		}, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
+		{"provisioner being deleted: the claims too", func(c *Controller) {
+			old := provisionerFixture("prov")
+			p := old.DeepCopy()
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			c.provisionerFuncs().OnUpdate(old, p)
+		}, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
+		{"provisioner deleted: the claims too", func(c *Controller) {
+			c.provisionerFuncs().OnDelete(cache.DeletedFinalStateUnknown{Key: "prov", Obj: provisionerFixture("prov")})
+		}, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
 		{"CSIDriver", func(c *Controller) {
 			c.onCSIDriver(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "prov"}})
 		}, nil, nil, []string{"prov"}},

@@ -886,8 +886,8 @@ func TestExpansionNotAllowed(t *testing.T) {
 			if len(failed) != 1 || !strings.Contains(failed[0], tt.message) {
 				t.Errorf("%s events %q, want one saying %q", reasonResizeFailed, failed, tt.message)
 			}
-			if n := h.c.claimBackoff.failures(testClaimKey); n != 0 {
-				t.Errorf("%d failures counted for backoff, want none: nothing is retried", n)
+			if d := h.c.claimBackoff.wait(testClaimKey); d != 0 {
+				t.Errorf("the claim is backed off for %v, want no wait: nothing failed to retry", d)
 			}
 
 			// Lowering the request (Kubernetes' recovery from a failed expansion) expands to it.

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Generates what is derived from the PavProvisioner Go types (crds/v1alpha1):
-# deep copies, the clientset, listers and informers (crds/generated), with
+# deep copies, the clientset and the lister (crds/generated), with
 # k8s.io/code-generator; the client of the built-in groups PaV uses
 # (kubeclient/generated); and the CRD (crds/pavprovisioners.yaml, and its copies
-# in deployment.yaml and the Helm chart's charts/pav/crds/), with controller-gen. The generators are Go tools pinned
-# in hack/tools.mod. `make generate` runs this; `make verify-generated` checks
-# that nothing it would write differs from what is committed.
+# in deployment.yaml and the Helm chart's charts/pav/crds/), with controller-gen.
+# The generators are Go tools pinned in hack/tools.mod. It also refreshes
+# third_party/leaderelection from the client-go in go.mod
+# (hack/refresh-leaderelection.sh). `make generate` runs this; `make
+# verify-generated` checks that nothing it would write differs from what is
+# committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,10 +24,7 @@ tool client-gen --go-header-file "$boilerplate" --clientset-name versioned \
   --output-dir crds/generated/clientset --output-pkg "$module/crds/generated/clientset"
 tool lister-gen --go-header-file "$boilerplate" \
   --output-dir crds/generated/listers --output-pkg "$module/crds/generated/listers" ./crds/v1alpha1
-tool informer-gen --go-header-file "$boilerplate" \
-  --versioned-clientset-package "$module/crds/generated/clientset/versioned" \
-  --listers-package "$module/crds/generated/listers" \
-  --output-dir crds/generated/informers --output-pkg "$module/crds/generated/informers" ./crds/v1alpha1
+# No informer-gen: the processes build their informers with kubeclient.NewInformer.
 
 # PaV's client of the built-in API groups (kubeclient/generated): only the groups and
 # resources its processes call, so that the binary links no other group's types
@@ -67,3 +67,5 @@ awk -v crd="$crd" '
   { print }
 ' deployment.yaml > deployment.yaml.tmp
 mv deployment.yaml.tmp deployment.yaml
+
+hack/refresh-leaderelection.sh

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -59,12 +60,12 @@ func (s *Stager) findPV(ctx context.Context, driver, handle string, vctx map[str
 }
 
 func (s *Stager) provisioner(name string) (*v1alpha1.PavProvisioner, error) {
-	obj, exists, err := s.provisioners.GetByKey(name)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "%v", err)
-	}
-	if !exists {
+	p, err := s.provisioners.Get(name)
+	if apierrors.IsNotFound(err) {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s does not exist", name)
 	}
-	return obj.(*v1alpha1.PavProvisioner), nil
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "looking up PavProvisioner %s: %v", name, err)
+	}
+	return p, nil
 }

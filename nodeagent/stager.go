@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
+	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
@@ -68,7 +69,7 @@ type Stager struct {
 	pods         cache.Indexer
 	podLister    corelisters.PodLister
 	pvs          cache.Indexer
-	provisioners cache.Indexer
+	provisioners pavlisters.PavProvisionerLister
 	events       *podEvents
 	exits        *Exits // nil: only pod status tells that a pod succeeded
 	metrics      *metrics
@@ -116,7 +117,7 @@ func NewStager(cfg StagerConfig) *Stager {
 		pods:         cfg.Pods.GetIndexer(),
 		podLister:    corelisters.NewPodLister(cfg.Pods.GetIndexer()),
 		pvs:          cfg.PVs.GetIndexer(),
-		provisioners: cfg.Provisioners.GetIndexer(),
+		provisioners: pavlisters.NewPavProvisionerLister(cfg.Provisioners.GetIndexer()),
 		events:       newPodEvents(),
 		exits:        cfg.Exits,
 		metrics:      cfg.Metrics,

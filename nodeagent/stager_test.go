@@ -67,6 +67,7 @@ type stagerFixture struct {
 	root    string
 	target  string
 	exits   *Exits // what the container runtime reported (tests record exits themselves)
+	provs   cache.Indexer
 }
 
 const (
@@ -116,7 +117,7 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, pods, pvs)
 	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
-	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits,
+	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits, provs: provs,
 		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
 }
 
@@ -492,7 +493,7 @@ func TestUnpublishWithClaimGone(t *testing.T) {
 func TestPublishRefusedWhileProvisionerIsDeleted(t *testing.T) {
 	f := newStagerFixture(t, nil)
 	now := metav1.Now()
-	_ = f.stager.provisioners.Update(&v1alpha1.PavProvisioner{
+	_ = f.provs.Update(&v1alpha1.PavProvisioner{
 		ObjectMeta: metav1.ObjectMeta{Name: testDriver, DeletionTimestamp: &now, Finalizers: []string{protocol.FinalizerProvisioner}},
 		Spec:       v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}},
 	})

@@ -6,7 +6,7 @@
 // phase sections keep their fields as untyped JSON values (Value). The typed,
 // evaluated form of each phase lives in package templating.
 //
-// The deep copies, the clientset, listers and informers (crds/generated)
+// The deep copies, the clientset and the lister (crds/generated)
 // and the CRD schema (crds/pavprovisioners.yaml) are generated from these
 // types by `make generate` (hack/generate.sh).
 //
