@@ -298,6 +298,50 @@ nodePools:
 	}
 }
 
+// TestMaxVolumesPerNode: node.maxVolumesPerNode is the node plugin's
+// --max-volumes-per-node; a pool may have its own; 0 (the default) and unset
+// leave the flag out; anything but a whole number in range fails.
+func TestMaxVolumesPerNode(t *testing.T) {
+	for _, ds := range []string{"node-agent", "node-agent-k0s"} {
+		o := find(t, render(t, "--set", "nodePools[0].name=k0s,nodePools[0].kubeletDir=/k,nodePools[0].nodeSelector.a=b"), "DaemonSet", ds)
+		for _, a := range args(t, o) {
+			if strings.HasPrefix(a, "--max-volumes-per-node") {
+				t.Errorf("%s by default: %s, want no limit", ds, a)
+			}
+		}
+	}
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+node: {maxVolumesPerNode: 1000000}
+nodePools:
+  - {name: small, kubeletDir: /var/lib/small, nodeSelector: {small: "true"}, maxVolumesPerNode: 8}
+  - {name: plain, kubeletDir: /var/lib/other, nodeSelector: {other: "true"}}
+  - {name: unlimited, kubeletDir: /var/lib/unlimited, nodeSelector: {unlimited: "true"}, maxVolumesPerNode: 0}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, "-f", values)
+	for ds, want := range map[string]string{
+		"node-agent": "--max-volumes-per-node=1000000", "node-agent-small": "--max-volumes-per-node=8",
+		"node-agent-plain": "--max-volumes-per-node=1000000", "node-agent-unlimited": "",
+	} {
+		var got []string
+		for _, a := range args(t, find(t, objs, "DaemonSet", ds)) {
+			if strings.HasPrefix(a, "--max-volumes-per-node") {
+				got = append(got, a)
+			}
+		}
+		if want == "" && len(got) != 0 || want != "" && (len(got) != 1 || got[0] != want) {
+			t.Errorf("%s: %v, want %q", ds, got, want)
+		}
+	}
+	for _, bad := range []string{"-1", "2147483648", "many"} {
+		if out := renderFails(t, "--set", "node.maxVolumesPerNode="+bad); !strings.Contains(out, "maxVolumesPerNode "+bad+" must be a whole number") {
+			t.Errorf("maxVolumesPerNode=%s: %s", bad, out)
+		}
+	}
+}
+
 // TestKubeletDir: kubeletDir roots both processes' --kubelet-dir and the node
 // plugin's host path, and nothing is left at the default.
 func TestKubeletDir(t *testing.T) {

@@ -85,6 +85,8 @@ type Driver struct {
 	version string
 	nodeID  string
 	stager  Stager
+	// maxVolumes is NodeGetInfo's max_volumes_per_node (0: no limit).
+	maxVolumes int64
 
 	// inflight serialises operations per (volume, target path): kubelet
 	// never issues two at once for one target, but a retry may overlap a
@@ -122,8 +124,11 @@ func (d *Driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, 
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
+// NodeGetInfo: kubelet copies a nonzero MaxVolumesPerNode into the node's
+// CSINode (spec.drivers[].allocatable.count) when the driver registers, and
+// the scheduler then keeps pods whose volumes would exceed it off the node.
 func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	return &csi.NodeGetInfoResponse{NodeId: d.nodeID}, nil
+	return &csi.NodeGetInfoResponse{NodeId: d.nodeID, MaxVolumesPerNode: d.maxVolumes}, nil
 }
 
 // NodeGetCapabilities: volume stats and volume health (CSI 1.13's

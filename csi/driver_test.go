@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -391,6 +392,35 @@ func TestManagerCheck(t *testing.T) {
 		}
 		if err := m.Check(); err == nil || !strings.Contains(err.Error(), socket) {
 			t.Errorf("%s removed: Check() = %v", socket, err)
+		}
+	}
+}
+
+// TestNodeGetInfoVolumeLimit: every driver a manager serves reports the
+// manager's volume limit to kubelet, and none (0) unless one is set.
+func TestNodeGetInfoVolumeLimit(t *testing.T) {
+	for _, limit := range []int64{0, 40} {
+		m := NewManager(t.TempDir(), "1.2.3", "node1", newFakeStager())
+		if limit != 0 {
+			m.LimitVolumes(limit)
+		}
+		for _, name := range []string{"prov-a", "prov-b"} {
+			if err := m.Add(name); err != nil {
+				t.Fatal(err)
+			}
+			ni, err := csi.NewNodeClient(dial(t, m.CSISocket(name))).NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
+			if err != nil || ni.NodeId != "node1" || ni.MaxVolumesPerNode != limit {
+				t.Errorf("limit %d: %s: NodeGetInfo = %v, %v; want max_volumes_per_node %d", limit, name, ni, err, limit)
+			}
+		}
+		m.Stop()
+	}
+}
+
+func TestCheckVolumeLimit(t *testing.T) {
+	for n, ok := range map[int64]bool{0: true, 1: true, math.MaxInt32: true, -1: false, math.MaxInt32 + 1: false} {
+		if err := CheckVolumeLimit(n); (err == nil) != ok {
+			t.Errorf("CheckVolumeLimit(%d) = %v", n, err)
 		}
 	}
 }

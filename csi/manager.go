@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ type Manager struct {
 	version    string
 	nodeID     string
 	stager     Stager
+	maxVolumes int64 // of every driver (LimitVolumes)
 
 	mu      sync.Mutex
 	drivers map[string]*served
@@ -109,6 +111,22 @@ func NewManager(kubeletDir, version, nodeID string, stager Stager) *Manager {
 // CSINode (call before the first Add).
 func (m *Manager) UseNodeDrivers(nd NodeDrivers) { m.nodeDrivers = nd }
 
+// LimitVolumes makes every driver report at most n volumes per node in
+// NodeGetInfo (0: no limit, the default; n as CheckVolumeLimit allows). CSI
+// limits are per driver, so the limit applies to each PavProvisioner on its
+// own. Call before the first Add.
+func (m *Manager) LimitVolumes(n int64) { m.maxVolumes = n }
+
+// CheckVolumeLimit tells whether n can be a per-node volume limit: CSI
+// forbids negative ones, and CSINode's allocatable count is an int32 (kubelet
+// would silently truncate a larger one).
+func CheckVolumeLimit(n int64) error {
+	if n < 0 || n > math.MaxInt32 {
+		return fmt.Errorf("maximum volumes per node %d: must be 0 (no limit) to %d", n, math.MaxInt32)
+	}
+	return nil
+}
+
 // CSISocket is where driver name's CSI endpoint is.
 func (m *Manager) CSISocket(name string) string {
 	return filepath.Join(m.kubeletDir, "plugins", name, "csi.sock")
@@ -175,9 +193,11 @@ func (m *Manager) Add(name string) error {
 		s.draining = false // the provisioner is back: keep serving
 		return nil
 	}
+	driver := NewDriver(name, m.version, m.nodeID, m.stager)
+	driver.maxVolumes = m.maxVolumes
 	s := &served{
 		name:       name,
-		driver:     NewDriver(name, m.version, m.nodeID, m.stager),
+		driver:     driver,
 		csiSocket:  m.CSISocket(name),
 		regSocket:  m.RegistrationSocket(name),
 		registered: make(chan struct{}),

@@ -51,12 +51,18 @@ type Config struct {
 	// the caller serves it.
 	Registry *prometheus.Registry
 	Workers  int
+	// MaxVolumesPerNode is what every driver reports to kubelet as the
+	// most volumes it may have on this node (0: no limit).
+	MaxVolumesPerNode int64
 }
 
 // Run runs the node plugin until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.NodeName == "" {
 		return errors.New("the node name is required (--node-name or $NODE_NAME)")
+	}
+	if err := pavcsi.CheckVolumeLimit(cfg.MaxVolumesPerNode); err != nil {
+		return fmt.Errorf("--max-volumes-per-node: %w", err)
 	}
 	if cfg.KubeletDir == "" {
 		cfg.KubeletDir = protocol.DefaultKubeletDir
@@ -127,6 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	manager.UseNodeDrivers(nodeDrivers)
+	manager.LimitVolumes(cfg.MaxVolumesPerNode)
 
 	kubeclient.Run(ctx, podInformer, pvInformer, csiNodeInformer, provInformer)
 

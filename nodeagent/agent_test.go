@@ -89,3 +89,12 @@ func TestStagerReadyFollowsInformers(t *testing.T) {
 		t.Errorf("stopped: Ready() = %v", err)
 	}
 }
+
+// TestRunRejectsVolumeLimit: an impossible --max-volumes-per-node stops the
+// node plugin at once, naming the flag, before it registers any driver.
+func TestRunRejectsVolumeLimit(t *testing.T) {
+	err := Run(context.Background(), Config{NodeName: "node1", KubeletDir: t.TempDir(), MaxVolumesPerNode: -1})
+	if err == nil || !strings.Contains(err.Error(), "--max-volumes-per-node") {
+		t.Errorf("Run with -1 volumes per node = %v, want an error naming the flag", err)
+	}
+}

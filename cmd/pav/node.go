@@ -25,6 +25,7 @@ type nodeOptions struct {
 	metricsAddr string
 	workers     int
 	runtime     string
+	maxVolumes  int64
 }
 
 func init() {
@@ -50,6 +51,8 @@ func init() {
 	f.IntVar(&o.workers, "result-workers", 4, "pods whose results are collected in parallel")
 	f.StringVar(&o.runtime, "runtime-endpoint", "unix:///run/containerd/containerd.sock",
 		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
+	f.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0,
+		"most PaV volumes of each PavProvisioner that pods on this node may use, reported to kubelet (CSI max_volumes_per_node, CSINode allocatable count) for the scheduler to enforce (0: no limit)")
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	f.AddGoFlagSet(klogFlags)
@@ -69,15 +72,16 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	reg := newRegistry()
 	go serveMetrics(ctx, o.metricsAddr, reg)
 	return nodeagent.Run(ctx, nodeagent.Config{
-		Registry:        reg,
-		NodeName:        o.nodeName,
-		KubeletDir:      o.kubeletDir,
-		Version:         version,
-		Kube:            client,
-		Pav:             client,
-		Engine:          nodeagent.NewTemplatingEngine(client),
-		HealthAddress:   o.httpAddr,
-		RuntimeEndpoint: o.runtime,
-		Workers:         o.workers,
+		Registry:          reg,
+		NodeName:          o.nodeName,
+		KubeletDir:        o.kubeletDir,
+		Version:           version,
+		Kube:              client,
+		Pav:               client,
+		Engine:            nodeagent.NewTemplatingEngine(client),
+		HealthAddress:     o.httpAddr,
+		RuntimeEndpoint:   o.runtime,
+		Workers:           o.workers,
+		MaxVolumesPerNode: o.maxVolumes,
 	})
 }

@@ -43,6 +43,7 @@ pav.nodeAgent: a node plugin DaemonSet. Argument: a dict with
   pool         the pool's name, "" for the default DaemonSet
   kubeletDir   the kubelet root directory of its nodes
   runtimeSocket containerd's socket on its nodes ("": none)
+  maxVolumesPerNode its nodes' volume limit per PavProvisioner (0: none)
   nodeSelector, tolerations, affinity, resources
 */}}
 {{- define "pav.nodeAgent" -}}
@@ -101,6 +102,12 @@ spec:
             - --v={{ $v.logVerbosity }}
             - --kubelet-dir={{ .kubeletDir }}
             - --runtime-endpoint={{ with .runtimeSocket }}unix://{{ . }}{{ end }}
+            {{- with .maxVolumesPerNode }}
+            {{- if or (not (or (kindIs "float64" .) (kindIs "int64" .) (kindIs "int" .))) (lt (int64 .) 0) (gt (int64 .) 2147483647) (ne (float64 (int64 .)) (float64 .)) }}
+            {{- fail (printf "%s: maxVolumesPerNode %v must be a whole number from 0 (no limit) to 2147483647" $.name .) }}
+            {{- end }}
+            - --max-volumes-per-node={{ int64 . }}
+            {{- end }}
             {{- if $v.metrics.enabled }}
             - --metrics-endpoint=:{{ $v.metrics.nodePort }}
             {{- end }}
