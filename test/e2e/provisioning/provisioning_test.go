@@ -369,7 +369,16 @@ func TestValidationFailureKeepsClaimPending(t *testing.T) {
 func TestCreationFailureRunsDeletionPod(t *testing.T) {
 	e := newEnv(t)
 	dir := e.markerDir()
-	// The message is on stderr: it reaches the Event only with podLogsInEvents.
+	// The message is on stderr: it reaches the Event only with
+	// podLogsInEvents, and where PaV may read logs: in a namespace allowed by
+	// label, once ClusterRole pav-pod-logs is bound there (as the README says).
+	if _, err := e.Client.RbacV1().RoleBindings(e.Namespace).Create(e.Ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "pav-pod-logs"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "pav-pod-logs"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "controller", Namespace: "pav"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	p := e.provisioner("crefail", "provisioningModes: [Dynamic]\npodLogsInEvents: true\n"+
 		section("volumeCreation", pod(`echo "backend said no" >&2; exit 3`))+
 		section("volumeDeletion", pod(`touch /markers/deleted-$CLAIM_UID`))+staging)
