@@ -402,5 +402,28 @@ func setTemplate(t *testing.T, f *framework.Framework, change func(*corev1.PodSp
 	if out, err := framework.Kubectl(ctx, "-n", pavNamespace, "rollout", "status", "deployment/"+deployment, "--timeout="+timeout.String()); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	return original
+	// The rollout is complete once the new replicas are available, while the
+	// old ones may still be terminating, answering on the connections they
+	// have: wait until only pods of the new template are left.
+	want := d.Spec.Template.Spec.Containers[0].Args
+	deadline := time.Now().Add(timeout)
+	for {
+		pods, err := f.Client.CoreV1().Pods(pavNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + deployment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := 0
+		for _, p := range pods.Items {
+			if !slices.Equal(p.Spec.Containers[0].Args, want) {
+				old++
+			}
+		}
+		if old == 0 {
+			return original
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d controller pods of the previous template still there %v after the rollout", old, timeout)
+		}
+		time.Sleep(time.Second)
+	}
 }
