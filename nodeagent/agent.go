@@ -112,8 +112,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	var exits *Exits
+	var processes ContainerProcesses
 	if cfg.RuntimeEndpoint != "" {
 		exits = NewExits(podInformer)
+		cp, err := NewContainerdProcesses(cfg.RuntimeEndpoint)
+		if err != nil {
+			return err
+		}
+		processes = cp
 	}
 	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
 	broadcaster := kubeclient.NewEventBroadcaster(record.WithContext(ctx))
@@ -122,7 +128,8 @@ func Run(ctx context.Context, cfg Config) error {
 	stager := NewStager(StagerConfig{
 		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
 		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m, Exits: exits,
-		Recorder: broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
+		Recorder:  broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
+		Processes: processes, Recovery: true,
 	})
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
 	// This node's CSINode: driver registrations are paced and confirmed there.
@@ -173,6 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 		go WatchContainerd(ctx, cfg.RuntimeEndpoint, exits.record)
 	}
 	go stager.RunAbandonedSweep(ctx)
+	go stager.RunRecovery(ctx)
 	started.Store(true)
 	klog.InfoS("Node plugin running", "node", cfg.NodeName, "kubeletDir", cfg.KubeletDir, "podDirRoot", cfg.PodDirRoot)
 

@@ -127,3 +127,20 @@ func indexPodUID(obj interface{}) ([]string, error) {
 	}
 	return []string{string(pod.UID)}, nil
 }
+
+// anyExited says whether the runtime reported an exit of one of pod's
+// (non-init) containers: a long-running staging pod's daemon stopped.
+func (e *Exits) anyExited(pod *corev1.Pod) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	codes := e.codes[pod.UID]
+	for _, c := range pod.Spec.Containers {
+		if _, ok := codes[c.Name]; ok {
+			return true
+		}
+	}
+	return false
+}

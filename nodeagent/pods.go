@@ -30,7 +30,7 @@ import (
 // createStagingPod evaluates volumeStaging (after static validation for
 // statically provisioned PVs) and creates the staging pod, pinned to this
 // node. A pod of the same name that already exists is reused.
-func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached *corev1.PersistentVolume, req *pavcsi.PublishRequest) (*corev1.Pod, error) {
+func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached *corev1.PersistentVolume, req *pavcsi.PublishRequest, extra map[string]string) (*corev1.Pod, error) {
 	p, err := s.provisioner(driver)
 	if err != nil {
 		return nil, err
@@ -74,6 +74,9 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	pod, err := protocol.StagingPod(tmpl, p.Name, s.root, s.node, id, pv, pvc, req.TargetPath, req.ReadOnly)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	for k, v := range extra {
+		pod.Annotations[k] = v
 	}
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {

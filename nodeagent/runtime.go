@@ -12,6 +12,8 @@ import (
 	taskevents "github.com/containerd/containerd/api/events"
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -47,11 +49,7 @@ type containerExit struct {
 // (containerd restarted, say) is subscribed again with backoff; exits missed
 // meanwhile are only learnt from the pod status, as without this watch.
 func WatchContainerd(ctx context.Context, endpoint string, record func(containerExit)) {
-	target := endpoint
-	if !strings.HasPrefix(target, "unix://") {
-		target = "unix://" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dialContainerd(endpoint)
 	if err != nil {
 		klog.ErrorS(err, "Not watching the container runtime's exit events", "endpoint", endpoint)
 		return
@@ -146,4 +144,56 @@ func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (con
 		return containerExit{}, false
 	}
 	return containerExit{PodUID: types.UID(uid), Container: name, Status: te.ExitStatus}, true
+}
+
+// ContainerdProcesses finds the processes of a pod's running containers
+// through containerd, by the pod UID kubelet labels each container with.
+type ContainerdProcesses struct {
+	containers containersapi.ContainersClient
+	tasks      tasksapi.TasksClient
+}
+
+// NewContainerdProcesses connects (lazily) to containerd at endpoint.
+func NewContainerdProcesses(endpoint string) (*ContainerdProcesses, error) {
+	conn, err := dialContainerd(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to containerd at %s: %w", endpoint, err)
+	}
+	return &ContainerdProcesses{containers: containersapi.NewContainersClient(conn), tasks: tasksapi.NewTasksClient(conn)}, nil
+}
+
+// PodPIDs returns the main process of each running container of the pod
+// (not its sandbox), as PIDs of the host's PID namespace.
+func (c *ContainerdProcesses) PodPIDs(ctx context.Context, uid types.UID) ([]int, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, containerdNamespace)
+	list, err := c.containers.List(ctx, &containersapi.ListContainersRequest{
+		Filters: []string{fmt.Sprintf(`labels.%q==%q`, labelPodUID, string(uid))},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the containers of pod %s in containerd: %w", uid, err)
+	}
+	var pids []int
+	for _, ctr := range list.GetContainers() {
+		if ctr.GetLabels()[labelKind] == kindSandbox || ctr.GetLabels()[labelPodUID] != string(uid) {
+			continue
+		}
+		task, err := c.tasks.Get(ctx, &tasksapi.GetRequest{ContainerID: ctr.GetID()})
+		if err != nil {
+			continue // not running (exited, or being created)
+		}
+		if p := task.GetProcess(); p.GetPid() != 0 && p.GetStatus() == tasktypes.Status_RUNNING {
+			pids = append(pids, int(p.GetPid()))
+		}
+	}
+	return pids, nil
+}
+
+// dialContainerd makes a (lazy) client connection to containerd's socket,
+// given as "unix:///run/containerd/containerd.sock" or a path.
+func dialContainerd(endpoint string) (*grpc.ClientConn, error) {
+	target := endpoint
+	if !strings.HasPrefix(target, "unix://") {
+		target = "unix://" + target
+	}
+	return grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 }

@@ -15,6 +15,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
 
@@ -84,6 +85,11 @@ type Stager struct {
 	locks stagingLocks
 	// the sweep's unpublishes of stagings kubelet forgot (abandoned.go)
 	abandoned abandonedUnpublishes
+	// recoveries queues stagings to recover (recovery.go); nil: none
+	recoveries workqueue.TypedRateLimitingInterface[string]
+	// processes finds client containers' processes; nil: recovery cannot
+	// reach into them
+	processes ContainerProcesses
 	// informers behind the caches above, by resource (Ready)
 	informers map[string]cache.SharedIndexInformer
 }
@@ -104,6 +110,10 @@ type StagerConfig struct {
 	Exits *Exits
 	// Recorder, if set, reports volumes turning abnormal on their client pods.
 	Recorder record.EventRecorder
+	// Processes, if set, finds client containers for recovery.
+	Processes ContainerProcesses
+	// Recovery turns on the recovery of stagings that stop serving (RunRecovery).
+	Recovery bool
 }
 
 // NewStager registers on the pod informer and returns the stager.
@@ -132,9 +142,20 @@ func NewStager(cfg StagerConfig) *Stager {
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}
+	if cfg.Recovery {
+		s.recoveries = newRecoveryQueue()
+		s.processes = cfg.Processes
+	}
 	_, _ = cfg.Pods.AddEventHandler(s.events.handler())
+	_, _ = cfg.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { s.checkStagingPod(obj.(*corev1.Pod)) },
+		UpdateFunc: func(_, obj interface{}) { s.checkStagingPod(obj.(*corev1.Pod)) },
+	})
 	if cfg.Exits != nil {
-		cfg.Exits.OnExit(func(pod *corev1.Pod) { s.events.notify(pod) })
+		cfg.Exits.OnExit(func(pod *corev1.Pod) {
+			s.events.notify(pod)
+			s.checkStagingPod(pod)
+		})
 	}
 	return s
 }
@@ -161,8 +182,17 @@ func (s *Stager) Ready() error {
 func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
 	start := time.Now()
 	defer func() { s.metrics.observe("publish", start, err) }()
+	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
+	return s.publish(ctx, driver, req, nil)
+}
+
+// publish is Publish with the staging's lock held. rec is set when a
+// recovery restages a volume still in use (recovery.go): the new staging pod
+// records it, the mount at the target is replaced, and a failed staging pod
+// stays as the record of the recovery, for the next attempt to replace.
+func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.PublishRequest, rec *recoveryRecord) error {
+	start := time.Now()
 	id := protocol.StagingID(req.VolumeID, req.TargetPath)
-	defer s.locks.lock(id)()
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
 	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
@@ -191,7 +221,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 		if prov, err := s.provisioner(driver); err == nil && prov.DeletionTimestamp != nil {
 			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is staged", driver)
 		}
-		if pod, err = s.createStagingPod(ctx, driver, id, pv, req); err != nil {
+		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, rec.annotations()); err != nil {
 			return err
 		}
 		logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))
@@ -217,6 +247,8 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 			pod.Namespace, pod.Name, describePod(pod))
 	case state == stagingGone:
 		return status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
+	case state == stagingFailed && rec != nil:
+		return status.Errorf(codes.Internal, "staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
 	case state == stagingFailed:
 		msg := s.failureMessage(ctx, pod, dir)
 		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
@@ -235,13 +267,19 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 		err = checkVolume(src, req.Block, capacity, podDevices(pod))
 	}
 	if err != nil {
-		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err))
+		msg := fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err)
+		if rec != nil {
+			return status.Error(codes.Internal, msg)
+		}
+		return s.failStaging(ctx, driver, pod, msg)
 	}
-	allowSetuid := false
-	if p, err := s.provisioner(driver); err == nil && p.Spec.VolumeStaging != nil {
-		allowSetuid = p.Spec.VolumeStaging.AllowSetuidAndDevices
+	if rec != nil {
+		// The target still holds the volume that stopped working.
+		if err := unmountUnder(s.mounter, req.TargetPath); err != nil {
+			return status.Errorf(codes.Internal, "unmounting the stopped volume at %s: %v", req.TargetPath, err)
+		}
 	}
-	if err := publishTarget(s.mounter, src, req.TargetPath, req.Block, req.ReadOnly, allowSetuid); err != nil {
+	if err := publishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
 		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
 	}
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,

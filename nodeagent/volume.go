@@ -213,7 +213,7 @@ func podDevices(pod *corev1.Pod) deviceAllowed {
 // client pod, whoever put it there. A block volume is one device node,
 // which nodev would make unusable and nosuid does not concern. An existing
 // mount at target is taken as a previous call's work.
-func publishTarget(m mount.Interface, source *os.File, target string, block, readOnly, allowSetuidAndDevices bool) error {
+func publishTarget(m mount.Interface, source *os.File, target string, opts BindOptions) error {
 	binder, ok := m.(FDBinder)
 	if !ok {
 		return fmt.Errorf("cannot publish: %T cannot bind a descriptor", m)
@@ -224,7 +224,7 @@ func publishTarget(m mount.Interface, source *os.File, target string, block, rea
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return fmt.Errorf("creating parent of target path: %w", err)
 	}
-	if block {
+	if opts.Block {
 		f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
 		if err != nil {
 			return fmt.Errorf("creating target file: %w", err)
@@ -240,11 +240,10 @@ func publishTarget(m mount.Interface, source *os.File, target string, block, rea
 	if mounted {
 		return nil
 	}
-	opts := BindOptions{ReadOnly: readOnly, NoSetuidNoDevices: !block && !allowSetuidAndDevices}
 	if err := binder.BindFD(source, target, opts); err != nil {
 		return fmt.Errorf("bind-mounting the volume: %w", err)
 	}
-	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", readOnly, "block", block, "nosuidNodev", opts.NoSetuidNoDevices)
+	klog.V(2).InfoS("Published volume", "source", source.Name(), "target", target, "readOnly", opts.ReadOnly, "block", opts.Block, "nosuidNodev", opts.NoSetuidNoDevices)
 	return nil
 }
 
@@ -284,6 +283,8 @@ type FDBinder interface {
 // BindOptions are the flags of a bind that publishes a volume, set on every
 // mount of the bound tree.
 type BindOptions struct {
+	// Block: the volume is a device node, bound at a file.
+	Block    bool
 	ReadOnly bool
 	// NoSetuidNoDevices: nosuid and nodev, so setuid bits and file
 	// capabilities do not raise privileges and device nodes cannot be opened.
@@ -315,17 +316,11 @@ type HostMounter struct{ mount.Interface }
 // client pod's, stayed writable (or suid); a tree given its flags before it
 // is attached is born with them in every copy. Linux >= 5.12.
 func (HostMounter) BindFD(source *os.File, target string, opts BindOptions) error {
-	tree, err := unix.OpenTree(int(source.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	tree, err := cloneTree(source, "", opts)
 	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", source.Name(), err)
+		return err
 	}
 	defer unix.Close(tree)
-	if attrs := opts.mountAttrs(); attrs != 0 {
-		attr := &unix.MountAttr{Attr_set: attrs}
-		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
-			return fmt.Errorf("mount_setattr %+v on the clone of %s: %w", opts, source.Name(), err)
-		}
-	}
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount to %s: %w", target, err)
 	}

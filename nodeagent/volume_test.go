@@ -286,7 +286,7 @@ func TestPublishTarget(t *testing.T) {
 			target := filepath.Join(base, "pods", "uid", "volumes", "mount")
 			fake := mount.NewFakeMounter(nil)
 			m := &fdMounter{FakeMounter: fake, nested: tt.nested}
-			if err := publishTarget(m, source, target, tt.block, tt.readOnly, tt.allowSetuid); err != nil {
+			if err := publishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Stat(target)
@@ -310,7 +310,7 @@ func TestPublishTarget(t *testing.T) {
 			}
 			// A second call finds the mount and does nothing.
 			n := len(fake.MountPoints)
-			if err := publishTarget(m, source, target, tt.block, tt.readOnly, tt.allowSetuid); err != nil {
+			if err := publishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
 				t.Fatal(err)
 			}
 			if len(fake.MountPoints) != n {

@@ -67,6 +67,10 @@ const (
 	// pod succeeded (so that a restart does not run it twice).
 	AnnotationVolumeSnapshot = prefix + "volume-snapshot" // JSON of the PV
 	AnnotationUnstaged       = prefix + "unstaged"
+	// On a staging pod that replaces one that stopped while clients used
+	// its volume: JSON of what it replaces and since when, until the node
+	// plugin has replaced the volume in every client container.
+	AnnotationRecovering = prefix + "recovering"
 
 	// On creation pods: the evaluated volumeCreation fields (handle,
 	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly

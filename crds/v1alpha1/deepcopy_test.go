@@ -32,7 +32,7 @@ func fullProvisioner() *PavProvisioner {
 			VolumeCreation: &VolumeCreation{Section: section("c"), Handle: value("h"), Capacity: value("cap"), PodTemplate: value("cp"),
 				NodeAffinity: value("na"), Cloning: true},
 			VolumeDeletion:  &VolumeDeletion{Section: section("d"), PodTemplate: value("dp")},
-			VolumeStaging:   &VolumeStaging{Section: section("s"), PodTemplate: value("sp"), AllowSetuidAndDevices: true},
+			VolumeStaging:   &VolumeStaging{Section: section("s"), PodTemplate: value("sp"), AllowSetuidAndDevices: true, Recovery: RecoveryNone},
 			VolumeUnstaging: &VolumeUnstaging{Section: section("u"), PodTemplate: value("up")},
 			VolumeExpansion: &VolumeExpansion{Section: section("e"), PodTemplate: value("ep")},
 			PodLogsInEvents: true,

@@ -186,7 +186,25 @@ type VolumeStaging struct {
 	// device node does not open. A literal: a section written as a template
 	// cannot set it.
 	AllowSetuidAndDevices bool `json:"allowSetuidAndDevices,omitempty"`
+	// PaV-Go addition: what the node plugin does when a volume's staging
+	// stops serving clients that still use it (a long-running staging pod
+	// stops; a run-to-completion one's volume is found gone). Restage (the
+	// default): stage the volume again and replace the mount, or the
+	// device, in the running client containers. None: only report it
+	// (Event, abnormal volume condition), e.g. for a daemon whose cache
+	// must not be replaced silently.
+	// +kubebuilder:validation:Enum=Restage;None
+	// +optional
+	Recovery StagingRecovery `json:"recovery,omitempty"`
 }
+
+// StagingRecovery is spec.volumeStaging.recovery.
+type StagingRecovery string
+
+const (
+	RecoveryRestage StagingRecovery = "Restage"
+	RecoveryNone    StagingRecovery = "None"
+)
 
 // VolumeUnstaging: how the effects of staging are reverted.
 //

@@ -77,6 +77,9 @@ spec:
         {{- end }}
     spec:
       serviceAccountName: node
+      # The host PID namespace: recovering a volume reaches into the running
+      # client containers' mount namespaces, by their processes.
+      hostPID: true
       priorityClassName: {{ $v.node.priorityClassName }}
       {{- with .nodeSelector }}
       nodeSelector: {{- toYaml . | nindent 8 }}

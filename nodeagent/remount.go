@@ -1,0 +1,297 @@
+// Replacing a volume's mounts inside running client containers.
+//
+// kubelet's container runtime gives each container its own mount namespace
+// with a copy of the volume's mount at the target path; unless the pod set
+// mountPropagation: HostToContainer, a new mount at the target path never
+// reaches that copy. So the node plugin goes to the copies: it clones the new
+// volume's tree detached (open_tree), enters the container's mount namespace
+// on one locked OS thread (setns), places the clone beneath the old mount
+// (move_mount MOVE_MOUNT_BENEATH) and detaches the old one from above it, so
+// the path never shows anything but the old or the new volume.
+
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+)
+
+// moveMountBeneath is move_mount's MOVE_MOUNT_BENEATH (Linux >= 6.5,
+// include/uapi/linux/mount.h), which golang.org/x/sys does not define.
+const moveMountBeneath = 0x00000200
+
+// volumeMount names what a mount shows, the same in every mount namespace:
+// the file system (its device numbers) and the directory of it that is
+// mounted (Root, as in mountinfo).
+type volumeMount struct {
+	Major, Minor int
+	Root         string
+}
+
+func (v volumeMount) String() string { return fmt.Sprintf("%d:%d:%s", v.Major, v.Minor, v.Root) }
+
+// parseVolumeMount is the inverse of String.
+func parseVolumeMount(s string) (volumeMount, error) {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") {
+		return volumeMount{}, fmt.Errorf("%q is not major:minor:/root", s)
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return volumeMount{}, fmt.Errorf("%q is not major:minor:/root: %w", s, err)
+	}
+	return volumeMount{Major: major, Minor: minor, Root: parts[2]}, nil
+}
+
+// within says whether a mount showing m shows v or a directory inside it
+// (a subPath of the volume), and which one (relative to v's root).
+func (v volumeMount) within(m mount.MountInfo) (sub string, ok bool) {
+	if m.Major != v.Major || m.Minor != v.Minor {
+		return "", false
+	}
+	root := unescapeMountInfo(m.Root)
+	if root == v.Root {
+		return "", true
+	}
+	prefix := strings.TrimSuffix(v.Root, "/") + "/"
+	if !strings.HasPrefix(root, prefix) {
+		return "", false
+	}
+	return strings.TrimPrefix(root, prefix), true
+}
+
+// mountAt is the top mount at path in the mount table of /proc/<pid> ("self"
+// for the node plugin's own).
+func mountAt(pid, target string) (*mount.MountInfo, error) {
+	infos, err := mount.ParseMountInfo("/proc/" + pid + "/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var top *mount.MountInfo
+	for i := range infos {
+		if unescapeMountInfo(infos[i].MountPoint) == target {
+			top = &infos[i] // later lines are mounted above earlier ones
+		}
+	}
+	if top == nil {
+		return nil, fmt.Errorf("nothing is mounted at %s", target)
+	}
+	return top, nil
+}
+
+// staleMount is a mount in a client's namespace that shows an old volume.
+type staleMount struct {
+	id         int    // its mount ID, which the node plugin checks it reached
+	mountPoint string // where it is, as the client's namespace sees it
+	sub        string // the directory of the volume it shows ("" for its root)
+}
+
+// staleMounts lists the mounts of a mount table that show one of old, top
+// mounts first and without those nested in another (replaced with it).
+func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
+	var found []staleMount
+	for _, m := range infos {
+		for _, v := range old {
+			if sub, ok := v.within(m); ok {
+				found = append(found, staleMount{id: m.ID, mountPoint: unescapeMountInfo(m.MountPoint), sub: sub})
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(found, func(a, b staleMount) int { return len(a.mountPoint) - len(b.mountPoint) })
+	var tops []staleMount
+	for _, m := range found {
+		nested := slices.ContainsFunc(tops, func(t staleMount) bool {
+			return t.mountPoint == "/" || strings.HasPrefix(m.mountPoint, t.mountPoint+"/")
+		})
+		if !nested {
+			tops = append(tops, m)
+		}
+	}
+	return tops
+}
+
+// unescapeMountInfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountInfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cloneTree clones the mount tree at source (a descriptor) detached, with
+// the flags of opts set on every mount of it: a tree given its flags before
+// it is attached is born with them wherever it is attached or propagated.
+// sub, if not empty, is a directory of source to clone instead, resolved
+// beneath it without following symlinks.
+func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
+	fd, what := int(source.Fd()), source.Name()
+	if sub != "" {
+		subFD, err := unix.Openat2(fd, sub, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return -1, fmt.Errorf("resolving %s in the new volume: %w", sub, err)
+		}
+		defer unix.Close(subFD)
+		fd, what = subFD, what+"/"+sub
+	}
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("open_tree %s: %w", what, err)
+	}
+	if attrs := opts.mountAttrs(); attrs != 0 {
+		attr := &unix.MountAttr{Attr_set: attrs}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			unix.Close(tree)
+			return -1, fmt.Errorf("mount_setattr %+v on the clone of %s: %w", opts, what, err)
+		}
+	}
+	return tree, nil
+}
+
+// replaceInNamespace replaces, in the mount namespace of process pid, every
+// mount that shows one of old by a clone of source (the same directory of
+// it, for a subPath mount), and returns the mount points replaced.
+//
+// A client container controls its own root file system, not its mounts: it
+// may rename a directory above its volume or plant symlinks, but not move or
+// unmount the mount (no CAP_SYS_ADMIN). So the mounts are found in the
+// process's mount table, each path is resolved inside the namespace without
+// following any symlink, and a mount is replaced only if the path led to
+// exactly that mount (its mount ID): whatever the client did, the node
+// plugin mounts only where an old mount of the volume is.
+func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOptions) (replaced []string, err error) {
+	infos, err := mount.ParseMountInfo(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the mount table of process %d: %w", pid, err)
+	}
+	stale := staleMounts(infos, old)
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	// Clones are made in the node plugin's namespace, before entering the
+	// client's: nothing of the client's is resolved to find the source.
+	trees := make([]int, len(stale))
+	defer func() {
+		for _, t := range trees {
+			if t > 0 {
+				unix.Close(t)
+			}
+		}
+	}()
+	for i, m := range stale {
+		if trees[i], err = cloneTree(source, m.sub, opts); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return nil, fmt.Errorf("opening the mount namespace of process %d: %w", pid, err)
+	}
+	defer ns.Close()
+
+	type result struct {
+		replaced []string
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// This thread enters the client's namespace and never leaves it: it
+		// is not unlocked, so the runtime ends it with the goroutine.
+		runtime.LockOSThread()
+		var r result
+		defer func() { done <- r }()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil { // setns(CLONE_NEWNS) needs an unshared fs_struct
+			r.err = fmt.Errorf("unshare(CLONE_FS): %w", err)
+			return
+		}
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNS); err != nil {
+			r.err = fmt.Errorf("entering the mount namespace of process %d: %w", pid, err)
+			return
+		}
+		var errs []error
+		for i, m := range stale {
+			if err := swapMount(m, trees[i]); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.mountPoint, err))
+				continue
+			}
+			r.replaced = append(r.replaced, m.mountPoint)
+		}
+		r.err = errors.Join(errs...)
+	}()
+	r := <-done
+	return r.replaced, r.err
+}
+
+// swapMount, in the namespace this thread is in, puts tree where m is.
+func swapMount(m staleMount, tree int) error {
+	if m.mountPoint == "/" {
+		return errors.New("the volume is the root of the mount namespace")
+	}
+	parent, base := path.Split(m.mountPoint)
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	noLinks := unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+	dir, err := unix.Openat2(root, strings.TrimPrefix(parent, "/")+".", &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | uint64(noLinks),
+	})
+	if err != nil {
+		return fmt.Errorf("resolving %s without symlinks: %w", parent, err)
+	}
+	defer unix.Close(dir)
+	top, err := unix.Openat2(dir, base, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | uint64(noLinks),
+	})
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", m.mountPoint, err)
+	}
+	defer unix.Close(top)
+	// The dead volume's own attributes may not answer (ENOTCONN): ask for
+	// the mount ID only, from what the kernel has cached.
+	var stx unix.Statx_t
+	if err := unix.Statx(top, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil {
+		return fmt.Errorf("finding the mount at %s: %w", m.mountPoint, err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 || int(stx.Mnt_id) != m.id {
+		return fmt.Errorf("the path no longer leads to the volume's mount (mount %d, found %d): not touched", m.id, stx.Mnt_id)
+	}
+	if err := unix.MoveMount(tree, "", top, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|moveMountBeneath); err != nil {
+		return fmt.Errorf("mounting the new volume beneath the old one: %w", err)
+	}
+	// The old mount is on top of the new one now; detach it, by name from
+	// its directory (umount2 takes no descriptor). The client cannot rename
+	// or replace a mount point, so the name still leads to it.
+	if err := unix.Fchdir(dir); err != nil {
+		return err
+	}
+	if err := unix.Unmount(base, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil {
+		return fmt.Errorf("detaching the old volume (the new one is beneath it): %w", err)
+	}
+	return nil
+}
