@@ -64,7 +64,7 @@ func TestManifest(t *testing.T) {
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
 		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning"},
 		"volumeDeletion":   {"podTemplate"},
-		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices"},
+		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery"},
 		"volumeUnstaging":  {"podTemplate"},
 		"volumeExpansion":  {"podTemplate"},
 	}
@@ -82,8 +82,8 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
 		}
 		for _, f := range fields {
-			if f == "cloning" || f == "allowSetuidAndDevices" {
-				continue // a literal boolean, never a template
+			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" {
+				continue // a literal, never a template
 			}
 			p, ok := props[f].(map[string]interface{})
 			if !ok || p["x-kubernetes-preserve-unknown-fields"] != true || p["type"] != nil {
