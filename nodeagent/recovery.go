@@ -140,6 +140,7 @@ func (s *Stager) RunRecovery(ctx context.Context) {
 		if quit {
 			return
 		}
+		klog.FromContext(ctx).V(2).Info("Checking whether a staging needs recovery", "stagingID", id)
 		err := s.recover(ctx, id)
 		if err != nil {
 			klog.FromContext(ctx).Info("Recovering a volume failed; retrying", "stagingID", id, "err", err)
@@ -176,6 +177,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	target := pod.Annotations[protocol.AnnotationTargetPath]
 	client, err := s.clientPod(ctx, target)
 	if err != nil || client == nil {
+		klog.FromContext(ctx).V(2).Info("Not recovering: no client pod", "stagingID", id, "target", target, "err", err)
 		return err // no client: kubelet or the abandoned-staging sweep unpublishes
 	}
 	if rec == nil || servingStopped(pod, s.exits) {
@@ -217,10 +219,12 @@ func (s *Stager) restage(ctx context.Context, driver string, pod *corev1.Pod, re
 	target := pod.Annotations[protocol.AnnotationTargetPath]
 	if rec == nil {
 		if !s.stagingLost(ctx, pod, target) {
+			klog.FromContext(ctx).V(2).Info("Not recovering: the staging still serves", "pod", klog.KObj(pod))
 			return nil, nil
 		}
 		top, err := mountAt("self", target)
 		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Not recovering: the target is not published", "pod", klog.KObj(pod), "err", err)
 			return nil, nil // unpublished meanwhile
 		}
 		rec = &recoveryRecord{Since: time.Now(), Replaces: []string{volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}.String()}}

@@ -5,6 +5,7 @@ package examples
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -72,29 +73,148 @@ func TestSSHFS(t *testing.T) {
 	noPavPodsLeft(t, "sshfs")
 	sw.lap("unstaged (sshfs pod stopped)")
 
-	// The FUSE daemon of a volume in use dies: the volume is reported
-	// abnormal (NodeGetVolumeHealth) and its client pod gets an Event.
-	watcher := strings.NewReplacer("name: sshfs-client", "name: sshfs-watcher",
-		`echo "hello over ssh" > /data/hello && cat /data/hello && df -h /data | tail -n 1`, "sleep 3600").
-		Replace(readFile(t, example("sshfs", "usage.yaml")))
-	applyStdin(t, ns, onlyDoc(t, watcher, "kind: Pod"))
-	waitPodReady(t, ns, "sshfs-watcher")
-	staging := strings.TrimSpace(k(t, "-n", srv, "get", "pods", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs", "-o", "jsonpath={.items[0].metadata.name}"))
-	k(t, "-n", srv, "exec", staging, "--", "bash", "-c",
-		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sshfs ] && kill -9 "${p#/proc/}"; done; true`)
-	eventually(t, 3*time.Minute, "a VolumeUnreachable Event on the client pod", func() (bool, string) {
-		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name=sshfs-watcher", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
-		return strings.Contains(out, "VolumeUnreachable"), out
-	})
-	k(t, "-n", ns, "delete", "pod", "sshfs-watcher", "--wait=true")
-	noPavPodsLeft(t, "sshfs")
-	sw.lap("dead sshfs reported, unstaged")
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 	if out := kq("-n", srv, "exec", "ssh-server", "--", "ls", "-A", "/srv/sshfs"); strings.TrimSpace(out) != "" {
 		t.Fatalf("remote directories left after the claim was deleted: %s", out)
 	}
 	sw.lap("claim deleted, remote directory removed")
+}
+
+// writerPod is a client that appends a numbered line to /data/<file> every
+// 0.2 s, each synced to the volume, and logs "ok N" once line N was, "err N"
+// if it was not; it never exits. propagation is its volumeMount's
+// mountPropagation ("" for none: the mount is private to its container).
+func writerPod(name, claim, file, propagation string) string {
+	prop := ""
+	if propagation != "" {
+		prop = "\n          mountPropagation: " + propagation
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: writer
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command:
+        - /bin/bash
+        - -c
+        - |
+          i=0
+          while :; do
+            i=$((i+1))
+            if (echo "line $i" >> /data/%s && sync /data/%s) 2> /dev/null; then echo "ok $i"; else echo "err $i"; fi
+            sleep 0.2
+          done
+      volumeMounts:
+        - name: data
+          mountPath: /data%s
+  volumes:
+    - name: data
+      persistentVolumeClaim:
+        claimName: %s
+`, name, file, file, prop, claim)
+}
+
+// acknowledged returns the numbers of the lines a writerPod logged "ok".
+func acknowledged(t *testing.T, ns, pod string) []int {
+	t.Helper()
+	var ok []int
+	for _, line := range strings.Split(kq("-n", ns, "logs", pod), "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, "ok %d", &n); err == nil {
+			ok = append(ok, n)
+		}
+	}
+	return ok
+}
+
+// TestSSHFSRecovery kills the FUSE daemons of an sshfs volume in use by two
+// writing clients, one whose mount is private to its container and one with
+// mountPropagation HostToContainer. PaV stages the volume again and the same
+// containers (same container ID, no restart) write again; every line
+// acknowledged before the kill and after the recovery is on the server.
+func TestSSHFSRecovery(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
+	deleteAtEnd(t, "storageclass", "sshfs")
+	srv := sshServer(t)
+	ns := newNamespace(t)
+	usage := readFile(t, example("sshfs", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	writers := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
+	containerIDs := map[string]string{}
+	for name, prop := range writers {
+		applyStdin(t, ns, writerPod(name, "sshfs", name+".log", prop))
+	}
+	for name := range writers {
+		waitPodReady(t, ns, name)
+		eventually(t, time.Minute, name+" to write", func() (bool, string) {
+			ok := acknowledged(t, ns, name)
+			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
+		})
+		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	}
+	sw.lap("two clients writing through sshfs")
+
+	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs",
+		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`))
+	if len(stagings) != len(writers) {
+		t.Fatalf("staging pods %v, want one per client", stagings)
+	}
+	for _, staging := range stagings {
+		nsName := strings.SplitN(staging, "/", 2)
+		k(t, "-n", nsName[0], "exec", nsName[1], "--", "bash", "-c",
+			`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sshfs ] && kill -9 "${p#/proc/}"; done; true`)
+	}
+	killed := map[string]int{}
+	for name := range writers {
+		ok := acknowledged(t, ns, name)
+		killed[name] = ok[len(ok)-1]
+	}
+	for name := range writers {
+		eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on "+name, func() (bool, string) {
+			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
+			return strings.Contains(out, "VolumeLost") && strings.Contains(out, "VolumeRecovered"), out
+		})
+		eventually(t, time.Minute, name+" to write again", func() (bool, string) {
+			ok := acknowledged(t, ns, name)
+			return ok[len(ok)-1] > killed[name]+5, fmt.Sprintf("last acknowledged line %d, %d at the kill", ok[len(ok)-1], killed[name])
+		})
+		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != containerIDs[name] {
+			t.Errorf("%s: container %s replaced by %s", name, containerIDs[name], id)
+		}
+		if n := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n != "0" {
+			t.Errorf("%s: restarted %s times", name, n)
+		}
+	}
+	sw.lap("both clients write again")
+
+	pv := pvOf(t, ns, "sshfs")
+	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
+	for name := range writers {
+		onServer := map[string]bool{}
+		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
+			onServer[line] = true
+		}
+		for _, n := range acknowledged(t, ns, name) {
+			if !onServer[fmt.Sprintf("line %d", n)] {
+				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
+			}
+		}
+	}
+	for name := range writers {
+		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
+	}
+	noPavPodsLeft(t, "sshfs")
+	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	sw.lap("unstaged, claim deleted")
 }
 
 // TestGocryptfs stacks the encryption middleware on a host-directory claim:
