@@ -686,7 +686,7 @@ func (l *Lexer) lexLineStatement() lexFn {
 	l.expressionEnd = BlockEnd
 	l.lineStatement = true
 	l.emit(BlockBegin)
-	for isSpace(l.peek()) {
+	for isLinePrefixSpace(l.peek()) {
 		l.next()
 	}
 	if len(l.Current()) > 0 {
@@ -1101,9 +1101,16 @@ func (l *Lexer) lexString() lexFn {
 	return l.lexExpression
 }
 
-// isSpace reports whether r is a space character.
+// isSpace reports whether r is whitespace between tokens inside a tag (PaV):
+// as in Jinja, line breaks included, so an expression or statement may span
+// lines. A line statement ends at its line's end (lineStatementEndLength
+// looks ahead before any whitespace is consumed).
 func isSpace(r rune) bool {
-	return r == ' ' || r == '\t'
+	switch r {
+	case ' ', '\t', '\n', '\r', '\f', '\v':
+		return true
+	}
+	return false
 }
 
 func isLinePrefixSpace(r rune) bool {
