@@ -1,6 +1,7 @@
 package gonja_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nikolalohinski/gonja/v2"
@@ -11,15 +12,31 @@ import (
 // this file is what Jinja 3.1 renders for the same source.
 func renderJinja(t *testing.T, src string, vars map[string]any) string {
 	t.Helper()
-	tpl, err := gonja.FromString(src)
-	if err != nil {
-		t.Fatalf("%q: %v", src, err)
-	}
-	out, err := tpl.ExecuteToString(exec.NewContext(vars))
+	out, err := tryJinja(src, vars)
 	if err != nil {
 		t.Fatalf("%q: %v", src, err)
 	}
 	return out
+}
+
+func tryJinja(src string, vars map[string]any) (string, error) {
+	tpl, err := gonja.FromString(src)
+	if err != nil {
+		return "", err
+	}
+	return tpl.ExecuteToString(exec.NewContext(vars))
+}
+
+// checkJinjaFails checks that each source fails with an error containing
+// the given text, as Jinja's does.
+func checkJinjaFails(t *testing.T, cases map[string]string) {
+	t.Helper()
+	for src, want := range cases {
+		out, err := tryJinja(src, nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q = %q, %v; Jinja fails with %q", src, out, err, want)
+		}
+	}
 }
 
 func checkJinja(t *testing.T, cases map[string]string, vars map[string]any) {
@@ -43,4 +60,21 @@ func TestLineBreaksInsideTags(t *testing.T) {
 		"{% for i in\n [1, 2]\n %}{{ i }}{% endfor %}": "12",
 		"{{ 'a\nb' }}":                                 "a\nb",
 	}, nil)
+}
+
+// `in` is a comparison: its right operand is an arithmetic expression,
+// filters included, and must be a container.
+func TestInTakesAnArithmeticRightOperand(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 1 in [1] | list }}":           "True",
+		"{{ not 1 in [2] | list }}":       "True",
+		"{{ 2 in [1] | list + [2] }}":     "True",
+		"{{ 3 not in [1] | list + [2] }}": "True",
+		"{{ 'b' in 'a' ~ 'b' }}":          "True",
+		"{{ 1 in [1] and 2 in [3] }}":     "False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 1 in [2] | list | length }}": "argument of type 'int' is not iterable",
+		"{{ 1 in 2.5 }}":                 "argument of type 'float' is not iterable",
+	})
 }
