@@ -226,33 +226,22 @@ func (w *walker) fail(tok *tokens.Token, format string, args ...interface{}) {
 	w.err = e
 }
 
-// wrapOutput applies PaV's finalize rule to an output's expressions. An inline
-// `x if c` without else yields undefined in Jinja when c is false, which the
-// finalize rule rejects; give it an explicit undefined alternative so it does here too.
+// wrapOutput applies PaV's finalize rule to an output's expression.
 func (w *walker) wrapOutput(o *nodes.Output) {
 	tok := o.Start
 	line, col := 0, 0
 	if tok != nil {
 		line, col = tok.Line, tok.Col
 	}
-	wrap := func(e nodes.Expression) nodes.Expression {
-		return &nodes.FilteredExpression{
-			Location:   position(e),
-			Expression: e,
-			Filters: []*nodes.FilterCall{{
-				Token: tok,
-				Name:  finalizeFilter,
-				Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}, w.ref(e)},
-			}},
-		}
-	}
-	o.Expression = wrap(o.Expression)
-	if o.Condition != nil {
-		if o.Alternative == nil {
-			// A name no template can bind: undefined.
-			o.Alternative = &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: undefinedName, Line: line, Col: col}}
-		}
-		o.Alternative = wrap(o.Alternative)
+	e := o.Expression
+	o.Expression = &nodes.FilteredExpression{
+		Location:   position(e),
+		Expression: e,
+		Filters: []*nodes.FilterCall{{
+			Token: tok,
+			Name:  finalizeFilter,
+			Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}, w.ref(e)},
+		}},
 	}
 }
 

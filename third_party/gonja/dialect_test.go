@@ -78,3 +78,19 @@ func TestInTakesAnArithmeticRightOperand(t *testing.T) {
 		"{{ 1 in 2.5 }}":                 "argument of type 'float' is not iterable",
 	})
 }
+
+// A conditional expression is an expression like any other: in
+// parentheses, lists, arguments and set; without else it is undefined
+// (none here: gonja has one nil for both) when its condition is false.
+func TestConditionalExpressionsAnywhere(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ (1 if false) is none }}":                                         "True",
+		"{{ (1 if true) }}|{{ (1 if false else 2) + 1 }}":                    "1|3",
+		"{{ [3 if false] | length }}":                                        "1",
+		"{{ 1 if false else 2 if false else 3 }}":                            "3",
+		"{{ 'abc' | replace('b' if x else 'c', '-') }}":                      "ab-",
+		"{% set a = 'p' if x else 'q' %}{{ a }}":                             "q",
+		"{% for i in [1, 2, 3] if i > (1 if x else 2) %}{{ i }}{% endfor %}": "3",
+		"{{ 'y' if x }}|{{ 'n' if not x else 'y' }}":                         "|n",
+	}, map[string]any{"x": false})
+}

@@ -344,7 +344,7 @@ func forParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		return nil, args.Error("Expected keyword 'in'.", nil)
 	}
 
-	objectEvaluator, err := args.ParseExpression()
+	objectEvaluator, err := args.ParseExpressionWithoutCondition() // `if` filters the items
 	if err != nil {
 		return nil, err
 	}

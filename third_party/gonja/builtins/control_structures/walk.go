@@ -65,8 +65,6 @@ func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 		w.Walk(n)
 	}
 	w.Expression(&scs.expression)
-	w.Expression(&scs.condition)
-	w.Expression(&scs.alternative)
 	w.Walk(scs.body)
 	for _, f := range scs.filters {
 		w.Walk(f)
