@@ -94,3 +94,18 @@ func TestConditionalExpressionsAnywhere(t *testing.T) {
 		"{{ 'y' if x }}|{{ 'n' if not x else 'y' }}":                         "|n",
 	}, map[string]any{"x": false})
 }
+
+// In a recursive loop, `loop` is both callable and the loop's attributes;
+// loop.depth counts recursion levels only, not nesting.
+func TestRecursiveLoop(t *testing.T) {
+	tree := []any{map[string]any{"n": "a", "c": []any{map[string]any{"n": "b"}, map[string]any{"n": "c", "c": []any{map[string]any{"n": "d"}}}}}, map[string]any{"n": "e"}}
+	checkJinja(t, map[string]string{
+		"{% for i in tree recursive %}{{ loop.depth }}{{ i.n }}{% if i.c %}[{{ loop(i.c) }}]{% endif %}{% endfor %}":       "1a[2b2c[3d]]1e",
+		"{% for i in tree recursive %}{{ loop.depth0 }}{{ loop.index }}{{ loop.length }}{{ loop(i.c or []) }}{% endfor %}": "012112122211022",
+		"{% for a in [1, 2] %}{% for b in [1] %}{{ loop.depth }}{% endfor %}{{ loop.depth }}{% endfor %}":                  "1111",
+		"{% for a in [1] %}{{ loop is callable }}{% endfor %}":                                                             "True",
+	}, map[string]any{"tree": tree})
+	checkJinjaFails(t, map[string]string{
+		"{% for a in [1] %}{{ loop([2]) }}{% endfor %}": "the loop must have the 'recursive' marker",
+	})
+}
