@@ -56,10 +56,6 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 		reason:      "as center-huge: sequence repetition is capped at maxOutputBytes items",
 		errContains: "repetition result too large",
 	},
-	"macro-call-args": {
-		reason:      "gonja's parser rejects {% call(args) m() %}, a call block whose caller() takes arguments",
-		errContains: "Expected a macro call expression after {% call %}",
-	},
 	"macro-missing-arg-undefined": {
 		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
 		errContains: "expression evaluated to none",

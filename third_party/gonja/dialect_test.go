@@ -109,3 +109,19 @@ func TestRecursiveLoop(t *testing.T) {
 		"{% for a in [1] %}{{ loop([2]) }}{% endfor %}": "the loop must have the 'recursive' marker",
 	})
 }
+
+// A call block's body is the macro `caller`, with the block's parameters,
+// given to the called macro only; call blocks nest.
+func TestCallBlockArguments(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro row(c) %}<{{ c }}:{{ caller('x', 2) }}>{% endmacro %}{% call(a, b) row('r') %}{{ a }}{{ b * 3 }}{% endcall %}":                    "<r:x6>",
+		"{% macro m() %}{{ caller(1) }}|{{ caller(1, b=5) }}|{{ caller(b=1, a=2) }}{% endmacro %}{% call(a, b=2) m() %}{{ a }}{{ b }}{% endcall %}": "12|15|21",
+		"{% macro m() %}{{ caller(2) }}{% endmacro %}{% call(a) m() %}{% call(b) m() %}{{ a * b }}{% endcall %}{% endcall %}":                       "4",
+		"{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}{% call w() %}x{% endcall %}{% endcall %}":                                      "[[x]]",
+		"{% macro n() %}{{ caller is defined }}{% endmacro %}{% macro m() %}{{ n() }}{{ caller() }}{% endmacro %}{% call m() %}x{% endcall %}":      "Falsex",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% macro m() %}{{ caller(1, 2) }}{% endmacro %}{% call(a) m() %}{{ a }}{% endcall %}": "received 2 arguments but expected only 1",
+		"{% macro m() %}{{ caller(1) }}{% endmacro %}{% call m() %}x{% endcall %}":             "received 1 arguments but expected only 0",
+	})
+}

@@ -10,7 +10,7 @@ func (acs *AutoescapeControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(ac
 
 func (c *CallControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Walk(c.Call)
-	w.Walk(c.Body)
+	w.Walk(c.Caller)
 }
 
 func (c *DoControlStructure) WalkChildren(w *nodes.Walker) { w.Expression(&c.Expression) }
