@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"fmt"
-	"strings"
 
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
@@ -23,8 +22,8 @@ import (
 //
 // The walk is gonja's nodes.Walker (added by PaV's fork, third_party/gonja),
 // which reaches every node, control structures' children included.
-func prepare(root *nodes.Template, rawTrims map[int]rawTrim) ([]nodes.Expression, error) {
-	w := &walker{defined: map[string]bool{}, rawTrims: rawTrims}
+func prepare(root *nodes.Template) ([]nodes.Expression, error) {
+	w := &walker{defined: map[string]bool{}}
 	walk := &nodes.Walker{
 		Replace: w.rewriteArith,
 		Visit:   w.visitNode,
@@ -56,10 +55,7 @@ type walker struct {
 	calls   []namedUse
 	exprs   []nodes.Expression // referenced by index from inserted filters
 	bodies  []*nodes.Wrapper   // loop and macro bodies, to get step counters
-	// rawTrims are the raw blocks whose text Jinja strips (see fixLStrip),
-	// by the text's offset in the source.
-	rawTrims map[int]rawTrim
-	err      error
+	err     error
 }
 
 // ref registers an expression that a filter or test inserted by prepare
@@ -88,17 +84,6 @@ func (w *walker) visitNode(n nodes.Node) {
 	switch n := n.(type) {
 	case *nodes.Output:
 		w.wrapOutput(n)
-	case *controlStructures.RawControlStructure:
-		if d := n.Data(); d != nil && d.Data != nil {
-			if trim, ok := w.rawTrims[d.Data.Pos]; ok {
-				if trim.left {
-					d.Data.Val = strings.TrimLeft(d.Data.Val, " \t\n\r")
-				}
-				if trim.right {
-					d.Data.Val = strings.TrimRight(d.Data.Val, " \t\n\r")
-				}
-			}
-		}
 	case *nodes.FilterCall:
 		f := n
 		if !internalFilters[f.Name] && !filters.Exists(f.Name) {

@@ -233,15 +233,7 @@ func Compile(source string) (t *Template, err error) {
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
-	// Every token gonja's lexer produces is checked (tokenCheck) as it is
-	// produced, before the parser, which recurses, sees any: the source as
-	// written, then as rewritten for the parser (only its whitespace control
-	// differs).
-	fixed, rawTrims, err := fixLStrip(source, (&tokenCheck{deadline: deadline}).check)
-	if err != nil {
-		return nil, err
-	}
-	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(fixed), loader)
+	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(source), loader)
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
@@ -252,18 +244,20 @@ func Compile(source string) (t *Template, err error) {
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
 	}
-	stream, err := tokens.LexChecked(fixed, pavConfig, (&tokenCheck{deadline: deadline}).check)
+	// Every token gonja's lexer produces is checked (tokenCheck) as it is
+	// produced, before the parser, which recurses, sees any.
+	stream, err := tokens.LexChecked(source, pavConfig, (&tokenCheck{deadline: deadline}).check)
 	if err != nil {
 		return nil, err
 	}
-	tpl, err := parse(shifted, env, fixed, stream)
+	tpl, err := parse(shifted, env, source, stream)
 	if err != nil {
 		return nil, parseError(err, source)
 	}
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	exprs, err := prepare(tpl.Root(), rawTrims)
+	exprs, err := prepare(tpl.Root())
 	if err != nil {
 		return nil, err
 	}

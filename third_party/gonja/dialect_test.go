@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/nikolalohinski/gonja/v2"
+	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
 )
 
 // renderJinja renders src with gonja's defaults. Each expected output in
@@ -124,4 +126,34 @@ func TestCallBlockArguments(t *testing.T) {
 		"{% macro m() %}{{ caller(1, 2) }}{% endmacro %}{% call(a) m() %}{{ a }}{% endcall %}": "received 2 arguments but expected only 1",
 		"{% macro m() %}{{ caller(1) }}{% endmacro %}{% call m() %}x{% endcall %}":             "received 1 arguments but expected only 0",
 	})
+}
+
+// With trim_blocks and lstrip_blocks, as Jinja: lstrip removes only blanks
+// that start a line; trim_blocks keeps the newline after {% raw %}; lstrip
+// applies to {% endraw %}; `-` trims a raw block's text; a raw block may be
+// empty.
+func TestTrimAndLStripBlocks(t *testing.T) {
+	cfg := config.New()
+	cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
+	for src, want := range map[string]string{
+		"{{ 'a' }} {% if true %}b{% endif %}  {% if true %}c{% endif %}\n  {% if true %}d{% endif %}": "a b  cd",
+		"a {# c #} b\n  {# d #}\ne":                                   "a  b\ne",
+		"{% if true %}\n  {% if true %}x{% endif %}\n{% endif %}":     "x",
+		"{% raw %}\n  x\n  {% endraw %}|":                             "\n  x\n|",
+		"{% raw -%}  \n x \n  {%- endraw %}|{% raw %}  {% endraw %}|": "x|  |",
+		"a{% raw %}{% endraw %}b":                                     "ab",
+	} {
+		loader, err := loaders.NewMemoryLoader(map[string]string{"/t": src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := exec.NewTemplate("/t", cfg, loader, gonja.DefaultEnvironment)
+		if err != nil {
+			t.Errorf("%q: %v", src, err)
+			continue
+		}
+		if got, err := tpl.ExecuteToString(exec.EmptyContext()); err != nil || got != want {
+			t.Errorf("%q renders %q, %v; Jinja %q", src, got, err, want)
+		}
+	}
 }

@@ -56,9 +56,6 @@ func (mcs *MacroControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(mcs.Mac
 
 func (rcs *RawControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(rcs.data) }
 
-// Data is the raw block's text.
-func (rcs *RawControlStructure) Data() *nodes.Data { return rcs.data }
-
 func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Expression(&scs.target)
 	for _, n := range scs.more {
