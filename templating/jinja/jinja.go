@@ -13,8 +13,7 @@
 //   - |tojson prints exactly what Jinja prints, |tobash is PaV's filter;
 //   - comparisons, ~, sum, sort, int, select/reject and the sequence, filter,
 //     test and lt/le/gt/ge tests follow Python's semantics (see filters.go);
-//   - macros take varargs/kwargs when their body mentions them, and a
-//     recursive for loop may call loop(), as in Jinja;
+//   - macros take varargs/kwargs when their body mentions them, as in Jinja;
 //   - get_pvc() errors propagate even through `default`, `is defined` or `or`;
 //   - each render gets its own deep copy of the variables; panics become errors.
 package jinja
