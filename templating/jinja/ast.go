@@ -2,7 +2,6 @@ package jinja
 
 import (
 	"fmt"
-	"strings"
 
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
@@ -23,8 +22,8 @@ import (
 //
 // The walk is gonja's nodes.Walker (added by PaV's fork, third_party/gonja),
 // which reaches every node, control structures' children included.
-func prepare(root *nodes.Template, rawTrims map[int]rawTrim) ([]nodes.Expression, error) {
-	w := &walker{defined: map[string]bool{}, rawTrims: rawTrims}
+func prepare(root *nodes.Template) ([]nodes.Expression, error) {
+	w := &walker{defined: map[string]bool{}}
 	walk := &nodes.Walker{
 		Replace: w.rewriteArith,
 		Visit:   w.visitNode,
@@ -56,10 +55,7 @@ type walker struct {
 	calls   []namedUse
 	exprs   []nodes.Expression // referenced by index from inserted filters
 	bodies  []*nodes.Wrapper   // loop and macro bodies, to get step counters
-	// rawTrims are the raw blocks whose text Jinja strips (see fixLStrip),
-	// by the text's offset in the source.
-	rawTrims map[int]rawTrim
-	err      error
+	err     error
 }
 
 // ref registers an expression that a filter or test inserted by prepare
@@ -88,17 +84,6 @@ func (w *walker) visitNode(n nodes.Node) {
 	switch n := n.(type) {
 	case *nodes.Output:
 		w.wrapOutput(n)
-	case *controlStructures.RawControlStructure:
-		if d := n.Data(); d != nil && d.Data != nil {
-			if trim, ok := w.rawTrims[d.Data.Pos]; ok {
-				if trim.left {
-					d.Data.Val = strings.TrimLeft(d.Data.Val, " \t\n\r")
-				}
-				if trim.right {
-					d.Data.Val = strings.TrimRight(d.Data.Val, " \t\n\r")
-				}
-			}
-		}
 	case *nodes.FilterCall:
 		f := n
 		if !internalFilters[f.Name] && !filters.Exists(f.Name) {
@@ -226,33 +211,22 @@ func (w *walker) fail(tok *tokens.Token, format string, args ...interface{}) {
 	w.err = e
 }
 
-// wrapOutput applies PaV's finalize rule to an output's expressions. An inline
-// `x if c` without else yields undefined in Jinja when c is false, which the
-// finalize rule rejects; give it an explicit undefined alternative so it does here too.
+// wrapOutput applies PaV's finalize rule to an output's expression.
 func (w *walker) wrapOutput(o *nodes.Output) {
 	tok := o.Start
 	line, col := 0, 0
 	if tok != nil {
 		line, col = tok.Line, tok.Col
 	}
-	wrap := func(e nodes.Expression) nodes.Expression {
-		return &nodes.FilteredExpression{
-			Location:   position(e),
-			Expression: e,
-			Filters: []*nodes.FilterCall{{
-				Token: tok,
-				Name:  finalizeFilter,
-				Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}, w.ref(e)},
-			}},
-		}
-	}
-	o.Expression = wrap(o.Expression)
-	if o.Condition != nil {
-		if o.Alternative == nil {
-			// A name no template can bind: undefined.
-			o.Alternative = &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: undefinedName, Line: line, Col: col}}
-		}
-		o.Alternative = wrap(o.Alternative)
+	e := o.Expression
+	o.Expression = &nodes.FilteredExpression{
+		Location:   position(e),
+		Expression: e,
+		Filters: []*nodes.FilterCall{{
+			Token: tok,
+			Name:  finalizeFilter,
+			Args:  []nodes.Expression{&nodes.Integer{Location: tok, Val: line}, &nodes.Integer{Location: tok, Val: col}, w.ref(e)},
+		}},
 	}
 }
 

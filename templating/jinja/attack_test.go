@@ -32,6 +32,8 @@ var attacks = map[string]string{
 	"string concat loop":      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
 	"nested loops":            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
 	"recursive macro":         "{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}",
+	"recursive loop":          "{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}",
+	"slow recursive loop":     "{% for i in range(1000) recursive %}{% if loop.depth == 1 %}{{ loop(range(999)) }}{% endif %}{% set x = ('x' * 4000)|upper|lower %}{% endfor %}",
 	"slow loop":               "{% for i in range(1000) %}{% for j in range(999) %}{% set x = ('x' * 4000)|upper|lower %}{% endfor %}{% endfor %}",
 	"dict keys blow-up":       "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set _ = ns.d.update({i: 'x' * 1000}) %}{% endfor %}{{ ns.d|length }}",
 	"nested filtered sets":    strings.Repeat("{% set x|replace('=', '') %}", 6000) + strings.Repeat("{% endset %}", 6000),
@@ -68,7 +70,7 @@ func TestAttacksFailCleanly(t *testing.T) {
 // operations, no output; a thousand statements, or thousands of calls in one
 // expression, each bounded) still ends at the render's deadline.
 func TestRenderDeadline(t *testing.T) {
-	for _, name := range []string{"slow loop", "many statements", "many method calls"} {
+	for _, name := range []string{"slow loop", "slow recursive loop", "many statements", "many method calls"} {
 		t.Run(name, func(t *testing.T) {
 			tpl, err := Compile(attacks[name])
 			if err != nil {

@@ -13,8 +13,7 @@
 //   - |tojson prints exactly what Jinja prints, |tobash is PaV's filter;
 //   - comparisons, ~, sum, sort, int, select/reject and the sequence, filter,
 //     test and lt/le/gt/ge tests follow Python's semantics (see filters.go);
-//   - macros take varargs/kwargs when their body mentions them, and a
-//     recursive for loop may call loop(), as in Jinja;
+//   - macros take varargs/kwargs when their body mentions them, as in Jinja;
 //   - get_pvc() errors propagate even through `default`, `is defined` or `or`;
 //   - each render gets its own deep copy of the variables; panics become errors.
 package jinja
@@ -233,15 +232,7 @@ func Compile(source string) (t *Template, err error) {
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
-	// Every token gonja's lexer produces is checked (tokenCheck) as it is
-	// produced, before the parser, which recurses, sees any: the source as
-	// written, then as rewritten for the parser (only its whitespace control
-	// differs).
-	fixed, rawTrims, err := fixLStrip(source, (&tokenCheck{deadline: deadline}).check)
-	if err != nil {
-		return nil, err
-	}
-	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(fixed), loader)
+	shifted, err := loaders.NewShiftedLoader("template", strings.NewReader(source), loader)
 	if err != nil {
 		return nil, &Error{Message: err.Error()}
 	}
@@ -252,18 +243,20 @@ func Compile(source string) (t *Template, err error) {
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
 	}
-	stream, err := tokens.LexChecked(fixed, pavConfig, (&tokenCheck{deadline: deadline}).check)
+	// Every token gonja's lexer produces is checked (tokenCheck) as it is
+	// produced, before the parser, which recurses, sees any.
+	stream, err := tokens.LexChecked(source, pavConfig, (&tokenCheck{deadline: deadline}).check)
 	if err != nil {
 		return nil, err
 	}
-	tpl, err := parse(shifted, env, fixed, stream)
+	tpl, err := parse(shifted, env, source, stream)
 	if err != nil {
 		return nil, parseError(err, source)
 	}
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	exprs, err := prepare(tpl.Root(), rawTrims)
+	exprs, err := prepare(tpl.Root())
 	if err != nil {
 		return nil, err
 	}

@@ -56,21 +56,9 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 		reason:      "as center-huge: sequence repetition is capped at maxOutputBytes items",
 		errContains: "repetition result too large",
 	},
-	"macro-call-args": {
-		reason:      "gonja's parser rejects {% call(args) m() %}, a call block whose caller() takes arguments",
-		errContains: "Expected a macro call expression after {% call %}",
-	},
 	"macro-missing-arg-undefined": {
 		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
 		errContains: "expression evaluated to none",
-	},
-	"in-binds-looser-than-filter": {
-		reason:      "gonja's parser takes only a variable or literal as the right operand of `in`, so in `a in b | f` the filter applies to the result of `in`; write `a in (b | f)`",
-		errContains: "expression evaluated to a list",
-	},
-	"loop-recursive-depth": {
-		reason:      "in a recursive for loop gonja binds `loop` to the bare recursion function, so loop(...) works but loop.depth, loop.index etc. do not",
-		errContains: "has no attribute 'depth'",
 	},
 }
 

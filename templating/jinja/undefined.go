@@ -13,9 +13,6 @@ import (
 // filter or test, which re-inspects the expression (only when its value is
 // nil) to learn whether it is defined.
 
-// undefinedName is a variable name no template can bind (not an identifier).
-const undefinedName = "__pav undefined"
-
 // undefinedAwareFilters maps Jinja filters whose result depends on whether
 // their input is undefined to PaV's versions, which take the input
 // expression's index as first argument.
@@ -58,10 +55,15 @@ func undefinedReason(e *exec.Evaluator, n nodes.Node) string {
 		if _, ok := e.Environment.Context.Get(x.Name.Val); ok {
 			return ""
 		}
-		if x.Name.Val == undefinedName {
+		return fmt.Sprintf("'%s' is undefined", x.Name.Val)
+	case *nodes.Conditional:
+		switch {
+		case e.Eval(x.Condition).IsTrue():
+			return undefinedReason(e, x.Expression)
+		case x.Alternative == nil:
 			return "the inline if has no else branch"
 		}
-		return fmt.Sprintf("'%s' is undefined", x.Name.Val)
+		return undefinedReason(e, x.Alternative)
 	case *nodes.FilteredExpression:
 		// Our own wrappers are transparent.
 		if len(x.Filters) == 1 && (x.Filters[0].Name == checkFilter || x.Filters[0].Name == finalizeFilter) {

@@ -111,6 +111,16 @@ func testGreaterThan(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (boo
 
 func testIn(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
 	seq := params.First()
+	// Python (PaV): numbers are no containers. None, which gonja cannot
+	// tell from undefined (iterable and empty), contains nothing.
+	switch {
+	case seq.IsBool():
+		return false, errors.New("argument of type 'bool' is not iterable")
+	case seq.IsInteger():
+		return false, errors.New("argument of type 'int' is not iterable")
+	case seq.IsFloat():
+		return false, errors.New("argument of type 'float' is not iterable")
+	}
 	return seq.Contains(in), nil
 }
 

@@ -21,6 +21,13 @@ func (e *Evaluator) evalCall(node *nodes.Call) *Value {
 	if fn.IsError() {
 		return AsValue(errors.Wrapf(fn, `unable to evaluate function '%s'`, node.Func))
 	}
+	if c, ok := fn.Interface().(Callable); ok {
+		params, err := e.evalVarArgs(node)
+		if err != nil {
+			return AsValue(errors.Wrapf(err, `unable to evaluate parameters`))
+		}
+		return c.Call(params[0].Interface().(*VarArgs))
+	}
 
 	var current reflect.Value
 	var isSafe bool

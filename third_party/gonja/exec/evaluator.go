@@ -72,6 +72,17 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 		return e.EvaluateFiltered(n)
 	case *nodes.TestExpression:
 		return e.EvalTest(n)
+	case *nodes.Conditional:
+		condition := e.Eval(n.Condition)
+		switch {
+		case condition.IsError():
+			return condition
+		case condition.IsTrue():
+			return e.Eval(n.Expression)
+		case n.Alternative == nil:
+			return AsValue(nil)
+		}
+		return e.Eval(n.Alternative)
 	default:
 		return AsValue(errors.Errorf(`Unknown expression type "%T"`, n))
 	}

@@ -160,13 +160,8 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			sub.Environment.Context.Set(node.KwArgsName, extraKwargs)
 		}
 
-		// --- Inject caller() if a {% call %} block supplied one ---
-		// The {% call %} control structure writes a callable into a special
-		// per-call slot in the renderer's context before invoking the macro.
-		if caller, ok := r.Environment.Context.Get("__gonja_caller__"); ok && caller != nil {
-			sub.Environment.Context.Set("caller", caller)
-			// Consume it so nested unrelated macro calls don't see it.
-			r.Environment.Context.Set("__gonja_caller__", nil)
+		if params.caller != nil {
+			sub.Environment.Context.Set("caller", params.caller)
 		}
 
 		err := sub.ExecuteWrapper(node.Wrapper)
@@ -175,4 +170,25 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 		}
 		return AsSafeValue(out.String())
 	}, nil
+}
+
+// CallWithCaller calls the macro that node calls, with caller as `caller`
+// in its body: a {% call %} block (PaV; upstream passed it through the
+// macro's defining context, which nested call blocks overwrote).
+func (e *Evaluator) CallWithCaller(node *nodes.Call, caller Macro) *Value {
+	fn := e.Eval(node.Func)
+	if fn.IsError() {
+		return fn
+	}
+	macro, ok := fn.Interface().(Macro)
+	if !ok {
+		return AsValue(errors.Errorf(`%s is not a macro`, node.Func))
+	}
+	params, err := e.evalVarArgs(node)
+	if err != nil {
+		return AsValue(err)
+	}
+	args := params[0].Interface().(*VarArgs)
+	args.caller = caller
+	return macro(args)
 }

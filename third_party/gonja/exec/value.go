@@ -30,6 +30,12 @@ type ItemGetter interface {
 	GetItem(key any) (*Value, bool)
 }
 
+// Callable is a value templates may call that is not a Go function (PaV):
+// a recursive for loop's `loop`, which has attributes too.
+type Callable interface {
+	Call(args *VarArgs) *Value
+}
+
 // AsValue converts any given Value to a gonja.Value.
 // Usually being used within functions passed to a template
 // through a Context or within filter functions.
@@ -94,6 +100,9 @@ func (v *Value) IsNumber() bool {
 }
 
 func (v *Value) IsCallable() bool {
+	if _, ok := v.Interface().(Callable); ok {
+		return true
+	}
 	return v.getResolvedValue().Kind() == reflect.Func
 }
 

@@ -14,6 +14,7 @@ import (
 type VarArgs struct {
 	Args   []*Value
 	KwArgs map[string]*Value
+	caller Macro // a {% call %} block's body, for a macro (PaV), see CallWithCaller
 }
 
 func NewVarArgs() *VarArgs {

@@ -106,22 +106,32 @@ func (c *Comment) String() string {
 
 // Output represents a printable expression node {{ }}
 type Output struct {
-	Start       *tokens.Token
-	Expression  Expression
-	Condition   Expression
-	Alternative Expression
-	End         *tokens.Token
+	Start      *tokens.Token
+	Expression Expression
+	End        *tokens.Token
 }
 
 func (o *Output) Position() *tokens.Token { return o.Start }
 func (o *Output) String() string {
-	if o.Alternative != nil {
-		return fmt.Sprintf("output(%s if %s else %s)", o.Expression, o.Condition, o.Alternative)
-	}
-	if o.Condition != nil {
-		return fmt.Sprintf("output(%s if %s)", o.Expression, o.Condition)
-	}
 	return fmt.Sprintf("output(%s)", o.Expression)
+}
+
+// Conditional is Jinja's conditional expression `a if c else b` (PaV),
+// allowed wherever an expression is. Without else (Alternative nil), it is
+// undefined when the condition is false.
+type Conditional struct {
+	Location    *tokens.Token // where Expression starts, see Start
+	Expression  Expression
+	Condition   Expression
+	Alternative Expression
+}
+
+func (c *Conditional) Position() *tokens.Token { return c.Location }
+func (c *Conditional) String() string {
+	if c.Alternative == nil {
+		return fmt.Sprintf("%s if %s", c.Expression, c.Condition)
+	}
+	return fmt.Sprintf("%s if %s else %s", c.Expression, c.Condition, c.Alternative)
 }
 
 type FilteredExpression struct {

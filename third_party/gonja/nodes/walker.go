@@ -110,6 +110,8 @@ func (w *Walker) children(n Node) {
 		}
 	case *Output:
 		w.Expression(&n.Expression)
+	case *Conditional:
+		w.Expression(&n.Expression)
 		w.Expression(&n.Condition)
 		w.Expression(&n.Alternative)
 	case *FilteredExpression:

@@ -44,9 +44,40 @@ func (p *Parser) ParseFilterExpression(expr nodes.Expression) (nodes.Expression,
 	return expr, nil
 }
 
-// ParseExpression parses an expression with optional filters
+// ParseExpression parses an expression, a conditional expression
+// (`a if c else b`, PaV) included, as Jinja's parse_expression does.
 // Nested expression should call this method
 func (p *Parser) ParseExpression() (nodes.Expression, error) {
+	expr, err := p.ParseExpressionWithoutCondition()
+	if err != nil || expr == nil {
+		return expr, err
+	}
+	for p.MatchName("if") != nil {
+		condition, err := p.ParseExpressionWithoutCondition()
+		if err != nil {
+			return nil, err
+		}
+		if condition == nil {
+			return nil, p.Error("Expected a condition", p.Current())
+		}
+		c := &nodes.Conditional{Location: nodes.Start(expr), Expression: expr, Condition: condition}
+		if p.MatchName("else") != nil {
+			if c.Alternative, err = p.ParseExpression(); err != nil {
+				return nil, err
+			}
+			if c.Alternative == nil {
+				return nil, p.Error("Expected an alternative", p.Current())
+			}
+		}
+		expr = c
+	}
+	return expr, nil
+}
+
+// ParseExpressionWithoutCondition parses an expression with optional
+// filters but no conditional expression around it: what may be followed by
+// a keyword `if`, as the iterable of a for loop.
+func (p *Parser) ParseExpressionWithoutCondition() (nodes.Expression, error) {
 	if logging.Enabled() {
 		log.WithFields(log.Fields{
 			"current": p.Current(),
@@ -70,33 +101,6 @@ func (p *Parser) ParseExpression() (nodes.Expression, error) {
 		}).Trace("ParseExpression return")
 	}
 	return expr, nil
-}
-
-func (p *Parser) ParseCondition() (nodes.Expression, nodes.Expression, error) {
-	var returnedCondition, returnedAlternative nodes.Expression
-	if p.MatchName("if") != nil {
-		condition, err := p.ParseExpression()
-		if err != nil {
-			return nil, nil, err
-		}
-		if condition == nil {
-			return nil, nil, p.Error("Expected a condition", p.Current())
-		}
-		returnedCondition = condition
-
-		if p.MatchName("else") != nil {
-			alternative, err := p.ParseExpression()
-			if err != nil {
-				return nil, nil, err
-			}
-			if alternative == nil {
-				return nil, nil, p.Error("Expected an alternative", p.Current())
-			}
-			returnedAlternative = alternative
-		}
-	}
-
-	return returnedCondition, returnedAlternative, nil
 }
 
 func (p *Parser) ParseExpressionNode() (nodes.Node, error) {
@@ -124,16 +128,6 @@ func (p *Parser) ParseExpressionNode() (nodes.Node, error) {
 	}
 	node.Expression = expr
 
-	condition, alternative, err := p.ParseCondition()
-	if err != nil {
-		return nil, err
-	}
-	if condition != nil {
-		node.Condition = condition
-	}
-	if alternative != nil {
-		node.Alternative = alternative
-	}
 	tok = p.Match(tokens.VariableEnd)
 	if tok == nil {
 		return nil, p.Error(fmt.Sprintf("'%s' expected here", p.Config.VariableEndString), p.Current())

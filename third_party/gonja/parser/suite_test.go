@@ -19,18 +19,25 @@ func TestParser(t *testing.T) {
 }
 
 func MatchNodeOutput(expression types.GomegaMatcher) types.GomegaMatcher {
-	return MatchNodeConditionalOutput(expression, BeNil(), BeNil())
-}
-
-func MatchNodeConditionalOutput(expression, condition, alternative types.GomegaMatcher) types.GomegaMatcher {
 	return And(
 		BeAssignableToTypeOf(nodes.Output{}),
+		MatchFields(IgnoreExtras, Fields{
+			"Expression": PointTo(expression),
+		}),
+	)
+}
+
+// MatchNodeConditionalOutput matches the output of a conditional
+// expression (PaV: nodes.Conditional, allowed wherever an expression is).
+func MatchNodeConditionalOutput(expression, condition, alternative types.GomegaMatcher) types.GomegaMatcher {
+	return MatchNodeOutput(And(
+		BeAssignableToTypeOf(nodes.Conditional{}),
 		MatchFields(IgnoreExtras, Fields{
 			"Expression":  PointTo(expression),
 			"Condition":   condition,
 			"Alternative": alternative,
 		}),
-	)
+	))
 }
 
 func MatchNodeNegation(term types.GomegaMatcher) types.GomegaMatcher {

@@ -39,8 +39,20 @@ func (p *Parser) ParseTest(expr nodes.Expression) (nodes.Expression, error) {
 			Args:   []nodes.Expression{},
 			Kwargs: map[string]nodes.Expression{},
 		}
-		// avoid trying to parse "else" as test arguments
-		if p.CurrentName("else") == nil {
+		if ident.Type == tokens.In {
+			// `in` is a comparison in Jinja (PaV): its right operand is
+			// a whole arithmetic expression, filters included, so
+			// `x in y | list` is `x in (y | list)`.
+			arg, err := p.ParseMath()
+			if err != nil {
+				return nil, err
+			}
+			if arg == nil {
+				return nil, p.Error("Expected an expression after 'in'", p.Current())
+			}
+			test.Args = append(test.Args, arg)
+		} else if p.CurrentName("else") == nil {
+			// avoid trying to parse "else" as test arguments
 			arg, err := p.ParseVariableOrLiteral()
 			if err == nil && arg != nil {
 				test.Args = append(test.Args, arg)

@@ -297,8 +297,17 @@ func (l *Lexer) emitData() {
 	l.emitDataValue(l.Input[l.Start:l.Pos])
 }
 
+// emitLeftStrippedData emits the data before a tag that lstrip_blocks
+// applies to: as in Jinja (PaV), the blanks before the tag go only if they
+// start a line, after a newline in the data or after a tag whose trailing
+// newline trim_blocks removed (or at the template's start). Upstream also
+// stripped the blanks between a tag and the next on one line.
 func (l *Lexer) emitLeftStrippedData() {
-	l.emitDataValue(trimLeadingWhitespaceFromLastLine(l.Input[l.Start:l.Pos]))
+	data := l.Input[l.Start:l.Pos]
+	if strings.Contains(data, "\n") || l.atLineStart(l.Start) {
+		data = trimLeadingWhitespaceFromLastLine(data)
+	}
+	l.emitDataValue(data)
 }
 
 func (l *Lexer) emitDataValue(val string) {
@@ -604,7 +613,12 @@ func (l *Lexer) lexRaw() lexFn {
 		return l.errorf(`Unable to find raw closing controlStructure`)
 	}
 	l.Pos += loc[0]
-	l.emitData()
+	// lstrip_blocks applies to {% endraw %}, as in Jinja (PaV).
+	if l.Config.LeftStripBlocks && l.getOpeningWhitespaceControl(l.Config.BlockStartString) != '+' {
+		l.emitLeftStrippedData()
+	} else {
+		l.emitData()
+	}
 	l.rawEnd = nil
 	return l.lexBlock
 	// regexp.MustCompile(`(?m)(?P<key>\w+):\s+(?P<value>\w+)$`)
@@ -686,7 +700,7 @@ func (l *Lexer) lexLineStatement() lexFn {
 	l.expressionEnd = BlockEnd
 	l.lineStatement = true
 	l.emit(BlockBegin)
-	for isSpace(l.peek()) {
+	for isLinePrefixSpace(l.peek()) {
 		l.next()
 	}
 	if len(l.Current()) > 0 {
@@ -720,7 +734,8 @@ func (l *Lexer) lexBlockEnd() lexFn {
 	control := l.consumeWhitespaceControl("-+")
 	l.Pos += len(l.Config.BlockEndString)
 	l.emit(BlockEnd)
-	if l.Config.TrimBlocks && control != '+' {
+	// trim_blocks does not apply to {% raw %}, as in Jinja (PaV).
+	if l.Config.TrimBlocks && control != '+' && l.rawEnd == nil {
 		l.consumeFollowingNewline()
 	}
 	if l.rawEnd != nil {
@@ -1101,9 +1116,16 @@ func (l *Lexer) lexString() lexFn {
 	return l.lexExpression
 }
 
-// isSpace reports whether r is a space character.
+// isSpace reports whether r is whitespace between tokens inside a tag (PaV):
+// as in Jinja, line breaks included, so an expression or statement may span
+// lines. A line statement ends at its line's end (lineStatementEndLength
+// looks ahead before any whitespace is consumed).
 func isSpace(r rune) bool {
-	return r == ' ' || r == '\t'
+	switch r {
+	case ' ', '\t', '\n', '\r', '\f', '\v':
+		return true
+	}
+	return false
 }
 
 func isLinePrefixSpace(r rune) bool {

@@ -1,7 +1,6 @@
 package controlStructures
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -13,13 +12,14 @@ import (
 
 // CallControlStructure implements Jinja2's
 //
-//	{% call macro_name(args...) %} body {% endcall %}
+//	{% call[(params...)] macro_name(args...) %} body {% endcall %}
 //
-// The body is exposed inside the macro as the `caller()` function.
+// The body is exposed inside the macro as the `caller()` function: a macro
+// named caller with the block's parameters (PaV), as in Jinja.
 type CallControlStructure struct {
 	Location *tokens.Token
-	Call     *nodes.Call    // the macro invocation
-	Body     *nodes.Wrapper // body to expose as caller()
+	Call     *nodes.Call  // the macro invocation
+	Caller   *nodes.Macro // the body, as the macro caller
 }
 
 func (c *CallControlStructure) Position() *tokens.Token { return c.Location }
@@ -29,32 +29,15 @@ func (c *CallControlStructure) String() string {
 }
 
 func (c *CallControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) error {
-	// Build the caller() closure: renders the {% call %}...{% endcall %} body.
-	callerFn := func(va *exec.VarArgs) *exec.Value {
-		buf := new(bytes.Buffer)
-		sub := r.Inherit()
-		originalOutput := sub.Output
-		sub.Output = buf
-		err := sub.ExecuteWrapper(c.Body)
-		sub.Output = originalOutput
-		if err != nil {
-			return exec.AsValue(err)
-		}
-		return exec.AsSafeValue(buf.String())
+	caller, err := exec.MacroNodeToFunc(c.Caller, r)
+	if err != nil {
+		return errors.Wrapf(err, `Unable to execute {%% call %%}`)
 	}
 
-	// Stash the caller in the context so MacroNodeToFunc can find and bind it.
-	r.Environment.Context.Set("__gonja_caller__", callerFn)
-
-	// Invoke the macro by evaluating the call expression. The result is the
-	// macro's rendered output, which we write to the renderer.
-	result := r.Eval(c.Call)
+	result := r.Evaluator().CallWithCaller(c.Call, caller)
 	if result.IsError() {
 		return errors.Wrapf(result, "Unable to execute {%% call %%}")
 	}
-
-	// Ensure stash is cleared even if the macro didn't consume it.
-	r.Environment.Context.Set("__gonja_caller__", nil)
 
 	if _, err := r.Output.Write([]byte(result.String())); err != nil {
 		return err
@@ -64,6 +47,12 @@ func (c *CallControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStruc
 
 func callParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
 	cs := &CallControlStructure{Location: p.Current()}
+	cs.Caller = &nodes.Macro{Location: cs.Location, Name: "caller", Kwargs: []*nodes.Pair{}}
+	if args.Match(tokens.LeftParenthesis) != nil {
+		if err := parseSignature(p, args, cs.Caller); err != nil {
+			return nil, err
+		}
+	}
 
 	// Parse the macro-call expression: name(arg1, arg2, key=val, ...).
 	expr, err := args.ParseExpression()
@@ -85,11 +74,9 @@ func callParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, 
 	if err != nil {
 		return nil, err
 	}
-	cs.Body = wrapper
+	cs.Caller.Wrapper = wrapper
 	if !endargs.End() {
 		return nil, endargs.Error("endcall takes no arguments", nil)
 	}
-
-	_ = tokens.RightParenthesis // keep tokens import used if call args change
 	return cs, nil
 }

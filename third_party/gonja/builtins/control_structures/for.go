@@ -2,6 +2,7 @@ package controlStructures
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -44,10 +45,9 @@ type LoopInfos struct {
 	NextItem  *exec.Value
 	lastValue *exec.Value
 
-	// Recursive support: when the for-loop is declared `recursive`,
-	// recurseFn is set to a function that renders the loop body for a
-	// new iterable, allowing templates to call `{{ loop(children) }}`.
-	recurseFn func(items *exec.Value) *exec.Value
+	// recurse renders the loop's body over other items, one level deeper,
+	// in a `recursive` loop: `loop(children)` (nil otherwise).
+	recurse func(items *exec.Value) *exec.Value
 }
 
 // GetAttribute implements exec.AttributeGetter so templates can access
@@ -111,27 +111,17 @@ func (li *LoopInfos) GetAttribute(name string) (*exec.Value, bool) {
 	return exec.AsValue(nil), false
 }
 
-// loopCallable wraps LoopInfos so that `{{ loop(children) }}` works
-// inside a recursive {% for %} loop. It implements both attribute access
-// (delegated to the inner LoopInfos) and callability (which triggers
-// another render pass over the supplied iterable).
-type loopCallable struct {
-	infos *LoopInfos
-}
-
-func (lc *loopCallable) GetAttribute(name string) (*exec.Value, bool) {
-	return lc.infos.GetAttribute(name)
-}
-
-// Call lets the template invoke `loop(items)` to recurse.
-func (lc *loopCallable) Call(va *exec.VarArgs) *exec.Value {
-	if lc.infos.recurseFn == nil {
-		return exec.AsValue("")
+// Call is `loop(items)`: in a recursive loop, the loop's body rendered over
+// items, one level deeper (PaV: `loop` keeps its attributes there, as in
+// Jinja). Any loop is callable, as Jinja's; only a recursive one may be called.
+func (li *LoopInfos) Call(va *exec.VarArgs) *exec.Value {
+	if li.recurse == nil {
+		return exec.AsValue(errors.New("the loop must have the 'recursive' marker to be called recursively"))
 	}
-	if len(va.Args) == 0 {
-		return exec.AsValue("")
+	if len(va.Args) != 1 || len(va.KwArgs) != 0 {
+		return exec.AsValue(errors.New("loop() takes exactly one argument, the items"))
 	}
-	return lc.infos.recurseFn(va.Args[0])
+	return li.recurse(va.Args[0])
 }
 
 func (fcs *ForControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) (forError error) {
@@ -139,7 +129,7 @@ func (fcs *ForControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 	if obj.IsError() {
 		return obj
 	}
-	return fcs.renderIterable(r, obj)
+	return fcs.renderIterable(r, obj, 1)
 }
 
 // isLoopControlError checks whether err (possibly wrapped multiple times
@@ -169,7 +159,9 @@ func isLoopControlError[T error](err error) bool {
 // renderIterable contains the main render logic, factored out so the
 // recursive callable can invoke it again with a new iterable while
 // writing to the same outer renderer.
-func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value) error {
+// depth is loop.depth: the level of recursion, 1 outside any (PaV: a loop
+// nested in another's body starts at 1 too, as in Jinja).
+func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value, depth int) error {
 	// First pass: materialise items, applying any {% if cond %} filter.
 	items := exec.NewDict()
 	obj.Iterate(func(idx, count int, key, value *exec.Value) bool {
@@ -216,17 +208,6 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		return nil
 	}
 
-	// Nested-loop depth.
-	depth := 1
-	if parentLoop, ok := r.Environment.Context.Get("loop"); ok {
-		switch p := parentLoop.(type) {
-		case *LoopInfos:
-			depth = p.depth + 1
-		case *loopCallable:
-			depth = p.infos.depth + 1
-		}
-	}
-
 	loop := &LoopInfos{
 		first:  true,
 		index0: -1,
@@ -235,33 +216,16 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		depth0: depth - 1,
 	}
 
-	// Wire recursion if requested.
-	var loopContextValue any = loop
 	if fcs.Recursive {
-		// Build the recursion closure.
-		recurseFn := func(va *exec.VarArgs) *exec.Value {
-			if len(va.Args) == 0 {
-				return exec.AsValue("")
-			}
-			childItems := va.Args[0]
+		loop.recurse = func(children *exec.Value) *exec.Value {
 			buf := new(bytes.Buffer)
 			sub := r.Inherit()
-			originalOutput := sub.Output
 			sub.Output = buf
-			if err := fcs.renderIterable(sub, childItems); err != nil {
-				sub.Output = originalOutput
+			if err := fcs.renderIterable(sub, children, depth+1); err != nil {
 				return exec.AsValue(err)
 			}
-			sub.Output = originalOutput
 			return exec.AsSafeValue(buf.String())
 		}
-		// Store the recursion function on the loop for attribute access,
-		// AND use the function itself as the loop context so `loop(...)` calls it.
-		loop.recurseFn = func(items *exec.Value) *exec.Value {
-			va := &exec.VarArgs{Args: []*exec.Value{items}}
-			return recurseFn(va)
-		}
-		loopContextValue = recurseFn
 	}
 	for idx, pair := range items.Pairs {
 		sub := r.Inherit()
@@ -272,7 +236,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			ctx.Set(fcs.Value, pair.Value)
 		}
 
-		ctx.Set("loop", loopContextValue)
+		ctx.Set("loop", loop)
 		loop.index0 = idx
 		loop.index = loop.index0 + 1
 		if idx == 1 {
@@ -344,7 +308,7 @@ func forParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		return nil, args.Error("Expected keyword 'in'.", nil)
 	}
 
-	objectEvaluator, err := args.ParseExpression()
+	objectEvaluator, err := args.ParseExpressionWithoutCondition() // `if` filters the items
 	if err != nil {
 		return nil, err
 	}

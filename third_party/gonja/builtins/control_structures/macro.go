@@ -44,37 +44,63 @@ func macroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure,
 		return nil, args.Error("Expected '('.", nil)
 	}
 
+	if err := parseSignature(p, args, macro); err != nil {
+		return nil, err
+	}
+
+	if !args.End() {
+		return nil, args.Error("Malformed macro-tag.", nil)
+	}
+
+	wrapper, endargs, err := p.WrapUntil("endmacro")
+	if err != nil {
+		return nil, err
+	}
+	macro.Wrapper = wrapper
+
+	if !endargs.End() {
+		return nil, endargs.Error("Arguments not allowed here.", nil)
+	}
+
+	p.Template.Macros[macro.Name] = macro
+
+	return &MacroControlStructure{macro}, nil
+}
+
+// parseSignature parses a macro's parameters after its '(' through the
+// closing ')': a {% macro %}'s, or a {% call(...) %}'s caller's (PaV).
+func parseSignature(p *parser.Parser, args *parser.Parser, macro *nodes.Macro) error {
 	for args.Match(tokens.RightParenthesis) == nil {
 		// Detect Jinja2 *args / **kwargs syntax. The lexer emits these as
 		// Multiply ("*") and Power ("**") tokens respectively.
 		if args.Match(tokens.Power) != nil {
 			argName := args.Match(tokens.Name)
 			if argName == nil {
-				return nil, args.Error("Expected identifier after '**'.", nil)
+				return args.Error("Expected identifier after '**'.", nil)
 			}
 			if macro.KwArgsName != "" {
-				return nil, args.Error("Only one '**kwargs' parameter is allowed.", nil)
+				return args.Error("Only one '**kwargs' parameter is allowed.", nil)
 			}
 			macro.KwArgsName = argName.Val
 		} else if args.Match(tokens.Multiply) != nil {
 			argName := args.Match(tokens.Name)
 			if argName == nil {
-				return nil, args.Error("Expected identifier after '*'.", nil)
+				return args.Error("Expected identifier after '*'.", nil)
 			}
 			if macro.VarArgsName != "" {
-				return nil, args.Error("Only one '*args' parameter is allowed.", nil)
+				return args.Error("Only one '*args' parameter is allowed.", nil)
 			}
 			macro.VarArgsName = argName.Val
 		} else {
 			argName := args.Match(tokens.Name)
 			if argName == nil {
-				return nil, args.Error("Expected argument name as identifier.", nil)
+				return args.Error("Expected argument name as identifier.", nil)
 			}
 
 			if args.Match(tokens.Assign) != nil {
 				expr, err := args.ParseExpression()
 				if err != nil {
-					return nil, err
+					return err
 				}
 				macro.Kwargs = append(macro.Kwargs, &nodes.Pair{
 					Key: &nodes.String{
@@ -108,25 +134,8 @@ func macroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure,
 			break
 		}
 		if args.Match(tokens.Comma) == nil {
-			return nil, args.Error("Expected ',' or ')'.", nil)
+			return args.Error("Expected ',' or ')'.", nil)
 		}
 	}
-
-	if !args.End() {
-		return nil, args.Error("Malformed macro-tag.", nil)
-	}
-
-	wrapper, endargs, err := p.WrapUntil("endmacro")
-	if err != nil {
-		return nil, err
-	}
-	macro.Wrapper = wrapper
-
-	if !endargs.End() {
-		return nil, endargs.Error("Arguments not allowed here.", nil)
-	}
-
-	p.Template.Macros[macro.Name] = macro
-
-	return &MacroControlStructure{macro}, nil
+	return nil
 }

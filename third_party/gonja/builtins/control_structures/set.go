@@ -12,12 +12,10 @@ import (
 )
 
 type SetControlStructure struct {
-	location    *tokens.Token
-	target      nodes.Expression
-	expression  nodes.Expression
-	condition   nodes.Expression
-	alternative nodes.Expression
-	body        *nodes.Wrapper
+	location   *tokens.Token
+	target     nodes.Expression
+	expression nodes.Expression
+	body       *nodes.Wrapper
 	// filters of a block set, {% set x | f | g %}...{% endset %} (PaV)
 	filters []*nodes.FilterCall
 	// more names to unpack the value into, {% set a, b = ... %} (PaV):
@@ -58,20 +56,7 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 			}
 		}
 	} else {
-		// --- Expression form: {% set x = expr [if cond else alt] %} ---
-		if scs.condition != nil && scs.alternative != nil {
-			condition := r.Eval(scs.condition)
-			if condition.IsError() {
-				return condition
-			}
-			if !condition.IsNil() && condition.IsTrue() {
-				value = r.Eval(scs.expression)
-			} else {
-				value = r.Eval(scs.alternative)
-			}
-		} else {
-			value = r.Eval(scs.expression)
-		}
+		value = r.Eval(scs.expression)
 	}
 
 	if value == nil {
@@ -211,18 +196,6 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		expr = &nodes.Tuple{Location: t, Val: items}
 	}
 	cs.expression = expr
-
-	condition, alternative, err := args.ParseCondition()
-	if err != nil {
-		return nil, err
-	}
-	if condition != nil {
-		cs.condition = condition
-		if alternative == nil {
-			return nil, args.Error("Malformed 'set' if else condition", args.Current())
-		}
-		cs.alternative = alternative
-	}
 
 	if !args.End() {
 		return nil, args.Error("Malformed 'set' tag args.", args.Current())

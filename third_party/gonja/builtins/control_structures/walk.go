@@ -10,7 +10,7 @@ func (acs *AutoescapeControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(ac
 
 func (c *CallControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Walk(c.Call)
-	w.Walk(c.Body)
+	w.Walk(c.Caller)
 }
 
 func (c *DoControlStructure) WalkChildren(w *nodes.Walker) { w.Expression(&c.Expression) }
@@ -56,17 +56,12 @@ func (mcs *MacroControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(mcs.Mac
 
 func (rcs *RawControlStructure) WalkChildren(w *nodes.Walker) { w.Walk(rcs.data) }
 
-// Data is the raw block's text.
-func (rcs *RawControlStructure) Data() *nodes.Data { return rcs.data }
-
 func (scs *SetControlStructure) WalkChildren(w *nodes.Walker) {
 	w.Expression(&scs.target)
 	for _, n := range scs.more {
 		w.Walk(n)
 	}
 	w.Expression(&scs.expression)
-	w.Expression(&scs.condition)
-	w.Expression(&scs.alternative)
 	w.Walk(scs.body)
 	for _, f := range scs.filters {
 		w.Walk(f)
