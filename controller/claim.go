@@ -482,7 +482,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
-	return s.createVolume(ctx, cc, handle, capacity, false)
+	return s.createVolume(ctx, cc, handle, capacity, nil, false)
 }
 
 func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
@@ -534,7 +534,11 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	if err != nil {
 		return s.creationFailed(ctx, err.Error(), chosen)
 	}
-	return s.createVolume(ctx, cc, handle, capacity, true)
+	attrs, err := chooseAttributes(r.attributes, r.resultError, s.class)
+	if err != nil {
+		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s: %v", pod.Namespace, pod.Name, err), chosen)
+	}
+	return s.createVolume(ctx, cc, handle, capacity, attrs, true)
 }
 
 // creationFailed reports a failed creation and, as the spec says, runs the
@@ -594,7 +598,7 @@ func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) er
 	return s.retryLater("creation failed")
 }
 
-func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
+func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, attrs map[string]string, hadPod bool) error {
 	pv, err := protocol.BuildVolume(protocol.VolumeSpec{
 		Provisioner:  s.p.Name,
 		PVC:          s.pvc,
@@ -603,6 +607,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		Capacity:     capacity,
 		NodeAffinity: cc.NodeAffinity,
 		SelectedNode: s.pvc.Annotations[annSelectedNode],
+		Attributes:   attrs,
 	})
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)

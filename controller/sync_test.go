@@ -101,6 +101,8 @@ type harness struct {
 	backendMax *resource.Quantity
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
+	// attributes, when set, is what creation pods write to /pav/volume-attributes.
+	attributes *string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -244,6 +246,9 @@ func (h *harness) runPods() {
 			}
 			pod.Annotations[protocol.AnnotationResultHandle] = handle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
+			if h.attributes != nil {
+				pod.Annotations[protocol.AnnotationResultVolumeAttributes] = *h.attributes
+			}
 		}
 		if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 			h.t.Fatal(err)

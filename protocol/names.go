@@ -82,6 +82,11 @@ const (
 	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present
 	AnnotationResultError      = prefix + "result-error"      // content of /pav/error, if present
 	AnnotationResultInfeasible = prefix + "result-infeasible" // content of /pav/infeasible, if present (even empty)
+	// AnnotationResultVolumeAttributes: the content of /pav/volume-attributes
+	// (at most MaxVolumeAttributesBytes+1 bytes, so that an overlong file is
+	// seen as such), if present, even empty; "" too when PaV refused to read
+	// the file (AnnotationResultError says why). ParseVolumeAttributes reads it.
+	AnnotationResultVolumeAttributes = prefix + "result-volume-attributes"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -102,6 +107,14 @@ const (
 	// (WaitForFirstConsumer), for the deletion phase's selectedNodeName.
 	AnnotationSelectedNode = prefix + "selected-node"
 )
+
+// NodePluginAnnotations are the annotations only the node plugin of a pod's
+// node writes on PaV's pods (policies pav-controller-scope and
+// pav-node-scope in deployment.yaml list them too).
+var NodePluginAnnotations = []string{
+	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
+	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationSucceeded, AnnotationUnstaged,
+}
 
 // Finalizers.
 const (
@@ -134,6 +147,10 @@ const (
 	// was left as it was and can never grow to the size asked; its content,
 	// if any, says why.
 	FileInfeasible = "infeasible"
+	// FileVolumeAttributes (PaV-Go addition), from a creation pod: a JSON
+	// object of strings that joins the class's parameters in the PV's
+	// volumeAttributes (ParseVolumeAttributes has its rules).
+	FileVolumeAttributes = "volume-attributes"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.
