@@ -132,6 +132,22 @@ const (
 	FinalizerResult = prefix + "result"
 )
 
+// finalizerClonePrefix begins CloneFinalizer's names.
+const finalizerClonePrefix = prefix + "clone-"
+
+// CloneFinalizer is on a claim while PaV provisions the claim of UID uid, a
+// clone of it (its data source), as external-provisioner's
+// cloning-protection finalizer is: the source and its volume stay until
+// the clone's attempt is over. One per clone, so the finalizer itself says
+// which clone holds the source, and it is removed once that clone no longer
+// holds FinalizerClaim.
+func CloneFinalizer(uid string) string { return finalizerClonePrefix + uid }
+
+// CloneOf is the UID of the clone a finalizer of CloneFinalizer's is for.
+func CloneOf(finalizer string) (uid string, ok bool) {
+	return strings.CutPrefix(finalizer, finalizerClonePrefix)
+}
+
 // The /pav protocol: the directory every container of a PaV pod sees at /pav,
 // and the files in it.
 const (
