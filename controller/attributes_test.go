@@ -74,7 +74,7 @@ func TestRefusedCreationPodAttributesFailTheCreation(t *testing.T) {
 		"reserved key":                     {raw: `{"csi.storage.k8s.io/pvc/name": "x"}`, want: `key "csi.storage.k8s.io/pvc/name" is reserved`},
 		"not strings":                      {raw: `{"port": 7070}`, want: `the value of key "port" is not a string`},
 		"refused by the node plugin": {raw: "", resultError: "PaV refused to read the pod's results: [/pav/volume-attributes is a symbolic link; PaV only reads regular files]",
-			want: "it is empty or could not be read: write a JSON object of strings ({} for none) (the pod's /pav/error: PaV refused to read the pod's results: [/pav/volume-attributes is a symbolic link"},
+			want: "it is empty or could not be read: write a JSON object of strings ({} for none) (its /pav/error: PaV refused to read the pod's results: [/pav/volume-attributes is a symbolic link"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, withParameters(map[string]string{"region": "eu"})...)
@@ -101,7 +101,7 @@ func TestRefusedCreationPodAttributesFailTheCreation(t *testing.T) {
 				events = append(events, drain(h.events)...)
 			}
 			all := strings.Join(events, "\n")
-			if !strings.Contains(all, reasonProvisioningFailed) || !strings.Contains(all, "creation pod pav-pods/"+protocol.PodName(protocol.PhaseCreation, "claim-uid")+": the creation pod's /pav/volume-attributes is refused: "+c.want) {
+			if !strings.Contains(all, reasonProvisioningFailed) || !strings.Contains(all, "creation pod pav-pods/"+protocol.PodName(protocol.PhaseCreation, "claim-uid")+": its /pav/volume-attributes is refused: "+c.want) {
 				t.Errorf("events:\n%s\nwant one saying %q", all, c.want)
 			}
 			if deletions == 0 {

@@ -63,9 +63,9 @@ func chooseAttributes(file *string, resultError string, class *storagev1.Storage
 	}
 	attrs, err := protocol.ParseVolumeAttributes(*file, class)
 	if err != nil {
-		msg := fmt.Sprintf("the creation pod's /pav/%s is refused: %v", protocol.FileVolumeAttributes, err)
+		msg := fmt.Sprintf("its /pav/%s is refused: %v", protocol.FileVolumeAttributes, err)
 		if e := strings.TrimSpace(resultError); e != "" {
-			msg += " (the pod's /pav/" + protocol.FileError + ": " + e + ")"
+			msg += " (its /pav/" + protocol.FileError + ": " + e + ")"
 		}
 		return nil, errors.New(msg)
 	}
