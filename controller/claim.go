@@ -82,6 +82,10 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	// A source claim lets go of the clones that are done, whatever else it is.
+	if wrote, err := c.releaseClones(ctx, pvc); err != nil || wrote {
+		return err // the write's event syncs the claim again
+	}
 	provName, class := c.claimTarget(pvc)
 	p := c.provisioner(provName)
 	ours := protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
@@ -317,11 +321,18 @@ func (s *claimSync) provision(ctx context.Context) error {
 	switch step {
 	case stepNone:
 		return nil
-	case stepReport:
+	case stepReport, stepRetry:
+		// No attempt can start: a source claim must not wait for this one.
+		if len(s.pods) == 0 {
+			if err := s.releaseSource(ctx); err != nil {
+				return err
+			}
+		}
+		if step == stepRetry {
+			return s.fail(reasonProvisioningFailed, "%s", msg)
+		}
 		s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
 		return nil
-	case stepRetry:
-		return s.fail(reasonProvisioningFailed, "%s", msg)
 	case stepFinish:
 		return s.finish(ctx)
 	case stepBound:
@@ -346,11 +357,7 @@ func (s *claimSync) provision(ctx context.Context) error {
 // provisioned now, and retry whether that may pass by itself (the source is
 // not bound yet) rather than need a change of the claim or provisioner.
 func (s *claimSync) cloneSource() (problem string, retry bool) {
-	ref := s.pvc.Spec.DataSourceRef
-	if ref == nil && s.pvc.Spec.DataSource != nil {
-		ds := s.pvc.Spec.DataSource
-		ref = &corev1.TypedObjectReference{APIGroup: ds.APIGroup, Kind: ds.Kind, Name: ds.Name}
-	}
+	ref := dataSourceRef(s.pvc)
 	switch {
 	case ref == nil:
 		return "", false
@@ -376,6 +383,10 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
 	}
 	s.source, s.sourcePV = src, pv
+	if src.DeletionTimestamp != nil {
+		// An attempt in progress keeps it (it holds the clone's finalizer); a new one may not start.
+		return fmt.Sprintf("the claim %q to clone is being deleted", ref.Name), true
+	}
 	return "", false
 }
 
@@ -415,10 +426,17 @@ func (s *claimSync) finishIfVolumeExists(ctx context.Context) (bool, error) {
 }
 
 // runPod starts a pod for the claim, after making sure the claim holds PaV's
-// finalizer (so a deleted claim stays readable until PaV has cleaned up).
+// finalizer (so a deleted claim stays readable until PaV has cleaned up)
+// and, for a clone's validation and creation, that its source holds the
+// clone's (protectSource).
 func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *corev1.PodTemplateSpec, annotations map[string]string) error {
 	if err := s.addFinalizer(ctx); err != nil {
 		return err
+	}
+	if s.source != nil && phase != protocol.PhaseDeletion {
+		if err := s.protectSource(ctx); err != nil {
+			return s.fail(reasonProvisioningFailed, "%v", err)
+		}
 	}
 	pod, err := protocol.ClaimPod(tmpl, s.p.Name, s.c.podDirRoot(), phase, s.pvc, s.class, annotations)
 	if err != nil {
@@ -482,7 +500,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
-	return s.createVolume(ctx, cc, handle, capacity, false)
+	return s.createVolume(ctx, cc, handle, capacity, nil, false)
 }
 
 func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
@@ -534,7 +552,11 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	if err != nil {
 		return s.creationFailed(ctx, err.Error(), chosen)
 	}
-	return s.createVolume(ctx, cc, handle, capacity, true)
+	attrs, err := chooseAttributes(r.attributes, r.resultError, s.class)
+	if err != nil {
+		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s: %v", pod.Namespace, pod.Name, err), chosen)
+	}
+	return s.createVolume(ctx, cc, handle, capacity, attrs, true)
 }
 
 // creationFailed reports a failed creation and, as the spec says, runs the
@@ -594,7 +616,7 @@ func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) er
 	return s.retryLater("creation failed")
 }
 
-func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, hadPod bool) error {
+func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, attrs map[string]string, hadPod bool) error {
 	pv, err := protocol.BuildVolume(protocol.VolumeSpec{
 		Provisioner:  s.p.Name,
 		PVC:          s.pvc,
@@ -603,6 +625,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		Capacity:     capacity,
 		NodeAffinity: cc.NodeAffinity,
 		SelectedNode: s.pvc.Annotations[annSelectedNode],
+		Attributes:   attrs,
 	})
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)

@@ -422,6 +422,10 @@ func (c *Controller) provisionerVersion(name string) string {
 func (c *Controller) onClaim(obj interface{}) {
 	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.enqueueClaim(pvc)
+		// A clone's progress decides whether its source keeps the clone's finalizer.
+		if src := cloneSourceName(pvc); src != "" {
+			c.claimQueue.Add(pvc.Namespace + "/" + src)
+		}
 	}
 }
 

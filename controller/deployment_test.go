@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/albertofaria/pav/controller/webhook"
 	"github.com/albertofaria/pav/crds"
+	"github.com/albertofaria/pav/protocol"
 )
 
 func manifestDocs(t *testing.T) []map[string]interface{} {
@@ -99,6 +102,40 @@ func TestDeploymentNames(t *testing.T) {
 		svc := cc["service"].(map[string]interface{})
 		if svc["path"] != webhook.Path || svc["name"] != "pav-webhook" || svc["namespace"] != "pav" {
 			t.Errorf("webhook clientConfig %v does not match the controller's defaults", svc)
+		}
+	}
+}
+
+// The policies that keep the node plugin's annotations to the node plugin
+// list exactly protocol.NodePluginAnnotations: one left out there is one
+// the node plugin may not write (policy pav-node-scope) and the controller
+// may forge (pav-controller-scope).
+func TestPoliciesListTheNodePluginAnnotations(t *testing.T) {
+	docs := manifestDocs(t)
+	var want []string
+	for _, a := range protocol.NodePluginAnnotations {
+		want = append(want, "'"+strings.TrimPrefix(a, protocol.ReservedPrefix)+"'")
+	}
+	sort.Strings(want)
+	for _, name := range []string{"pav-controller-scope", "pav-node-scope"} {
+		policy := find(docs, "ValidatingAdmissionPolicy", name)
+		if policy == nil {
+			t.Fatalf("deployment.yaml has no ValidatingAdmissionPolicy %s", name)
+		}
+		var expr string
+		for _, v := range policy["spec"].(map[string]interface{})["variables"].([]interface{}) {
+			if v := v.(map[string]interface{}); v["name"] == "nodePluginAnnotations" {
+				expr = v["expression"].(string)
+			}
+		}
+		open, end := strings.Index(expr, "["), strings.Index(expr, "]")
+		if open < 0 || end < open {
+			t.Fatalf("%s: variable nodePluginAnnotations %q is not a list", name, expr)
+		}
+		got := strings.Split(expr[open+1:end], ", ")
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s lists the node plugin's annotations %v, want %v", name, got, want)
 		}
 	}
 }

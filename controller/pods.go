@@ -27,6 +27,11 @@ type podOutcome struct {
 	handle, capacity *string
 	// infeasible is the content of /pav/infeasible, if an expansion pod wrote it.
 	infeasible *string
+	// attributes is the content of /pav/volume-attributes, if a creation
+	// pod wrote it; resultError what the pod (or the node plugin refusing
+	// one of its files) wrote to /pav/error.
+	attributes  *string
+	resultError string
 	// recheck > 0: not done yet, look again after this long even if nothing changes.
 	recheck time.Duration
 	// stuck explains why a pod that is not done cannot make progress (e.g. its
@@ -118,6 +123,10 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 		if v, ok := ann[protocol.AnnotationResultInfeasible]; ok {
 			out.infeasible = &v
 		}
+		if v, ok := ann[protocol.AnnotationResultVolumeAttributes]; ok {
+			out.attributes = &v
+		}
+		out.resultError = ann[protocol.AnnotationResultError]
 	}
 	if !out.succeeded {
 		out.message = protocol.FailureMessage(pod, pod.Annotations[protocol.AnnotationResultError], logs)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -51,6 +52,24 @@ func chooseCapacity(field *resource.Quantity, file *string, hadPod bool) (resour
 		return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and the creation pod did not write /pav/%s", protocol.FileCapacity)
 	}
 	return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and there is no creation pod to write /pav/%s", protocol.FileCapacity)
+}
+
+// chooseAttributes reads the creation pod's /pav/volume-attributes, if it
+// wrote one, for the PV (nil if not). resultError, the pod's /pav/error,
+// says why the node plugin may have refused to read the file.
+func chooseAttributes(file *string, resultError string, class *storagev1.StorageClass) (map[string]string, error) {
+	if file == nil {
+		return nil, nil
+	}
+	attrs, err := protocol.ParseVolumeAttributes(*file, class)
+	if err != nil {
+		msg := fmt.Sprintf("its /pav/%s is refused: %v", protocol.FileVolumeAttributes, err)
+		if e := strings.TrimSpace(resultError); e != "" {
+			msg += " (its /pav/" + protocol.FileError + ": " + e + ")"
+		}
+		return nil, errors.New(msg)
+	}
+	return attrs, nil
 }
 
 // checkCapacity enforces the protocol: never smaller than requested, and not

@@ -101,6 +101,8 @@ type harness struct {
 	backendMax *resource.Quantity
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
+	// attributes, when set, is what creation pods write to /pav/volume-attributes.
+	attributes *string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -244,6 +246,9 @@ func (h *harness) runPods() {
 			}
 			pod.Annotations[protocol.AnnotationResultHandle] = handle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
+			if h.attributes != nil {
+				pod.Annotations[protocol.AnnotationResultVolumeAttributes] = *h.attributes
+			}
 		}
 		if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 			h.t.Fatal(err)
@@ -409,6 +414,15 @@ type scenario struct {
 	attempts int
 	// ranInSetup: the once pod ran during setup, so it must not run again.
 	ranInSetup bool
+	// objects is the cluster the scenario starts from (nil: testObjects).
+	objects func() []runtime.Object
+}
+
+func (sc scenario) harness(t *testing.T) *harness {
+	if sc.objects == nil {
+		return newHarness(t, testObjects()...)
+	}
+	return newHarness(t, sc.objects()...)
 }
 
 func (sc scenario) run(t *testing.T, h *harness, steps int) {
@@ -427,7 +441,7 @@ func (sc scenario) run(t *testing.T, h *harness, steps int) {
 // it (the controller is replaced by a fresh one, with nothing in memory), and
 // a conflict. Each run must reach the same end, running sc.once's pod once.
 func testEveryFault(t *testing.T, sc scenario) {
-	clean := newHarness(t, testObjects()...)
+	clean := sc.harness(t)
 	sc.setup(clean)
 	clean.kube.ClearActions()
 	sc.run(t, clean, 10)
@@ -481,7 +495,7 @@ func testEveryFault(t *testing.T, sc scenario) {
 		}
 		for n := 1; n <= count; n++ {
 			t.Run(fmt.Sprintf("%s write %d", kind, n), func(t *testing.T) {
-				h := newHarness(t, testObjects()...)
+				h := sc.harness(t)
 				sc.setup(h)
 				h.kube.ClearActions()
 				seen, injected, refused := 0, false, 0

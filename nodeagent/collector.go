@@ -28,8 +28,8 @@ import (
 
 // Collector hands the files that validation, creation, deletion and
 // expansion pods leave in /pav to the controller: once such a pod on this
-// node has terminated, it copies /pav/handle, /pav/capacity, /pav/error and
-// /pav/infeasible into the pod's annotations, marks the pod collected, and
+// node has terminated, it copies /pav/handle, /pav/capacity, /pav/error, /pav/infeasible and
+// /pav/volume-attributes into the pod's annotations, marks the pod collected, and
 // removes the pod's host directory. The controller only reads the annotations, so it never needs
 // access to the node's filesystem.
 type Collector struct {
@@ -230,9 +230,11 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 	return cleanupDir(c.mounter, dir)
 }
 
-// readResults reads handle, capacity, error and infeasible from a pod's
-// host directory. A file the pod did not write (or left empty) yields no
-// annotation, except infeasible, whose presence is the result. A file PaV
+// readResults reads handle, capacity, error, infeasible and
+// volume-attributes from a pod's host directory. A file the pod did not
+// write (or left empty) yields no annotation, except infeasible, whose
+// presence is the result, and volume-attributes, which the controller
+// parses (and refuses if empty). A file PaV
 // refuses to read becomes the error annotation, so the failure is explained.
 func readResults(dir string) (map[string]string, error) {
 	out := map[string]string{}
@@ -240,11 +242,15 @@ func readResults(dir string) (map[string]string, error) {
 		name, annotation string
 		max              int
 		evenEmpty        bool
+		// evenRefused: a file PaV refuses to read still yields an empty
+		// annotation, so that the controller does not take it for absent.
+		evenRefused bool
 	}{
-		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes, false},
-		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes, false},
-		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes, false},
-		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, maxErrorBytes, true},
+		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes, false, false},
+		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes, false, false},
+		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes, false, false},
+		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, maxErrorBytes, true, false},
+		{protocol.FileVolumeAttributes, protocol.AnnotationResultVolumeAttributes, protocol.MaxVolumeAttributesBytes, true, true},
 	}
 	var refused []string
 	for _, f := range files {
@@ -252,6 +258,9 @@ func readResults(dir string) (map[string]string, error) {
 		if err != nil {
 			if exists {
 				refused = append(refused, err.Error())
+				if f.evenRefused {
+					out[f.annotation] = ""
+				}
 				continue
 			}
 			return nil, err

@@ -135,6 +135,43 @@ func TestCollect(t *testing.T) {
 			dirGone: true,
 		},
 		{
+			name: "creation returned volume attributes", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
+			files: map[string]string{"volume-attributes": `{"bucketEndpoint": "http://10.0.0.7:7070"}` + "\n"},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected:       "true",
+				protocol.AnnotationResultVolumeAttributes: `{"bucketEndpoint": "http://10.0.0.7:7070"}`,
+			},
+			dirGone: true,
+		},
+		{
+			name: "an empty attributes file is still reported", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
+			files: map[string]string{"volume-attributes": ""},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected:       "true",
+				protocol.AnnotationResultVolumeAttributes: "",
+			},
+			dirGone: true,
+		},
+		{
+			name: "overlong attributes are cut one byte over the limit, for the controller to refuse", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
+			files: map[string]string{"volume-attributes": strings.Repeat("x", 3*protocol.MaxVolumeAttributesBytes)},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected:       "true",
+				protocol.AnnotationResultVolumeAttributes: strings.Repeat("x", protocol.MaxVolumeAttributesBytes+1),
+			},
+			dirGone: true,
+		},
+		{
+			name: "symlinked attributes are refused, not taken for absent", phase: protocol.PhaseCreation, podPhase: corev1.PodSucceeded,
+			symlinks: map[string]string{"volume-attributes": "/etc/hostname"},
+			want: map[string]string{
+				protocol.AnnotationResultsCollected:       "true",
+				protocol.AnnotationResultVolumeAttributes: "",
+				protocol.AnnotationResultError:            "PaV refused to read the pod's results: [/pav/volume-attributes is a symbolic link; PaV only reads regular files]",
+			},
+			dirGone: true,
+		},
+		{
 			name: "leftover mount is unmounted before removal", phase: protocol.PhaseDeletion, podPhase: corev1.PodSucceeded,
 			preMounted: true,
 			want:       map[string]string{protocol.AnnotationResultsCollected: "true"},

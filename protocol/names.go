@@ -86,6 +86,11 @@ const (
 	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present
 	AnnotationResultError      = prefix + "result-error"      // content of /pav/error, if present
 	AnnotationResultInfeasible = prefix + "result-infeasible" // content of /pav/infeasible, if present (even empty)
+	// AnnotationResultVolumeAttributes: the content of /pav/volume-attributes
+	// (at most MaxVolumeAttributesBytes+1 bytes, so that an overlong file is
+	// seen as such), if present, even empty; "" too when PaV refused to read
+	// the file (AnnotationResultError says why). ParseVolumeAttributes reads it.
+	AnnotationResultVolumeAttributes = prefix + "result-volume-attributes"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -107,6 +112,14 @@ const (
 	AnnotationSelectedNode = prefix + "selected-node"
 )
 
+// NodePluginAnnotations are the annotations only the node plugin of a pod's
+// node writes on PaV's pods (policies pav-controller-scope and
+// pav-node-scope in deployment.yaml list them too).
+var NodePluginAnnotations = []string{
+	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
+	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationSucceeded, AnnotationUnstaged,
+}
+
 // Finalizers.
 const (
 	FinalizerProvisioner = prefix + "provisioner" // on PavProvisioners while volumes exist
@@ -123,6 +136,22 @@ const (
 	FinalizerResult = prefix + "result"
 )
 
+// finalizerClonePrefix begins CloneFinalizer's names.
+const finalizerClonePrefix = prefix + "clone-"
+
+// CloneFinalizer is on a claim while PaV provisions the claim of UID uid, a
+// clone of it (its data source), as external-provisioner's
+// cloning-protection finalizer is: the source and its volume stay until
+// the clone's attempt is over. One per clone, so the finalizer itself says
+// which clone holds the source, and it is removed once that clone no longer
+// holds FinalizerClaim.
+func CloneFinalizer(uid string) string { return finalizerClonePrefix + uid }
+
+// CloneOf is the UID of the clone a finalizer of CloneFinalizer's is for.
+func CloneOf(finalizer string) (uid string, ok bool) {
+	return strings.CutPrefix(finalizer, finalizerClonePrefix)
+}
+
 // The /pav protocol: the directory every container of a PaV pod sees at /pav,
 // and the files in it.
 const (
@@ -138,6 +167,10 @@ const (
 	// was left as it was and can never grow to the size asked; its content,
 	// if any, says why.
 	FileInfeasible = "infeasible"
+	// FileVolumeAttributes (PaV-Go addition), from a creation pod: a JSON
+	// object of strings that joins the class's parameters in the PV's
+	// volumeAttributes (ParseVolumeAttributes has its rules).
+	FileVolumeAttributes = "volume-attributes"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.

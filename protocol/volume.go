@@ -92,6 +92,20 @@ func unreservedParameters(params map[string]string) map[string]string {
 	return out
 }
 
+// volumeAttributes are a PV's CSI volume attributes: the class's parameters
+// but those under csi.storage.k8s.io/, and the creation pod's attributes
+// (which ParseVolumeAttributes keeps from replacing a parameter).
+func volumeAttributes(params, fromPod map[string]string) map[string]string {
+	out := unreservedParameters(params)
+	for k, v := range fromPod {
+		if out == nil {
+			out = make(map[string]string, len(fromPod))
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // VolumeSnapshot is ClaimSnapshot for a PV, also without the snapshots the
 // PV itself carries.
 func VolumeSnapshot(pv *corev1.PersistentVolume) (string, error) {
@@ -141,6 +155,9 @@ type VolumeSpec struct {
 	Capacity     resource.Quantity
 	NodeAffinity *corev1.VolumeNodeAffinity
 	SelectedNode string
+	// Attributes are the creation pod's /pav/volume-attributes
+	// (ParseVolumeAttributes), beside the class's parameters.
+	Attributes map[string]string
 }
 
 // BuildVolume makes the PV for a provisioned claim, bound to it, following
@@ -192,7 +209,7 @@ func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 				Driver:           s.Provisioner,
 				VolumeHandle:     s.Handle,
-				VolumeAttributes: unreservedParameters(s.Class.Parameters),
+				VolumeAttributes: volumeAttributes(s.Class.Parameters, s.Attributes),
 			}},
 		},
 	}

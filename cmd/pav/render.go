@@ -46,7 +46,9 @@ deletion (need --pvc), staging, unstaging (need --pvc or --pv).
 Missing objects get defaults: a UID and the namespace "default" for the PVC;
 a StorageClass named after pvc.spec.storageClassName whose provisioner is the
 PavProvisioner; a PersistentVolume built from the PVC (handle pvc-<uid>,
-attributes = the class parameters); a PVC built from the PV's claimRef; a
+attributes = the class parameters: what a creation pod returns in
+/pav/volume-attributes is not known offline, so give --pv to see it in
+params); a PVC built from the PV's claimRef; a
 Node named "node". get_pvc(name, namespace) finds the --pvc object and the
 PVCs of --objects; StorageClasses, PVs and Nodes in --objects are used when
 the matching flag is absent.`,

@@ -448,6 +448,14 @@ func TestAccess(t *testing.T) {
 		patch(node, tenantNS, creationOnA.Name, `{"metadata":{"labels":{"`+protocol.LabelClaimUID+`":"other"}}}`), "only its own annotations")
 	allowed("node plugin collects the results of a pod that ran on its node",
 		patch(node, tenantNS, creationOnA.Name, forgedSuccess))
+	// Each of the node plugin's annotations, one by one (on a pod the
+	// tenant's RBAC lets it patch, so that only the policies decide).
+	for _, a := range protocol.NodePluginAnnotations {
+		one := func(by string) string { return `{"metadata":{"annotations":{"` + a + `":"written by ` + by + `"}}}` }
+		denied("tenant writes "+a+" on PaV's pod", patch(tenant, tenantNS, creationOnA.Name, one("tenant")), "reserved to PaV")
+		denied("controller writes "+a+" on its pod", patch(ctrl, tenantNS, creationOnA.Name, one("controller")), "never writes the node plugin's annotations")
+		allowed("node plugin writes "+a+" on a pod of its node", patch(node, tenantNS, creationOnA.Name, one("node plugin")))
+	}
 	allowed("node plugin removes its staging pod's finalizer",
 		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"finalizers":null}}`))
 	stagingOnGoneNode := stagingOnNodeA.DeepCopy()

@@ -1390,6 +1390,70 @@ func TestCloning(t *testing.T) {
 	}
 }
 
+// A clone's source claim is kept while the clone is being created, even if
+// deleted meanwhile (its finalizer, as external-provisioner's cloning
+// protection), and goes once the clone's PV exists.
+func TestCloneSourceKeptUntilTheCloneIsCreated(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	p := e.provisioner("guarded", func(s *v1alpha1.PavProvisionerSpec) {
+		withPods(false, true, true)(s)
+		s.VolumeCreation.Cloning = true
+	})
+	e.class(p.Name, p.Name, nil)
+	results := map[string]string{protocol.AnnotationResultCapacity: "1Gi"}
+
+	src := e.claim("src", p.Name, "1Gi")
+	e.finishPod(e.pod(protocol.PhaseCreation, string(src.UID)), 0, "", results)
+	e.bind(src, e.volume(src))
+	e.waitNoPods(src.UID)
+
+	clone := e.claimFrom("clone", p.Name, "1Gi", &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "src"})
+	cre := e.pod(protocol.PhaseCreation, string(clone.UID))
+	if !protocol.HasFinalizer(e.getClaim("src"), protocol.CloneFinalizer(string(clone.UID))) {
+		t.Fatalf("the clone's creation pod runs and its source claim's finalizers are %v", e.getClaim("src").Finalizers)
+	}
+	// The source is deleted; no pod uses it, so kube-controller-manager's
+	// pvc-protection (played here) lets it go.
+	if err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Delete(e.ctx, "src", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.removeFinalizer("src", "kubernetes.io/pvc-protection")
+	if got, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "src", metav1.GetOptions{}); err != nil || got.DeletionTimestamp == nil {
+		t.Fatalf("the source claim while its clone is created: %v, %+v; want it kept, marked deleted", err, got)
+	}
+
+	e.finishPod(cre, 0, "", results)
+	e.volume(clone)
+	e.waitFor("the source claim to go", func() (bool, error) {
+		_, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, "src", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+// removeFinalizer removes finalizer f from claim name, as its owner would.
+func (e *env) removeFinalizer(name, f string) {
+	e.t.Helper()
+	e.waitFor("finalizer "+f+" removed from claim "+name, func() (bool, error) {
+		pvc, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if !protocol.HasFinalizer(pvc, f) {
+			return true, nil
+		}
+		pvc.Finalizers = protocol.WithoutFinalizer(pvc.Finalizers, f)
+		_, err = e.kube.CoreV1().PersistentVolumeClaims(e.ns).Update(e.ctx, pvc, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return false, nil // read again
+		}
+		return err == nil, err
+	})
+}
+
 // Issue 10 item 1: a bound claim asking for more runs the expansion pod,
 // records the resize in its status while it runs, then gets the capacity
 // the pod reported, on the PV and in its status; a failed pod is reported

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 // waitPodReady waits for a long-running pod (an example's server) to be Ready.
@@ -313,7 +315,45 @@ func TestS3Bucket(t *testing.T) {
 	}
 	mustContain(t, got, "hello from a pod")
 
+	// Each creation pod returned the endpoint it reached the server at (the
+	// Service's address, from its environment) as an attribute, which the
+	// PV carries beside the class's parameters; the stager mounts from it.
+	want := "http://" + strings.TrimSpace(k(t, "-n", srv, "get", "service", "s3-server", "-o", "jsonpath={.spec.clusterIP}")) + ":7070"
+	for _, pv := range []map[string]interface{}{newPV, existingPV} {
+		if got := field(pv, "spec", "csi", "volumeAttributes", "bucketEndpoint"); got != want {
+			t.Fatalf("PV %s: volume attribute bucketEndpoint = %v, want %s (the creation pod's /pav/volume-attributes)", field(pv, "metadata", "name"), got, want)
+		}
+		if got := field(pv, "spec", "csi", "volumeAttributes", "secret"); got != "s3-credentials" {
+			t.Fatalf("PV %s: the class's parameter secret = %v beside the attributes", field(pv, "metadata", "name"), got)
+		}
+	}
 	k(t, "-n", ns, "delete", "pod", "s3-client", "--wait=true")
+	applyStdin(t, ns, `apiVersion: v1
+kind: Pod
+metadata:
+  name: s3-reader
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: reader
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, "cat /new/hello.txt && touch /tmp/read && sleep 3600"]
+      readinessProbe:
+        exec: {command: [test, -e, /tmp/read]}
+        periodSeconds: 1
+      volumeMounts:
+        - {name: new, mountPath: /new}
+  volumes:
+    - name: new
+      persistentVolumeClaim: {claimName: s3-new}
+`)
+	waitPodReady(t, ns, "s3-reader")
+	staging := k(t, "get", "pods", "-A", "-l", protocol.LabelPhase+"="+string(protocol.PhaseStaging)+","+protocol.LabelVolume+"="+field(newPV, "metadata", "name").(string),
+		"-o", "jsonpath={.items[*].spec.containers[0].command}")
+	mustContain(t, staging, "endpoint="+want)
+	sw.lap("a stager mounted the bucket from the attribute its creation pod returned")
+	k(t, "-n", ns, "delete", "pod", "s3-reader", "--wait=true")
 	noPavPodsLeft(t, "s3-bucket")
 	sw.lap("unstaged (s3fs pods stopped)")
 	k(t, "-n", ns, "delete", "pvc", "--all", "--wait=true")

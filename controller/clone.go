@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/protocol"
+)
+
+// Cloning protection, as external-provisioner's: while PaV provisions a
+// clone, its source claim carries the clone's finalizer
+// (protocol.CloneFinalizer), so that neither the source nor its volume goes
+// while a pod may be copying it. The clone adds it, after its own
+// FinalizerClaim, before its first pod; the source's own sync removes it
+// once the clone no longer holds FinalizerClaim (provisioned, given up,
+// deleted, gone), and the clone removes it when it cannot start an attempt.
+// Seeing the finalizer in the cache means seeing the clone's FinalizerClaim
+// too (both are claims, written in that order, on one watch), so the
+// source's sync never takes a clone that has just begun for one that is done.
+
+// dataSourceRef is the claim's data source (dataSourceRef, else dataSource).
+func dataSourceRef(pvc *corev1.PersistentVolumeClaim) *corev1.TypedObjectReference {
+	if ref := pvc.Spec.DataSourceRef; ref != nil {
+		return ref
+	}
+	if ds := pvc.Spec.DataSource; ds != nil {
+		return &corev1.TypedObjectReference{APIGroup: ds.APIGroup, Kind: ds.Kind, Name: ds.Name}
+	}
+	return nil
+}
+
+// cloneSourceName is the name of the claim, in its own namespace, that pvc
+// is a clone of; "" if none.
+func cloneSourceName(pvc *corev1.PersistentVolumeClaim) string {
+	ref := dataSourceRef(pvc)
+	if ref == nil || (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim" ||
+		(ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != pvc.Namespace) {
+		return ""
+	}
+	return ref.Name
+}
+
+// protectSource puts the clone's finalizer on its source claim (s.source),
+// after making sure the clone holds FinalizerClaim.
+func (s *claimSync) protectSource(ctx context.Context) error {
+	if err := s.addFinalizer(ctx); err != nil {
+		return err
+	}
+	updated, err := protocol.AddFinalizer(ctx, s.c.kube.CoreV1().PersistentVolumeClaims(s.source.Namespace).Patch, s.source, protocol.CloneFinalizer(string(s.pvc.UID)))
+	if err != nil {
+		return fmt.Errorf("protecting the claim to clone from deletion: %w", err)
+	}
+	if updated != nil {
+		s.source = updated
+	}
+	return nil
+}
+
+// releaseSource removes the clone's finalizer from its source claim, if
+// there: the clone cannot start an attempt now, and the source must not
+// wait for it (e.g. the source is being deleted).
+func (s *claimSync) releaseSource(ctx context.Context) error {
+	name := cloneSourceName(s.pvc)
+	if name == "" {
+		return nil
+	}
+	src, err := s.c.claims.PersistentVolumeClaims(s.pvc.Namespace).Get(name)
+	if err != nil {
+		return nil // gone, or never there
+	}
+	_, err = protocol.RemoveFinalizer(ctx, s.c.kube.CoreV1().PersistentVolumeClaims(src.Namespace).Patch, src, protocol.CloneFinalizer(string(s.pvc.UID)))
+	return err
+}
+
+// releaseClones removes from a source claim the finalizers of clones that
+// are no longer provisioned; wrote says whether it changed the claim.
+func (c *Controller) releaseClones(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (wrote bool, err error) {
+	for _, f := range pvc.Finalizers {
+		uid, ok := protocol.CloneOf(f)
+		if !ok || c.cloning(pvc, uid) {
+			continue
+		}
+		updated, err := protocol.RemoveFinalizer(ctx, c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch, pvc, f)
+		if err != nil {
+			return wrote, err
+		}
+		klog.V(2).InfoS("Clone no longer holds its source", "claim", klog.KObj(pvc), "clone", uid)
+		wrote = true
+		if updated == nil {
+			return wrote, nil // the claim is gone
+		}
+		pvc = updated
+	}
+	return wrote, nil
+}
+
+// cloning reports whether the claim of UID uid is a clone of source that
+// PaV is still provisioning (it holds FinalizerClaim).
+func (c *Controller) cloning(source *corev1.PersistentVolumeClaim, uid string) bool {
+	claims, err := c.claims.PersistentVolumeClaims(source.Namespace).List(everything)
+	if err != nil {
+		return true // keep it; the next sync looks again
+	}
+	for _, pvc := range claims {
+		if string(pvc.UID) == uid {
+			return protocol.HasFinalizer(pvc, protocol.FinalizerClaim) && cloneSourceName(pvc) == source.Name
+		}
+	}
+	return false
+}
