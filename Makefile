@@ -23,9 +23,9 @@ help:
 	@grep -E '^[a-z][a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
 
 .PHONY: build
-build: ## go build ./... and bin/pav
+build: ## go build ./... and bin/pav, stamped with VERSION (default: this commit's v* tag, else dev) and the commit (hack/version.sh)
 	$(GO) build ./...
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/pav ./cmd/pav
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$(hack/version.sh)" -o bin/pav ./cmd/pav
 
 .PHONY: vet
 vet: ## go vet ./...
@@ -59,7 +59,7 @@ images: ## build the pause, test and PaV images as OCI tarballs in _output/image
 cluster-load: ## import _output/images/*.tar into the containerd of every node
 	$(LOCK) hack/cluster/load-images.sh
 image: ## build the PaV image with Docker (same contents as `make images`' pav.tar)
-	docker build -t $(IMAGE) .
+	docker build -t $(IMAGE) --build-arg VERSION_LDFLAGS="$$(hack/version.sh)" .
 
 # ---------------------------------------------------------------- install on the local cluster
 KUBECTL ?= hack/cluster/kubectl
