@@ -31,12 +31,14 @@ build: ## go build ./... and bin/pav, stamped with VERSION (default: this commit
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-.PHONY: generate verify-generated verify-chart
-generate: ## deep copies, clientset, lister (k8s.io/code-generator), third_party/leaderelection from client-go and the CRD (controller-gen) from crds/v1alpha1
+.PHONY: generate verify-generated verify-chart manifests
+generate: ## deep copies, clientset, lister (k8s.io/code-generator), third_party/leaderelection from client-go, the CRD (controller-gen) from crds/v1alpha1, and deployment.yaml (make manifests)
 	hack/generate.sh
 verify-generated: ## fail if `make generate` would change anything (part of `make test`)
 	hack/verify-generated.sh
-verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, default rendering = deployment.yaml, values (part of `make test`; no cluster)
+manifests: ## deployment.yaml: the Helm chart's default rendering with its CRD and Namespace (hack/manifests.sh, the real helm from hack/ensure-helm.sh)
+	hack/manifests.sh
+verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, schema, deployment.yaml is its rendering, values (part of `make test`; no cluster)
 	PAV_HELM=$$(hack/ensure-helm.sh) $(GO) test -count=1 -v ./charts/
 
 # ---------------------------------------------------------------- local cluster
