@@ -9,8 +9,10 @@ COPY go.mod go.sum ./
 COPY third_party/gonja third_party/gonja
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /pav ./cmd/pav
+# The context has no .git (.dockerignore): `make image` passes the version, commit and
+# dirty flag as hack/version.sh's -ldflags.
+ARG VERSION_LDFLAGS="-X main.version=dev"
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${VERSION_LDFLAGS}" -o /pav ./cmd/pav
 
 FROM busybox:1.36
 COPY --from=build /pav /pav

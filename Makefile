@@ -23,20 +23,22 @@ help:
 	@grep -E '^[a-z][a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
 
 .PHONY: build
-build: ## go build ./... and bin/pav
+build: ## go build ./... and bin/pav, stamped with VERSION (default: this commit's v* tag, else dev) and the commit (hack/version.sh)
 	$(GO) build ./...
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/pav ./cmd/pav
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$(hack/version.sh)" -o bin/pav ./cmd/pav
 
 .PHONY: vet
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-.PHONY: generate verify-generated verify-chart
-generate: ## deep copies, clientset, lister (k8s.io/code-generator), third_party/leaderelection from client-go and the CRD (controller-gen) from crds/v1alpha1
+.PHONY: generate verify-generated verify-chart manifests
+generate: ## deep copies, clientset, lister (k8s.io/code-generator), third_party/leaderelection from client-go, the CRD (controller-gen) from crds/v1alpha1, and deployment.yaml (make manifests)
 	hack/generate.sh
 verify-generated: ## fail if `make generate` would change anything (part of `make test`)
 	hack/verify-generated.sh
-verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, default rendering = deployment.yaml, values (part of `make test`; no cluster)
+manifests: ## deployment.yaml: the Helm chart's default rendering with its CRD and Namespace (hack/manifests.sh, the real helm from hack/ensure-helm.sh)
+	hack/manifests.sh
+verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.sh): lint, schema, deployment.yaml is its rendering, values (part of `make test`; no cluster)
 	PAV_HELM=$$(hack/ensure-helm.sh) $(GO) test -count=1 -v ./charts/
 
 # ---------------------------------------------------------------- local cluster
@@ -59,7 +61,7 @@ images: ## build the pause, test and PaV images as OCI tarballs in _output/image
 cluster-load: ## import _output/images/*.tar into the containerd of every node
 	$(LOCK) hack/cluster/load-images.sh
 image: ## build the PaV image with Docker (same contents as `make images`' pav.tar)
-	docker build -t $(IMAGE) .
+	docker build -t $(IMAGE) --build-arg VERSION_LDFLAGS="$$(hack/version.sh)" .
 
 # ---------------------------------------------------------------- install on the local cluster
 KUBECTL ?= hack/cluster/kubectl

@@ -2,8 +2,9 @@
 # Generates what is derived from the PavProvisioner Go types (crds/v1alpha1):
 # deep copies, the clientset and the lister (crds/generated), with
 # k8s.io/code-generator; the client of the built-in groups PaV uses
-# (kubeclient/generated); and the CRD (crds/pavprovisioners.yaml, and its copies
-# in deployment.yaml and the Helm chart's charts/pav/crds/), with controller-gen.
+# (kubeclient/generated); the CRD (crds/pavprovisioners.yaml, and its copy in
+# the Helm chart's charts/pav/crds/), with controller-gen; and deployment.yaml,
+# the chart's default rendering (hack/manifests.sh, with the real helm).
 # The generators are Go tools pinned in hack/tools.mod. It also refreshes
 # third_party/leaderelection from the client-go in go.mod
 # (hack/refresh-leaderelection.sh). `make generate` runs this; `make
@@ -39,13 +40,13 @@ tool client-gen --go-header-file "$boilerplate" --clientset-name clientset \
   --included-types-overrides admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration \
   --output-dir kubeclient/generated --output-pkg "$module/kubeclient/generated"
 
-# The CRD, with a header, and its copies: the Helm chart's, and the first document of deployment.yaml.
+# The CRD, with a header, and its copy in the Helm chart.
 crd=crds/pavprovisioners.yaml
 {
   cat <<'HEADER'
 # The PavProvisioner custom resource, generated from crds/v1alpha1 by
 # controller-gen (make generate): do not edit. Embedded in the pav binary
-# (package crds) and copied into deployment.yaml.
+# (package crds) and copied into the Helm chart (and so deployment.yaml).
 #
 # Every field under spec except provisioningModes may be a Jinja template, and
 # a template may evaluate to YAML of any type ({% set yaml = true %}), so the
@@ -60,12 +61,6 @@ HEADER
 } > "$crd.tmp"
 mv "$crd.tmp" "$crd"
 cp "$crd" charts/pav/crds/pavprovisioners.yaml
-awk -v crd="$crd" '
-  /^---$/ { n++ }
-  n == 1 && !done { print; while ((getline line < crd) > 0) print line; done = 1; next }
-  n == 1 { next }
-  { print }
-' deployment.yaml > deployment.yaml.tmp
-mv deployment.yaml.tmp deployment.yaml
+hack/manifests.sh
 
 hack/refresh-leaderelection.sh

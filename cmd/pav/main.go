@@ -15,23 +15,11 @@ import (
 // under it, the node plugin reads them there and serves its sockets there.
 const kubeletDirFlagHelp = "kubelet's root directory on the nodes (its --root-dir), the same for the controller and the node plugin: PaV's pods keep /pav under it, and the node plugin's sockets go there"
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 var rootCmd = &cobra.Command{
 	Use:           "pav",
 	Short:         "PaV (Pods-as-Volumes): volume provisioners written as pod templates",
 	SilenceUsage:  true,
 	SilenceErrors: true,
-}
-
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print PaV's version",
-		Args:  cobra.NoArgs,
-		Run:   func(cmd *cobra.Command, args []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
-	})
 }
 
 func main() {

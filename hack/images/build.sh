@@ -5,7 +5,8 @@
 #   pause  registry.k8s.io/pause:3.10 (the name containerd's sandbox_image expects)
 #   test   busybox-static + bash, as pav-test:latest, busybox:latest, ubuntu:20.04, alpine:3.15,
 #          and /bin/pav-webhook-load (test/e2e/webhookload/loadgen)
-#   pav    $IMAGE (default pav:latest): cmd/pav (CGO_ENABLED=0) on busybox-static, entrypoint /pav
+#   pav    $IMAGE (default pav:latest): cmd/pav (CGO_ENABLED=0, stamped by hack/version.sh with
+#          $VERSION and the commit) on busybox-static, entrypoint /pav
 #   csi-anchor  pav-bench-csi-anchor:latest, the cluster benchmark's CSI anchor (not in all):
 #          external-provisioner v5.3.0 as /csi-provisioner (built with hack/csianchor/provisioner's
 #          module file, which copies its replace directives) and /csi-anchor-driver
@@ -15,7 +16,6 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 IMAGES_DIR=${IMAGES_DIR:-$REPO/_output/images}
 TOOLS=$REPO/_output/bin
 IMAGE=${IMAGE:-pav:latest}
-VERSION=${VERSION:-$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo dev)}
 mkdir -p "$IMAGES_DIR" "$TOOLS"
 IMAGES_DIR=$(cd "$IMAGES_DIR" && pwd)   # builds below run in other directories
 export CGO_ENABLED=0
@@ -71,7 +71,7 @@ build_test() {
 build_pav() {
   local r=$IMAGES_DIR/rootfs-pav
   busybox_rootfs "$r"   # the node plugin runs mount/umount (k8s.io/mount-utils) and sh
-  (cd "$REPO" && go build -trimpath -ldflags "-s -w -X main.version=$VERSION" -o "$r/pav" ./cmd/pav)
+  (cd "$REPO" && go build -trimpath -ldflags "-s -w $(hack/version.sh)" -o "$r/pav" ./cmd/pav)
   "$MKIMG" -rootfs "$r" -entrypoint /pav -out "$IMAGES_DIR/pav.tar" -name "$(fullname "$IMAGE")"
 }
 

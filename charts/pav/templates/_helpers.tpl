@@ -1,3 +1,35 @@
+{{/*
+pav.labels: the labels of every object, as YAML: commonLabels, then the
+standard app.kubernetes.io labels (over commonLabels). Argument: the chart's
+root context, or a dict with
+  root       the chart's root context
+  component  app.kubernetes.io/component (optional)
+  extra      more labels, under the standard ones (optional: podLabels)
+*/}}
+{{- define "pav.labels" -}}
+{{- $root := .root | default . -}}
+{{- $l := merge (deepCopy (.extra | default dict)) (deepCopy ($root.Values.commonLabels | default dict)) -}}
+{{- $std := dict
+  "helm.sh/chart" (printf "%s-%s" $root.Chart.Name $root.Chart.Version | replace "+" "_")
+  "app.kubernetes.io/name" "pav"
+  "app.kubernetes.io/instance" $root.Release.Name
+  "app.kubernetes.io/version" $root.Chart.AppVersion
+  "app.kubernetes.io/managed-by" $root.Release.Service
+  "app.kubernetes.io/part-of" "pav" -}}
+{{- with .component }}{{ $_ := set $std "app.kubernetes.io/component" . }}{{ end -}}
+{{- toYaml (mergeOverwrite $l $std) -}}
+{{- end -}}
+
+{{/*
+pav.selectorLabels: the labels a component's selectors match (unchanged
+across chart versions: a Deployment's or DaemonSet's selector is immutable).
+Argument: the component's name.
+*/}}
+{{- define "pav.selectorLabels" -}}
+app.kubernetes.io/name: pav
+app.kubernetes.io/component: {{ . }}
+{{- end -}}
+
 {{/* The image of PaV's containers: image.repository:image.tag (tag default: appVersion). */}}
 {{- define "pav.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
@@ -41,6 +73,7 @@ pav.nodeAgent: a node plugin DaemonSet. Argument: a dict with
   root         the chart's root context
   name         the DaemonSet's name
   pool         the pool's name, "" for the default DaemonSet
+  updateStrategy
   kubeletDir   the kubelet root directory of its nodes
   runtimeSocket containerd's socket on its nodes ("": none)
   maxVolumesPerNode its nodes' volume limit per PavProvisioner (0: none)
@@ -48,39 +81,38 @@ pav.nodeAgent: a node plugin DaemonSet. Argument: a dict with
 */}}
 {{- define "pav.nodeAgent" -}}
 {{- $v := .root.Values -}}
+{{- $poolLabels := dict -}}
+{{- with .pool }}{{ $_ := set $poolLabels "pav-node-pool" . }}{{ end -}}
 apiVersion: apps/v1
 kind: DaemonSet
 metadata:
   name: {{ .name }}
   namespace: {{ .root.Release.Namespace }}
-  labels:
-    app.kubernetes.io/name: pav
-    app.kubernetes.io/component: node-agent
-    {{- with .pool }}
-    pav-node-pool: {{ . }}
-    {{- end }}
+  labels: {{- include "pav.labels" (dict "root" .root "component" "node-agent" "extra" $poolLabels) | nindent 4 }}
 spec:
   selector:
-    matchLabels:
-      app.kubernetes.io/name: pav
-      app.kubernetes.io/component: node-agent
+    matchLabels: {{- include "pav.selectorLabels" "node-agent" | nindent 6 }}
       {{- with .pool }}
       pav-node-pool: {{ . }}
       {{- end }}
+  {{- with .updateStrategy }}
+  updateStrategy: {{- toYaml . | nindent 4 }}
+  {{- end }}
   template:
     metadata:
-      labels:
-        app.kubernetes.io/name: pav
-        app.kubernetes.io/component: node-agent
-        {{- with .pool }}
-        pav-node-pool: {{ . }}
-        {{- end }}
+      labels: {{- include "pav.labels" (dict "root" .root "component" "node-agent" "extra" (merge (deepCopy $poolLabels) ($v.node.podLabels | default dict))) | nindent 8 }}
+      {{- with $v.node.podAnnotations }}
+      annotations: {{- toYaml . | nindent 8 }}
+      {{- end }}
     spec:
       serviceAccountName: node
       # The host PID namespace: recovering a volume reaches into the running
       # client containers' mount namespaces, by their processes.
       hostPID: true
       priorityClassName: {{ $v.node.priorityClassName }}
+      {{- with $v.imagePullSecrets }}
+      imagePullSecrets: {{- toYaml . | nindent 8 }}
+      {{- end }}
       {{- with .nodeSelector }}
       nodeSelector: {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -106,13 +138,13 @@ spec:
             - --kubelet-dir={{ .kubeletDir }}
             - --runtime-endpoint={{ with .runtimeSocket }}unix://{{ . }}{{ end }}
             {{- with .maxVolumesPerNode }}
-            {{- if or (not (or (kindIs "float64" .) (kindIs "int64" .) (kindIs "int" .))) (lt (int64 .) 0) (gt (int64 .) 2147483647) (ne (float64 (int64 .)) (float64 .)) }}
-            {{- fail (printf "%s: maxVolumesPerNode %v must be a whole number from 0 (no limit) to 2147483647" $.name .) }}
-            {{- end }}
             - --max-volumes-per-node={{ int64 . }}
             {{- end }}
             {{- if $v.metrics.enabled }}
             - --metrics-endpoint=:{{ $v.metrics.nodePort }}
+            {{- end }}
+            {{- with $v.node.extraArgs }}
+            {{- toYaml . | nindent 12 }}
             {{- end }}
           env:
             - name: NODE_NAME

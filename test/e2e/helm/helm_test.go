@@ -295,7 +295,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	t.Logf("values:\n%s", values)
 	chart := filepath.Join(root, "charts/pav")
-	helm(t, "install", release, chart, "-n", namespace, "--create-namespace", "-f", valuesFile, "--wait", "--timeout=5m")
+	out := helm(t, "install", release, chart, "-n", namespace, "--create-namespace", "-f", valuesFile, "--wait", "--timeout=5m")
+	// the chart's NOTES.txt: how to see PaV run, with this release's names
+	if want := "kubectl -n " + namespace + " rollout status daemonset/node-agent"; !strings.Contains(out, want) {
+		t.Errorf("helm install's notes do not say %q:\n%s", want, out)
+	}
 	rolledOut(t, len(poolNodes) > 0)
 	sw.lap("helm install")
 	if got := kq(t, "get", "crd", crd, "-o", "name"); got == "" {
