@@ -29,6 +29,9 @@ const (
 	ReasonVolumeRecoveryFailed = "VolumeRecoveryFailed"
 )
 
+// recoveryTimeout bounds one attempt to recover a staging.
+const recoveryTimeout = 2 * time.Minute
+
 // ContainerProcesses finds the processes of a pod's running containers
 // (ContainerdProcesses).
 type ContainerProcesses interface {
@@ -141,7 +144,11 @@ func (s *Stager) RunRecovery(ctx context.Context) {
 			return
 		}
 		klog.FromContext(ctx).V(2).Info("Checking whether a staging needs recovery", "stagingID", id)
-		err := s.recover(ctx, id)
+		// Bounded, as kubelet bounds a publish: a step that hangs (a staging
+		// pod that never gets ready) is retried with backoff.
+		attemptCtx, cancel := context.WithTimeout(ctx, recoveryTimeout)
+		err := s.recover(attemptCtx, id)
+		cancel()
 		if err != nil {
 			klog.FromContext(ctx).Info("Recovering a volume failed; retrying", "stagingID", id, "err", err)
 			s.recoveries.AddRateLimited(id)
@@ -240,6 +247,11 @@ func (s *Stager) restage(ctx context.Context, driver string, pod *corev1.Pod, re
 	}
 	if err := s.teardown(ctx, driver, pod); err != nil {
 		return nil, err
+	}
+	// The new staging pod has the old one's name: wait until the cache no
+	// longer holds the old one, or publish would wait on it.
+	if _, err := s.wait(ctx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
+		return nil, fmt.Errorf("waiting for the stopped staging pod %s/%s to go: %w", pod.Namespace, pod.Name, err)
 	}
 	if err := s.publish(ctx, driver, req, rec); err != nil {
 		return nil, err

@@ -117,7 +117,7 @@ const (
 // pav-node-scope in deployment.yaml list them too).
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
-	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationSucceeded, AnnotationUnstaged,
+	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
