@@ -98,8 +98,8 @@ func TestStaleMountsKeepsTopsOnly(t *testing.T) {
 		{ID: 1, Major: 0, Minor: 50, Root: "/vol", MountPoint: "/data"},
 		{ID: 2, Major: 0, Minor: 50, Root: "/vol/a", MountPoint: "/data/a"},      // nested in /data: goes with it
 		{ID: 3, Major: 0, Minor: 50, Root: "/vol/b", MountPoint: `/sub\040path`}, // a subPath, escaped space
-		{ID: 4, Major: 0, Minor: 50, Root: "/volume2", MountPoint: "/other"},      // another directory of the same file system
-		{ID: 5, Major: 0, Minor: 51, Root: "/vol", MountPoint: "/else"},           // another file system
+		{ID: 4, Major: 0, Minor: 50, Root: "/volume2", MountPoint: "/other"},     // another directory of the same file system
+		{ID: 5, Major: 0, Minor: 51, Root: "/vol", MountPoint: "/else"},          // another file system
 	}
 	got := staleMounts(infos, old)
 	want := []staleMount{{id: 1, mountPoint: "/data"}, {id: 3, mountPoint: "/sub path", sub: "b"}}

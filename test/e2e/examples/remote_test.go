@@ -200,11 +200,12 @@ func TestSSHFSRecovery(t *testing.T) {
 	pv := pvOf(t, ns, "sshfs")
 	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
 	for name := range writers {
+		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
 		onServer := map[string]bool{}
 		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
 			onServer[line] = true
 		}
-		for _, n := range acknowledged(t, ns, name) {
+		for _, n := range acked {
 			if !onServer[fmt.Sprintf("line %d", n)] {
 				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
 			}
