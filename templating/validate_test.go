@@ -150,9 +150,9 @@ volumeCreation:
 		{name: "bad literal modes", doc: withSection(`
 volumeValidation:
   volumeModes: [Filesystem, Blocks, 3]
-  accessModes: [ReadWriteOncePod]
+  accessModes: [ReadWriteOncePod, ReadWriteOnceNode]
 `), want: []string{
-			`spec.volumeValidation.accessModes[0]: Unsupported value: "ReadWriteOncePod"`,
+			`spec.volumeValidation.accessModes[1]: Unsupported value: "ReadWriteOnceNode": supported values: "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"`,
 			`spec.volumeValidation.volumeModes[2]: Invalid value: 3: must be a string`,
 			`spec.volumeValidation.volumeModes[1]: Unsupported value: "Blocks"`}},
 		{name: "modes not a list", doc: withSection(`

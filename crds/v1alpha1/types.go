@@ -111,7 +111,8 @@ type VolumeValidation struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeModes *Value `json:"volumeModes,omitempty"`
-	// List of ReadWriteOnce/ReadOnlyMany/ReadWriteMany (default all three). May be a template.
+	// List of ReadWriteOnce/ReadOnlyMany/ReadWriteMany/ReadWriteOncePod
+	// (default the first three). May be a template.
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	AccessModes *Value `json:"accessModes,omitempty"`
