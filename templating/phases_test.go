@@ -60,6 +60,21 @@ volumeValidation:
 	}
 }
 
+// fsGroupPolicy is a literal: a staging section written as one template
+// cannot set it (the CSIDriver is made before anything is evaluated).
+func TestFSGroupPolicyIsLiteral(t *testing.T) {
+	c := compiled(t, `
+metadata: {name: test}
+spec:
+  provisioningModes: [Static]
+  volumeStaging: "{% set yaml = true %}{fsGroupPolicy: File, podTemplate: {spec: {containers: [{name: s, image: i}]}}}"
+`)
+	_, err := c.Staging(context.Background(), stageReq(), nil)
+	if err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.fsGroupPolicy: Forbidden: unknown field") {
+		t.Errorf("Staging = %v", err)
+	}
+}
+
 func TestValidationPhase(t *testing.T) {
 	ctx := context.Background()
 	c := compiled(t, minimal)

@@ -75,6 +75,9 @@ volumeUnstaging:
 			want: []string{"spec.provisioningModes: Required value"}},
 		{name: "bad and duplicate modes", doc: strings.Replace(minimal, "[Dynamic, Static]", "[Dynamic, dynamic, Dynamic]", 1),
 			want: []string{`spec.provisioningModes[1]: Unsupported value: "dynamic"`, `spec.provisioningModes[2]: Duplicate value: "Dynamic"`}},
+		{name: "fsGroupPolicy", doc: strings.Replace(minimal, "  volumeStaging:\n", "  volumeStaging:\n    fsGroupPolicy: File\n", 1)},
+		{name: "bad fsGroupPolicy", doc: strings.Replace(minimal, "  volumeStaging:\n", "  volumeStaging:\n    fsGroupPolicy: file\n", 1),
+			want: []string{`spec.volumeStaging.fsGroupPolicy: Unsupported value: "file": supported values: "None", "File", "ReadWriteOnceWithFSType"`}},
 		{name: "no staging", doc: `
 metadata: {name: test}
 spec:
