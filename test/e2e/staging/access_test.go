@@ -68,21 +68,8 @@ func TestFSGroupPolicy(t *testing.T) {
 			e.storageClass(nil)
 			e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
 			group := int64(4321)
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "client"},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: new(int64),
-					SecurityContext:               &corev1.PodSecurityContext{FSGroup: &group},
-					Containers: []corev1.Container{{
-						Name: "client", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:      []string{"/bin/sh", "-c", "stat -c '%g' /data/c1/hello"},
-						VolumeMounts: []corev1.VolumeMount{{Name: "c1", MountPath: "/data/c1"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "c1", VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c1"}}}},
-				},
-			}
+			pod := clientPodObject("client", "stat -c '%g' /data/c1/hello", []string{"c1"}, false, false)
+			pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: &group}
 			e.CreatePod(framework.PinToNode(pod, e.nodeName()))
 			got := strings.TrimSpace(e.succeeded("client"))
 			want := "0"
@@ -104,25 +91,15 @@ func TestGenericEphemeralVolume(t *testing.T) {
 		section("volumeDeletion", podTemplate("delete", "touch /marker/deleted-{{ handle }}", false))))
 	e.storageClass(nil)
 	class := e.prov
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client"},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{
-				Name: "client", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:      []string{"/bin/sh", "-c", "cat /scratch/hello && echo written > /scratch/w && cat /scratch/w"},
-				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}},
-			}},
-			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
-				VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
-					StorageClassName: &class,
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
-				}},
-			}}}},
-		},
-	}
+	pod := clientPodObject("client", "cat /scratch/hello && echo written > /scratch/w && cat /scratch/w", nil, false, false)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		}},
+	}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 	created := e.CreatePod(framework.PinToNode(pod, e.nodeName()))
 	out := e.succeeded("client")
 	if !strings.Contains(out, "hello from pvc-") || !strings.Contains(out, "written") {
