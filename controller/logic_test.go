@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -291,6 +294,47 @@ func TestDesiredCSIDriver(t *testing.T) {
 	}
 	if !csiDriverMatches(d, desiredCSIDriver(p)) {
 		t.Error("a desired CSIDriver does not match itself")
+	}
+}
+
+// The CSIDriver carries the provisioner's fsGroupPolicy (default
+// ReadWriteOnceWithFSType); a change updates it in place, never deleting it.
+func TestCSIDriverFSGroupPolicy(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	if got := *desiredCSIDriver(h.prov).Spec.FSGroupPolicy; got != storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy {
+		t.Errorf("default fsGroupPolicy %s", got)
+	}
+	if _, err := h.c.ensureCSIDriver(ctx, h.prov); err != nil {
+		t.Fatal(err)
+	}
+	created, err := h.kube.StorageV1().CSIDrivers().Get(ctx, testProvisioner, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.UID = "driver-uid" // the fake API server sets none
+	if err := h.c.csiDriverIndexer.Add(created); err != nil {
+		t.Fatal(err)
+	}
+	file := storagev1.FileFSGroupPolicy
+	h.prov.Spec.VolumeStaging = &v1alpha1.VolumeStaging{FSGroupPolicy: &file}
+	h.kube.ClearActions()
+	if problem, err := h.c.ensureCSIDriver(ctx, h.prov); err != nil || problem != "" {
+		t.Fatal(problem, err)
+	}
+	var verbs []string
+	for _, a := range h.kube.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if !slices.Equal(verbs, []string{"update"}) {
+		t.Errorf("changing fsGroupPolicy did %v, want one update", verbs)
+	}
+	got, err := h.kube.StorageV1().CSIDrivers().Get(ctx, testProvisioner, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.FSGroupPolicy != file || got.UID != "driver-uid" {
+		t.Errorf("CSIDriver after the change: fsGroupPolicy %s, UID %s", *got.Spec.FSGroupPolicy, got.UID)
 	}
 }
 

@@ -30,10 +30,10 @@ const (
 
 // desiredCSIDriver is the CSIDriver object kubelet needs for a provisioner:
 // no attach step, pod info on mount (the node plugin needs the client pod),
-// persistent volumes only.
+// persistent volumes only, and the provisioner's fsGroup policy.
 func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 	f, t := false, true
-	policy := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
+	policy := p.FSGroupPolicy()
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   p.Name,
@@ -180,6 +180,17 @@ func (c *Controller) ensureCSIDriver(ctx context.Context, p *v1alpha1.PavProvisi
 		// Left by an earlier PavProvisioner of the same name, or changed:
 		// most CSIDriver fields are immutable, so replace it.
 		return "", c.deleteCSIDriver(ctx, have)
+	}
+	if !equality.Semantic.DeepEqual(have.Spec.FSGroupPolicy, want.Spec.FSGroupPolicy) {
+		// Mutable since Kubernetes 1.29, so changed in place: while a
+		// CSIDriver is missing, a client pod scheduled meanwhile would
+		// wait for an attach that never comes.
+		updated := have.DeepCopy()
+		updated.Spec.FSGroupPolicy = want.Spec.FSGroupPolicy
+		if _, err := c.kube.StorageV1().CSIDrivers().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return "", fmt.Errorf("updating the fsGroupPolicy of CSIDriver %s: %w", p.Name, err)
+		}
+		klog.InfoS("Updated CSIDriver", "name", p.Name, "fsGroupPolicy", *want.Spec.FSGroupPolicy)
 	}
 	return "", nil
 }

@@ -64,7 +64,7 @@ func TestManifest(t *testing.T) {
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
 		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning"},
 		"volumeDeletion":   {"podTemplate"},
-		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery"},
+		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy"},
 		"volumeUnstaging":  {"podTemplate"},
 		"volumeExpansion":  {"podTemplate"},
 	}
@@ -82,7 +82,7 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
 		}
 		for _, f := range fields {
-			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" {
+			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" {
 				continue // a literal, never a template
 			}
 			p, ok := props[f].(map[string]interface{})
@@ -90,5 +90,14 @@ func TestManifest(t *testing.T) {
 				t.Errorf("%s.%s: want any value, got %v", s, f, props[f])
 			}
 		}
+	}
+	// The API server refuses the fsGroupPolicy values PaV's validation does.
+	enum, _, _ := unstructured.NestedStringSlice(spec, "properties", "volumeStaging", "properties", "fsGroupPolicy", "enum")
+	var want []string
+	for _, p := range v1alpha1.FSGroupPolicies {
+		want = append(want, string(p))
+	}
+	if !reflect.DeepEqual(enum, want) {
+		t.Errorf("fsGroupPolicy enum %v, want %v", enum, want)
 	}
 }

@@ -32,6 +32,14 @@ type PublishRequest struct {
 	Block bool
 	// ReadOnly: the request is read-only or the access mode is a reader-only one.
 	ReadOnly bool
+	// SingleWriter: the access mode is SINGLE_NODE_SINGLE_WRITER (kubelet's
+	// for a ReadWriteOncePod claim): no other target on the node may have
+	// the volume published at the same time.
+	SingleWriter bool
+	// MountFlags and FSType: the mount capability's, for Filesystem volumes
+	// (kubelet passes the PV's mountOptions and spec.csi.fsType).
+	MountFlags []string
+	FSType     string
 	// VolumeContext holds the PV's volumeAttributes and, because the
 	// CSIDriver has podInfoOnMount, csi.storage.k8s.io/pod.* keys.
 	VolumeContext map[string]string
@@ -40,7 +48,9 @@ type PublishRequest struct {
 // Stager does the actual staging and unstaging of volumes. Errors carrying a
 // gRPC status are returned as they are; others become Internal.
 type Stager interface {
-	// Publish makes the volume available at req.TargetPath; idempotent.
+	// Publish makes the volume available at req.TargetPath; idempotent. A
+	// SingleWriter request for a volume published at another target on
+	// the node fails with FailedPrecondition, as CSI asks.
 	Publish(ctx context.Context, driver string, req *PublishRequest) error
 	// Unpublish undoes Publish; idempotent, and succeeds for unknown volumes.
 	Unpublish(ctx context.Context, driver, volumeID, targetPath string) error
@@ -131,8 +141,12 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 	return &csi.NodeGetInfoResponse{NodeId: d.nodeID, MaxVolumesPerNode: d.maxVolumes}, nil
 }
 
-// NodeGetCapabilities: volume stats and volume health (CSI 1.13's
-// NodeGetVolumeHealth, which replaced VOLUME_CONDITION). No
+// NodeGetCapabilities: volume stats, volume health (CSI 1.13's
+// NodeGetVolumeHealth, which replaced VOLUME_CONDITION), and
+// SINGLE_NODE_MULTI_WRITER, which makes kubelet pass a ReadWriteOncePod
+// claim as SINGLE_NODE_SINGLE_WRITER and a ReadWriteOnce one as
+// SINGLE_NODE_MULTI_WRITER (without it both are SINGLE_NODE_WRITER and the
+// node plugin cannot tell them apart). No
 // STAGE_UNSTAGE_VOLUME: without it kubelet calls NodePublishVolume once per
 // pod and target path, which is exactly one staging pod per client pod as
 // the PaV spec describes; a per-node stage step would need reference
@@ -144,6 +158,7 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRe
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
 		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
 		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
+		capability(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER),
 	}}, nil
 }
 
@@ -209,10 +224,17 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if vc.GetAccessMode() == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume capability has no access mode")
 	}
-	readOnly := req.GetReadonly()
-	switch vc.GetAccessMode().GetMode() {
+	readOnly, singleWriter := req.GetReadonly(), false
+	switch mode := vc.GetAccessMode().GetMode(); mode {
 	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
 		readOnly = true
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER:
+		singleWriter = true
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
+		// read-write unless the request says otherwise
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "access mode %s is not supported", mode)
 	}
 	if !d.begin(req.GetVolumeId(), req.GetTargetPath()) {
 		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetTargetPath())
@@ -223,6 +245,9 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		TargetPath:    req.GetTargetPath(),
 		Block:         vc.GetBlock() != nil,
 		ReadOnly:      readOnly,
+		SingleWriter:  singleWriter,
+		MountFlags:    vc.GetMount().GetMountFlags(),
+		FSType:        vc.GetMount().GetFsType(),
 		VolumeContext: req.GetVolumeContext(),
 	})
 	if err != nil {

@@ -58,6 +58,11 @@ func (f *fakeStager) Publish(ctx context.Context, driver string, req *PublishReq
 		}
 		return nil
 	}
+	for target, p := range f.published {
+		if p.VolumeID == req.VolumeID && req.SingleWriter {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is already published at %s", req.VolumeID, target)
+		}
+	}
 	if req.Block {
 		if err := os.WriteFile(req.TargetPath, nil, 0o600); err != nil {
 			return err
@@ -235,6 +240,19 @@ func TestNodePublishArguments(t *testing.T) {
 			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", ReadOnly: true}},
 		{name: "reader-only access mode, block", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: blockROCap},
 			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", ReadOnly: true, Block: true}},
+		{name: "single writer (ReadWriteOncePod)", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: &csi.VolumeCapability{
+			AccessType: mountCap.AccessType, AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER}}},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", SingleWriter: true}},
+		{name: "multi writer (ReadWriteOnce)", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: &csi.VolumeCapability{
+			AccessType: mountCap.AccessType, AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER}}},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t"}},
+		{name: "unknown access mode", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: &csi.VolumeCapability{
+			AccessType: mountCap.AccessType, AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_UNKNOWN}}},
+			code: codes.InvalidArgument},
+		{name: "mount flags and fsType", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4", MountFlags: []string{"noatime", "sync"}}},
+			AccessMode: mountCap.AccessMode}},
+			code: codes.OK, want: &PublishRequest{VolumeID: "v", TargetPath: "/t", MountFlags: []string{"noatime", "sync"}, FSType: "ext4"}},
 		{name: "stager status kept", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
 			stagerErr: status.Error(codes.FailedPrecondition, "static validation failed"), code: codes.FailedPrecondition},
 		{name: "wrapped status kept", req: &csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "/t", VolumeCapability: mountCap},
@@ -311,7 +329,8 @@ func TestVolumeStatsAndHealth(t *testing.T) {
 	for _, c := range caps.Capabilities {
 		got = append(got, c.GetRpc().GetType())
 	}
-	if !reflect.DeepEqual(got, []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_GET_VOLUME_STATS, csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH}) {
+	if !reflect.DeepEqual(got, []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_GET_VOLUME_STATS, csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER}) {
 		t.Errorf("capabilities %v", got)
 	}
 

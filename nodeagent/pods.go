@@ -64,14 +64,16 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "getting node %s: %v", s.node, err)
 	}
-	tmpl, err := s.engine.Staging(ctx, p, templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: req.ReadOnly})
+	tmpl, err := s.engine.Staging(ctx, p, templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: req.ReadOnly,
+		MountOptions: req.MountFlags, FSType: req.FSType})
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeStaging of PavProvisioner %s: %v", p.Name, err)
 	}
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	pod, err := protocol.StagingPod(tmpl, p.Name, s.root, s.node, id, pv, pvc, req.TargetPath, req.ReadOnly)
+	pod, err := protocol.StagingPod(tmpl, p.Name, s.root, s.node, id, pv, pvc, protocol.Publication{
+		TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}

@@ -276,11 +276,14 @@ func (s *Stager) republishRequest(pod *corev1.Pod) (*pavcsi.PublishRequest, erro
 	if err := json.Unmarshal([]byte(pod.Annotations[protocol.AnnotationVolumeSnapshot]), &pv); err != nil || pv.Spec.CSI == nil {
 		return nil, fmt.Errorf("staging pod %s/%s does not record its CSI volume: %v", pod.Namespace, pod.Name, err)
 	}
+	pub := protocol.PublicationOf(pod)
 	return &pavcsi.PublishRequest{
 		VolumeID:      pv.Spec.CSI.VolumeHandle,
-		TargetPath:    pod.Annotations[protocol.AnnotationTargetPath],
+		TargetPath:    pub.TargetPath,
 		Block:         pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock,
-		ReadOnly:      pod.Annotations[protocol.AnnotationReadOnly] == "true",
+		ReadOnly:      pub.ReadOnly,
+		MountFlags:    pub.MountOptions,
+		FSType:        pub.FSType,
 		VolumeContext: pv.Spec.CSI.VolumeAttributes,
 	}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -221,6 +222,11 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 		if prov, err := s.provisioner(driver); err == nil && prov.DeletionTimestamp != nil {
 			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is staged", driver)
 		}
+		if req.SingleWriter {
+			if err := s.checkSingleWriter(pv.Name, id); err != nil {
+				return err
+			}
+		}
 		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, rec.annotations()); err != nil {
 			return err
 		}
@@ -313,6 +319,28 @@ func (s *Stager) checkTarget(req *pavcsi.PublishRequest, pod *corev1.Pod) error 
 		return status.Errorf(codes.AlreadyExists, "%s is already published as a block volume, not a filesystem one", req.TargetPath)
 	case pod == nil:
 		return status.Errorf(codes.AlreadyExists, "%s is already published, not for volume %s", req.TargetPath, req.VolumeID)
+	}
+	return nil
+}
+
+// checkSingleWriter refuses, with FAILED_PRECONDITION as CSI asks, to stage
+// a SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod) volume that a staging pod
+// on this node already stages for another target. The scheduler keeps a
+// second pod of such a claim off every node; this is the node's own check.
+func (s *Stager) checkSingleWriter(pvName, id string) error {
+	sel := labels.SelectorFromSet(labels.Set{
+		protocol.LabelPhase:  string(protocol.PhaseStaging),
+		protocol.LabelVolume: protocol.LabelValue(pvName),
+	})
+	pods, err := s.podLister.List(sel)
+	if err != nil {
+		return status.Errorf(codes.Internal, "listing staging pods of volume %s: %v", pvName, err)
+	}
+	for _, p := range pods {
+		if p.Labels[protocol.LabelStagingID] != id && p.DeletionTimestamp == nil {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is ReadWriteOncePod and already published on this node at %s (staging pod %s/%s)",
+				pvName, p.Annotations[protocol.AnnotationTargetPath], p.Namespace, p.Name)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -30,11 +31,12 @@ import (
 
 // literalEngine evaluates nothing: its templates are fixed.
 type literalEngine struct {
-	staging     *corev1.PodTemplateSpec
-	unstaging   *corev1.PodTemplateSpec
-	staticErr   error
-	mu          sync.Mutex
-	stagingReqs []templating.StagingRequest
+	staging       *corev1.PodTemplateSpec
+	unstaging     *corev1.PodTemplateSpec
+	staticErr     error
+	mu            sync.Mutex
+	stagingReqs   []templating.StagingRequest
+	unstagingReqs []templating.StagingRequest
 }
 
 func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {
@@ -48,7 +50,10 @@ func (e *literalEngine) Staging(_ context.Context, _ *v1alpha1.PavProvisioner, r
 	return e.staging, nil
 }
 
-func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
+func (e *literalEngine) Unstaging(_ context.Context, _ *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unstagingReqs = append(e.unstagingReqs, req)
 	return e.unstaging, nil
 }
 
@@ -240,6 +245,64 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	// Idempotent.
 	if err := f.stager.Unpublish(ctx, testDriver, testHandle, f.target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Kubelet's mount flags and fsType reach the staging context, and the
+// unstaging context through the staging pod.
+func TestMountOptionsReachStagingAndUnstaging(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	flags := []string{"noatime", `context="system_u:object_r:container_file_t:s0:c1,c2"`}
+	done := async(func() error {
+		return f.stager.Publish(ctx, testDriver, &pavcsi.PublishRequest{VolumeID: testHandle, TargetPath: f.target, MountFlags: flags, FSType: "xfs"})
+	})
+	pod := f.waitForPod(protocol.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := f.engine.stagingReqs; len(r) != 1 || !reflect.DeepEqual(r[0].MountOptions, flags) || r[0].FSType != "xfs" {
+		t.Errorf("staging context = %+v", r)
+	}
+	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+	f.setPhase(f.waitForPod(protocol.PhaseUnstaging), corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := f.engine.unstagingReqs; len(r) != 1 || !reflect.DeepEqual(r[0].MountOptions, flags) || r[0].FSType != "xfs" {
+		t.Errorf("unstaging context = %+v", r)
+	}
+}
+
+// A SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod) volume published at one
+// target is refused at another with FAILED_PRECONDITION, before any
+// staging pod; the same target again is fine.
+func TestPublishSingleWriterElsewhereRefused(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	req := &pavcsi.PublishRequest{VolumeID: testHandle, TargetPath: f.target, SingleWriter: true}
+	done := async(func() error { return f.stager.Publish(ctx, testDriver, req) })
+	pod := f.waitForPod(protocol.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	other := *req
+	other.TargetPath = filepath.Join(t.TempDir(), "other", "mount")
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // without the check it waits for a staging pod
+	err := f.stager.Publish(callCtx, testDriver, &other)
+	cancel()
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "ReadWriteOncePod and already published on this node at "+f.target) {
+		t.Errorf("second target: %v, want FAILED_PRECONDITION", err)
+	}
+	if n := len(f.pods()); n != 1 {
+		t.Errorf("%d pods, want the first staging pod only", n)
+	}
+	if err := f.stager.Publish(ctx, testDriver, req); err != nil {
+		t.Errorf("the same target again: %v", err)
 	}
 }
 

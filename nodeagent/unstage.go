@@ -173,7 +173,8 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 // where they still exist, else the snapshots on the staging pod.
 func (s *Stager) unstagingRequest(ctx context.Context, stagingPod *corev1.Pod) (templating.StagingRequest, error) {
 	ann := stagingPod.Annotations
-	req := templating.StagingRequest{ReadOnly: ann[protocol.AnnotationReadOnly] == "true"}
+	pub := protocol.PublicationOf(stagingPod)
+	req := templating.StagingRequest{ReadOnly: pub.ReadOnly, MountOptions: pub.MountOptions, FSType: pub.FSType}
 
 	snapPVC := &corev1.PersistentVolumeClaim{}
 	if err := json.Unmarshal([]byte(ann[protocol.AnnotationClaimSnapshot]), snapPVC); err != nil {

@@ -144,8 +144,8 @@ type deviceAllowed func(rdev uint64) bool
 
 // checkVolume checks what a staging pod exposed (the descriptor openInPav
 // returned for /pav/volume): a directory for Filesystem volumes; for Block
-// volumes a block device the pod may use (allowed) whose size is exactly
-// capacity bytes.
+// volumes a block device the pod may use (allowed) of at least capacity
+// bytes.
 func checkVolume(f *os.File, block bool, capacity int64, allowed deviceAllowed) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
@@ -176,8 +176,14 @@ func checkVolume(f *os.File, block bool, capacity int64, allowed deviceAllowed) 
 	if err != nil {
 		return fmt.Errorf("finding the size of /pav/volume: %w", err)
 	}
-	if size != capacity {
-		return fmt.Errorf("/pav/volume is a block device of %d bytes, but the volume's capacity is %d bytes", size, capacity)
+	return checkBlockSize(size, capacity)
+}
+
+// checkBlockSize: a block device may be larger than the volume's capacity
+// (backends round sizes up to their extent or sector size), never smaller.
+func checkBlockSize(size, capacity int64) error {
+	if size < capacity {
+		return fmt.Errorf("/pav/volume is a block device of %d bytes, smaller than the volume's capacity of %d bytes", size, capacity)
 	}
 	return nil
 }

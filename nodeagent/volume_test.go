@@ -178,6 +178,24 @@ func TestCheckVolume(t *testing.T) {
 	}
 }
 
+func TestCheckBlockSize(t *testing.T) {
+	for _, tt := range []struct {
+		size, capacity int64
+		wantErr        string
+	}{
+		{size: 1 << 20, capacity: 1 << 20},
+		{size: 1<<20 + 512, capacity: 1 << 20},
+		{size: 1 << 30, capacity: 1 << 20},
+		{size: 1<<20 - 512, capacity: 1 << 20, wantErr: "/pav/volume is a block device of 1048064 bytes, smaller than the volume's capacity of 1048576 bytes"},
+		{size: 0, capacity: 1, wantErr: "smaller than the volume's capacity"},
+	} {
+		err := checkBlockSize(tt.size, tt.capacity)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("size %d, capacity %d: %v, want %q", tt.size, tt.capacity, err, tt.wantErr)
+		}
+	}
+}
+
 func firstBlockDevice() string {
 	entries, _ := os.ReadDir("/dev")
 	for _, e := range entries {

@@ -61,6 +61,10 @@ const (
 	AnnotationClaim      = prefix + "claim"       // "<namespace>/<name>" of the PVC
 	AnnotationTargetPath = prefix + "target-path" // kubelet's target path
 	AnnotationReadOnly   = prefix + "read-only"   // "true" or "false"
+	// On staging pods, when kubelet passed them: the mount flags (JSON list
+	// of strings) and fsType of NodePublishVolume's mount capability.
+	AnnotationMountOptions = prefix + "mount-options"
+	AnnotationFSType       = prefix + "fs-type"
 	// On staging pods: JSON snapshots of the PVC and PV at staging time, so
 	// that unstaging can be evaluated even if they are gone by then
 	// (AnnotationClaimSnapshot holds the PVC), and "true" once the unstaging

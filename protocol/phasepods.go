@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -63,11 +64,11 @@ func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Pha
 	return pod
 }
 
-// StagingPod is the staging pod for publishing pv (of claim pvc) at
-// targetPath on node, whose node plugin keeps pod directories under root.
+// StagingPod is the staging pod for publishing pv (of claim pvc) as pub
+// asks on node, whose node plugin keeps pod directories under root.
 // It records copies of pv and pvc, for an unstaging that runs when they are
 // gone, and holds FinalizerStaging until the node plugin has unstaged.
-func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, targetPath string, readOnly bool) (*corev1.Pod, error) {
+func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, pub Publication) (*corev1.Pod, error) {
 	claimSnap, err := ClaimSnapshot(pvc)
 	if err != nil {
 		return nil, fmt.Errorf("recording claim %s/%s on the staging pod: %w", pvc.Namespace, pvc.Name, err)
@@ -76,14 +77,47 @@ func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID
 	if err != nil {
 		return nil, fmt.Errorf("recording PersistentVolume %s on the staging pod: %w", pv.Name, err)
 	}
-	pod := nodePod(tmpl, provisioner, PhaseStaging, root, node, stagingID, pv.Name, pvc, map[string]string{
-		AnnotationTargetPath:     targetPath,
-		AnnotationReadOnly:       strconv.FormatBool(readOnly),
+	ann := map[string]string{
+		AnnotationTargetPath:     pub.TargetPath,
+		AnnotationReadOnly:       strconv.FormatBool(pub.ReadOnly),
 		AnnotationClaimSnapshot:  claimSnap,
 		AnnotationVolumeSnapshot: volumeSnap,
-	})
+	}
+	if len(pub.MountOptions) > 0 {
+		b, _ := json.Marshal(pub.MountOptions) // a list of strings always encodes
+		ann[AnnotationMountOptions] = string(b)
+	}
+	if pub.FSType != "" {
+		ann[AnnotationFSType] = pub.FSType
+	}
+	pod := nodePod(tmpl, provisioner, PhaseStaging, root, node, stagingID, pv.Name, pvc, ann)
 	pod.Finalizers = append(pod.Finalizers, FinalizerStaging)
 	return pod, nil
+}
+
+// Publication is what kubelet's NodePublishVolume asked of a staging; the
+// staging pod records it, so that unstaging sees what staging saw.
+type Publication struct {
+	TargetPath string
+	ReadOnly   bool
+	// MountOptions and FSType are the mount capability's flags and fsType
+	// (Filesystem volumes; kubelet passes the PV's mountOptions and
+	// spec.csi.fsType).
+	MountOptions []string
+	FSType       string
+}
+
+// PublicationOf reads back what StagingPod recorded; a list that does not
+// decode (a pod PaV did not write) counts as none.
+func PublicationOf(stagingPod *corev1.Pod) Publication {
+	ann := stagingPod.Annotations
+	pub := Publication{TargetPath: ann[AnnotationTargetPath], ReadOnly: ann[AnnotationReadOnly] == "true", FSType: ann[AnnotationFSType]}
+	if s, ok := ann[AnnotationMountOptions]; ok {
+		if err := json.Unmarshal([]byte(s), &pub.MountOptions); err != nil {
+			pub.MountOptions = nil
+		}
+	}
+	return pub
 }
 
 // UnstagingPod is the unstaging pod that follows the staging pod of the same

@@ -294,3 +294,27 @@ func TestBuildPod(t *testing.T) {
 		})
 	}
 }
+
+// The staging pod records what kubelet asked (target, read-only, mount
+// flags with commas inside one flag, fsType) and PublicationOf reads it
+// back; a mount-options annotation PaV did not write counts as none.
+func TestPublicationRoundTrip(t *testing.T) {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u"}}
+	for _, pub := range []Publication{
+		{TargetPath: "/t", ReadOnly: true, MountOptions: []string{"noatime", `context="a,b"`}, FSType: "ext4"},
+		{TargetPath: "/t"},
+	} {
+		pod, err := StagingPod(&corev1.PodTemplateSpec{}, "prov", "/root", "node", "id", pv, pvc, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := PublicationOf(pod); !reflect.DeepEqual(got, pub) {
+			t.Errorf("read back %+v, want %+v", got, pub)
+		}
+		pod.Annotations[AnnotationMountOptions] = "noatime"
+		if got := PublicationOf(pod); got.MountOptions != nil {
+			t.Errorf("undecodable mount options read as %q", got.MountOptions)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package templating
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -95,6 +96,9 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 			errs = append(errs, field.Duplicate(modesPath.Index(i), string(m)))
 		}
 		seen[m] = true
+	}
+	if st := s.VolumeStaging; st != nil && st.FSGroupPolicy != nil && !slices.Contains(v1alpha1.FSGroupPolicies, *st.FSGroupPolicy) {
+		errs = append(errs, field.NotSupported(specPath.Child("volumeStaging", "fsGroupPolicy"), string(*st.FSGroupPolicy), v1alpha1.FSGroupPolicies))
 	}
 	if !p.HasMode(v1alpha1.Dynamic) {
 		if s.VolumeCreation != nil {

@@ -53,6 +53,11 @@ type StagingRequest struct {
 	PV       *corev1.PersistentVolume
 	Node     *corev1.Node
 	ReadOnly bool
+	// MountOptions and FSType: what kubelet passed in NodePublishVolume's
+	// mount capability (the PV's mountOptions and spec.csi.fsType), none
+	// for Block volumes.
+	MountOptions []string
+	FSType       string
 }
 
 var (
@@ -277,6 +282,9 @@ func stagingVars(r StagingRequest) (map[string]interface{}, error) {
 		"params":      map[string]interface{}{},
 		"handle":      "",
 		"readOnly":    r.ReadOnly,
+		// PaV-Go additions.
+		"mountOptions": stringList(r.MountOptions),
+		"fsType":       r.FSType,
 	}
 	if csi := r.PV.Spec.CSI; csi != nil {
 		vars["params"] = stringMap(csi.VolumeAttributes)

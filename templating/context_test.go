@@ -141,20 +141,24 @@ func TestStagingContext(t *testing.T) {
 	pvc := testPVC()
 	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany}
 	for _, readOnly := range []bool{false, true} {
-		vars, err := stagingVars(StagingRequest{PVC: pvc, PV: testPV(), Node: testNode(), ReadOnly: readOnly})
+		vars, err := stagingVars(StagingRequest{PVC: pvc, PV: testPV(), Node: testNode(), ReadOnly: readOnly,
+			MountOptions: []string{"noatime", "context=\"a,b\""}, FSType: "ext4"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := keys(vars), sortedCopy([]string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "pvc", "pv", "node"}); !reflect.DeepEqual(got, want) {
+		if got, want := keys(vars), sortedCopy([]string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "pvc", "pv", "node",
+			"mountOptions", "fsType"}); !reflect.DeepEqual(got, want) {
 			t.Errorf("variables %v, want %v", got, want)
 		}
 		want := map[string]interface{}{
-			"volumeMode":  "Block", // the PVC does not say; the PV does
-			"accessModes": []interface{}{"ReadOnlyMany"},
-			"capacity":    int64(2 << 30),
-			"params":      map[string]interface{}{"a": "b"},
-			"handle":      "h-1",
-			"readOnly":    readOnly,
+			"volumeMode":   "Block", // the PVC does not say; the PV does
+			"accessModes":  []interface{}{"ReadOnlyMany"},
+			"capacity":     int64(2 << 30),
+			"params":       map[string]interface{}{"a": "b"},
+			"handle":       "h-1",
+			"readOnly":     readOnly,
+			"mountOptions": []interface{}{"noatime", `context="a,b"`},
+			"fsType":       "ext4",
 		}
 		for k, w := range want {
 			if !reflect.DeepEqual(vars[k], w) {
@@ -172,6 +176,11 @@ func TestStagingContext(t *testing.T) {
 	vars, _ := stagingVars(StagingRequest{PVC: pvc, PV: testPV(), Node: testNode()})
 	if vars["volumeMode"] != "Filesystem" {
 		t.Errorf("volumeMode %v: the PVC's must win", vars["volumeMode"])
+	}
+	// Nothing passed (a Block volume): an empty list and an empty string,
+	// so that templates can iterate and compare without a test for none.
+	if !reflect.DeepEqual(vars["mountOptions"], []interface{}{}) || vars["fsType"] != "" {
+		t.Errorf("without mount flags: mountOptions %#v, fsType %#v", vars["mountOptions"], vars["fsType"])
 	}
 	if _, err := stagingVars(StagingRequest{PVC: pvc, PV: testPV()}); err == nil {
 		t.Error("no error without a Node")

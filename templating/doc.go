@@ -60,7 +60,10 @@
 //
 // volumeStaging and volumeUnstaging: volumeMode, accessModes (the PVC's),
 // capacity (int, bytes, the PV's), params (pv.spec.csi.volumeAttributes),
-// handle, readOnly, pvc, pv, node.
+// handle, readOnly, pvc, pv, node, and the PaV-Go additions mountOptions
+// (list of string) and fsType (string): the mount flags and fsType kubelet
+// passed when publishing (the PV's mountOptions and spec.csi.fsType; [] and
+// "" for Block volumes), recorded on the staging pod for unstaging.
 //
 // Objects are given as the API server returns them (apiVersion and kind
 // included).

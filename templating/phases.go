@@ -29,7 +29,7 @@ type sectionValues struct {
 // ValidationConfig is the evaluated spec.volumeValidation, defaults applied.
 type ValidationConfig struct {
 	VolumeModes []corev1.PersistentVolumeMode       // default [Filesystem]
-	AccessModes []corev1.PersistentVolumeAccessMode // default all three
+	AccessModes []corev1.PersistentVolumeAccessMode // default ReadWriteOnce, ReadOnlyMany, ReadWriteMany
 	MinCapacity *resource.Quantity                  // nil: no minimum
 	MaxCapacity *resource.Quantity                  // nil: no maximum
 	PodTemplate *corev1.PodTemplateSpec             // nil: no validation pod
@@ -128,7 +128,7 @@ func (c *Compiled) validationConfig(ctx context.Context, vars map[string]interfa
 		cfg.VolumeModes = []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem}
 	}
 	if cfg.AccessModes == nil {
-		cfg.AccessModes = append([]corev1.PersistentVolumeAccessMode(nil), supportedAccessModes...)
+		cfg.AccessModes = append([]corev1.PersistentVolumeAccessMode(nil), defaultAccessModes...)
 	}
 	return cfg, nil
 }

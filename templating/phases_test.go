@@ -31,6 +31,50 @@ func stageReq() StagingRequest {
 	return StagingRequest{PVC: testPVC(), PV: testPV(), Node: testNode(), ReadOnly: true}
 }
 
+// A provisioner that lists ReadWriteOncePod accepts claims for it; one that
+// does not list access modes keeps the user guide's default and refuses them.
+func TestReadWriteOncePod(t *testing.T) {
+	ctx := context.Background()
+	r := dynReq()
+	r.PVC.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+	req, err := DynamicVolumeRequest(r.PVC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := compiled(t, withSection(`
+volumeValidation:
+  accessModes: [ReadWriteOncePod]
+`)).DynamicValidation(ctx, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Check(req); err != nil {
+		t.Errorf("listed: %v", err)
+	}
+	cfg, err = compiled(t, minimal).DynamicValidation(ctx, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Check(req); err == nil || !strings.Contains(err.Error(), "access mode ReadWriteOncePod is not supported") {
+		t.Errorf("default access modes: %v", err)
+	}
+}
+
+// fsGroupPolicy is a literal: a staging section written as one template
+// cannot set it (the CSIDriver is made before anything is evaluated).
+func TestFSGroupPolicyIsLiteral(t *testing.T) {
+	c := compiled(t, `
+metadata: {name: test}
+spec:
+  provisioningModes: [Static]
+  volumeStaging: "{% set yaml = true %}{fsGroupPolicy: File, podTemplate: {spec: {containers: [{name: s, image: i}]}}}"
+`)
+	_, err := c.Staging(context.Background(), stageReq(), nil)
+	if err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.fsGroupPolicy: Forbidden: unknown field") {
+		t.Errorf("Staging = %v", err)
+	}
+}
+
 func TestValidationPhase(t *testing.T) {
 	ctx := context.Background()
 	c := compiled(t, minimal)
@@ -420,6 +464,7 @@ func TestCheck(t *testing.T) {
 		{"access mode", VolumeRequest{"Filesystem", []corev1.PersistentVolumeAccessMode{"ReadWriteOnce", "ReadWriteMany"}, 1 << 30, nil}, []string{"access mode ReadWriteMany is not supported (supported: ReadWriteOnce, ReadOnlyMany)"}},
 		{"too big", VolumeRequest{"Filesystem", nil, 11 << 30, nil}, []string{"the requested capacity 11Gi is above the maximum capacity 10Gi"}},
 		{"limit too small", VolumeRequest{"Filesystem", nil, 1 << 20, i(1 << 20)}, []string{"the capacity limit 1Mi is below the minimum capacity 1Gi"}},
+		{"ReadWriteOncePod only where listed", VolumeRequest{"Filesystem", []corev1.PersistentVolumeAccessMode{"ReadWriteOncePod"}, 1 << 30, nil}, []string{"access mode ReadWriteOncePod is not supported (supported: ReadWriteOnce, ReadOnlyMany)"}},
 		{"everything", VolumeRequest{"Block", []corev1.PersistentVolumeAccessMode{"ReadWriteMany"}, 11 << 30, i(1)}, []string{"volume mode", "access mode", "above the maximum", "below the minimum"}},
 	}
 	for _, tt := range tests {

@@ -75,6 +75,9 @@ volumeUnstaging:
 			want: []string{"spec.provisioningModes: Required value"}},
 		{name: "bad and duplicate modes", doc: strings.Replace(minimal, "[Dynamic, Static]", "[Dynamic, dynamic, Dynamic]", 1),
 			want: []string{`spec.provisioningModes[1]: Unsupported value: "dynamic"`, `spec.provisioningModes[2]: Duplicate value: "Dynamic"`}},
+		{name: "fsGroupPolicy", doc: strings.Replace(minimal, "  volumeStaging:\n", "  volumeStaging:\n    fsGroupPolicy: File\n", 1)},
+		{name: "bad fsGroupPolicy", doc: strings.Replace(minimal, "  volumeStaging:\n", "  volumeStaging:\n    fsGroupPolicy: file\n", 1),
+			want: []string{`spec.volumeStaging.fsGroupPolicy: Unsupported value: "file": supported values: "None", "File", "ReadWriteOnceWithFSType"`}},
 		{name: "no staging", doc: `
 metadata: {name: test}
 spec:
@@ -150,9 +153,9 @@ volumeCreation:
 		{name: "bad literal modes", doc: withSection(`
 volumeValidation:
   volumeModes: [Filesystem, Blocks, 3]
-  accessModes: [ReadWriteOncePod]
+  accessModes: [ReadWriteOncePod, ReadWriteOnceNode]
 `), want: []string{
-			`spec.volumeValidation.accessModes[0]: Unsupported value: "ReadWriteOncePod"`,
+			`spec.volumeValidation.accessModes[1]: Unsupported value: "ReadWriteOnceNode": supported values: "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"`,
 			`spec.volumeValidation.volumeModes[2]: Invalid value: 3: must be a string`,
 			`spec.volumeValidation.volumeModes[1]: Unsupported value: "Blocks"`}},
 		{name: "modes not a list", doc: withSection(`

@@ -26,7 +26,13 @@ import (
 
 var (
 	supportedVolumeModes = []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeBlock}
-	supportedAccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany}
+	// ReadWriteOncePod needs nothing of a provisioner that ReadWriteOnce
+	// does not: the scheduler and kubelet enforce it (the node plugin
+	// advertises SINGLE_NODE_MULTI_WRITER so that kubelet passes it on).
+	supportedAccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod}
+	// defaultAccessModes are the user guide's default: a provisioner accepts
+	// ReadWriteOncePod only if it lists it.
+	defaultAccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany}
 )
 
 func readVolumeModes(v interface{}, p *field.Path) ([]corev1.PersistentVolumeMode, field.ErrorList) {

@@ -49,7 +49,9 @@ PavProvisioner; a PersistentVolume built from the PVC (handle pvc-<uid>,
 attributes = the class parameters: what a creation pod returns in
 /pav/volume-attributes is not known offline, so give --pv to see it in
 params); a PVC built from the PV's claimRef; a
-Node named "node". get_pvc(name, namespace) finds the --pvc object and the
+Node named "node". Staging and unstaging get the PV's mountOptions and
+spec.csi.fsType as mountOptions and fsType, as kubelet passes them for
+Filesystem volumes. get_pvc(name, namespace) finds the --pvc object and the
 PVCs of --objects; StorageClasses, PVs and Nodes in --objects are used when
 the matching flag is absent.`,
 		Args:          cobra.NoArgs,
@@ -336,6 +338,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			return err
 		}
 		r := templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: o.readOnly}
+		if pv.Spec.VolumeMode == nil || *pv.Spec.VolumeMode == corev1.PersistentVolumeFilesystem {
+			// What kubelet passes when it mounts the volume.
+			r.MountOptions = pv.Spec.MountOptions
+			if pv.Spec.CSI != nil {
+				r.FSType = pv.Spec.CSI.FSType
+			}
+		}
 		var cfg *templating.PodConfig
 		if phase == protocol.PhaseStaging {
 			cfg, err = compiled.Staging(ctx, r, get)
@@ -357,7 +366,8 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		id := protocol.StagingID(handle, targetPath)
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
 			if phase == protocol.PhaseStaging {
-				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly)
+				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, protocol.Publication{
+					TargetPath: targetPath, ReadOnly: o.readOnly, MountOptions: r.MountOptions, FSType: r.FSType})
 			}
 			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly), nil
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,12 +120,12 @@ func TestRenderPhases(t *testing.T) {
 		{
 			name: "staging with defaults",
 			args: []string{"--phase", "staging", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml"},
-			want: []string{"Filesystem", "ReadWriteOnce,ReadOnlyMany", "1073741824", "v", "*", "False", "claim", "*", "node"},
+			want: []string{"Filesystem", "ReadWriteOnce,ReadOnlyMany", "1073741824", "v", "*", "False", "claim", "*", "node", "", ""},
 		},
 		{
 			name: "staging a static volume, read-only, on a given node",
 			args: []string{"--phase", "staging", "--pv", "testdata/pv.yaml", "--node", "testdata/node.yaml", "--read-only"},
-			want: []string{"Block", "ReadOnlyMany", "3221225472", "attr", "static-handle", "True", "static-claim", "static-pv", "worker-3"},
+			want: []string{"Block", "ReadOnlyMany", "3221225472", "attr", "static-handle", "True", "static-claim", "static-pv", "worker-3", "", ""},
 		},
 		{
 			name: "unstaging",
@@ -154,6 +156,56 @@ func TestRenderPhases(t *testing.T) {
 				tt.more(t, m)
 			}
 		})
+	}
+}
+
+// Staging sees the mount options and fsType kubelet would pass for a
+// Filesystem volume: the PV's (from the class for a dynamic one), and the
+// staging pod records them for unstaging.
+func TestRenderStagingMountOptions(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "sc.yaml")
+	pv := filepath.Join(dir, "pv.yaml")
+	if err := os.WriteFile(sc, []byte("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: echo-class}\nprovisioner: echo\nmountOptions: [noatime, nfsvers=4.1]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pv, []byte(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: fs-pv}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  mountOptions: [ro, sync]
+  claimRef: {namespace: ns2, name: fs-claim}
+  csi: {driver: echo, volumeHandle: fs-handle, fsType: xfs}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args            []string
+		options, fsType string
+	}{
+		{[]string{"--pvc", "testdata/pvc.yaml", "--sc", sc}, "noatime,nfsvers=4.1", ""},
+		{[]string{"--pv", pv}, "ro,sync", "xfs"},
+	} {
+		m, stderr, err := render(t, append([]string{"--phase", "staging"}, tt.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tt.args, err, stderr)
+		}
+		if got := argsAt(t, m); got[9] != tt.options || got[10] != tt.fsType {
+			t.Errorf("%v: mountOptions %q, fsType %q; want %q, %q", tt.args, got[9], got[10], tt.options, tt.fsType)
+		}
+	}
+	out, stderr, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", pv, "--pods")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal([]byte(out), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pub := protocol.PublicationOf(&pod); !reflect.DeepEqual(pub.MountOptions, []string{"ro", "sync"}) || pub.FSType != "xfs" {
+		t.Errorf("staging pod records %+v", pub)
 	}
 }
 

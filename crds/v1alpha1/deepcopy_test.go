@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // fullProvisioner sets every field of PaV's types (fieldsFilled checks it) and
 // the pointer, map and slice fields of its metadata.
@@ -31,8 +34,9 @@ func fullProvisioner() *PavProvisioner {
 				MinCapacity: value("min"), MaxCapacity: value("max"), PodTemplate: value("vp")},
 			VolumeCreation: &VolumeCreation{Section: section("c"), Handle: value("h"), Capacity: value("cap"), PodTemplate: value("cp"),
 				NodeAffinity: value("na"), Cloning: true},
-			VolumeDeletion:  &VolumeDeletion{Section: section("d"), PodTemplate: value("dp")},
-			VolumeStaging:   &VolumeStaging{Section: section("s"), PodTemplate: value("sp"), AllowSetuidAndDevices: true, Recovery: RecoveryNone},
+			VolumeDeletion: &VolumeDeletion{Section: section("d"), PodTemplate: value("dp")},
+			VolumeStaging: &VolumeStaging{Section: section("s"), PodTemplate: value("sp"), AllowSetuidAndDevices: true,
+				FSGroupPolicy: ptr(storagev1.FileFSGroupPolicy), Recovery: RecoveryNone},
 			VolumeUnstaging: &VolumeUnstaging{Section: section("u"), PodTemplate: value("up")},
 			VolumeExpansion: &VolumeExpansion{Section: section("e"), PodTemplate: value("ep")},
 			PodLogsInEvents: true,

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -111,7 +112,8 @@ type VolumeValidation struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeModes *Value `json:"volumeModes,omitempty"`
-	// List of ReadWriteOnce/ReadOnlyMany/ReadWriteMany (default all three). May be a template.
+	// List of ReadWriteOnce/ReadOnlyMany/ReadWriteMany/ReadWriteOncePod
+	// (default the first three). May be a template.
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	AccessModes *Value `json:"accessModes,omitempty"`
@@ -196,6 +198,17 @@ type VolumeStaging struct {
 	// +kubebuilder:validation:Enum=Restage;None
 	// +optional
 	Recovery StagingRecovery `json:"recovery,omitempty"`
+	// PaV-Go addition: the fsGroupPolicy of the provisioner's CSIDriver,
+	// which decides whether kubelet applies a client pod's
+	// securityContext.fsGroup to the published volume (changing the group
+	// of its files, recursively, and making them group-writable): None:
+	// never; File: always, but not to read-only mounts;
+	// ReadWriteOnceWithFSType (the default): only to volumes whose
+	// PersistentVolume sets spec.csi.fsType and lists ReadWriteOnce. A
+	// change applies to volumes published afterwards. A literal: a section
+	// written as a template cannot set it.
+	// +kubebuilder:validation:Enum=None;File;ReadWriteOnceWithFSType
+	FSGroupPolicy *storagev1.FSGroupPolicy `json:"fsGroupPolicy,omitempty"`
 }
 
 // StagingRecovery is spec.volumeStaging.recovery.
@@ -322,6 +335,19 @@ type PavProvisionerList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []PavProvisioner `json:"items"`
+}
+
+// FSGroupPolicies are the values volumeStaging.fsGroupPolicy may take:
+// storagev1's.
+var FSGroupPolicies = []storagev1.FSGroupPolicy{storagev1.NoneFSGroupPolicy, storagev1.FileFSGroupPolicy, storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
+
+// FSGroupPolicy is the provisioner's spec.volumeStaging.fsGroupPolicy, or
+// the default ReadWriteOnceWithFSType (also Kubernetes' default).
+func (p *PavProvisioner) FSGroupPolicy() storagev1.FSGroupPolicy {
+	if st := p.Spec.VolumeStaging; st != nil && st.FSGroupPolicy != nil {
+		return *st.FSGroupPolicy
+	}
+	return storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
 }
 
 // HasMode reports whether the provisioner supports the given provisioning mode.

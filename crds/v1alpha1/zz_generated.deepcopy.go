@@ -6,6 +6,7 @@
 package v1alpha1
 
 import (
+	storagev1 "k8s.io/api/storage/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
@@ -253,6 +254,11 @@ func (in *VolumeStaging) DeepCopyInto(out *VolumeStaging) {
 	if in.PodTemplate != nil {
 		in, out := &in.PodTemplate, &out.PodTemplate
 		*out = (*in).DeepCopy()
+	}
+	if in.FSGroupPolicy != nil {
+		in, out := &in.FSGroupPolicy, &out.FSGroupPolicy
+		*out = new(storagev1.FSGroupPolicy)
+		**out = **in
 	}
 	return
 }

@@ -380,6 +380,18 @@ func TestAccess(t *testing.T) {
 	denied("controller creates a CSIDriver no PavProvisioner owns", err, "only CSIDrivers that a PavProvisioner owns")
 	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("p", true), metav1.CreateOptions{})
 	allowed("controller creates a PavProvisioner's CSIDriver", err)
+	setPolicy := func(name string) error {
+		d, err := admin.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := storagev1.FileFSGroupPolicy
+		d.Spec.FSGroupPolicy = &file
+		_, err = ctrl.StorageV1().CSIDrivers().Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	}
+	allowed("controller changes the fsGroupPolicy of a PavProvisioner's CSIDriver", setPolicy("p"))
+	denied("controller changes another CSI driver's CSIDriver", setPolicy("ebs.csi.example.com"), "only CSIDrivers that a PavProvisioner owns")
 	allowed("controller deletes a PavProvisioner's CSIDriver", ctrl.StorageV1().CSIDrivers().Delete(ctx, "p", metav1.DeleteOptions{}))
 
 	// Its webhook configuration: the CA bundle, not what the API server sends.

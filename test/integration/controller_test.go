@@ -962,6 +962,51 @@ func TestProvisionerWithVolumesCannotBeDeleted(t *testing.T) {
 	})
 }
 
+// spec.volumeStaging.fsGroupPolicy reaches the CSIDriver; changing it
+// updates the CSIDriver in place (same UID: never a moment without one).
+func TestFSGroupPolicyReachesCSIDriver(t *testing.T) {
+	e := newEnv(t)
+	e.startController()
+	file := storagev1.FileFSGroupPolicy
+	p := e.provisioner("fsgroup", func(s *v1alpha1.PavProvisionerSpec) { s.VolumeStaging.FSGroupPolicy = &file })
+	var first *storagev1.CSIDriver
+	e.waitFor("CSIDriver with fsGroupPolicy File", func() (bool, error) {
+		d, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		first = d
+		return err == nil && d.Spec.FSGroupPolicy != nil && *d.Spec.FSGroupPolicy == file, err
+	})
+	none := storagev1.NoneFSGroupPolicy
+	cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.VolumeStaging.FSGroupPolicy = &none
+	if _, err := e.pav.Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("CSIDriver with fsGroupPolicy None", func() (bool, error) {
+		d, err := e.kube.StorageV1().CSIDrivers().Get(e.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err // a replacement would be seen as NotFound here
+		}
+		if d.UID != first.UID {
+			return false, fmt.Errorf("the CSIDriver was replaced (UID %s, was %s)", d.UID, first.UID)
+		}
+		return *d.Spec.FSGroupPolicy == none, nil
+	})
+	bad := storagev1.FSGroupPolicy("Sometimes")
+	if cur, err = e.pav.Get(e.ctx, p.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.VolumeStaging.FSGroupPolicy = &bad
+	if _, err := e.pav.Update(e.ctx, cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.fsGroupPolicy") {
+		t.Errorf("an unknown fsGroupPolicy was accepted: %v", err)
+	}
+}
+
 func TestInvalidProvisionerIsReported(t *testing.T) {
 	e := newEnv(t)
 	e.startController()

@@ -288,6 +288,11 @@ func (e *env) staticVolume(claim, handle, capacity string, attrs map[string]stri
 // claims mounted at /data/<claim> (or, for block claims, as /dev/<claim>).
 func (e *env) clientPod(name, script string, claims []string, readOnly bool, block bool) *corev1.Pod {
 	e.t.Helper()
+	return e.CreatePod(framework.PinToNode(clientPodObject(name, script, claims, readOnly, block), e.nodeName()))
+}
+
+// clientPodObject is the pod clientPod creates, for tests that change it first.
+func clientPodObject(name, script string, claims []string, readOnly bool, block bool) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
@@ -308,7 +313,7 @@ func (e *env) clientPod(name, script string, claims []string, readOnly bool, blo
 			pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: c, MountPath: "/data/" + c})
 		}
 	}
-	return e.CreatePod(framework.PinToNode(pod, e.nodeName()))
+	return pod
 }
 
 // succeeded waits until the pod succeeded and returns its log.

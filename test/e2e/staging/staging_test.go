@@ -391,23 +391,10 @@ chmod 4755 /pav/volume/rootsh`, "", false, "")
 			e.storageClass(nil)
 			e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
 			user := int64(1000)
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "client"},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: new(int64),
-					SecurityContext:               &corev1.PodSecurityContext{RunAsUser: &user, RunAsGroup: &user},
-					Containers: []corev1.Container{{
-						Name: "client", Image: framework.TestImage, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command: []string{"/bin/sh", "-c", `echo "mode $(stat -c %A /data/c1/rootsh)"
+			pod := clientPodObject("client", `echo "mode $(stat -c %A /data/c1/rootsh)"
 echo "euid $(/data/c1/rootsh -p -c 'echo $EUID')"
-echo "mount $(grep ' /data/c1 ' /proc/self/mountinfo)"`},
-						VolumeMounts: []corev1.VolumeMount{{Name: "c1", MountPath: "/data/c1"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "c1", VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c1"}}}},
-				},
-			}
+echo "mount $(grep ' /data/c1 ' /proc/self/mountinfo)"`, []string{"c1"}, false, false)
+			pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &user, RunAsGroup: &user}
 			e.CreatePod(framework.PinToNode(pod, e.nodeName()))
 			out := e.succeeded("client")
 			t.Logf("client:\n%s", out)
