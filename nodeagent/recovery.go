@@ -66,6 +66,25 @@ func recoveryOf(pod *corev1.Pod) (*recoveryRecord, error) {
 	return &r, nil
 }
 
+// showsAt says whether the mount at target (in the node plugin's mount
+// table) is one the recovery replaces.
+func (r *recoveryRecord) showsAt(target string) bool {
+	if r == nil {
+		return false
+	}
+	top, err := mountAt("self", target)
+	if err != nil {
+		return false
+	}
+	now := volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}.String()
+	for _, old := range r.Replaces {
+		if old == now {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recoveryRecord) mounts() ([]volumeMount, error) {
 	var out []volumeMount
 	for _, s := range r.Replaces {
@@ -195,6 +214,18 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			return err
 		}
 		if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil || pod == nil {
+			return err
+		}
+	} else {
+		// A recovery a previous attempt (or incarnation) left after
+		// creating the new staging pod: publish again, which waits until
+		// the pod serves and binds it at the target if the old volume is
+		// still there.
+		req, err := s.republishRequest(pod)
+		if err != nil {
+			return err
+		}
+		if err := s.publish(ctx, driver, req, rec); err != nil {
 			return err
 		}
 	}

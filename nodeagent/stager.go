@@ -200,8 +200,10 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if err != nil {
 		return err
 	}
-	if err := s.checkTarget(req, pod); err != nil {
-		return err
+	if rec == nil { // a recovery's target holds the old volume, by design
+		if err := s.checkTarget(req, pod); err != nil {
+			return err
+		}
 	}
 	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
 	if err != nil {
@@ -279,7 +281,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 		}
 		return s.failStaging(ctx, driver, pod, msg)
 	}
-	if rec != nil {
+	if rec.showsAt(req.TargetPath) {
 		// The target still holds the volume that stopped working.
 		if err := unmountUnder(s.mounter, req.TargetPath); err != nil {
 			return status.Errorf(codes.Internal, "unmounting the stopped volume at %s: %v", req.TargetPath, err)
