@@ -219,11 +219,22 @@ func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOp
 	}
 	done := make(chan result, 1)
 	go func() {
-		// This thread enters the client's namespace and never leaves it: it
-		// is not unlocked, so the runtime ends it with the goroutine.
+		// This thread enters the client's namespace and comes back before
+		// it runs anything else. If it cannot come back it stays locked, so
+		// the runtime ends it with the goroutine (or, the process's main
+		// thread, parks it for good): no other goroutine ever runs in the
+		// client's namespace. Coming back matters: /proc/self is the main
+		// thread's view, and mount-utils reads /proc/self/mountinfo.
 		runtime.LockOSThread()
 		var r result
 		defer func() { done <- r }()
+		home, err := os.Open("/proc/thread-self/ns/mnt")
+		if err != nil {
+			r.err = fmt.Errorf("opening the node plugin's mount namespace: %w", err)
+			runtime.UnlockOSThread()
+			return
+		}
+		defer home.Close()
 		if err := unix.Unshare(unix.CLONE_FS); err != nil { // setns(CLONE_NEWNS) needs an unshared fs_struct
 			r.err = fmt.Errorf("unshare(CLONE_FS): %w", err)
 			return
@@ -232,6 +243,11 @@ func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOp
 			r.err = fmt.Errorf("entering the mount namespace of process %d: %w", pid, err)
 			return
 		}
+		defer func() {
+			if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNS); err == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		var errs []error
 		for i, m := range stale {
 			if err := swapMount(m, trees[i]); err != nil {
