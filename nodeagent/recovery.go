@@ -201,6 +201,9 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		return err
 	}
 	target := pod.Annotations[protocol.AnnotationTargetPath]
+	if rec == nil && !s.stagingLost(ctx, pod, target) {
+		return nil // e.g. a pod stopped by an unpublish: looked up nothing in the API
+	}
 	client, err := s.clientPod(ctx, target)
 	if err != nil || client == nil {
 		klog.FromContext(ctx).V(2).Info("Not recovering: no client pod", "stagingID", id, "target", target, "err", err)
