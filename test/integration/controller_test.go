@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"os"
 	"strconv"
 	"strings"
@@ -978,13 +979,21 @@ func TestFSGroupPolicyReachesCSIDriver(t *testing.T) {
 		first = d
 		return err == nil && d.Spec.FSGroupPolicy != nil && *d.Spec.FSGroupPolicy == file, err
 	})
-	none := storagev1.NoneFSGroupPolicy
-	cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// Spec updates are retried on conflicts: the controller writes the
+	// provisioner's status meanwhile.
+	setPolicy := func(policy storagev1.FSGroupPolicy) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := e.pav.Get(e.ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.VolumeStaging.FSGroupPolicy = &policy
+			_, err = e.pav.Update(e.ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 	}
-	cur.Spec.VolumeStaging.FSGroupPolicy = &none
-	if _, err := e.pav.Update(e.ctx, cur, metav1.UpdateOptions{}); err != nil {
+	none := storagev1.NoneFSGroupPolicy
+	if err := setPolicy(none); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("CSIDriver with fsGroupPolicy None", func() (bool, error) {
@@ -997,12 +1006,8 @@ func TestFSGroupPolicyReachesCSIDriver(t *testing.T) {
 		}
 		return *d.Spec.FSGroupPolicy == none, nil
 	})
-	bad := storagev1.FSGroupPolicy("Sometimes")
-	if cur, err = e.pav.Get(e.ctx, p.Name, metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.VolumeStaging.FSGroupPolicy = &bad
-	if _, err := e.pav.Update(e.ctx, cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.fsGroupPolicy") {
+	err := setPolicy("Sometimes")
+	if err == nil || !strings.Contains(err.Error(), "spec.volumeStaging.fsGroupPolicy") {
 		t.Errorf("an unknown fsGroupPolicy was accepted: %v", err)
 	}
 }
