@@ -43,6 +43,10 @@ type PublishRequest struct {
 	// VolumeContext holds the PV's volumeAttributes and, because the
 	// CSIDriver has podInfoOnMount, csi.storage.k8s.io/pod.* keys.
 	VolumeContext map[string]string
+	// StagingPath: where NodeStageVolume staged the volume, for a publish
+	// that binds it from there (the driver stages per node); empty
+	// otherwise.
+	StagingPath string
 }
 
 // Stager does the actual staging and unstaging of volumes. Errors carrying a
@@ -57,6 +61,14 @@ type Stager interface {
 	// Stats reports usage and health of the volume published at volumePath;
 	// a NotFound status if nothing is published there.
 	Stats(ctx context.Context, driver, volumeID, volumePath string) (*VolumeStats, error)
+	// SharedStaging says whether the driver stages volumes once per node
+	// (NodeStageVolume, kubelet then publishes from the staging path).
+	SharedStaging(driver string) bool
+	// Stage stages the volume at req.TargetPath, kubelet's staging path,
+	// for every client pod of the node; idempotent.
+	Stage(ctx context.Context, driver string, req *PublishRequest) error
+	// Unstage undoes Stage once kubelet unpublished the last client.
+	Unstage(ctx context.Context, driver, volumeID, stagingPath string) error
 	// Ready is nil when the stager can serve calls (its caches are synced
 	// and still watching), else why not. CSI Probe reports it.
 	Ready() error
@@ -146,20 +158,99 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 // SINGLE_NODE_MULTI_WRITER, which makes kubelet pass a ReadWriteOncePod
 // claim as SINGLE_NODE_SINGLE_WRITER and a ReadWriteOnce one as
 // SINGLE_NODE_MULTI_WRITER (without it both are SINGLE_NODE_WRITER and the
-// node plugin cannot tell them apart). No
-// STAGE_UNSTAGE_VOLUME: without it kubelet calls NodePublishVolume once per
-// pod and target path, which is exactly one staging pod per client pod as
-// the PaV spec describes; a per-node stage step would need reference
-// counting across pods and a second kind of state.
+// node plugin cannot tell them apart). STAGE_UNSTAGE_VOLUME only for a
+// provisioner that shares stagings (Stager.SharedStaging): without it
+// kubelet calls NodePublishVolume once per pod and target path, which is
+// exactly one staging pod per client pod as the PaV spec describes; with it
+// kubelet stages once per volume and node, counts the pods publishing it,
+// and unstages after the last.
 func (d *Driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 	capability := func(t csi.NodeServiceCapability_RPC_Type) *csi.NodeServiceCapability {
 		return &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}}
 	}
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
+	caps := []*csi.NodeServiceCapability{
 		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
 		capability(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
 		capability(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER),
-	}}, nil
+	}
+	if d.stager.SharedStaging(d.name) {
+		caps = append(caps, capability(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME))
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+func (d *Driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	case req.GetStagingTargetPath() == "":
+		return nil, status.Error(codes.InvalidArgument, "staging target path missing in request")
+	}
+	vc := req.GetVolumeCapability()
+	readOnly, _, err := accessOf(vc)
+	if err != nil {
+		return nil, err
+	}
+	if !d.begin(req.GetVolumeId(), req.GetStagingTargetPath()) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetStagingTargetPath())
+	}
+	defer d.end(req.GetVolumeId(), req.GetStagingTargetPath())
+	err = d.stager.Stage(ctx, d.name, &PublishRequest{
+		VolumeID:      req.GetVolumeId(),
+		TargetPath:    req.GetStagingTargetPath(),
+		Block:         vc.GetBlock() != nil,
+		ReadOnly:      readOnly,
+		MountFlags:    vc.GetMount().GetMountFlags(),
+		FSType:        vc.GetMount().GetFsType(),
+		VolumeContext: req.GetVolumeContext(),
+	})
+	if err != nil {
+		klog.ErrorS(err, "NodeStageVolume failed", "driver", d.name, "volume", req.GetVolumeId(), "stagingPath", req.GetStagingTargetPath())
+		return nil, toStatus(err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+func (d *Driver) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
+	case req.GetStagingTargetPath() == "":
+		return nil, status.Error(codes.InvalidArgument, "staging target path missing in request")
+	}
+	if !d.begin(req.GetVolumeId(), req.GetStagingTargetPath()) {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetStagingTargetPath())
+	}
+	defer d.end(req.GetVolumeId(), req.GetStagingTargetPath())
+	if err := d.stager.Unstage(ctx, d.name, req.GetVolumeId(), req.GetStagingTargetPath()); err != nil {
+		klog.ErrorS(err, "NodeUnstageVolume failed", "driver", d.name, "volume", req.GetVolumeId(), "stagingPath", req.GetStagingTargetPath())
+		return nil, toStatus(err)
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// accessOf checks a volume capability and says what its access mode means
+// for PaV: read-only, or single writer (ReadWriteOncePod).
+func accessOf(vc *csi.VolumeCapability) (readOnly, singleWriter bool, err error) {
+	switch {
+	case vc == nil:
+		return false, false, status.Error(codes.InvalidArgument, "volume capability missing in request")
+	case vc.GetBlock() == nil && vc.GetMount() == nil:
+		return false, false, status.Error(codes.InvalidArgument, "volume capability must be block or mount")
+	case vc.GetAccessMode() == nil:
+		return false, false, status.Error(codes.InvalidArgument, "volume capability has no access mode")
+	}
+	switch mode := vc.GetAccessMode().GetMode(); mode {
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		return true, false, nil
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER:
+		return false, true, nil
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
+		return false, false, nil // read-write unless the request says otherwise
+	default:
+		return false, false, status.Errorf(codes.InvalidArgument, "access mode %s is not supported", mode)
+	}
 }
 
 // NodeGetVolumeStats reports the usage of a published volume (kubelet's
@@ -214,33 +305,18 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		return nil, status.Error(codes.InvalidArgument, "volume ID missing in request")
 	case req.GetTargetPath() == "":
 		return nil, status.Error(codes.InvalidArgument, "target path missing in request")
-	case req.GetVolumeCapability() == nil:
-		return nil, status.Error(codes.InvalidArgument, "volume capability missing in request")
 	}
 	vc := req.GetVolumeCapability()
-	if vc.GetBlock() == nil && vc.GetMount() == nil {
-		return nil, status.Error(codes.InvalidArgument, "volume capability must be block or mount")
+	readOnly, singleWriter, err := accessOf(vc)
+	if err != nil {
+		return nil, err
 	}
-	if vc.GetAccessMode() == nil {
-		return nil, status.Error(codes.InvalidArgument, "volume capability has no access mode")
-	}
-	readOnly, singleWriter := req.GetReadonly(), false
-	switch mode := vc.GetAccessMode().GetMode(); mode {
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
-		readOnly = true
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER:
-		singleWriter = true
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
-		csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
-		// read-write unless the request says otherwise
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "access mode %s is not supported", mode)
-	}
+	readOnly = readOnly || req.GetReadonly()
 	if !d.begin(req.GetVolumeId(), req.GetTargetPath()) {
 		return nil, status.Errorf(codes.Aborted, "an operation on volume %s at %s is already in progress", req.GetVolumeId(), req.GetTargetPath())
 	}
 	defer d.end(req.GetVolumeId(), req.GetTargetPath())
-	err := d.stager.Publish(ctx, d.name, &PublishRequest{
+	err = d.stager.Publish(ctx, d.name, &PublishRequest{
 		VolumeID:      req.GetVolumeId(),
 		TargetPath:    req.GetTargetPath(),
 		Block:         vc.GetBlock() != nil,
@@ -249,6 +325,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		MountFlags:    vc.GetMount().GetMountFlags(),
 		FSType:        vc.GetMount().GetFsType(),
 		VolumeContext: req.GetVolumeContext(),
+		StagingPath:   req.GetStagingTargetPath(),
 	})
 	if err != nil {
 		klog.ErrorS(err, "NodePublishVolume failed", "driver", d.name, "volume", req.GetVolumeId(), "target", req.GetTargetPath())

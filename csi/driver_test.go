@@ -32,6 +32,8 @@ type fakeStager struct {
 	published map[string]*PublishRequest // by target path
 	block     chan struct{}              // if set, Publish waits on it
 	err       error
+	shared    bool              // SharedStaging
+	staged    map[string]string // volume ID by staging path
 }
 
 func newFakeStager() *fakeStager {
@@ -85,6 +87,25 @@ func (f *fakeStager) Stats(ctx context.Context, driver, volumeID, volumePath str
 		return &VolumeStats{Block: true, TotalBytes: 1 << 20}, nil
 	}
 	return &VolumeStats{TotalBytes: 100, AvailableBytes: 60, UsedBytes: 40, TotalInodes: 10, FreeInodes: 7, UsedInodes: 3}, nil
+}
+
+func (f *fakeStager) SharedStaging(string) bool { return f.shared }
+
+func (f *fakeStager) Stage(ctx context.Context, driver string, req *PublishRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.staged == nil {
+		f.staged = map[string]string{}
+	}
+	f.staged[req.TargetPath] = req.VolumeID
+	return nil
+}
+
+func (f *fakeStager) Unstage(ctx context.Context, driver, volumeID, stagingPath string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.staged, stagingPath)
+	return nil
 }
 
 func (f *fakeStager) Unpublish(ctx context.Context, driver, volumeID, targetPath string) error {
@@ -293,6 +314,15 @@ type recordingStager struct {
 }
 
 func (r *recordingStager) Ready() error { return r.notReady }
+
+func (r *recordingStager) SharedStaging(string) bool { return false }
+
+func (r *recordingStager) Stage(ctx context.Context, driver string, req *PublishRequest) error {
+	r.last = req
+	return r.err
+}
+
+func (r *recordingStager) Unstage(context.Context, string, string, string) error { return r.err }
 
 func (r *recordingStager) Publish(_ context.Context, _ string, req *PublishRequest) error {
 	r.last = req
@@ -808,4 +838,51 @@ func TestManagerRetiresLeftoverRegistration(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 	m.Stop()
+}
+
+// A driver that shares stagings advertises STAGE_UNSTAGE_VOLUME, stages
+// through the stager, and passes the staging path on to publishes.
+func TestSharedStagingThroughNodeStage(t *testing.T) {
+	ctx := context.Background()
+	for _, shared := range []bool{false, true} {
+		stager := newFakeStager()
+		stager.shared = shared
+		d := NewDriver("prov", "v", "node", stager)
+		caps, err := d.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		advertised := false
+		for _, c := range caps.GetCapabilities() {
+			advertised = advertised || c.GetRpc().GetType() == csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME
+		}
+		if advertised != shared {
+			t.Errorf("shared %v: STAGE_UNSTAGE_VOLUME advertised %v", shared, advertised)
+		}
+	}
+	stager := newFakeStager()
+	stager.shared = true
+	stager.volumes["v1"] = true
+	d := NewDriver("prov", "v", "node", stager)
+	mountCap := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER}}
+	if _, err := d.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a stage without a capability: %v, want InvalidArgument", err)
+	}
+	if _, err := d.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging", VolumeCapability: mountCap}); err != nil {
+		t.Fatal(err)
+	}
+	if stager.staged["/staging"] != "v1" {
+		t.Fatalf("staged %v", stager.staged)
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	if _, err := d.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging", TargetPath: target, VolumeCapability: mountCap}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stager.published[target].StagingPath; got != "/staging" {
+		t.Errorf("publish got staging path %q", got)
+	}
+	if _, err := d.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging"}); err != nil || len(stager.staged) != 0 {
+		t.Errorf("unstage: %v, still staged %v", err, stager.staged)
+	}
 }

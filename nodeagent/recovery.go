@@ -10,12 +10,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
@@ -40,10 +45,12 @@ type ContainerProcesses interface {
 
 // recoveryRecord is what a restaging staging pod records
 // (protocol.AnnotationRecovering): the mounts of the volume it replaces, to
-// be found in the client containers, and when the volume was found lost.
+// be found on the node and in the client containers, the client pods that
+// used it, and when the volume was found lost.
 type recoveryRecord struct {
-	Replaces []string  `json:"replaces"` // volumeMount.String()
-	Since    time.Time `json:"since"`
+	Replaces []string    `json:"replaces"` // volumeMount.String()
+	Clients  []types.UID `json:"clients"`
+	Since    time.Time   `json:"since"`
 }
 
 func (r *recoveryRecord) annotations() map[string]string {
@@ -179,9 +186,10 @@ func (s *Stager) RunRecovery(ctx context.Context) {
 }
 
 // recover restages the volume of staging id if its staging stopped serving
-// a client that still uses it, then replaces the volume in the client's
-// running containers. Each step can be repeated: the new staging pod
-// records what it replaces until the clients have it.
+// clients that still use it, then replaces the volume wherever the clients
+// see it: kubelet's directories of each client pod on the node and the
+// running containers. Each step can be repeated: the new staging pod records
+// what it replaces until the clients have it.
 func (s *Stager) recover(ctx context.Context, id string) error {
 	defer s.locks.lock(id)()
 	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
@@ -200,111 +208,127 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	target := pod.Annotations[protocol.AnnotationTargetPath]
-	if rec == nil && !s.stagingLost(ctx, pod, target) {
-		return nil // e.g. a pod stopped by an unpublish: looked up nothing in the API
+	req, err := s.republishRequest(pod)
+	if err != nil {
+		return err
 	}
-	client, err := s.clientPod(ctx, target)
-	if err != nil || client == nil {
-		klog.FromContext(ctx).V(2).Info("Not recovering: no client pod", "stagingID", id, "target", target, "err", err)
-		return err // no client: kubelet or the abandoned-staging sweep unpublishes
+	opts := publishOptions{rec: rec, shared: pod.Annotations[protocol.AnnotationShared] == "true"}
+	if rec == nil {
+		if opts.rec, err = s.lost(ctx, pod, req.TargetPath); err != nil || opts.rec == nil {
+			return err
+		}
+	}
+	clients, err := s.podsOnThisNode(ctx, opts.rec.Clients)
+	if err != nil {
+		return err
+	}
+	failed := func(what string, err error) error {
+		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeRecoveryFailed, "%s failed (retried with backoff): %v", what, err)
+		return err
 	}
 	if rec == nil || servingStopped(pod, s.exits) {
-		if rec, err = s.restage(ctx, driver, pod, rec, client); err != nil || rec == nil {
-			if err != nil && s.recorder != nil {
-				s.recorder.Eventf(client, corev1.EventTypeWarning, ReasonVolumeRecoveryFailed, "restaging the volume at %s failed (retried with backoff): %v", target, err)
-			}
-			return err
+		if rec == nil {
+			s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
+				req.VolumeID, pod.Namespace, pod.Name, describePod(pod))
 		}
-		if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil || pod == nil {
-			return err
+		// The old staging goes as for an unpublish (its unstaging pod runs);
+		// the new one has its name: the cache must lose the old one first.
+		if err := s.teardown(ctx, driver, pod); err != nil {
+			return failed("stopping the old staging", err)
 		}
-	} else {
-		// A recovery a previous attempt (or incarnation) left after
-		// creating the new staging pod: publish again, which waits until
-		// the pod serves and binds it at the target if the old volume is
-		// still there.
-		req, err := s.republishRequest(pod)
-		if err != nil {
-			return err
-		}
-		if err := s.publish(ctx, driver, req, rec); err != nil {
-			return err
+		if _, err := s.wait(ctx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
+			return failed("waiting for the old staging pod to go", err)
 		}
 	}
-	replaced, err := s.replaceInClient(ctx, driver, pod, rec, client)
-	if err != nil {
-		if s.recorder != nil {
-			s.recorder.Eventf(client, corev1.EventTypeWarning, ReasonVolumeRecoveryFailed, "replacing the volume in the running containers failed (retried with backoff): %v", err)
-		}
+	// Stages anew, or finds the new staging pod a previous attempt made and
+	// waits until it serves; binds it at the target if the old volume is
+	// still there.
+	if err := s.publish(ctx, driver, req, opts); err != nil {
+		return failed("staging the volume again", err)
+	}
+	if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil || pod == nil {
 		return err
+	}
+	replaced, err := s.replaceForClients(ctx, driver, pod, req, opts.rec)
+	if err != nil {
+		return failed("replacing the volume where its clients see it", err)
 	}
 	if err := s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationRecovering: nil}); err != nil {
 		return err
 	}
-	took := time.Since(rec.Since).Round(10 * time.Millisecond)
-	klog.FromContext(ctx).Info("Volume recovered", "stagingID", id, "pod", klog.KObj(pod), "took", took, "containerMounts", replaced)
-	if s.recorder != nil {
-		s.recorder.Eventf(client, corev1.EventTypeNormal, ReasonVolumeRecovered,
-			"the volume at %s works again after %v: staging pod %s/%s serves it, replaced in %d container mount(s)", target, took, pod.Namespace, pod.Name, len(replaced))
-	}
+	took := time.Since(opts.rec.Since).Round(10 * time.Millisecond)
+	klog.FromContext(ctx).Info("Volume recovered", "stagingID", id, "pod", klog.KObj(pod), "took", took, "mounts", replaced)
+	s.eventOn(clients, corev1.EventTypeNormal, ReasonVolumeRecovered,
+		"volume %s works again after %v: staging pod %s/%s serves it (%d mounts replaced on the node and in containers)", req.VolumeID, took, pod.Namespace, pod.Name, len(replaced))
 	s.health.forget(id)
 	return nil
 }
 
-// restage replaces a staging that stopped serving: it records the mount at
-// the target, tears the old staging down (its unstaging pod runs) and
-// stages again. It returns nil if there is nothing to recover: the target
-// is no longer published (an unpublish is under way) or its volume works.
-func (s *Stager) restage(ctx context.Context, driver string, pod *corev1.Pod, rec *recoveryRecord, client *corev1.Pod) (*recoveryRecord, error) {
-	target := pod.Annotations[protocol.AnnotationTargetPath]
-	if rec == nil {
-		if !s.stagingLost(ctx, pod, target) {
-			klog.FromContext(ctx).V(2).Info("Not recovering: the staging still serves", "pod", klog.KObj(pod))
+// lost says whether the staging no longer serves its volume while client
+// pods still use it, and if so returns the record of the recovery to come:
+// the mount at the staging's target and the client pods whose directories
+// on this node show it. A long-running staging pod has stopped; a
+// run-to-completion one's volume no longer answers at the target (the
+// health check's verdict). Nil: nothing to recover (the volume works, the
+// target is no longer published, or no client uses it: kubelet unpublishes).
+func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*recoveryRecord, error) {
+	if longRunning(pod, s.root) {
+		if !servingStopped(pod, s.exits) {
 			return nil, nil
 		}
-		top, err := mountAt("self", target)
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Not recovering: the target is not published", "pod", klog.KObj(pod), "err", err)
-			return nil, nil // unpublished meanwhile
-		}
-		rec = &recoveryRecord{Since: time.Now(), Replaces: []string{volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}.String()}}
-		msg := fmt.Sprintf("the volume at %s stopped working (staging pod %s/%s: %s); staging it again", target, pod.Namespace, pod.Name, describePod(pod))
-		klog.FromContext(ctx).Info("Volume lost; restaging it", "pod", klog.KObj(pod), "target", target)
-		if s.recorder != nil {
-			s.recorder.Event(client, corev1.EventTypeWarning, ReasonVolumeLost, msg)
-		}
+	} else if stats, answered, err := s.probes.run(ctx, target, s.readStats); err != nil || !answered || !stats.Abnormal || stats.Reason != ReasonVolumeUnreachable {
+		return nil, nil
 	}
-	req, err := s.republishRequest(pod)
+	top, err := mountAt("self", target)
+	if err != nil {
+		return nil, nil // unpublished meanwhile
+	}
+	old := volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.teardown(ctx, driver, pod); err != nil {
-		return nil, err
+	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}}
+	for _, m := range staleMounts(infos, []volumeMount{old}) {
+		if uid, ok := clientPodUID(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
+			rec.Clients = append(rec.Clients, uid)
+		}
 	}
-	// The new staging pod has the old one's name: wait until the cache no
-	// longer holds the old one, or publish would wait on it.
-	if _, err := s.wait(ctx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
-		return nil, fmt.Errorf("waiting for the stopped staging pod %s/%s to go: %w", pod.Namespace, pod.Name, err)
+	if len(rec.Clients) == 0 {
+		klog.FromContext(ctx).V(2).Info("Not recovering: no client pod uses the volume", "pod", klog.KObj(pod), "target", target)
+		return nil, nil
 	}
-	if err := s.publish(ctx, driver, req, rec); err != nil {
-		return nil, err
-	}
+	klog.FromContext(ctx).Info("Volume lost; restaging it", "pod", klog.KObj(pod), "target", target, "clients", rec.Clients)
 	return rec, nil
 }
 
-// stagingLost: the staging no longer serves its volume. A long-running
-// staging pod has stopped; a run-to-completion one's volume no longer
-// answers at the target (the health check's verdict).
-func (s *Stager) stagingLost(ctx context.Context, pod *corev1.Pod, target string) bool {
-	if longRunning(pod, s.root) {
-		return servingStopped(pod, s.exits)
+// eventOn records an Event on each of pods.
+func (s *Stager) eventOn(pods []*corev1.Pod, eventType, reason, format string, args ...interface{}) {
+	if s.recorder == nil {
+		return
 	}
-	stats, answered, err := s.probes.run(ctx, target, s.readStats)
-	return err == nil && answered && stats.Abnormal && stats.Reason == ReasonVolumeUnreachable
+	for _, p := range pods {
+		s.recorder.Eventf(p, eventType, reason, format, args...)
+	}
 }
 
-// republishRequest is the publish kubelet made, as the staging pod recorded it.
+// podsOnThisNode returns the pods of this node with the given UIDs.
+func (s *Stager) podsOnThisNode(ctx context.Context, uids []types.UID) ([]*corev1.Pod, error) {
+	list, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", s.node).String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing this node's pods: %w", err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if slices.Contains(uids, list.Items[i].UID) {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
+}
+
+// republishRequest is the publish (or stage) kubelet made, as the staging
+// pod recorded it.
 func (s *Stager) republishRequest(pod *corev1.Pod) (*pavcsi.PublishRequest, error) {
 	var pv corev1.PersistentVolume
 	if err := json.Unmarshal([]byte(pod.Annotations[protocol.AnnotationVolumeSnapshot]), &pv); err != nil || pv.Spec.CSI == nil {
@@ -322,23 +346,15 @@ func (s *Stager) republishRequest(pod *corev1.Pod) (*pavcsi.PublishRequest, erro
 	}, nil
 }
 
-// replaceInClient replaces the volume rec recorded by the one the staging
-// pod serves now, in every running container of the client pod; it returns
-// the mount points replaced. A block volume reaches containers as a device
-// node, not a mount: there is nothing to replace (see docs/architecture.md).
-func (s *Stager) replaceInClient(ctx context.Context, driver string, pod *corev1.Pod, rec *recoveryRecord, client *corev1.Pod) ([]string, error) {
-	req, err := s.republishRequest(pod)
-	if err != nil || client == nil || req.Block {
-		return nil, err
-	}
+// replaceForClients replaces the volume rec recorded by the one the staging
+// pod serves now wherever the clients still see the old one: in kubelet's
+// directories of the client pods on this node (a client's own target, the
+// binds of a shared staging, subPath binds) and in every running container
+// of the client pods. It returns the mount points replaced. A block volume
+// reaches containers as a device node, not a mount: only the node's side
+// is replaced (see docs/architecture.md).
+func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *corev1.Pod, req *pavcsi.PublishRequest, rec *recoveryRecord) ([]string, error) {
 	old, err := rec.mounts()
-	if err != nil {
-		return nil, err
-	}
-	if s.processes == nil {
-		return nil, errNoProcesses
-	}
-	pids, err := s.processes.PodPIDs(ctx, client.UID)
 	if err != nil {
 		return nil, err
 	}
@@ -351,17 +367,73 @@ func (s *Stager) replaceInClient(ctx context.Context, driver string, pod *corev1
 		return nil, err
 	}
 	defer src.Close()
-	opts := s.bindOptions(driver, false, req.ReadOnly)
-	var replaced []string
+	opts := s.bindOptions(driver, req.Block, req.ReadOnly)
+	replaced, err := s.replaceOnNode(src, old, opts)
+	if err != nil || req.Block {
+		return replaced, err
+	}
+	if s.processes == nil {
+		return replaced, errNoProcesses
+	}
 	var errs []error
-	for _, pid := range pids {
-		done, err := replaceInNamespace(pid, old, src, opts)
-		replaced = append(replaced, done...)
+	for _, uid := range rec.Clients {
+		pids, err := s.processes.PodPIDs(ctx, uid)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("container process %d: %w", pid, err))
+			errs = append(errs, err)
+			continue
+		}
+		for _, pid := range pids {
+			done, err := replaceInNamespace(pid, old, src, opts)
+			replaced = append(replaced, done...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("container process %d of pod %s: %w", pid, uid, err))
+			}
 		}
 	}
 	return replaced, errors.Join(errs...)
+}
+
+// replaceOnNode rebinds, in the node plugin's mount namespace (kubelet's
+// directory is shared with the host), the mounts of client pods' directories
+// that show an old volume: unmounted, then bound anew from the same
+// directory of src, read-only if they were.
+func (s *Stager) replaceOnNode(src *os.File, old []volumeMount, opts BindOptions) ([]string, error) {
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	binder, ok := s.mounter.(FDBinder)
+	if !ok {
+		return nil, fmt.Errorf("cannot bind: %T cannot bind a descriptor", s.mounter)
+	}
+	var replaced []string
+	for _, m := range staleMounts(infos, old) {
+		if _, ok := clientPodUID(m.mountPoint); !ok {
+			continue // not a client's: e.g. the dead mount left in the old staging pod's directory
+		}
+		if err := unmountUnder(s.mounter, m.mountPoint); err != nil {
+			return replaced, err
+		}
+		from := src
+		if m.sub != "" {
+			fd, err := unix.Openat2(int(src.Fd()), m.sub, &unix.OpenHow{
+				Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			})
+			if err != nil {
+				return replaced, fmt.Errorf("resolving %s in the new volume: %w", m.sub, err)
+			}
+			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.sub)
+			defer from.Close()
+		}
+		mountOpts := opts
+		mountOpts.ReadOnly = opts.ReadOnly || m.readOnly
+		if err := binder.BindFD(from, m.mountPoint, mountOpts); err != nil {
+			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.mountPoint, err)
+		}
+		replaced = append(replaced, m.mountPoint)
+	}
+	return replaced, nil
 }
 
 // bindOptions are the flags of the provisioner's published volumes.

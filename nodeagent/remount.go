@@ -94,6 +94,7 @@ type staleMount struct {
 	id         int    // its mount ID, which the node plugin checks it reached
 	mountPoint string // where it is, as the client's namespace sees it
 	sub        string // the directory of the volume it shows ("" for its root)
+	readOnly   bool   // it is mounted read-only (its replacement is too)
 }
 
 // staleMounts lists the mounts of a mount table that show one of old, top
@@ -103,7 +104,7 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 	for _, m := range infos {
 		for _, v := range old {
 			if sub, ok := v.within(m); ok {
-				found = append(found, staleMount{id: m.ID, mountPoint: unescapeMountInfo(m.MountPoint), sub: sub})
+				found = append(found, staleMount{id: m.ID, mountPoint: unescapeMountInfo(m.MountPoint), sub: sub, readOnly: slices.Contains(m.MountOptions, "ro")})
 				break
 			}
 		}
@@ -203,7 +204,9 @@ func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOp
 		}
 	}()
 	for i, m := range stale {
-		if trees[i], err = cloneTree(source, m.sub, opts); err != nil {
+		mountOpts := opts
+		mountOpts.ReadOnly = opts.ReadOnly || m.readOnly
+		if trees[i], err = cloneTree(source, m.sub, mountOpts); err != nil {
 			return nil, err
 		}
 	}

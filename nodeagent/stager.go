@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -184,14 +186,102 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	start := time.Now()
 	defer func() { s.metrics.observe("publish", start, err) }()
 	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
-	return s.publish(ctx, driver, req, nil)
+	if req.StagingPath != "" {
+		return s.publishStaged(driver, req)
+	}
+	return s.publish(ctx, driver, req, publishOptions{})
 }
 
-// publish is Publish with the staging's lock held. rec is set when a
-// recovery restages a volume still in use (recovery.go): the new staging pod
-// records it, the mount at the target is replaced, and a failed staging pod
-// stays as the record of the recovery, for the next attempt to replace.
-func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.PublishRequest, rec *recoveryRecord) error {
+// publishOptions are what a publish that is not a client's own differs by.
+type publishOptions struct {
+	// rec: a recovery restages a volume still in use (recovery.go): the new
+	// staging pod records it, the mount at the target is replaced, and a
+	// failed staging pod stays as the record of the recovery, for the next
+	// attempt to replace.
+	rec *recoveryRecord
+	// shared: the staging serves every client on the node (Stage).
+	shared bool
+}
+
+func (o publishOptions) annotations() map[string]string {
+	ann := o.rec.annotations()
+	if o.shared {
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[protocol.AnnotationShared] = "true"
+	}
+	return ann
+}
+
+// SharedStaging: the provisioner asks for one staging per node, or a
+// staging pod of the driver on this node still serves so (the provisioner
+// changed since: kubelet must still be told to unstage it).
+func (s *Stager) SharedStaging(driver string) bool {
+	if p, err := s.provisioner(driver); err == nil && p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Shared {
+		return true
+	}
+	for _, obj := range s.pods.List() {
+		pod := obj.(*corev1.Pod)
+		if pod.Labels[protocol.LabelProvisioner] == driver && pod.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) &&
+			pod.Annotations[protocol.AnnotationShared] == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// stagedPath is where a shared staging binds the volume in kubelet's
+// staging directory: the directory itself for a file system, a file in it
+// for a block device.
+func stagedPath(stagingPath string, block bool) string {
+	if block {
+		return filepath.Join(stagingPath, "device")
+	}
+	return stagingPath
+}
+
+// Stage stages a volume once for every client on the node: a publish at
+// kubelet's staging path, by a staging pod marked shared.
+func (s *Stager) Stage(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
+	start := time.Now()
+	defer func() { s.metrics.observe("stage", start, err) }()
+	staged := *req
+	staged.TargetPath = stagedPath(req.TargetPath, req.Block)
+	defer s.locks.lock(protocol.StagingID(staged.VolumeID, staged.TargetPath))()
+	return s.publish(ctx, driver, &staged, publishOptions{shared: true})
+}
+
+// Unstage unstages a shared staging, as Unpublish does a client's own.
+func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath string) error {
+	target := stagedPath(stagingPath, false)
+	if _, err := os.Lstat(stagedPath(stagingPath, true)); err == nil {
+		target = stagedPath(stagingPath, true)
+	}
+	return s.Unpublish(ctx, driver, volumeID, target)
+}
+
+// publishStaged binds a volume a shared staging staged (at kubelet's
+// staging path) at a client's target path.
+func (s *Stager) publishStaged(driver string, req *pavcsi.PublishRequest) error {
+	staged := stagedPath(req.StagingPath, req.Block)
+	if mounted, err := s.mounter.IsMountPoint(staged); err != nil || !mounted {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s (kubelet stages it first)", req.VolumeID, staged)
+	}
+	src, err := os.OpenFile(staged, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return status.Errorf(codes.Internal, "opening the staged volume %s: %v", staged, err)
+	}
+	defer src.Close()
+	if err := publishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
+		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
+	}
+	return nil
+}
+
+// publish is Publish with the staging's lock held.
+func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.PublishRequest, opts publishOptions) error {
+	rec := opts.rec
 	start := time.Now()
 	id := protocol.StagingID(req.VolumeID, req.TargetPath)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
@@ -229,7 +319,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 				return err
 			}
 		}
-		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, rec.annotations()); err != nil {
+		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, opts.annotations()); err != nil {
 			return err
 		}
 		logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))

@@ -75,6 +75,9 @@ const (
 	// its volume: JSON of what it replaces and since when, until the node
 	// plugin has replaced the volume in every client container.
 	AnnotationRecovering = prefix + "recovering"
+	// On a staging pod that serves every client on its node (NodeStageVolume;
+	// its target path is kubelet's staging path): "true".
+	AnnotationShared = prefix + "shared"
 
 	// On creation pods: the evaluated volumeCreation fields (handle,
 	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly

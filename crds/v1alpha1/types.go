@@ -198,6 +198,16 @@ type VolumeStaging struct {
 	// +kubebuilder:validation:Enum=Restage;None
 	// +optional
 	Recovery StagingRecovery `json:"recovery,omitempty"`
+	// PaV-Go addition: true to stage a volume once per node: one staging
+	// pod serves every client pod on the node that uses the volume (CSI
+	// NodeStageVolume), and its unstaging pod runs when the last of them
+	// goes. Default false: one staging pod per client pod, as the spec
+	// says. The staging context then has no client in it: readOnly is
+	// whether the volume is staged read-only (a read-only access mode),
+	// and each client's own read-only flag applies to its bind only. A
+	// literal: a section written as a template cannot set it.
+	// +optional
+	Shared bool `json:"shared,omitempty"`
 	// PaV-Go addition: the fsGroupPolicy of the provisioner's CSIDriver,
 	// which decides whether kubelet applies a client pod's
 	// securityContext.fsGroup to the published volume (changing the group

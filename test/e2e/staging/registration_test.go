@@ -19,6 +19,9 @@ type noStager struct{}
 func (noStager) Ready() error                                                  { return nil }
 func (noStager) Publish(context.Context, string, *pavcsi.PublishRequest) error { return nil }
 func (noStager) Unpublish(context.Context, string, string, string) error       { return nil }
+func (noStager) SharedStaging(string) bool                                     { return false }
+func (noStager) Stage(context.Context, string, *pavcsi.PublishRequest) error   { return nil }
+func (noStager) Unstage(context.Context, string, string, string) error         { return nil }
 func (noStager) Stats(context.Context, string, string, string) (*pavcsi.VolumeStats, error) {
 	return &pavcsi.VolumeStats{}, nil
 }
