@@ -64,8 +64,8 @@ type Stager interface {
 	// SharedStaging says whether the driver stages volumes once per node
 	// (NodeStageVolume, kubelet then publishes from the staging path).
 	SharedStaging(driver string) bool
-	// Stage stages the volume at req.TargetPath, kubelet's staging path,
-	// for every client pod of the node; idempotent.
+	// Stage stages the volume once for every client pod of the node
+	// (req.TargetPath is kubelet's staging path); idempotent.
 	Stage(ctx context.Context, driver string, req *PublishRequest) error
 	// Unstage undoes Stage once kubelet unpublished the last client.
 	Unstage(ctx context.Context, driver, volumeID, stagingPath string) error

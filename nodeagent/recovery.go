@@ -214,7 +214,17 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	}
 	opts := publishOptions{rec: rec, shared: pod.Annotations[protocol.AnnotationShared] == "true"}
 	if rec == nil {
-		if opts.rec, err = s.lost(ctx, pod, req.TargetPath); err != nil || opts.rec == nil {
+		// Where the node sees the volume: a client's own staging publishes it
+		// at its target; a shared one serves it from its /pav/volume.
+		seen := req.TargetPath
+		if opts.shared {
+			dir, err := podHostDir(pod, s.root)
+			if err != nil {
+				return err
+			}
+			seen = filepath.Join(dir, protocol.FileVolume)
+		}
+		if opts.rec, err = s.lost(ctx, pod, seen); err != nil || opts.rec == nil {
 			return err
 		}
 	}
@@ -279,14 +289,13 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*rec
 	} else if stats, answered, err := s.probes.run(ctx, target, s.readStats); err != nil || !answered || !stats.Abnormal || stats.Reason != ReasonVolumeUnreachable {
 		return nil, nil
 	}
-	top, err := mountAt("self", target)
-	if err != nil {
-		return nil, nil // unpublished meanwhile
-	}
-	old := volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
+	}
+	old, ok := volumeMountAt(infos, target)
+	if !ok {
+		return nil, nil // unpublished meanwhile
 	}
 	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}}
 	for _, m := range staleMounts(infos, []volumeMount{old}) {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+
 	"runtime"
 	"slices"
 	"strconv"
@@ -87,6 +88,23 @@ func mountAt(pid, target string) (*mount.MountInfo, error) {
 		return nil, fmt.Errorf("nothing is mounted at %s", target)
 	}
 	return top, nil
+}
+
+// volumeMountAt is what the node sees at where: the file system of the
+// mount that holds it (the last one mounted at where or above it) and the
+// directory of it that where is.
+func volumeMountAt(infos []mount.MountInfo, where string) (volumeMount, bool) {
+	for i := len(infos) - 1; i >= 0; i-- {
+		mp := unescapeMountInfo(infos[i].MountPoint)
+		if where == mp || mount.PathWithinBase(where, mp) {
+			root := unescapeMountInfo(infos[i].Root)
+			if rel := strings.TrimPrefix(strings.TrimPrefix(where, mp), "/"); rel != "" {
+				root = path.Join(root, rel)
+			}
+			return volumeMount{Major: infos[i].Major, Minor: infos[i].Minor, Root: root}, true
+		}
+	}
+	return volumeMount{}, false
 }
 
 // staleMount is a mount in a client's namespace that shows an old volume.

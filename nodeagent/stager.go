@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -187,7 +185,7 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	defer func() { s.metrics.observe("publish", start, err) }()
 	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
 	if req.StagingPath != "" {
-		return s.publishStaged(driver, req)
+		return s.publishStaged(ctx, driver, req)
 	}
 	return s.publish(ctx, driver, req, publishOptions{})
 }
@@ -231,46 +229,55 @@ func (s *Stager) SharedStaging(driver string) bool {
 	return false
 }
 
-// stagedPath is where a shared staging binds the volume in kubelet's
-// staging directory: the directory itself for a file system, a file in it
-// for a block device.
-func stagedPath(stagingPath string, block bool) string {
-	if block {
-		return filepath.Join(stagingPath, "device")
-	}
-	return stagingPath
-}
-
-// Stage stages a volume once for every client on the node: a publish at
-// kubelet's staging path, by a staging pod marked shared.
+// Stage stages a volume once for every client on the node (NodeStageVolume):
+// the shared staging pod is run and checked like a client's own, with
+// kubelet's staging path as its target, but nothing is mounted there:
+// publishes bind the staging pod's /pav/volume itself. (A mount at the
+// staging path would share its file system with the staging pod's /pav
+// mount, and kubelet refuses to unstage a staging path still mounted
+// elsewhere.)
 func (s *Stager) Stage(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
 	start := time.Now()
 	defer func() { s.metrics.observe("stage", start, err) }()
-	staged := *req
-	staged.TargetPath = stagedPath(req.TargetPath, req.Block)
-	defer s.locks.lock(protocol.StagingID(staged.VolumeID, staged.TargetPath))()
-	return s.publish(ctx, driver, &staged, publishOptions{shared: true})
+	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
+	return s.publish(ctx, driver, req, publishOptions{shared: true})
 }
 
-// Unstage unstages a shared staging, as Unpublish does a client's own.
-func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath string) error {
-	target := stagedPath(stagingPath, false)
-	if _, err := os.Lstat(stagedPath(stagingPath, true)); err == nil {
-		target = stagedPath(stagingPath, true)
-	}
-	return s.Unpublish(ctx, driver, volumeID, target)
-}
-
-// publishStaged binds a volume a shared staging staged (at kubelet's
-// staging path) at a client's target path.
-func (s *Stager) publishStaged(driver string, req *pavcsi.PublishRequest) error {
-	staged := stagedPath(req.StagingPath, req.Block)
-	if mounted, err := s.mounter.IsMountPoint(staged); err != nil || !mounted {
-		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s (kubelet stages it first)", req.VolumeID, staged)
-	}
-	src, err := os.OpenFile(staged, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// Unstage stops a shared staging once kubelet unpublished its last client:
+// the staging pod stops and the unstaging pod runs, as for a client's own.
+func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath string) (err error) {
+	start := time.Now()
+	defer func() { s.metrics.observe("unstage", start, err) }()
+	id := protocol.StagingID(volumeID, stagingPath)
+	defer s.locks.lock(id)()
+	s.health.forget(id)
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
 	if err != nil {
-		return status.Errorf(codes.Internal, "opening the staged volume %s: %v", staged, err)
+		return err
+	}
+	if pod == nil {
+		return s.removeUnstagingPods(ctx, id)
+	}
+	return s.teardown(ctx, driver, pod)
+}
+
+// publishStaged binds, at a client's target path, the volume the shared
+// staging pod of req.StagingPath serves.
+func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.PublishRequest) error {
+	pod, err := s.findPod(ctx, protocol.PhaseStaging, protocol.StagingID(req.VolumeID, req.StagingPath))
+	if err != nil {
+		return err
+	}
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node (kubelet stages it first)", req.VolumeID)
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	src, err := openInPav(dir, protocol.FileVolume)
+	if err != nil {
+		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
 	defer src.Close()
 	if err := publishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
@@ -370,6 +377,10 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 			return status.Error(codes.Internal, msg)
 		}
 		return s.failStaging(ctx, driver, pod, msg)
+	}
+	if opts.shared {
+		logger.V(1).Info("Volume staged for the node's clients", "pod", klog.KObj(pod), "duration", time.Since(start))
+		return nil // clients bind the staging pod's volume (publishStaged)
 	}
 	if rec.showsAt(req.TargetPath) {
 		// The target still holds the volume that stopped working.

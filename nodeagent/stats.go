@@ -52,7 +52,14 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 			stats.Abnormal, stats.Reason, stats.Message = true, reason, msg
 		}
 	}
-	s.health.observe(ctx, s, protocol.StagingID(volumeID, volumePath), volumePath, stats)
+	id := protocol.StagingID(volumeID, volumePath)
+	s.health.observe(ctx, s, id, volumePath, stats)
+	if stats.Abnormal && stats.Reason == ReasonVolumeUnreachable && s.recoveries != nil {
+		// A run-to-completion staging's volume is gone: recovery restages it.
+		if pod, err := s.findPod(ctx, protocol.PhaseStaging, id); err == nil && pod != nil {
+			s.recoveries.Add(id)
+		}
+	}
 	return stats, nil
 }
 
