@@ -128,7 +128,7 @@ type Controller struct {
 	synced       []cache.InformerSynced
 
 	// The caches behind the listers, for the indexes and for tests.
-	claimIndexer, pvIndexer, classIndexer, csiDriverIndexer, podIndexer cache.Indexer
+	claimIndexer, pvIndexer, classIndexer, csiDriverIndexer, podIndexer, nodeIndexer cache.Indexer
 
 	claimQueue       workqueue.TypedRateLimitingInterface[string]
 	volumeQueue      workqueue.TypedRateLimitingInterface[string]
@@ -234,7 +234,8 @@ func New(cfg Config) (*Controller, error) {
 	c.volumes = corelisters.NewPersistentVolumeLister(c.pvIndexer)
 	c.classes = storagelisters.NewStorageClassLister(c.classIndexer)
 	c.csiDrivers = storagelisters.NewCSIDriverLister(c.csiDriverIndexer)
-	c.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	c.nodeIndexer = nodeInf.GetIndexer()
+	c.nodes = corelisters.NewNodeLister(c.nodeIndexer)
 	c.pods = corelisters.NewPodLister(c.podIndexer)
 	c.provisioners = pavlisters.NewPavProvisionerLister(c.provInformer.GetIndexer())
 	for _, inf := range c.informers {

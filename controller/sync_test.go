@@ -212,6 +212,12 @@ func (h *harness) refresh() {
 		l = append(l, &pods.Items[i])
 	}
 	replace(h.c.podIndexer, l)
+	nodes, _ := h.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range nodes.Items {
+		l = append(l, &nodes.Items[i])
+	}
+	replace(h.c.nodeIndexer, l)
 	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
 }
 
