@@ -683,6 +683,9 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 	default:
 		klog.InfoS("Provisioned volume", "claim", s.key, "volume", pv.Name, "handle", handle, "capacity", capacity.String())
 		s.event(corev1.EventTypeNormal, reasonProvisioningSucceeded, "Successfully provisioned volume %s (handle %q, capacity %s)", pv.Name, handle, capacity.String())
+		if s.p.Spec.StorageCapacity != nil {
+			s.c.refreshCapacity(s.p.Name)
+		}
 		s.c.metrics.operation("provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
 	}
 	return s.finish(ctx)

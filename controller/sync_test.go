@@ -55,6 +55,10 @@ func (stubEngine) Creation(context.Context, *v1alpha1.PavProvisioner, templating
 func (stubEngine) Deletion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
 	return stubPod("delete"), nil
 }
+func (stubEngine) StorageCapacity(context.Context, *v1alpha1.PavProvisioner, templating.CapacityRequest) (*templating.CapacityConfig, error) {
+	return nil, nil
+}
+
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("expand"), true, nil
 }
@@ -218,6 +222,18 @@ func (h *harness) refresh() {
 		l = append(l, &nodes.Items[i])
 	}
 	replace(h.c.nodeIndexer, l)
+	caps, _ := h.kube.StorageV1().CSIStorageCapacities("").List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range caps.Items {
+		l = append(l, &caps.Items[i])
+	}
+	replace(h.c.capacityIndexer, l)
+	drivers, _ := h.kube.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range drivers.Items {
+		l = append(l, &drivers.Items[i])
+	}
+	replace(h.c.csiDriverIndexer, l)
 	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
 }
 
