@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -44,6 +45,9 @@ type claimSync struct {
 	// source and sourcePV: the claim a clone is made from, and its volume.
 	source   *corev1.PersistentVolumeClaim
 	sourcePV *corev1.PersistentVolume
+	// topology: the requirement the validation and creation templates see
+	// (computed before they are evaluated), nil without topology keys.
+	topology *templating.Topology
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -188,7 +192,21 @@ func (s *claimSync) reschedule() {
 
 func (s *claimSync) request() templating.DynamicRequest {
 	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
-		SourcePVC: s.source, SourcePV: s.sourcePV}
+		SourcePVC: s.source, SourcePV: s.sourcePV, Topology: s.topology}
+}
+
+// computeTopology sets s.topology for the provisioner's topology keys.
+func (s *claimSync) computeTopology() error {
+	if len(s.p.Spec.TopologyKeys) == 0 {
+		return nil
+	}
+	nodes, err := s.c.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	s.topology, err = topologyRequirement(s.p.Name, s.p.Spec.TopologyKeys, nodes, s.class.AllowedTopologies,
+		s.pvc.Annotations[annSelectedNode], s.pvc.Name)
+	return err
 }
 
 // anyPodGoing: a pod of a previous attempt is still being deleted; its name
@@ -347,7 +365,13 @@ func (s *claimSync) provision(ctx context.Context) error {
 	case stepCreationPod:
 		return s.creationPodState(ctx, s.pods[protocol.PhaseCreation])
 	case stepValidationPod:
+		if err := s.computeTopology(); err != nil {
+			return s.fail(reasonProvisioningFailed, "%v", err)
+		}
 		return s.validationPodState(ctx, s.pods[protocol.PhaseValidation])
+	}
+	if err := s.computeTopology(); err != nil {
+		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
 	return s.start(ctx)
 }
@@ -476,6 +500,11 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
+	}
+	if cc.NodeAffinity == nil && s.topology != nil {
+		// The segment the creation is asked to prefer: the selected node's
+		// for WaitForFirstConsumer.
+		cc.NodeAffinity = s.topology.Preferred[0].NodeAffinity()
 	}
 	if cc.PodTemplate != nil {
 		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
@@ -654,6 +683,9 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 	default:
 		klog.InfoS("Provisioned volume", "claim", s.key, "volume", pv.Name, "handle", handle, "capacity", capacity.String())
 		s.event(corev1.EventTypeNormal, reasonProvisioningSucceeded, "Successfully provisioned volume %s (handle %q, capacity %s)", pv.Name, handle, capacity.String())
+		if s.p.Spec.StorageCapacity != nil {
+			s.c.refreshCapacity(s.p.Name)
+		}
 		s.c.metrics.operation("provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
 	}
 	return s.finish(ctx)

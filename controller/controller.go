@@ -70,6 +70,9 @@ type Config struct {
 	Metrics *Metrics
 	// Identity names this controller in Events.
 	Identity string
+	// Namespace is PaV's namespace, where the CSIStorageCapacity objects
+	// of provisioners that track storage capacity go (default "pav").
+	Namespace string
 	// KubeletDir is the nodes' kubelet root directory: the /pav directories
 	// of claim and volume pods go under it (protocol.PodDirRoot), where the
 	// node plugin reads them (default protocol.DefaultKubeletDir).
@@ -88,6 +91,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.KubeletDir == "" {
 		c.KubeletDir = protocol.DefaultKubeletDir
+	}
+	if c.Namespace == "" {
+		c.Namespace = "pav"
 	}
 	if c.VolumeWorkers <= 0 {
 		c.VolumeWorkers = 16
@@ -128,7 +134,13 @@ type Controller struct {
 	synced       []cache.InformerSynced
 
 	// The caches behind the listers, for the indexes and for tests.
-	claimIndexer, pvIndexer, classIndexer, csiDriverIndexer, podIndexer cache.Indexer
+	claimIndexer, pvIndexer, classIndexer, csiDriverIndexer, podIndexer, nodeIndexer cache.Indexer
+	// capacityIndexer: PaV's CSIStorageCapacity objects, by provisioner.
+	capacityIndexer cache.Indexer
+	// capacityDue: when each provisioner's next round of capacity
+	// measurements is due (capacity.go).
+	capacityMu  sync.Mutex
+	capacityDue map[string]time.Time
 
 	claimQueue       workqueue.TypedRateLimitingInterface[string]
 	volumeQueue      workqueue.TypedRateLimitingInterface[string]
@@ -192,14 +204,16 @@ func New(cfg Config) (*Controller, error) {
 	podInf := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, cfg.Resync,
 		kubeclient.Selector{Label: protocol.LabelPhase})
 	c.provInformer = kubeclient.NewInformer(cfg.Pav, cfg.Pav.PavV1alpha1().PavProvisioners(), &v1alpha1.PavProvisioner{}, cfg.Resync, all)
-	c.informers = []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, nodeInf, podInf, c.provInformer}
+	capInf := kubeclient.NewInformer(kube, kube.StorageV1().CSIStorageCapacities(cfg.Namespace), &storagev1.CSIStorageCapacity{}, cfg.Resync,
+		kubeclient.Selector{Label: protocol.LabelProvisioner})
+	c.informers = []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, nodeInf, podInf, c.provInformer, capInf}
 
 	if err := nodeInf.SetTransform(stripNode); err != nil {
 		return nil, err
 	}
 	// Every other cache keeps objects whole (templates see claims, PVs and
 	// classes as they are) but for managedFields, which nothing reads.
-	for _, inf := range []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, podInf, c.provInformer} {
+	for _, inf := range []cache.SharedIndexInformer{claimInf, pvInf, scInf, csiInf, podInf, c.provInformer, capInf} {
 		if err := inf.SetTransform(protocol.StripManagedFields); err != nil {
 			return nil, err
 		}
@@ -228,13 +242,18 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 
+	if err := capInf.AddIndexers(cache.Indexers{indexProvisioner: labelIndex(protocol.LabelProvisioner)}); err != nil {
+		return nil, err
+	}
+	c.capacityIndexer, c.capacityDue = capInf.GetIndexer(), map[string]time.Time{}
 	c.claimIndexer, c.pvIndexer, c.classIndexer = claimInf.GetIndexer(), pvInf.GetIndexer(), scInf.GetIndexer()
 	c.csiDriverIndexer, c.podIndexer = csiInf.GetIndexer(), podInf.GetIndexer()
 	c.claims = corelisters.NewPersistentVolumeClaimLister(c.claimIndexer)
 	c.volumes = corelisters.NewPersistentVolumeLister(c.pvIndexer)
 	c.classes = storagelisters.NewStorageClassLister(c.classIndexer)
 	c.csiDrivers = storagelisters.NewCSIDriverLister(c.csiDriverIndexer)
-	c.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	c.nodeIndexer = nodeInf.GetIndexer()
+	c.nodes = corelisters.NewNodeLister(c.nodeIndexer)
 	c.pods = corelisters.NewPodLister(c.podIndexer)
 	c.provisioners = pavlisters.NewPavProvisionerLister(c.provInformer.GetIndexer())
 	for _, inf := range c.informers {
@@ -251,6 +270,9 @@ func New(cfg Config) (*Controller, error) {
 		{csiInf, c.funcs(c.onCSIDriver)},
 		{podInf, c.funcs(c.onPod)},
 		{nodeInf, c.funcs(c.onNode)},
+		{nodeInf, c.funcs(c.onTopologyChange)},
+		{scInf, c.funcs(c.onTopologyChange)},
+		{capInf, c.funcs(c.onCapacity)},
 		{c.provInformer, c.provisionerFuncs()},
 		{c.provInformer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.forgetProvisioner}},
 	}

@@ -32,6 +32,10 @@ type Engine interface {
 	// template means no pod (the new size is only recorded).
 	Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
 
+	// StorageCapacity evaluates spec.storageCapacity for one segment and
+	// class; nil if the provisioner tracks no capacity.
+	StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.CapacityRequest) (*templating.CapacityConfig, error)
+
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)
 }

@@ -14,11 +14,12 @@ import (
 
 const reasonNodeGone = "NodeGone"
 
-// stripNode keeps only what the controller needs of a Node (its name), so
-// that the cache of every Node of a large cluster stays small.
+// stripNode keeps only what the controller needs of a Node (its name, and
+// its labels for topology segments), so that the cache of every Node of a
+// large cluster stays small.
 func stripNode(obj interface{}) (interface{}, error) {
 	if n, ok := obj.(*corev1.Node); ok {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}, nil
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
 	}
 	return obj, nil
 }

@@ -30,10 +30,13 @@ const (
 
 // desiredCSIDriver is the CSIDriver object kubelet needs for a provisioner:
 // no attach step, pod info on mount (the node plugin needs the client pod),
-// persistent volumes only, and the provisioner's fsGroup policy.
+// persistent volumes only, the provisioner's fsGroup policy, and
+// storageCapacity when it tracks capacity (the scheduler then reads its
+// CSIStorageCapacity objects).
 func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 	f, t := false, true
 	policy := p.FSGroupPolicy()
+	capacity := p.Spec.StorageCapacity != nil
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   p.Name,
@@ -49,7 +52,7 @@ func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 			AttachRequired:       &f,
 			PodInfoOnMount:       &t,
 			RequiresRepublish:    &f,
-			StorageCapacity:      &f,
+			StorageCapacity:      &capacity,
 			FSGroupPolicy:        &policy,
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
 		},
@@ -104,11 +107,15 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	status, event := decideProvisionerStatus(p, c.engine.Validate(p), csiProblem)
+	specErrs := c.engine.Validate(p)
+	status, event := decideProvisionerStatus(p, specErrs, csiProblem)
 	if event != "" {
 		c.recorder.Event(p, corev1.EventTypeWarning, reasonInvalid, event)
 	}
-	return c.updateProvisionerStatus(ctx, p, status)
+	if err := c.updateProvisionerStatus(ctx, p, status); err != nil {
+		return err
+	}
+	return c.syncCapacity(ctx, p, p.Spec.StorageCapacity != nil && len(specErrs) == 0)
 }
 
 // decideProvisionerStatus is a live provisioner's status given the problems
@@ -181,16 +188,17 @@ func (c *Controller) ensureCSIDriver(ctx context.Context, p *v1alpha1.PavProvisi
 		// most CSIDriver fields are immutable, so replace it.
 		return "", c.deleteCSIDriver(ctx, have)
 	}
-	if !equality.Semantic.DeepEqual(have.Spec.FSGroupPolicy, want.Spec.FSGroupPolicy) {
-		// Mutable since Kubernetes 1.29, so changed in place: while a
-		// CSIDriver is missing, a client pod scheduled meanwhile would
-		// wait for an attach that never comes.
+	if !equality.Semantic.DeepEqual(have.Spec.FSGroupPolicy, want.Spec.FSGroupPolicy) ||
+		!equality.Semantic.DeepEqual(have.Spec.StorageCapacity, want.Spec.StorageCapacity) {
+		// Both mutable (fsGroupPolicy since Kubernetes 1.29), so changed in
+		// place: while a CSIDriver is missing, a client pod scheduled
+		// meanwhile would wait for an attach that never comes.
 		updated := have.DeepCopy()
-		updated.Spec.FSGroupPolicy = want.Spec.FSGroupPolicy
+		updated.Spec.FSGroupPolicy, updated.Spec.StorageCapacity = want.Spec.FSGroupPolicy, want.Spec.StorageCapacity
 		if _, err := c.kube.StorageV1().CSIDrivers().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			return "", fmt.Errorf("updating the fsGroupPolicy of CSIDriver %s: %w", p.Name, err)
+			return "", fmt.Errorf("updating the fsGroupPolicy and storageCapacity of CSIDriver %s: %w", p.Name, err)
 		}
-		klog.InfoS("Updated CSIDriver", "name", p.Name, "fsGroupPolicy", *want.Spec.FSGroupPolicy)
+		klog.InfoS("Updated CSIDriver", "name", p.Name, "fsGroupPolicy", *want.Spec.FSGroupPolicy, "storageCapacity", *want.Spec.StorageCapacity)
 	}
 	return "", nil
 }
@@ -212,6 +220,10 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
 	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
 		return nil
+	}
+	// Capacity pods measure no volume: they go first, with the objects.
+	if err := c.syncCapacity(ctx, p, false); err != nil {
+		return err
 	}
 	var vols []*corev1.PersistentVolume
 	objs, _ := c.pvIndexer.ByIndex(indexCSIDriver, p.Name)

@@ -55,6 +55,10 @@ func (stubEngine) Creation(context.Context, *v1alpha1.PavProvisioner, templating
 func (stubEngine) Deletion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
 	return stubPod("delete"), nil
 }
+func (stubEngine) StorageCapacity(context.Context, *v1alpha1.PavProvisioner, templating.CapacityRequest) (*templating.CapacityConfig, error) {
+	return nil, nil
+}
+
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("expand"), true, nil
 }
@@ -212,6 +216,24 @@ func (h *harness) refresh() {
 		l = append(l, &pods.Items[i])
 	}
 	replace(h.c.podIndexer, l)
+	nodes, _ := h.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range nodes.Items {
+		l = append(l, &nodes.Items[i])
+	}
+	replace(h.c.nodeIndexer, l)
+	caps, _ := h.kube.StorageV1().CSIStorageCapacities("").List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range caps.Items {
+		l = append(l, &caps.Items[i])
+	}
+	replace(h.c.capacityIndexer, l)
+	drivers, _ := h.kube.StorageV1().CSIDrivers().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range drivers.Items {
+		l = append(l, &drivers.Items[i])
+	}
+	replace(h.c.csiDriverIndexer, l)
 	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
 }
 

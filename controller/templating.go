@@ -87,4 +87,12 @@ func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisi
 	return x.PodTemplate, true, nil
 }
 
+func (e *templatingEngine) StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.CapacityRequest) (*templating.CapacityConfig, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	return c.StorageCapacity(ctx, req)
+}
+
 func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }

@@ -88,7 +88,7 @@ func TestCachesDropOnlyManagedFields(t *testing.T) {
 		}
 	}
 	node, _ := c.nodes.Get("n")
-	if node == nil || node.Name != "n" || node.Spec.PodCIDR != "" || node.Labels != nil {
-		t.Errorf("cached node %+v, want only its name, UID and resourceVersion", node)
+	if node == nil || node.Name != "n" || node.Spec.PodCIDR != "" || node.Labels["l"] != "v" || node.Annotations != nil {
+		t.Errorf("cached node %+v, want only its name, UID, resourceVersion and labels", node)
 	}
 }

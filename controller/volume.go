@@ -205,6 +205,11 @@ func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVol
 		}
 	}
 	klog.InfoS("Deleted volume", "volume", pv.Name)
+	if pv.Spec.CSI != nil {
+		if p := c.provisioner(pv.Spec.CSI.Driver); p != nil && p.Spec.StorageCapacity != nil {
+			c.refreshCapacity(p.Name)
+		}
+	}
 	c.volumeBackoff.succeeded(pv.Name)
 	c.metrics.operation("delete", "success", 0)
 	return nil

@@ -130,8 +130,9 @@ func (d *Driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi
 }
 
 // GetPluginCapabilities: none. There is no controller service (PaV's
-// controller provisions through the API, not through CSI) and no topology
-// (a volume's node affinity, if any, is on its PV).
+// controller provisions through the API, not through CSI, and puts a
+// volume's node affinity on its PV); a node's topology segment is in
+// NodeGetInfo, which kubelet reads whatever the capabilities.
 func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
 	return &csi.GetPluginCapabilitiesResponse{}, nil
 }
@@ -149,8 +150,26 @@ func (d *Driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, 
 // NodeGetInfo: kubelet copies a nonzero MaxVolumesPerNode into the node's
 // CSINode (spec.drivers[].allocatable.count) when the driver registers, and
 // the scheduler then keeps pods whose volumes would exceed it off the node.
-func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	return &csi.NodeGetInfoResponse{NodeId: d.nodeID, MaxVolumesPerNode: d.maxVolumes}, nil
+// A Stager that is a TopologyReporter gives the node's accessible topology,
+// which kubelet writes into CSINode (topologyKeys) and the Node's labels.
+func (d *Driver) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	resp := &csi.NodeGetInfoResponse{NodeId: d.nodeID, MaxVolumesPerNode: d.maxVolumes}
+	if tr, ok := d.stager.(TopologyReporter); ok {
+		seg, err := tr.NodeTopology(ctx, d.name)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if len(seg) > 0 {
+			resp.AccessibleTopology = &csi.Topology{Segments: seg}
+		}
+	}
+	return resp, nil
+}
+
+// TopologyReporter is a Stager that knows the node's topology segment for
+// a driver (nil: none).
+type TopologyReporter interface {
+	NodeTopology(ctx context.Context, driver string) (map[string]string, error)
 }
 
 // NodeGetCapabilities: volume stats, volume health (CSI 1.13's

@@ -55,6 +55,7 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseCreation:   true,
 	protocol.PhaseDeletion:   true,
 	protocol.PhaseExpansion:  true,
+	protocol.PhaseCapacity:   true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound

@@ -28,7 +28,18 @@ const (
 	PhaseStaging    Phase = "staging"
 	PhaseUnstaging  Phase = "unstaging"
 	PhaseExpansion  Phase = "expansion" // PaV-Go addition
+	// PhaseCapacity: a storage capacity pod, which measures one topology
+	// segment's free space for one StorageClass (PaV-Go addition; no volume).
+	PhaseCapacity Phase = "capacity"
 )
+
+// CapacityKey names one measurement of storage capacity: a provisioner's
+// StorageClass in one topology segment. The CSIStorageCapacity PaV publishes
+// for it is named "pav-<key>", and the capacity pod that measures it records
+// the key (AnnotationCapacityOf).
+func CapacityKey(class string, segment Segment) string {
+	return hash(class+"\n"+segment.Key(), 32)
+}
 
 // ReservedPrefix begins every label, annotation and finalizer PaV gives;
 // only PaV may set them (IsReserved).
@@ -86,8 +97,12 @@ const (
 	// On expansion pods: the size they grow the volume to.
 	AnnotationExpansionTarget = prefix + "expansion-target"
 
-	// On terminated validation/creation/deletion pods, written by the node plugin of
-	// the node the pod ran on, from the files the pod left in /pav.
+	// AnnotationCapacityOf on capacity pods: the CapacityKey they measure.
+	AnnotationCapacityOf = prefix + "capacity-of"
+
+	// On terminated validation/creation/deletion/expansion/capacity pods,
+	// written by the node plugin of the node the pod ran on, from the files
+	// the pod left in /pav.
 	AnnotationResultsCollected = prefix + "results-collected" // "true" once /pav was read
 	AnnotationResultHandle     = prefix + "result-handle"     // content of /pav/handle, if present
 	AnnotationResultCapacity   = prefix + "result-capacity"   // content of /pav/capacity, if present

@@ -64,6 +64,25 @@ func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Pha
 	return pod
 }
 
+// CapacityPod is a storage capacity pod measuring the CapacityKey key, on
+// node unless the template names a node itself. It holds FinalizerResult, as
+// ClaimPod does.
+func CapacityPod(tmpl *corev1.PodTemplateSpec, provisioner, root, key, node string) *corev1.Pod {
+	name := PodName(PhaseCapacity, key)
+	pod := BuildPod(tmpl, PodOptions{
+		Provisioner: provisioner,
+		Phase:       PhaseCapacity,
+		Name:        name,
+		HostDir:     NewHostDir(root, name),
+		Annotations: map[string]string{AnnotationCapacityOf: key},
+	})
+	if pod.Spec.NodeName == "" {
+		pod.Spec.NodeName = node
+	}
+	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
+	return pod
+}
+
 // StagingPod is the staging pod for publishing pv (of claim pvc) as pub
 // asks on node, whose node plugin keeps pod directories under root.
 // It records copies of pv and pvc, for an unstaging that runs when they are

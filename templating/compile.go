@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -29,7 +30,7 @@ type Compiled struct {
 	// Provisioner is a private copy of the object that was compiled.
 	Provisioner *v1alpha1.PavProvisioner
 
-	validation, creation, deletion, staging, unstaging, expansion *section
+	validation, creation, deletion, staging, unstaging, expansion, capacity *section
 }
 
 var specPath = field.NewPath("spec")
@@ -112,6 +113,8 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 		}
 	}
 
+	errs = append(errs, validateTopology(s)...)
+
 	c := &Compiled{Provisioner: p.DeepCopy()}
 	var sources []sectionSource
 	if v := s.VolumeValidation; v != nil {
@@ -136,6 +139,10 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	}
 	if v := s.VolumeExpansion; v != nil {
 		sources = append(sources, sectionSource{"volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.expansion})
+	}
+	if v := s.StorageCapacity; v != nil {
+		sources = append(sources, sectionSource{"storageCapacity", v1alpha1.Section{}, map[string]*v1alpha1.Value{
+			"capacity": v.Capacity, "podTemplate": v.PodTemplate}, &c.capacity})
 	}
 	if n := templateBytes(sources); n > maxTemplateBytes {
 		return nil, append(errs, field.Forbidden(specPath,
@@ -171,7 +178,7 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 
 	// Check what is known before evaluation: literal values and the literal
 	// parts around templates.
-	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion} {
+	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion, c.capacity} {
 		if sec != nil {
 			skel := map[string]interface{}{}
 			for k, n := range sec.fields {
@@ -184,6 +191,39 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 		return nil, errs, overtime
 	}
 	return c, nil, false
+}
+
+// validateTopology checks spec.topologyKeys (label keys, no duplicates) and
+// spec.storageCapacity (which needs them, and one way of measuring).
+func validateTopology(s *v1alpha1.PavProvisionerSpec) field.ErrorList {
+	var errs field.ErrorList
+	keysPath := specPath.Child("topologyKeys")
+	seen := map[string]bool{}
+	for i, k := range s.TopologyKeys {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(keysPath.Index(i), k, "a topology key is a node label key: "+msg))
+		}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(keysPath.Index(i), k))
+		}
+		seen[k] = true
+	}
+	sc := s.StorageCapacity
+	if sc == nil {
+		return errs
+	}
+	path := specPath.Child("storageCapacity")
+	if len(s.TopologyKeys) == 0 {
+		errs = append(errs, field.Required(keysPath, "storage capacity is tracked per topology segment: storageCapacity needs topologyKeys (kubernetes.io/hostname for node-local volumes)"))
+	}
+	hasCapacity, hasPod := sc.Capacity != nil && sc.Capacity.Object != nil, sc.PodTemplate != nil && sc.PodTemplate.Object != nil
+	if hasCapacity == hasPod {
+		errs = append(errs, field.Required(path, "give exactly one of capacity (a template) and podTemplate (a pod that writes /pav/capacity)"))
+	}
+	if r := sc.RefreshPeriod; r != nil && r.Duration < time.Second {
+		errs = append(errs, field.Invalid(path.Child("refreshPeriod"), r.Duration.String(), "must be at least 1s"))
+	}
+	return errs
 }
 
 // sectionSource is a phase section as written, to be compiled into dst.
@@ -253,7 +293,7 @@ func (s *section) typed(vals map[string]interface{}) (*sectionValues, field.Erro
 			out.MaxCapacity, e = readQuantity(v, p)
 		case "capacity":
 			out.Capacity, e = readQuantity(v, p)
-			if out.Capacity != nil && out.Capacity.Sign() == 0 {
+			if out.Capacity != nil && out.Capacity.Sign() == 0 && phase != protocol.PhaseCapacity {
 				e = append(e, field.Invalid(p, out.Capacity.String(), "a volume's capacity must be positive"))
 			}
 		case "handle":
@@ -287,6 +327,8 @@ func (s *section) phase() protocol.Phase {
 		return protocol.PhaseStaging
 	case "spec.volumeExpansion":
 		return protocol.PhaseExpansion
+	case "spec.storageCapacity":
+		return protocol.PhaseCapacity
 	}
 	return protocol.PhaseUnstaging
 }

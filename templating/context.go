@@ -40,6 +40,25 @@ type DynamicRequest struct {
 	// as sourcePvc, sourcePv and sourceHandle.
 	SourcePVC *corev1.PersistentVolumeClaim
 	SourcePV  *corev1.PersistentVolume
+	// Topology, for a provisioner with spec.topologyKeys (a PaV-Go
+	// addition): what external-provisioner would pass to CreateVolume;
+	// templates see requisiteTopology and preferredTopology (none when nil).
+	Topology *Topology
+}
+
+// Topology is CSI's TopologyRequirement: segments the volume must be
+// accessible from (any one of Requisite), best first (Preferred).
+type Topology struct {
+	Requisite []protocol.Segment `json:"requisite"`
+	Preferred []protocol.Segment `json:"preferred"`
+}
+
+func segmentList(segs []protocol.Segment) []interface{} {
+	out := make([]interface{}, len(segs))
+	for i, s := range segs {
+		out[i] = stringMap(s)
+	}
+	return out
 }
 
 // StaticRequest is what static provisioning's validation is evaluated for.
@@ -187,7 +206,7 @@ func requestVars(r VolumeRequest) map[string]interface{} {
 }
 
 // dynamicVars is the volumeValidation context of dynamic provisioning, plus
-// PaV-Go's selectedNodeName.
+// PaV-Go's selectedNodeName, requisiteTopology and preferredTopology.
 func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	if r.PVC == nil {
 		return nil, fmt.Errorf("no PersistentVolumeClaim")
@@ -210,6 +229,11 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	vars["selectedNodeName"] = nil
 	if r.SelectedNodeName != "" {
 		vars["selectedNodeName"] = r.SelectedNodeName
+	}
+	vars["requisiteTopology"], vars["preferredTopology"] = nil, nil
+	if r.Topology != nil {
+		vars["requisiteTopology"] = segmentList(r.Topology.Requisite)
+		vars["preferredTopology"] = segmentList(r.Topology.Preferred)
 	}
 	if r.SourcePVC != nil && r.SourcePV != nil {
 		if vars["sourcePvc"], err = toMap(r.SourcePVC, pvcGVK); err != nil {

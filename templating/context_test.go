@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/albertofaria/pav/protocol"
 )
 
 func keys(m map[string]interface{}) []string {
@@ -42,6 +44,8 @@ func TestDynamicContext(t *testing.T) {
 				"requestedMaxCapacity": nil,
 				"params":               map[string]interface{}{"path": "/data", "size": "5"},
 				"selectedNodeName":     nil,
+				"requisiteTopology":    nil,
+				"preferredTopology":    nil,
 			},
 		},
 		{
@@ -53,7 +57,10 @@ func TestDynamicContext(t *testing.T) {
 				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1.5k")
 				pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2M")}
 				sc.Parameters = nil
-				return DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: "node-7"}
+				return DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: "node-7", Topology: &Topology{
+					Requisite: []protocol.Segment{{"zone": "a"}, {"zone": "b"}},
+					Preferred: []protocol.Segment{{"zone": "b"}, {"zone": "a"}},
+				}}
 			},
 			want: map[string]interface{}{
 				"requestedVolumeMode":  "Block",
@@ -62,6 +69,8 @@ func TestDynamicContext(t *testing.T) {
 				"requestedMaxCapacity": int64(2000000),
 				"params":               map[string]interface{}{},
 				"selectedNodeName":     "node-7",
+				"requisiteTopology":    []interface{}{map[string]interface{}{"zone": "a"}, map[string]interface{}{"zone": "b"}},
+				"preferredTopology":    []interface{}{map[string]interface{}{"zone": "b"}, map[string]interface{}{"zone": "a"}},
 			},
 		},
 	}
@@ -72,7 +81,7 @@ func TestDynamicContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "sc", "pvc", "selectedNodeName"}); !reflect.DeepEqual(got, want) {
+			if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "sc", "pvc", "selectedNodeName", "requisiteTopology", "preferredTopology"}); !reflect.DeepEqual(got, want) {
 				t.Errorf("variables %v, want %v", got, want)
 			}
 			for k, w := range tt.want {

@@ -48,8 +48,11 @@
 // requestedAccessModes (list of string), requestedMinCapacity (int, bytes,
 // pvc.spec.resources.requests.storage), requestedMaxCapacity (int, bytes,
 // limits.storage, or none), params (sc.parameters), sc, pvc, and the PaV-Go
-// addition selectedNodeName (the node picked by the scheduler for
-// WaitForFirstConsumer classes, or none).
+// additions selectedNodeName (the node picked by the scheduler for
+// WaitForFirstConsumer classes, or none) and, for a provisioner with
+// spec.topologyKeys, requisiteTopology and preferredTopology (lists of
+// segments, dicts of topology key to value, as external-provisioner computes
+// them; none without topology keys, and in volumeDeletion).
 //
 // volumeValidation, static provisioning: the same request variables taken
 // from the PV (min = max = pv.spec.capacity.storage), params

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -231,6 +232,45 @@ func (c *Compiled) Expansion(ctx context.Context, r DynamicRequest, get PVCGette
 		return nil, true, err
 	}
 	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, true, nil
+}
+
+// CapacityRequest is what storage capacity is measured for (a PaV-Go
+// addition): one topology segment, for one StorageClass, and the node of the
+// segment where a capacity pod runs. Templates see params (the class's
+// parameters), sc, topology (the segment: a dict of topology key to value)
+// and nodeName.
+type CapacityRequest struct {
+	Class    *storagev1.StorageClass
+	Segment  map[string]string
+	NodeName string
+}
+
+// CapacityConfig is the evaluated spec.storageCapacity: the free space, or
+// the pod that measures it.
+type CapacityConfig struct {
+	Capacity    *resource.Quantity
+	PodTemplate *corev1.PodTemplateSpec
+}
+
+// StorageCapacity evaluates spec.storageCapacity; nil if the provisioner has
+// none.
+func (c *Compiled) StorageCapacity(ctx context.Context, r CapacityRequest) (*CapacityConfig, error) {
+	if c.capacity == nil {
+		return nil, nil
+	}
+	if r.Class == nil {
+		return nil, fmt.Errorf("no StorageClass")
+	}
+	vars := map[string]interface{}{"params": stringMap(r.Class.Parameters), "topology": stringMap(r.Segment), "nodeName": r.NodeName}
+	var err error
+	if vars["sc"], err = toMap(r.Class, classGVK); err != nil {
+		return nil, err
+	}
+	_, v, err := c.evaluate(ctx, c.capacity, vars, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &CapacityConfig{Capacity: v.Capacity, PodTemplate: v.PodTemplate}, nil
 }
 
 // Staging evaluates spec.volumeStaging; the result always has a pod template.

@@ -13,6 +13,31 @@ func TestValidate(t *testing.T) {
 		want []string // substrings, one per expected error, in order
 	}{
 		{name: "minimal", doc: minimal},
+		{name: "topology and capacity", doc: withSection(`
+topologyKeys: [kubernetes.io/hostname, topology.kubernetes.io/zone]
+storageCapacity:
+  refreshPeriod: 30s
+  podTemplate:
+    spec:
+      nodeName: "{{ nodeName }}"
+      containers: [{name: df, image: img, command: [sh, -c, "df {{ params.path | tobash }} {{ topology['kubernetes.io/hostname'] | tobash }}"]}]
+`)},
+		{name: "capacity template may be zero", doc: withSection(`
+topologyKeys: [kubernetes.io/hostname]
+storageCapacity:
+  capacity: "{{ 0 if topology['kubernetes.io/hostname'] == 'full' else '10Gi' }}"
+`)},
+		{name: "capacity without topology, both ways, short period, bad key", doc: withSection(`
+topologyKeys: ["not a key", "not a key"]
+storageCapacity:
+  refreshPeriod: 10ms
+  capacity: 1Gi
+  podTemplate: {spec: {containers: [{name: c, image: img}]}}
+`), want: []string{"spec.topologyKeys[0]: Invalid value", "spec.topologyKeys[1]: Invalid value", "spec.topologyKeys[1]: Duplicate value",
+			"spec.storageCapacity: Required value: give exactly one of capacity", "spec.storageCapacity.refreshPeriod: Invalid value"}},
+		{name: "capacity needs topology keys", doc: withSection(`
+storageCapacity: {capacity: 1Gi}
+`), want: []string{"spec.topologyKeys: Required value: storage capacity is tracked per topology segment"}},
 		{name: "every section literal", doc: withSection(`
 volumeValidation:
   volumeModes: [Filesystem, Block]

@@ -151,6 +151,8 @@ func runController(ctx context.Context, o controllerOptions) error {
 			ResultsTimeout: o.resultsWait, Resync: o.resync,
 			Metrics:    controller.NewMetrics(reg),
 			KubeletDir: o.kubeletDir,
+			// PaV's namespace: the CSIStorageCapacity objects go there.
+			Namespace: o.leaseNamespace,
 		})
 	}
 

@@ -210,4 +210,21 @@ func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req te
 	return tmpl, true, err
 }
 
+func (Literal) StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.CapacityRequest) (*templating.CapacityConfig, error) {
+	sc := p.Spec.StorageCapacity
+	if sc == nil {
+		return nil, nil
+	}
+	base := field.NewPath("spec", "storageCapacity")
+	out := &templating.CapacityConfig{}
+	var err error
+	if out.PodTemplate, err = podTemplate(sc.PodTemplate, base.Child("podTemplate")); err != nil {
+		return nil, err
+	}
+	if out.Capacity, err = quantity(sc.Capacity, base.Child("capacity")); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (Literal) Forget(*v1alpha1.PavProvisioner) {}

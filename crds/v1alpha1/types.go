@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,7 @@ const (
 // +kubebuilder:printcolumn:name=Modes,type=string,JSONPath=`.spec.provisioningModes`
 // +kubebuilder:printcolumn:name=Ready,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="has(self.spec.topologyKeys) == has(oldSelf.spec.topologyKeys) && (!has(self.spec.topologyKeys) || self.spec.topologyKeys == oldSelf.spec.topologyKeys)",message="spec.topologyKeys cannot change: kubelet reads a driver's topology only when it registers"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 characters, only lowercase alphanumeric characters or '-', starting and ending with an alphanumeric character"
 type PavProvisioner struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -101,6 +103,57 @@ type PavProvisionerSpec struct {
 	// messages a container wrote to its terminationMessagePath are always
 	// used.
 	PodLogsInEvents bool `json:"podLogsInEvents,omitempty"`
+	// PaV-Go addition: the node labels that make up the provisioner's CSI
+	// topology (e.g. topology.kubernetes.io/zone, or kubernetes.io/hostname
+	// for node-local volumes). The node plugin reports each node's values
+	// of these labels as its segment (NodeGetInfo's accessible topology),
+	// the creation context gets requisiteTopology and preferredTopology,
+	// and a created PersistentVolume without a templated nodeAffinity gets
+	// node affinity for the first preferred segment. Kubelet reads a
+	// driver's topology only when it registers, so the keys cannot change.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=set
+	TopologyKeys []string `json:"topologyKeys,omitempty"`
+	// PaV-Go addition: storage capacity tracking, opt-in. PaV measures the
+	// free space of each topology segment for each StorageClass of the
+	// provisioner and publishes it as CSIStorageCapacity objects, so that
+	// the scheduler places WaitForFirstConsumer claims only on nodes with
+	// room. Needs topologyKeys.
+	StorageCapacity *StorageCapacity `json:"storageCapacity,omitempty"`
+}
+
+// StorageCapacity says how PaV measures the free space of one topology
+// segment for one StorageClass: a template (capacity) or a
+// run-to-completion pod (podTemplate) that writes the free bytes to
+// /pav/capacity. Exactly one of the two.
+type StorageCapacity struct {
+	// The free space of the segment (a quantity). May be a template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Capacity *Value `json:"capacity,omitempty"`
+	// PodTemplateSpec of the capacity pod, run on a node of the segment
+	// (spec.nodeName is set to nodeName unless the template sets it). May
+	// contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+	// How often each segment is measured again (default 1m), besides after
+	// each creation and deletion of a volume of the provisioner. A pod
+	// that has not finished within a period counts as failed.
+	// +optional
+	RefreshPeriod *metav1.Duration `json:"refreshPeriod,omitempty"`
+}
+
+// DefaultCapacityRefreshPeriod is StorageCapacity.RefreshPeriod's default.
+const DefaultCapacityRefreshPeriod = time.Minute
+
+// Period is the refresh period, or its default.
+func (c *StorageCapacity) Period() time.Duration {
+	if c.RefreshPeriod != nil && c.RefreshPeriod.Duration > 0 {
+		return c.RefreshPeriod.Duration
+	}
+	return DefaultCapacityRefreshPeriod
 }
 
 // VolumeValidation: what volumes the provisioner accepts, plus an optional validation pod.

@@ -6,4 +6,6 @@ type CSIDriverExpansion interface{}
 
 type CSINodeExpansion interface{}
 
+type CSIStorageCapacityExpansion interface{}
+
 type StorageClassExpansion interface{}

@@ -14,6 +14,7 @@ type StorageV1Interface interface {
 	RESTClient() rest.Interface
 	CSIDriversGetter
 	CSINodesGetter
+	CSIStorageCapacitiesGetter
 	StorageClassesGetter
 }
 
@@ -28,6 +29,10 @@ func (c *StorageV1Client) CSIDrivers() CSIDriverInterface {
 
 func (c *StorageV1Client) CSINodes() CSINodeInterface {
 	return newCSINodes(c)
+}
+
+func (c *StorageV1Client) CSIStorageCapacities(namespace string) CSIStorageCapacityInterface {
+	return newCSIStorageCapacities(c, namespace)
 }
 
 func (c *StorageV1Client) StorageClasses() StorageClassInterface {

@@ -20,6 +20,10 @@ func (c *FakeStorageV1) CSINodes() v1.CSINodeInterface {
 	return newFakeCSINodes(c)
 }
 
+func (c *FakeStorageV1) CSIStorageCapacities(namespace string) v1.CSIStorageCapacityInterface {
+	return newFakeCSIStorageCapacities(c, namespace)
+}
+
 func (c *FakeStorageV1) StorageClasses() v1.StorageClassInterface {
 	return newFakeStorageClasses(c)
 }

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
+)
+
+// topologyRequirement is the requisite and preferred topology that
+// external-provisioner would pass to a CSI driver's CreateVolume
+// (pkg/controller/topology.go, GenerateAccessibilityRequirements, with its
+// default immediate topology and without strict topology), for a provisioner
+// with the given topology keys: requisite is the class's allowedTopologies
+// (each term's values multiplied out) or else every node's segment; preferred
+// is requisite rotated so that the selected node's segment comes first, or
+// for immediate binding by a hash of the claim's name (spreading a
+// StatefulSet's claims). nil without topology keys. nodes are the cluster's,
+// selected the scheduler's choice ("" for none).
+func topologyRequirement(provisioner string, keys []string, nodes []*corev1.Node, allowed []corev1.TopologySelectorTerm, selected, claimName string) (*templating.Topology, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var selectedSeg protocol.Segment
+	if selected != "" {
+		i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == selected })
+		if i < 0 {
+			return nil, fmt.Errorf("the selected node %s does not exist", selected)
+		}
+		var missing string
+		if selectedSeg, missing = protocol.NodeSegment(keys, nodes[i].Labels); missing != "" {
+			return nil, fmt.Errorf("%s", protocol.MissingTopologyLabel(selected, provisioner, missing))
+		}
+	}
+	var requisite []protocol.Segment
+	if len(allowed) > 0 {
+		requisite = flattenTopology(allowed)
+	} else {
+		for _, n := range nodes {
+			if seg, missing := protocol.NodeSegment(keys, n.Labels); missing == "" {
+				requisite = append(requisite, seg)
+			}
+		}
+	}
+	if len(requisite) == 0 {
+		return nil, fmt.Errorf("no node has all the labels %q of the spec.topologyKeys of PavProvisioner %q, and the StorageClass has no allowedTopologies", keys, provisioner)
+	}
+	sort.Slice(requisite, func(i, j int) bool { return requisite[i].Key() < requisite[j].Key() })
+	requisite = slices.CompactFunc(requisite, func(a, b protocol.Segment) bool { return a.Key() == b.Key() })
+
+	var first int
+	if selectedSeg == nil {
+		hash, index := claimNameHash(claimName)
+		first = int((hash + index) % uint32(len(requisite)))
+	} else {
+		first = slices.IndexFunc(requisite, func(t protocol.Segment) bool { return subset(t, selectedSeg) })
+		if first < 0 {
+			return nil, fmt.Errorf("the topology %s of the selected node %s is not in the StorageClass's allowedTopologies", selectedSeg.Key(), selected)
+		}
+	}
+	preferred := append(slices.Clone(requisite[first:]), requisite[:first]...)
+	return &templating.Topology{Requisite: requisite, Preferred: preferred}, nil
+}
+
+// flattenTopology turns allowedTopologies (terms ORed, expressions of a term
+// ANDed, values of an expression ORed) into segments.
+func flattenTopology(terms []corev1.TopologySelectorTerm) []protocol.Segment {
+	var out []protocol.Segment
+	for _, term := range terms {
+		var segs []protocol.Segment
+		for _, expr := range term.MatchLabelExpressions {
+			var next []protocol.Segment
+			for _, v := range expr.Values {
+				if len(segs) == 0 {
+					next = append(next, protocol.Segment{expr.Key: v})
+					continue
+				}
+				for _, s := range segs {
+					n := protocol.Segment{expr.Key: v}
+					for k, x := range s {
+						n[k] = x
+					}
+					next = append(next, n)
+				}
+			}
+			segs = next
+		}
+		out = append(out, segs...)
+	}
+	return out
+}
+
+// subset: every label of t has the same value in of.
+func subset(t, of protocol.Segment) bool {
+	for k, v := range t {
+		if of[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// claimNameHash is external-provisioner's spreading hash: for a name like
+// claim-statefulset-3 it hashes "statefulset" and offsets by 3, so that a
+// StatefulSet's claims go round the segments and one member's claims stay
+// together.
+func claimNameHash(name string) (hash, index uint32) {
+	s := name
+	if dash := strings.LastIndexByte(name, '-'); dash != -1 {
+		if id, err := strconv.ParseUint(name[dash+1:], 10, 32); err == nil {
+			index = uint32(id)
+			s = name[:dash]
+			if dash := strings.LastIndexByte(s, '-'); dash != -1 {
+				s = s[dash+1:]
+			}
+		}
+	}
+	h := fnv.New32()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32(), index
+}
