@@ -40,6 +40,8 @@ func fullProvisioner() *PavProvisioner {
 			VolumeUnstaging: &VolumeUnstaging{Section: section("u"), PodTemplate: value("up")},
 			VolumeExpansion: &VolumeExpansion{Section: section("e"), PodTemplate: value("ep")},
 			PodLogsInEvents: true,
+			TopologyKeys:    []string{"k"},
+			StorageCapacity: &StorageCapacity{Capacity: value("cc"), PodTemplate: value("cpt"), RefreshPeriod: &metav1.Duration{Duration: time.Minute}},
 		},
 		Status: PavProvisionerStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{
 			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now}}},
