@@ -71,6 +71,66 @@ func compileNode(v interface{}, path *field.Path, overtime *bool) (*node, field.
 	return n, errs
 }
 
+// eachTemplate calls f with every template of the section and its path.
+func (s *section) eachTemplate(f func(*field.Path, *jinja.Template)) {
+	if s.whole != nil {
+		s.whole.eachTemplate(s.path, f)
+	}
+	for _, k := range sortedFieldKeys(s.fields) {
+		s.fields[k].eachTemplate(s.path.Child(k), f)
+	}
+}
+
+func (n *node) eachTemplate(path *field.Path, f func(*field.Path, *jinja.Template)) {
+	switch {
+	case !n.templated:
+	case n.tmpl != nil:
+		f(path, n.tmpl)
+	case n.items != nil:
+		for i, c := range n.items {
+			c.eachTemplate(path.Index(i), f)
+		}
+	default:
+		for _, k := range n.keys {
+			n.fields[k].eachTemplate(path.Child(k), f)
+		}
+	}
+}
+
+// closest is the candidate nearest to name (at most two edits away, or the
+// same but for case), "" when none is.
+func closest(name string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		if d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // templateError turns an engine error into a field error that names the
 // field and the template's line and column, never the whole template.
 func templateError(path *field.Path, err error) *field.Error {

@@ -43,6 +43,7 @@ type Template struct {
 	tpl     *exec.Template
 	loader  loaders.Loader
 	exprs   []nodes.Expression // referenced by the filters prepare inserted
+	free    []Name
 }
 
 // Functions are PaV's callable functions available to templates.
@@ -256,14 +257,14 @@ func Compile(source string) (t *Template, err error) {
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	exprs, err := prepare(tpl.Root())
+	exprs, free, err := prepare(tpl.Root())
 	if err != nil {
 		return nil, err
 	}
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs}, nil
+	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs, free: free}, nil
 }
 
 // parse runs gonja's parser, which panics on some truncated sources
@@ -284,6 +285,10 @@ func jinjaLiteral(s string) string {
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.TrimSuffix(s, "\n")
 }
+
+// FreeNames are the names the template reads without binding them itself:
+// the variables it expects from its context (see prepare's freeNames).
+func (t *Template) FreeNames() []Name { return t.free }
 
 // IsLiteral reports whether the source has no Jinja syntax at all.
 func (t *Template) IsLiteral() bool { return t.literal }
