@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,6 +133,12 @@ func TestRenderPhases(t *testing.T) {
 			args: []string{"--phase", "unstaging", "--pv", "testdata/pv.yaml"},
 			want: []string{"static-handle"},
 		},
+		{
+			// the PV's current capacity (3Gi) and the claim's request (1Gi)
+			name: "expansion",
+			args: []string{"--phase", "expansion", "--pvc", "testdata/pvc.yaml", "--pv", "testdata/pv.yaml"},
+			want: []string{"static-handle", "3221225472", "1073741824", "static-pv"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +163,44 @@ func TestRenderPhases(t *testing.T) {
 				tt.more(t, m)
 			}
 		})
+	}
+}
+
+// -o json prints the same as the default YAML; --pods of expansion is the
+// pod the controller creates for the PV.
+func TestRenderJSONAndExpansionPod(t *testing.T) {
+	args := []string{"-f", "testdata/provisioner.yaml", "--phase", "expansion", "--pvc", "testdata/pvc.yaml", "--pv", "testdata/pv.yaml"}
+	y, stderr, err := run(t, newRenderCmd, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	j, stderr, err := run(t, newRenderCmd, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var fromYAML, fromJSON interface{}
+	if err := yaml.Unmarshal([]byte(y), &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(j), &fromJSON); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, j)
+	}
+	if !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o json %v, yaml %v", fromJSON, fromYAML)
+	}
+	out, stderr, err := run(t, newRenderCmd, append(args, "--pods", "-o", "json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(out), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels[protocol.LabelPhase] != string(protocol.PhaseExpansion) || pod.Labels[protocol.LabelVolume] != "static-pv" || pod.Annotations[protocol.AnnotationExpansionTarget] == "" {
+		t.Errorf("expansion pod labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if _, _, err := run(t, newRenderCmd, append(args, "-o", "xml")...); err == nil || !strings.Contains(err.Error(), "yaml or json") {
+		t.Errorf("-o xml: %v", err)
 	}
 }
 
