@@ -3,7 +3,9 @@ package templating
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,10 +99,11 @@ func (n *node) eachTemplate(path *field.Path, f func(*field.Path, *jinja.Templat
 	}
 }
 
-// closest is the candidate nearest to name (at most two edits away, or the
-// same but for case), "" when none is.
+// closest is the candidate nearest to name, "" when none is near: at most
+// two edits away, one per three letters (so that short names, which are
+// near everything, get no suggestion), case ignored.
 func closest(name string, candidates []string) string {
-	best, bestDist := "", 3
+	best, bestDist := "", min(2, len(name)/3)+1
 	for _, c := range candidates {
 		d := editDistance(strings.ToLower(name), strings.ToLower(c))
 		if d < bestDist {
@@ -131,13 +134,30 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+const templatePositionFormat = "template line %d, column %d: %s"
+
+var templatePositionRe = regexp.MustCompile(`(?s)^template line (\d+), column (\d+): (.*)$`)
+
+// TemplatePosition reads back where in its template (1-based line and
+// column) a problem Validate or Warnings found is, and what it is; ok is
+// false for a problem that is not about a position in a template.
+func TemplatePosition(e *field.Error) (line, column int, message string, ok bool) {
+	m := templatePositionRe.FindStringSubmatch(e.Detail)
+	if m == nil {
+		return 0, 0, "", false
+	}
+	line, _ = strconv.Atoi(m[1])
+	column, _ = strconv.Atoi(m[2])
+	return line, column, m[3], true
+}
+
 // templateError turns an engine error into a field error that names the
 // field and the template's line and column, never the whole template.
 func templateError(path *field.Path, err error) *field.Error {
 	var je *jinja.Error
 	if errors.As(err, &je) {
 		if je.Line > 0 {
-			return field.Invalid(path, field.OmitValueType{}, fmt.Sprintf("template line %d, column %d: %s", je.Line, je.Column, je.Message))
+			return field.Invalid(path, field.OmitValueType{}, fmt.Sprintf(templatePositionFormat, je.Line, je.Column, je.Message))
 		}
 		return field.Invalid(path, field.OmitValueType{}, "template: "+je.Message)
 	}

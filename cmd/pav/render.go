@@ -28,7 +28,7 @@ func init() { rootCmd.AddCommand(newRenderCmd()) }
 type renderOptions struct {
 	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir, output string
 	objects                                                                      []string
-	readOnly, pods                                                       bool
+	readOnly, pods                                                               bool
 }
 
 func newRenderCmd() *cobra.Command {

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -28,6 +29,26 @@ func TestFreeNames(t *testing.T) {
 		}
 		if got := tpl.FreeNames(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%q: free names %v, want %v", tc.src, got, tc.want)
+		}
+	}
+}
+
+// Errors name values as Python does, never by their Go types.
+func TestErrorsNameNoGoTypes(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ range }}":                 "evaluated to a function",
+		"{{ range | tobash }}":        "got a function",
+		"{{ range.x }}":               "'function object' has no attribute 'x'",
+		"{{ {'a': range} | tojson }}": "type function is not JSON serializable",
+		"{{ range + 1 }}":             "'function' and 'int'",
+	} {
+		tpl, err := Compile(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		_, _, err = tpl.Render(map[string]interface{}{}, nil)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "func(") || strings.Contains(err.Error(), "exec.") {
+			t.Errorf("%s: error %v, want one with %q and no Go type", src, err, want)
 		}
 	}
 }

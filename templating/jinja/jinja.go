@@ -473,7 +473,7 @@ func scalarString(in *exec.Value) (string, error) {
 	case in.IsDict():
 		return "", errors.New("evaluated to a mapping (expressions must evaluate to a string or a number; use |tojson)")
 	}
-	return "", fmt.Errorf("evaluated to a %T (expressions must evaluate to a string or a number)", in.Interface())
+	return "", fmt.Errorf("evaluated to a %s (expressions must evaluate to a string or a number)", otherType(in))
 }
 
 func toInt64(v interface{}) int64 {
@@ -532,7 +532,7 @@ func describe(in *exec.Value) string {
 	case in.IsDict():
 		return "a mapping"
 	}
-	return fmt.Sprintf("%T", in.Interface())
+	return "a " + otherType(in)
 }
 
 // ToBash is the |tobash filter on a string.
