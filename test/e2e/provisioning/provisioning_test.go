@@ -385,6 +385,7 @@ func TestDescribeClaimShowsFailedCreationPod(t *testing.T) {
 	if err := describe.Claim(e.Ctx, client, e.Namespace, "data", &out); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("pav describe pvc data:\n%s", out.String())
 	for _, want := range []string{
 		"Status:       Pending",
 		"Provisioner:\n  " + p.Name,
