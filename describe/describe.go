@@ -322,7 +322,7 @@ func (p *printer) conditions(conds []metav1.Condition) {
 // the caller may read them.
 func (p *printer) pods(ctx context.Context, c Client, pods []*corev1.Pod) {
 	if len(pods) == 0 {
-		p.line("no pod")
+		p.line("no pod (PaV removes a finished pod once it has read its results: the Events below say how it ended)")
 	}
 	for _, pod := range pods {
 		p.line(fmt.Sprintf("%s pod %s/%s on node %s: %s, %s old", pod.Labels[protocol.LabelPhase], pod.Namespace, pod.Name,
