@@ -21,7 +21,10 @@ const kubectlPlugin = "kubectl-pav"
 // runs under the plugin's name (installed or symlinked as kubectl-pav).
 func asKubectlPlugin(root *cobra.Command, argv0 string) {
 	if strings.TrimSuffix(filepath.Base(argv0), ".exe") == kubectlPlugin {
-		root.Use = "kubectl pav"
+		if root.Annotations == nil {
+			root.Annotations = map[string]string{}
+		}
+		root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl pav"
 	}
 }
 
