@@ -63,6 +63,16 @@ cluster-load: ## import _output/images/*.tar into the containerd of every node
 image: ## build the PaV image with Docker (same contents as `make images`' pav.tar)
 	docker build -t $(IMAGE) --build-arg VERSION_LDFLAGS="$$(hack/version.sh)" .
 
+# ---------------------------------------------------------------- release
+.PHONY: release test-release
+release: ## the release artefacts of VERSION=vX.Y.Z in _output/release/VERSION: pav for linux/amd64 and arm64, the two-platform image archive with its SBOM, the chart, deployment.yaml pinned to it, checksums (hack/release.sh; needs CHANGELOG.md's section for VERSION)
+	hack/release.sh $(VERSION)
+# The release that `make test-release` installs when VERSION is not given.
+RELEASE_TEST_VERSION ?= v0.3.0
+test-release: ## make release, then install it on the local cluster from its artefacts alone and run hello-world (hack/release-test.sh; not part of `make test`)
+	$(MAKE) release VERSION=$(or $(VERSION),$(RELEASE_TEST_VERSION))
+	$(LOCK) hack/release-test.sh $(or $(VERSION),$(RELEASE_TEST_VERSION))
+
 # ---------------------------------------------------------------- install on the local cluster
 KUBECTL ?= hack/cluster/kubectl
 .PHONY: deploy undeploy

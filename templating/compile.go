@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,47 @@ var specPath = field.NewPath("spec")
 func Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
 	_, errs, _ := compile(p)
 	return errs
+}
+
+// Warnings are what is likely wrong but does not stop PaV from using p:
+// names a template reads that its phase's context does not have (a
+// misspelt variable is undefined, and most templates then fail for every
+// volume). The admission webhook returns them as warnings, so provisioners
+// written before this check keep working; `pav validate` counts them as
+// problems. Nil when p does not compile (Validate reports why).
+func Warnings(p *v1alpha1.PavProvisioner) field.ErrorList {
+	c, errs, _ := compile(p)
+	if len(errs) > 0 {
+		return nil
+	}
+	var warnings field.ErrorList
+	for _, sec := range c.sections() {
+		known := ContextVariables(sec.phase(), p.Spec.ProvisioningModes)
+		sec.eachTemplate(func(path *field.Path, t *jinja.Template) {
+			for _, n := range t.FreeNames() {
+				if slices.Contains(known, n.Name) {
+					continue
+				}
+				msg := fmt.Sprintf("'%s' is not a variable of %s's context", n.Name, strings.TrimPrefix(sec.path.String(), "spec."))
+				if s := closest(n.Name, known); s != "" {
+					msg += fmt.Sprintf(" (did you mean '%s'?)", s)
+				}
+				warnings = append(warnings, templateError(path, &jinja.Error{Line: n.Line, Column: n.Column, Message: msg}))
+			}
+		})
+	}
+	return warnings
+}
+
+// sections are c's present sections.
+func (c *Compiled) sections() []*section {
+	var out []*section
+	for _, s := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion} {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Compile validates p (see Validate) and compiles it. The error is a
@@ -178,14 +220,16 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 
 	// Check what is known before evaluation: literal values and the literal
 	// parts around templates.
-	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion, c.capacity} {
-		if sec != nil {
-			skel := map[string]interface{}{}
-			for k, n := range sec.fields {
-				skel[k] = n.skeleton()
-			}
-			errs = append(errs, sec.read(skel)...)
+	checked := c.sections()
+	if c.capacity != nil { // not a phase of a volume: no context to warn against
+		checked = append(checked, c.capacity)
+	}
+	for _, sec := range checked {
+		skel := map[string]interface{}{}
+		for k, n := range sec.fields {
+			skel[k] = n.skeleton()
 		}
+		errs = append(errs, sec.read(skel)...)
 	}
 	if len(errs) > 0 {
 		return nil, errs, overtime

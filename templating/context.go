@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
@@ -12,9 +13,53 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating/jinja"
 )
+
+// The names of each context, as the *Vars functions below build them
+// (context_test.go checks they agree). Some are present only when known
+// (sourcePvc when cloning, pv and handle when deleting a volume that has
+// them): templates test them with "is defined".
+var (
+	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
+	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "requisiteTopology", "preferredTopology")
+	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
+	creationVarNames  = concat(dynamicVarNames, "defaultHandle")
+	deletionVarNames  = concat(creationVarNames, "pv", "handle")
+	expansionVarNames = concat(creationVarNames, "pv", "handle", "capacity")
+	stagingVarNames   = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node"}
+)
+
+func concat(a []string, more ...string) []string { return append(slices.Clone(a), more...) }
+
+// ContextVariables are the names a phase's templates get from PaV, sorted.
+// Validation's depend on the provisioning modes: a provisioner with both
+// gets both contexts' names (each template sees one of them at a time).
+func ContextVariables(phase protocol.Phase, modes []v1alpha1.ProvisioningMode) []string {
+	var names []string
+	switch phase {
+	case protocol.PhaseValidation:
+		if slices.Contains(modes, v1alpha1.Dynamic) {
+			names = append(names, dynamicVarNames...)
+		}
+		if slices.Contains(modes, v1alpha1.Static) {
+			names = append(names, staticVarNames...)
+		}
+	case protocol.PhaseCreation:
+		names = creationVarNames
+	case protocol.PhaseDeletion:
+		names = deletionVarNames
+	case protocol.PhaseExpansion:
+		names = expansionVarNames
+	case protocol.PhaseStaging, protocol.PhaseUnstaging:
+		names = stagingVarNames
+	}
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // PVCGetter looks a PersistentVolumeClaim up for get_pvc(name, namespace).
 // Its errors reach the template's caller (they are never turned into an
@@ -256,6 +301,42 @@ func creationVars(r DynamicRequest) (map[string]interface{}, error) {
 		return nil, err
 	}
 	vars["defaultHandle"] = protocol.VolumeName(r.PVC)
+	return vars, nil
+}
+
+// deletionVars is the context of volumeDeletion: creation's plus pv and
+// handle when known.
+func deletionVars(r DynamicRequest) (map[string]interface{}, error) {
+	vars, err := creationVars(r)
+	if err != nil {
+		return nil, err
+	}
+	if r.PV != nil {
+		if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+			return nil, err
+		}
+	}
+	if r.Handle != "" {
+		vars["handle"] = r.Handle
+	}
+	return vars, nil
+}
+
+// expansionVars is the context of volumeExpansion: creation's (with the new
+// size requested) plus pv, handle and the volume's current capacity.
+func expansionVars(r DynamicRequest) (map[string]interface{}, error) {
+	vars, err := creationVars(r)
+	if err != nil {
+		return nil, err
+	}
+	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
+		return nil, err
+	}
+	if r.PV.Spec.CSI != nil {
+		vars["handle"] = r.PV.Spec.CSI.VolumeHandle
+	}
+	capacity := r.PV.Spec.Capacity[corev1.ResourceStorage]
+	vars["capacity"] = capacity.Value()
 	return vars, nil
 }
 

@@ -2,6 +2,7 @@ package templating
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -240,5 +242,39 @@ func TestVolumeRequestsRefuseOverflowingSizes(t *testing.T) {
 	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("9223372036854775807")
 	if r, err := DynamicVolumeRequest(pvc); err != nil || r.MinCapacity != 1<<63-1 {
 		t.Errorf("the largest int64: %v %v", r.MinCapacity, err)
+	}
+}
+
+// ContextVariables names exactly what the contexts hold when everything is
+// known (a clone, a volume with a handle).
+func TestContextVariablesMatchContexts(t *testing.T) {
+	pv := testPV()
+	full := DynamicRequest{PVC: testPVC(), Class: testClass(), SelectedNodeName: "n", PV: pv, Handle: "h",
+		SourcePVC: testPVC(), SourcePV: pv}
+	staging := StagingRequest{PVC: testPVC(), PV: pv, Node: testNode()}
+	for _, tc := range []struct {
+		phase protocol.Phase
+		modes []v1alpha1.ProvisioningMode
+		build func() (map[string]interface{}, error)
+	}{
+		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, func() (map[string]interface{}, error) { return dynamicVars(full) }},
+		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Static}, func() (map[string]interface{}, error) { return staticVars(StaticRequest{PV: pv}) }},
+		{protocol.PhaseCreation, nil, func() (map[string]interface{}, error) { return creationVars(full) }},
+		{protocol.PhaseDeletion, nil, func() (map[string]interface{}, error) { return deletionVars(full) }},
+		{protocol.PhaseExpansion, nil, func() (map[string]interface{}, error) { return expansionVars(full) }},
+		{protocol.PhaseStaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
+		{protocol.PhaseUnstaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
+	} {
+		vars, err := tc.build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ContextVariables(tc.phase, tc.modes), keys(vars); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %v: ContextVariables %v, the context has %v", tc.phase, tc.modes, got, want)
+		}
+	}
+	both := ContextVariables(protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic, v1alpha1.Static})
+	if !slices.Contains(both, "pvc") || !slices.Contains(both, "pv") {
+		t.Errorf("validation with both modes: %v, want both contexts' names", both)
 	}
 }

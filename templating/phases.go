@@ -184,17 +184,9 @@ func (c *Compiled) Deletion(ctx context.Context, r DynamicRequest, get PVCGetter
 	if err := c.requireMode(v1alpha1.Dynamic); err != nil {
 		return nil, err
 	}
-	vars, err := creationVars(r)
+	vars, err := deletionVars(r)
 	if err != nil {
 		return nil, err
-	}
-	if r.PV != nil {
-		if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
-			return nil, err
-		}
-	}
-	if r.Handle != "" {
-		vars["handle"] = r.Handle
 	}
 	raw, v, err := c.evaluate(ctx, c.deletion, vars, get)
 	if err != nil {
@@ -215,18 +207,10 @@ func (c *Compiled) Expansion(ctx context.Context, r DynamicRequest, get PVCGette
 	if r.PV == nil {
 		return nil, true, fmt.Errorf("no PersistentVolume to expand")
 	}
-	vars, err := creationVars(r)
+	vars, err := expansionVars(r)
 	if err != nil {
 		return nil, true, err
 	}
-	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {
-		return nil, true, err
-	}
-	if r.PV.Spec.CSI != nil {
-		vars["handle"] = r.PV.Spec.CSI.VolumeHandle
-	}
-	capacity := r.PV.Spec.Capacity[corev1.ResourceStorage]
-	vars["capacity"] = capacity.Value()
 	raw, v, err := c.evaluate(ctx, c.expansion, vars, get)
 	if err != nil {
 		return nil, true, err

@@ -3,7 +3,9 @@ package templating
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -71,13 +73,91 @@ func compileNode(v interface{}, path *field.Path, overtime *bool) (*node, field.
 	return n, errs
 }
 
+// eachTemplate calls f with every template of the section and its path.
+func (s *section) eachTemplate(f func(*field.Path, *jinja.Template)) {
+	if s.whole != nil {
+		s.whole.eachTemplate(s.path, f)
+	}
+	for _, k := range sortedFieldKeys(s.fields) {
+		s.fields[k].eachTemplate(s.path.Child(k), f)
+	}
+}
+
+func (n *node) eachTemplate(path *field.Path, f func(*field.Path, *jinja.Template)) {
+	switch {
+	case !n.templated:
+	case n.tmpl != nil:
+		f(path, n.tmpl)
+	case n.items != nil:
+		for i, c := range n.items {
+			c.eachTemplate(path.Index(i), f)
+		}
+	default:
+		for _, k := range n.keys {
+			n.fields[k].eachTemplate(path.Child(k), f)
+		}
+	}
+}
+
+// closest is the candidate nearest to name, "" when none is near: at most
+// two edits away, one per three letters (so that short names, which are
+// near everything, get no suggestion), case ignored.
+func closest(name string, candidates []string) string {
+	best, bestDist := "", min(2, len(name)/3)+1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		if d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is Levenshtein's distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+const templatePositionFormat = "template line %d, column %d: %s"
+
+var templatePositionRe = regexp.MustCompile(`(?s)^template line (\d+), column (\d+): (.*)$`)
+
+// TemplatePosition reads back where in its template (1-based line and
+// column) a problem Validate or Warnings found is, and what it is; ok is
+// false for a problem that is not about a position in a template.
+func TemplatePosition(e *field.Error) (line, column int, message string, ok bool) {
+	m := templatePositionRe.FindStringSubmatch(e.Detail)
+	if m == nil {
+		return 0, 0, "", false
+	}
+	line, _ = strconv.Atoi(m[1])
+	column, _ = strconv.Atoi(m[2])
+	return line, column, m[3], true
+}
+
 // templateError turns an engine error into a field error that names the
 // field and the template's line and column, never the whole template.
 func templateError(path *field.Path, err error) *field.Error {
 	var je *jinja.Error
 	if errors.As(err, &je) {
 		if je.Line > 0 {
-			return field.Invalid(path, field.OmitValueType{}, fmt.Sprintf("template line %d, column %d: %s", je.Line, je.Column, je.Message))
+			return field.Invalid(path, field.OmitValueType{}, fmt.Sprintf(templatePositionFormat, je.Line, je.Column, je.Message))
 		}
 		return field.Invalid(path, field.OmitValueType{}, "template: "+je.Message)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/albertofaria/pav/controller/webhook"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/third_party/leaderelection"
 	"github.com/albertofaria/pav/third_party/leaderelection/resourcelock"
 )
@@ -172,7 +173,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 		wh = &webhook.Server{
 			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
-			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate},
+			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate, Warnings: templating.Warnings},
 			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames,
 		}
 		servers.Add(1)

@@ -24,6 +24,7 @@ var rootCmd = &cobra.Command{
 
 func main() {
 	tuneGarbageCollector()
+	asKubectlPlugin(rootCmd, os.Args[0])
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

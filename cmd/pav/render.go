@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,9 +26,9 @@ import (
 func init() { rootCmd.AddCommand(newRenderCmd()) }
 
 type renderOptions struct {
-	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir string
-	objects                                                              []string
-	readOnly, pods                                                       bool
+	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir, output string
+	objects                                                                      []string
+	readOnly, pods                                                               bool
 }
 
 func newRenderCmd() *cobra.Command {
@@ -41,7 +42,9 @@ PavProvisioner, values evaluated), or with --pods the complete pods PaV would
 create.
 
 Phases: validation (dynamic with --pvc, static with only --pv), creation,
-deletion (need --pvc), staging, unstaging (need --pvc or --pv).
+deletion, expansion (need --pvc; expansion's new size is the claim's request,
+its current size the PV's capacity, from --pv), staging, unstaging (need
+--pvc or --pv).
 
 Missing objects get defaults: a UID and the namespace "default" for the PVC;
 a StorageClass named after pvc.spec.storageClassName whose provisioner is the
@@ -63,7 +66,8 @@ the matching flag is absent.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "filename", "f", "", "file holding the PavProvisioner")
-	f.StringVar(&o.phase, "phase", "", "validation, creation, deletion, staging or unstaging")
+	f.StringVar(&o.phase, "phase", "", phaseList)
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml or json")
 	f.StringVar(&o.pvc, "pvc", "", "file holding the PersistentVolumeClaim")
 	f.StringVar(&o.sc, "sc", "", "file holding the StorageClass")
 	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
@@ -138,12 +142,15 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		ctx = context.Background()
 	}
 	phase := protocol.Phase(o.phase)
-	switch phase {
-	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseStaging, protocol.PhaseUnstaging:
-	case "":
-		return errors.New("--phase is required (validation, creation, deletion, staging or unstaging)")
-	default:
-		return fmt.Errorf("unknown phase %q: use validation, creation, deletion, staging or unstaging", o.phase)
+	switch {
+	case phase == "":
+		return errors.New("--phase is required (" + phaseList + ")")
+	case !slices.Contains(renderPhases, phase):
+		return fmt.Errorf("unknown phase %q: use %s", o.phase, phaseList)
+	}
+	marshal, err := marshaller(o.output)
+	if err != nil {
+		return err
 	}
 	if o.kubeletDir == "" {
 		o.kubeletDir = protocol.DefaultKubeletDir
@@ -238,7 +245,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	var podTemplate *corev1.PodTemplateSpec
 	noPod := "" // why there is no pod despite a template
 	switch phase {
-	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
+	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion:
 		if pvc == nil && !(phase == protocol.PhaseValidation && pv != nil) {
 			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == protocol.PhaseValidation])
 		}
@@ -297,17 +304,37 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				return errors.New(errorLines(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		case protocol.PhaseExpansion:
+			if pv == nil {
+				pv = w.volumeOf(pvc)
+			}
+			if pv == nil {
+				if pv, err = defaultVolume(pvc, sc, prov.Name); err != nil {
+					return err
+				}
+			}
+			r.PV = pv
+			cfg, ok, err := compiled.Expansion(ctx, r, get)
+			if !ok {
+				return fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", prov.Name)
+			}
+			if err != nil {
+				return errors.New(errorLines(err))
+			}
+			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+			want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+			claim := &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
+			pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+				return protocol.VolumePod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, pv.Name, claim,
+					map[string]string{protocol.AnnotationExpansionTarget: want.String()}), nil
+			}
 		}
 	default: // staging, unstaging
 		if pvc == nil && pv == nil {
 			return fmt.Errorf("phase %s needs --pvc or --pv", phase)
 		}
 		if pv == nil {
-			for _, v := range w.pvs {
-				if pvc.Spec.VolumeName != "" && v.Name == pvc.Spec.VolumeName {
-					pv = v
-				}
-			}
+			pv = w.volumeOf(pvc)
 		}
 		if pv == nil {
 			sc, err := class()
@@ -374,7 +401,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	}
 
 	if !o.pods {
-		out, err := yaml.Marshal(section)
+		out, err := marshal(section)
 		if err != nil {
 			return err
 		}
@@ -393,12 +420,48 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if err != nil {
 		return err
 	}
-	out, err := yaml.Marshal(built)
+	out, err := marshal(built)
 	if err != nil {
 		return err
 	}
 	_, err = stdout.Write(out)
 	return err
+}
+
+// renderPhases are the phases render evaluates: every section of a PavProvisioner.
+var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
+	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging}
+
+var phaseList = func() string {
+	s := make([]string, len(renderPhases))
+	for i, p := range renderPhases {
+		s[i] = string(p)
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}()
+
+// marshaller prints objects as -o asks.
+func marshaller(format string) (func(interface{}) ([]byte, error), error) {
+	switch format {
+	case "yaml", "":
+		return yaml.Marshal, nil
+	case "json":
+		return func(v interface{}) ([]byte, error) {
+			out, err := json.MarshalIndent(v, "", "  ")
+			return append(out, '\n'), err
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown output format %q: use yaml or json", format)
+}
+
+// volumeOf is the PV of --objects (or the --pv file) the claim is bound to.
+func (w *renderWorld) volumeOf(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	for _, v := range w.pvs {
+		if pvc.Spec.VolumeName != "" && v.Name == pvc.Spec.VolumeName {
+			return v
+		}
+	}
+	return nil
 }
 
 // loadProvisioner reads the one PavProvisioner of a file.

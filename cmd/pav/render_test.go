@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,6 +133,12 @@ func TestRenderPhases(t *testing.T) {
 			args: []string{"--phase", "unstaging", "--pv", "testdata/pv.yaml"},
 			want: []string{"static-handle"},
 		},
+		{
+			// the PV's current capacity (3Gi) and the claim's request (1Gi)
+			name: "expansion",
+			args: []string{"--phase", "expansion", "--pvc", "testdata/pvc.yaml", "--pv", "testdata/pv.yaml"},
+			want: []string{"static-handle", "3221225472", "1073741824", "static-pv"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,6 +163,44 @@ func TestRenderPhases(t *testing.T) {
 				tt.more(t, m)
 			}
 		})
+	}
+}
+
+// -o json prints the same as the default YAML; --pods of expansion is the
+// pod the controller creates for the PV.
+func TestRenderJSONAndExpansionPod(t *testing.T) {
+	args := []string{"-f", "testdata/provisioner.yaml", "--phase", "expansion", "--pvc", "testdata/pvc.yaml", "--pv", "testdata/pv.yaml"}
+	y, stderr, err := run(t, newRenderCmd, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	j, stderr, err := run(t, newRenderCmd, append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var fromYAML, fromJSON interface{}
+	if err := yaml.Unmarshal([]byte(y), &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(j), &fromJSON); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, j)
+	}
+	if !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o json %v, yaml %v", fromJSON, fromYAML)
+	}
+	out, stderr, err := run(t, newRenderCmd, append(args, "--pods", "-o", "json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(out), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels[protocol.LabelPhase] != string(protocol.PhaseExpansion) || pod.Labels[protocol.LabelVolume] != "static-pv" || pod.Annotations[protocol.AnnotationExpansionTarget] == "" {
+		t.Errorf("expansion pod labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if _, _, err := run(t, newRenderCmd, append(args, "-o", "xml")...); err == nil || !strings.Contains(err.Error(), "yaml or json") {
+		t.Errorf("-o xml: %v", err)
 	}
 }
 
@@ -344,14 +389,15 @@ func TestValidateCommand(t *testing.T) {
 		t.Errorf("invalid file: error %v", err)
 	}
 	for _, want := range []string{
-		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplat: Forbidden: unknown field`,
-		`testdata/invalid.yaml: PavProvisioner "Bad_Name": metadata.name: Invalid value: "Bad_Name"`,
-		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic`,
-		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplate: Required value`,
-		`testdata/invalid.yaml: PavProvisioner "Bad_Name": spec.volumeCreation.capacity: Invalid value: "lots"`,
-		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.containers[0].command[0]: Invalid value: template line 1`,
-		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.restartPolicy: Forbidden`,
-		`testdata/invalid.yaml: PavProvisioner "second": spec.volumeCreation: Required value: a provisioner with provisioningModes Dynamic needs`,
+		`testdata/invalid.yaml:10:5: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplat: Forbidden: unknown field`,
+		`testdata/invalid.yaml:4:3: PavProvisioner "Bad_Name": metadata.name: Invalid value: "Bad_Name"`,
+		`testdata/invalid.yaml:7:3: PavProvisioner "Bad_Name": spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic`,
+		`testdata/invalid.yaml:9:3: PavProvisioner "Bad_Name": spec.volumeStaging.podTemplate: Required value`,
+		`testdata/invalid.yaml:8:5: PavProvisioner "Bad_Name": spec.volumeCreation.capacity: Invalid value: "lots"`,
+		// the unclosed tag: where the template ends, inside the quotes
+		`testdata/invalid.yaml:25:34: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.containers[0].command[0]: '}}' expected here`,
+		`testdata/invalid.yaml:21:9: PavProvisioner "second": spec.volumeStaging.podTemplate.spec.restartPolicy: Forbidden`,
+		`testdata/invalid.yaml:16:1: PavProvisioner "second": spec.volumeCreation: Required value: a provisioner with provisioningModes Dynamic needs`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -368,6 +414,82 @@ func TestValidateCommand(t *testing.T) {
 	}
 	if _, _, err := run(t, newValidateCmd); err == nil {
 		t.Error("no -f accepted")
+	}
+}
+
+// Names a phase's context lacks are problems, at their line and column in
+// the file: in a block scalar, a quoted and a plain one.
+func TestValidateReportsUnknownNamesWithPositions(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := `apiVersion: pav.albertofaria.github.io/v1alpha1
+kind: PavProvisioner
+metadata:
+  name: typo
+spec:
+  provisioningModes: [Dynamic]
+  volumeCreation:
+    capacity: "{{ requestedMinCapcity }}"
+  volumeStaging:
+    podTemplate:
+      spec:
+        containers:
+          - name: c
+            image: {{ '{{' }}
+            command:
+              - sh
+              - -c
+              - |
+                echo {{ readOnly }}
+                  echo {{ handel }}
+`
+	bad = strings.Replace(bad, "image: {{ '{{' }}", "image: x-{{ imageName }}", 1)
+	if err := os.WriteFile(filepath.Join(sub, "typo.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile("testdata/provisioner.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "good.yml"), good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not YAML: {{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A directory: its files only; with -R its subdirectories' too.
+	if out, _, err := run(t, newValidateCmd, "-f", dir); err != nil || out != "valid\n" {
+		t.Errorf("-f DIR: %v %q", err, out)
+	}
+	out, _, err := run(t, newValidateCmd, "-f", dir, "-R")
+	if err == nil || !strings.Contains(err.Error(), "3 problem(s)") {
+		t.Errorf("-R: error %v, want 3 problems\n%s", err, out)
+	}
+	file := filepath.Join(sub, "typo.yaml")
+	for _, want := range []string{
+		file + `:8:19: PavProvisioner "typo": spec.volumeCreation.capacity: 'requestedMinCapcity' is not a variable of volumeCreation's context (did you mean 'requestedMinCapacity'?)`,
+		file + `:14:25: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].image: 'imageName' is not a variable of volumeStaging's context`,
+		file + `:20:27: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].command[2]: 'handel' is not a variable of volumeStaging's context (did you mean 'handle'?)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A value of the wrong type is named in YAML's terms, at its field.
+func TestValidateTypeErrorsNameNoGoTypes(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(f, []byte("apiVersion: pav.albertofaria.github.io/v1alpha1\nkind: PavProvisioner\nmetadata: {name: p}\nspec:\n  provisioningModes: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := run(t, newValidateCmd, "-f", f)
+	if want := f + `:5:3: PavProvisioner "p": spec.provisioningModes: Invalid value: must be a list, not a number`; strings.TrimSpace(out) != want {
+		t.Errorf("output %q, want %q", out, want)
 	}
 }
 
@@ -393,5 +515,21 @@ func TestRenderOutputEndsWithNewline(t *testing.T) {
 				t.Errorf("%v: %s does not end with a newline: %q", args, name, s[max(0, len(s)-40):])
 			}
 		}
+	}
+}
+
+// Run as kubectl-pav (the kubectl plugin's name), usage lines say "kubectl pav".
+func TestKubectlPluginName(t *testing.T) {
+	root := &cobra.Command{Use: "pav"}
+	sub := &cobra.Command{Use: "describe", Run: func(*cobra.Command, []string) {}}
+	root.AddCommand(sub)
+	asKubectlPlugin(root, "/usr/local/bin/kubectl-pav")
+	if got := sub.CommandPath(); got != "kubectl pav describe" {
+		t.Errorf("command path %q, want kubectl pav describe", got)
+	}
+	root2 := &cobra.Command{Use: "pav"}
+	asKubectlPlugin(root2, "/usr/local/bin/pav")
+	if got := root2.CommandPath(); got != "pav" {
+		t.Errorf("command path %q as pav", got)
 	}
 }

@@ -3,13 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
+	yamlv3 "go.yaml.in/yaml/v3"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -24,14 +29,19 @@ func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 func newValidateCmd() *cobra.Command {
 	var files []string
+	var recursive bool
 	cmd := &cobra.Command{
-		Use:   "validate -f FILE",
-		Short: "Check PavProvisioners offline, reporting every problem with its field path",
+		Use:   "validate -f FILE|DIR [-R]",
+		Short: "Check PavProvisioners offline, reporting every problem with its position",
 		Long: `Check every PavProvisioner in the given files (multi-document YAML; "-" is
-standard input) as PaV's admission webhook would: the CRD's rules, templates
-that compile (unknown filters, tests and functions included), well-typed
-literal values and valid pod templates. Prints "valid", or every problem and
-exits with status 1. Documents of other kinds are skipped.`,
+standard input; a directory means its .yaml, .yml and .json files, with -R
+those of its subdirectories too) as PaV's admission webhook would: the CRD's
+rules, templates that compile (unknown filters, tests and functions
+included), well-typed literal values and valid pod templates; and names a
+template reads that its phase's context lacks (the webhook only warns of
+these, so that provisioners it accepted before keep working). Prints
+"valid", or every problem as FILE:LINE:COLUMN and exits with status 1.
+Documents of other kinds are skipped.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -39,8 +49,12 @@ exits with status 1. Documents of other kinds are skipped.`,
 			if len(files) == 0 {
 				return errors.New("no file given: use -f FILE")
 			}
+			paths, err := expandPaths(files, recursive)
+			if err != nil {
+				return err
+			}
 			problems, count := 0, 0
-			for _, f := range files {
+			for _, f := range paths {
 				docs, err := readDocuments(f)
 				if err != nil {
 					return err
@@ -54,9 +68,12 @@ exits with status 1. Documents of other kinds are skipped.`,
 					p, errs := decodeProvisioner(d)
 					if p != nil {
 						errs = append(errs, templating.Validate(p)...)
+						if len(errs) == 0 {
+							errs = templating.Warnings(p)
+						}
 					}
 					for _, e := range errs {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n", f, d.where(), e.Error())
+						fmt.Fprintln(cmd.OutOrStdout(), d.problem(f, e))
 					}
 					problems += len(errs)
 				}
@@ -71,8 +88,65 @@ exits with status 1. Documents of other kinds are skipped.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, `file holding PavProvisioners ("-" for standard input); repeatable`)
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, `file or directory holding PavProvisioners ("-" for standard input); repeatable`)
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "with -f DIR, also the files of its subdirectories")
 	return cmd
+}
+
+// expandPaths replaces each directory by its manifest files (.yaml, .yml,
+// .json), sorted, those of subdirectories too if recursive, as kubectl does.
+func expandPaths(paths []string, recursive bool) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if p == "-" || (err == nil && !info.IsDir()) {
+			out = append(out, p)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if e.IsDir() {
+				if path != p && !recursive {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch filepath.Ext(path) {
+			case ".yaml", ".yml", ".json":
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// problem formats a problem of the document as FILE:LINE:COLUMN: WHAT:
+// FIELD: MESSAGE, at the template's line and column for a template's
+// problem, else at the field's key (or without a position if the file's
+// YAML did not parse for positions).
+func (d *document) problem(file string, e *field.Error) string {
+	text := e.Error()
+	if d.node == nil {
+		return fmt.Sprintf("%s: %s: %s", file, d.where(), text)
+	}
+	n, key := locate(d.node, e.Field)
+	line, col := n.Line, n.Column
+	if tl, tc, msg, ok := templating.TemplatePosition(e); ok && n.Kind == yamlv3.ScalarNode {
+		line, col = templatePosition(n, d.lines, tl, tc)
+		text = e.Field + ": " + msg
+	} else if key != nil {
+		line, col = key.Line, key.Column
+	}
+	return fmt.Sprintf("%s:%d:%d: %s: %s", file, line, col, d.where(), text)
 }
 
 // document is one YAML document of a file.
@@ -80,6 +154,8 @@ type document struct {
 	index int // 1-based
 	json  []byte
 	obj   map[string]interface{}
+	node  *yamlv3.Node // for positions; nil when unknown
+	lines []string     // the file's
 }
 
 func (d *document) kind() string { s, _ := d.obj["kind"].(string); return s }
@@ -133,6 +209,12 @@ func readDocuments(path string) ([]*document, error) {
 		}
 		docs = append(docs, &document{index: i, json: j, obj: obj})
 	}
+	if nodes := yamlNodes(data); len(nodes) == len(docs) {
+		lines := strings.Split(string(data), "\n")
+		for i, d := range docs {
+			d.node, d.lines = nodes[i], lines
+		}
+	}
 	return docs, nil
 }
 
@@ -142,7 +224,7 @@ func decodeProvisioner(d *document) (*v1alpha1.PavProvisioner, field.ErrorList) 
 	p := &v1alpha1.PavProvisioner{}
 	strict, err := sigsjson.UnmarshalStrict(d.json, p)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("(document)"), field.OmitValueType{}, cleanDecodeError(err))}
+		return nil, field.ErrorList{decodeError(d.json, err)}
 	}
 	var errs field.ErrorList
 	for _, e := range strict {
@@ -171,6 +253,57 @@ func errorLines(err error) string {
 		return strings.Join(lines, "\n")
 	}
 	return err.Error()
+}
+
+// decodeError says which field has the wrong type and what it must be, in
+// YAML's terms rather than Go's. sigs.k8s.io/json's type error is not
+// exported; encoding/json finds the same first mismatch.
+func decodeError(data []byte, err error) *field.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(json.Unmarshal(data, &v1alpha1.PavProvisioner{}), &te) && te.Field != "" {
+		return field.Invalid(field.NewPath(te.Field), field.OmitValueType{}, fmt.Sprintf("must be %s, not %s", kindName(te.Type), article(te.Value)))
+	}
+	return field.Invalid(field.NewPath("(document)"), field.OmitValueType{}, cleanDecodeError(err))
+}
+
+// kindName names what a Go type holds as YAML would.
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return kindName(t.Elem())
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
+}
+
+// article names a JSON value kind as encoding/json reports it ("number",
+// "array", ...) in YAML's terms.
+func article(jsonKind string) string {
+	switch jsonKind {
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	case "number":
+		return "a number"
+	case "string":
+		return "a string"
+	}
+	return jsonKind
 }
 
 func cleanDecodeError(err error) string { return strings.TrimPrefix(err.Error(), "json: ") }

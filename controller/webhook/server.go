@@ -65,6 +65,10 @@ const (
 // accepted can still be cleaned up.
 type Handler struct {
 	Validate ValidateFunc
+	// Warnings, if set, finds what a valid PavProvisioner likely got wrong
+	// (templating.Warnings); the API server shows them to the user, who may
+	// still create or update the object.
+	Warnings ValidateFunc
 
 	once  sync.Once
 	queue *fairQueue // maxReviews slots, maxWaiting places
@@ -224,6 +228,11 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 	if errs := h.Validate(&p); len(errs) > 0 {
 		gk := schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.Kind}
 		return deny(apierrors.NewInvalid(gk, p.Name, errs).Status())
+	}
+	if h.Warnings != nil {
+		for _, w := range h.Warnings(&p) {
+			allow.Warnings = append(allow.Warnings, w.Error())
+		}
 	}
 	return allow
 }

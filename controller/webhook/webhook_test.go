@@ -134,6 +134,29 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// A valid provisioner with warnings is allowed, with the warnings.
+func TestHandlerReturnsWarnings(t *testing.T) {
+	h := &Handler{
+		Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil },
+		Warnings: func(*v1alpha1.PavProvisioner) field.ErrorList {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "volumeCreation", "capacity"), field.OmitValueType{}, "'x' is not a variable")}
+		},
+	}
+	p := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	body, _ := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &admissionv1.AdmissionRequest{UID: "uid-1", Operation: admissionv1.Create, Object: raw(p)}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("response %q: %v", rec.Body.String(), err)
+	}
+	if want := "spec.volumeCreation.capacity: Invalid value: 'x' is not a variable"; !out.Response.Allowed || len(out.Response.Warnings) != 1 || out.Response.Warnings[0] != want {
+		t.Errorf("response allowed=%v warnings %q, want allowed with %q", out.Response.Allowed, out.Response.Warnings, want)
+	}
+}
+
 func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
 	b, _ := json.Marshal(p)
 	return runtime.RawExtension{Raw: b}

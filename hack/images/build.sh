@@ -20,32 +20,10 @@ mkdir -p "$IMAGES_DIR" "$TOOLS"
 IMAGES_DIR=$(cd "$IMAGES_DIR" && pwd)   # builds below run in other directories
 export CGO_ENABLED=0
 
-# fullname NAME: the name containerd stores for a short docker-style name
-fullname() {
-  local n=$1
-  case ${n%%/*} in
-    *.*|*:*|localhost) [ "${n#*/}" != "$n" ] && { echo "$n"; return; } ;;
-  esac
-  [ "${n#*/}" = "$n" ] && n=library/$n
-  echo "docker.io/$n"
-}
+. "$REPO/hack/images/lib.sh"
 
 (cd "$REPO" && go build -trimpath -ldflags '-s -w' -o "$TOOLS/" ./hack/tools/mkimg ./hack/tools/pause)
 MKIMG=$TOOLS/mkimg
-
-# busybox_rootfs DIR: busybox-static with every applet linked, plus minimal /etc.
-busybox_rootfs() {
-  local r=$1 a
-  rm -rf "$r"
-  mkdir -p "$r"/{bin,sbin,usr/bin,usr/sbin,etc,tmp,root,var,home,dev,proc,sys,mnt,run}
-  chmod 1777 "$r/tmp"
-  [ -x /bin/busybox ] || { echo "busybox-static is missing: apt-get install busybox-static" >&2; exit 1; }
-  cp /bin/busybox "$r/bin/busybox"
-  for a in $(/bin/busybox --list-full); do [ -e "$r/$a" ] || ln -s /bin/busybox "$r/$a"; done
-  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n' > "$r/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:65534:\n' > "$r/etc/group"
-  : > "$r/etc/hosts"
-}
 
 build_pause() {
   local r=$IMAGES_DIR/rootfs-pause

@@ -68,7 +68,16 @@ func pyType(v *exec.Value) string {
 	case v.IsDict():
 		return "dict"
 	}
-	return fmt.Sprintf("%T", v.Interface())
+	return otherType(v)
+}
+
+// otherType names what is neither none, a number, a string, a list nor a
+// mapping, as Python would (never a Go type: templates' authors see it).
+func otherType(v *exec.Value) string {
+	if v.IsCallable() {
+		return "function"
+	}
+	return "object"
 }
 
 var errOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"sort"
 
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/nodes"
@@ -18,11 +19,13 @@ import (
 //   - unknown filters, tests and functions are compile errors (gonja would
 //     only notice them at render).
 //
-// It returns the expressions that the inserted filters refer to by index.
+// It returns the expressions that the inserted filters refer to by index,
+// and the free names: those the template reads but neither binds itself
+// (set, for, macro, with) nor gets from Jinja (globals, loop, caller).
 //
 // The walk is gonja's nodes.Walker (added by PaV's fork, third_party/gonja),
 // which reaches every node, control structures' children included.
-func prepare(root *nodes.Template) ([]nodes.Expression, error) {
+func prepare(root *nodes.Template) ([]nodes.Expression, []Name, error) {
 	w := &walker{defined: map[string]bool{}}
 	walk := &nodes.Walker{
 		Replace: w.rewriteArith,
@@ -31,18 +34,52 @@ func prepare(root *nodes.Template) ([]nodes.Expression, error) {
 	}
 	walk.Walk(root)
 	if w.err != nil {
-		return nil, w.err
+		return nil, nil, w.err
 	}
 	for _, c := range w.calls {
 		if !globalFunctions[c.name] && !w.defined[c.name] {
-			return nil, &Error{Line: c.tok.Line, Column: c.tok.Col, Message: fmt.Sprintf("unknown function '%s'", c.name)}
+			return nil, nil, &Error{Line: c.tok.Line, Column: c.tok.Col, Message: fmt.Sprintf("unknown function '%s'", c.name)}
 		}
 	}
 	for _, body := range w.bodies {
 		tok := body.Location
 		body.Nodes = append(append([]nodes.Node{stepNode(tok, enterFilter)}, body.Nodes...), stepNode(tok, exitFilter))
 	}
-	return w.exprs, nil
+	return w.exprs, w.freeNames(), nil
+}
+
+// Name is a name a template reads, where it first does.
+type Name struct {
+	Name         string
+	Line, Column int
+}
+
+// implicitNames are bound by Jinja itself: its global functions, loop in a
+// for body, caller in a macro called by a call block, varargs and kwargs in
+// a macro's body.
+var implicitNames = map[string]bool{"loop": true, "caller": true, "varargs": true, "kwargs": true}
+
+// freeNames are the names read that nothing in the template binds, each
+// once, in the order of their first use. Bindings are not scoped (a name set
+// anywhere counts as bound everywhere): a check on these never reports a
+// name the template does bind.
+func (w *walker) freeNames() []Name {
+	var out []Name
+	seen := map[string]bool{}
+	for _, u := range w.uses {
+		if seen[u.name] || w.defined[u.name] || globalFunctions[u.name] || implicitNames[u.name] {
+			continue
+		}
+		seen[u.name] = true
+		out = append(out, Name{Name: u.name, Line: u.tok.Line, Column: u.tok.Col})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Line != out[j].Line {
+			return out[i].Line < out[j].Line
+		}
+		return out[i].Column < out[j].Column
+	})
+	return out
 }
 
 type namedUse struct {
@@ -53,6 +90,7 @@ type namedUse struct {
 type walker struct {
 	defined map[string]bool // names a template binds itself (macros, set, for)
 	calls   []namedUse
+	uses    []namedUse         // every name read
 	exprs   []nodes.Expression // referenced by index from inserted filters
 	bodies  []*nodes.Wrapper   // loop and macro bodies, to get step counters
 	err     error
@@ -120,6 +158,10 @@ func (w *walker) visitNode(n nodes.Node) {
 				te.Test.Name = name
 				te.Test.Args = append([]nodes.Expression{w.ref(te.Expression)}, te.Test.Args...)
 			}
+		}
+	case *nodes.Name:
+		if n.Name != nil {
+			w.uses = append(w.uses, namedUse{name: n.Name.Val, tok: n.Name})
 		}
 	case *nodes.Call:
 		if name, ok := n.Func.(*nodes.Name); ok {

@@ -43,6 +43,7 @@ type Template struct {
 	tpl     *exec.Template
 	loader  loaders.Loader
 	exprs   []nodes.Expression // referenced by the filters prepare inserted
+	free    []Name
 }
 
 // Functions are PaV's callable functions available to templates.
@@ -256,14 +257,14 @@ func Compile(source string) (t *Template, err error) {
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	exprs, err := prepare(tpl.Root())
+	exprs, free, err := prepare(tpl.Root())
 	if err != nil {
 		return nil, err
 	}
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs}, nil
+	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs, free: free}, nil
 }
 
 // parse runs gonja's parser, which panics on some truncated sources
@@ -284,6 +285,10 @@ func jinjaLiteral(s string) string {
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.TrimSuffix(s, "\n")
 }
+
+// FreeNames are the names the template reads without binding them itself:
+// the variables it expects from its context (see prepare's freeNames).
+func (t *Template) FreeNames() []Name { return t.free }
 
 // IsLiteral reports whether the source has no Jinja syntax at all.
 func (t *Template) IsLiteral() bool { return t.literal }
@@ -468,7 +473,7 @@ func scalarString(in *exec.Value) (string, error) {
 	case in.IsDict():
 		return "", errors.New("evaluated to a mapping (expressions must evaluate to a string or a number; use |tojson)")
 	}
-	return "", fmt.Errorf("evaluated to a %T (expressions must evaluate to a string or a number)", in.Interface())
+	return "", fmt.Errorf("evaluated to a %s (expressions must evaluate to a string or a number)", otherType(in))
 }
 
 func toInt64(v interface{}) int64 {
@@ -527,7 +532,7 @@ func describe(in *exec.Value) string {
 	case in.IsDict():
 		return "a mapping"
 	}
-	return fmt.Sprintf("%T", in.Interface())
+	return "a " + otherType(in)
 }
 
 // ToBash is the |tobash filter on a string.

@@ -142,13 +142,13 @@ func (w *jsonWriter) write(v interface{}) error {
 			for it.Next() {
 				k, ok := it.Key().Interface().(string)
 				if !ok {
-					return fmt.Errorf("keys must be strings, not %s", it.Key().Type())
+					return fmt.Errorf("keys must be strings")
 				}
 				m[k] = it.Value().Interface()
 			}
 			return w.write(m)
 		default:
-			return fmt.Errorf("object of type %T is not JSON serializable", v)
+			return fmt.Errorf("object of type %s is not JSON serializable", map[bool]string{true: "function", false: "object"}[rv.Kind() == reflect.Func])
 		}
 	}
 	return nil

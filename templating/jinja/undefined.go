@@ -144,7 +144,7 @@ func typeName(v *exec.Value) string {
 	case v.IsFloat():
 		return "'float object'"
 	}
-	return fmt.Sprintf("'%T object'", v.Interface())
+	return fmt.Sprintf("'%s object'", otherType(v))
 }
 
 // filterCheckDefined guards attribute and item access: the object being

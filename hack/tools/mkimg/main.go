@@ -3,7 +3,10 @@
 // built on a machine without Docker or a registry.
 //
 //	mkimg -rootfs DIR -name docker.io/library/busybox:latest[,other:tag...] -out img.tar \
-//	      [-entrypoint /pav] [-cmd sh,-c,...] [-env K=V,...] [-workdir /]
+//	      [-entrypoint /pav] [-cmd sh,-c,...] [-env K=V,...] [-workdir /] [-annotation K=V,...]
+//
+// With -rootfs linux/amd64=DIR1,linux/arm64=DIR2 the image is multi-platform:
+// each name points to an OCI image index of one manifest per platform.
 //
 // Every name given in -name becomes an image in containerd sharing one manifest.
 // Files are stored owned by root with a fixed timestamp, so the same rootfs gives
@@ -130,67 +133,130 @@ func split(s string) []string {
 }
 
 func main() {
-	rootfs := flag.String("rootfs", "", "root filesystem directory")
+	rootfs := flag.String("rootfs", "", "root filesystem directory (an image for linux/amd64), or PLATFORM=DIR,... for a multi-platform image, e.g. linux/amd64=a,linux/arm64=b")
 	names := flag.String("name", "", "full image names, comma separated (e.g. docker.io/library/pav:latest)")
 	out := flag.String("out", "", "output tarball")
 	ep := flag.String("entrypoint", "", "entrypoint, comma separated")
 	cmd := flag.String("cmd", "", "cmd, comma separated")
 	env := flag.String("env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "environment, comma separated")
 	workdir := flag.String("workdir", "/", "working directory")
+	annotations := flag.String("annotation", "", "KEY=VALUE,... annotations of the manifests and index (e.g. org.opencontainers.image.version=v1), also the image's labels")
 	flag.Parse()
 	if *rootfs == "" || *names == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*rootfs, split(*names), *out, split(*ep), split(*cmd), split(*env), *workdir); err != nil {
+	platforms, err := parsePlatforms(*rootfs)
+	if err != nil {
+		log.Fatalf("mkimg: %v", err)
+	}
+	ann := map[string]string{}
+	for _, kv := range split(*annotations) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			log.Fatalf("mkimg: -annotation %q: want KEY=VALUE", kv)
+		}
+		ann[k] = v
+	}
+	if err := run(platforms, split(*names), *out, split(*ep), split(*cmd), split(*env), *workdir, ann); err != nil {
 		log.Fatalf("mkimg: %v", err)
 	}
 }
 
-func run(rootfs string, names []string, out string, ep, cmd, env []string, workdir string) error {
-	// The layer is streamed to a temporary file while hashed: rootfs trees can be large.
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".layer-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	ch := &countingHash{h: sha256.New()}
-	if err := writeLayer(rootfs, io.MultiWriter(tmp, ch)); err != nil {
-		return err
-	}
-	layerDigest := "sha256:" + hex.EncodeToString(ch.h.Sum(nil))
+// platform is one image of a (maybe multi-platform) image: its OS,
+// architecture and root filesystem.
+type platform struct{ os, arch, rootfs string }
 
+func parsePlatforms(s string) ([]platform, error) {
+	if !strings.Contains(s, "=") {
+		return []platform{{"linux", "amd64", s}}, nil
+	}
+	var out []platform
+	for _, item := range split(s) {
+		p, dir, ok := strings.Cut(item, "=")
+		osName, arch, ok2 := strings.Cut(p, "/")
+		if !ok || !ok2 || dir == "" {
+			return nil, fmt.Errorf("-rootfs %q: want OS/ARCH=DIR", item)
+		}
+		out = append(out, platform{osName, arch, dir})
+	}
+	return out, nil
+}
+
+type blob struct {
+	digest string
+	size   int64
+	data   []byte   // or
+	file   *os.File // the layer, streamed
+}
+
+func run(platforms []platform, names []string, out string, ep, cmd, env []string, workdir string, ann map[string]string) error {
+	var blobs []blob
+	var manifests []descriptor // one per platform
+	var dockerManifest []byte  // single-platform images only
 	created := epoch.Format(time.RFC3339)
-	cfg, _ := json.Marshal(map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"created":      created,
-		"config":       map[string]any{"Env": env, "Entrypoint": ep, "Cmd": cmd, "WorkingDir": workdir},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-		"history":      []map[string]any{{"created": created, "created_by": "mkimg"}},
-	})
-	manifest, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        descriptor{MediaType: "application/vnd.oci.image.config.v1+json", Digest: sha(cfg), Size: int64(len(cfg))},
-		"layers":        []descriptor{{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: layerDigest, Size: ch.n}},
-	})
+	if c := ann["org.opencontainers.image.created"]; c != "" {
+		created = c
+	}
+	for _, pl := range platforms {
+		// The layer is streamed to a temporary file while hashed: rootfs trees can be large.
+		tmp, err := os.CreateTemp(filepath.Dir(out), ".layer-*")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		defer tmp.Close()
+		ch := &countingHash{h: sha256.New()}
+		if err := writeLayer(pl.rootfs, io.MultiWriter(tmp, ch)); err != nil {
+			return err
+		}
+		layerDigest := "sha256:" + hex.EncodeToString(ch.h.Sum(nil))
+		config := map[string]any{"Env": env, "Entrypoint": ep, "Cmd": cmd, "WorkingDir": workdir}
+		if len(ann) > 0 {
+			config["Labels"] = ann
+		}
+		cfg, _ := json.Marshal(map[string]any{
+			"architecture": pl.arch,
+			"os":           pl.os,
+			"created":      created,
+			"config":       config,
+			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+			"history":      []map[string]any{{"created": created, "created_by": "mkimg"}},
+		})
+		manifest, _ := json.Marshal(withAnnotations(map[string]any{
+			"schemaVersion": 2,
+			"mediaType":     "application/vnd.oci.image.manifest.v1+json",
+			"config":        descriptor{MediaType: "application/vnd.oci.image.config.v1+json", Digest: sha(cfg), Size: int64(len(cfg))},
+			"layers":        []descriptor{{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: layerDigest, Size: ch.n}},
+		}, ann))
+		blobs = append(blobs, blob{digest: layerDigest, size: ch.n, file: tmp},
+			blob{digest: sha(cfg), size: int64(len(cfg)), data: cfg}, blob{digest: sha(manifest), size: int64(len(manifest)), data: manifest})
+		manifests = append(manifests, descriptor{MediaType: "application/vnd.oci.image.manifest.v1+json", Digest: sha(manifest), Size: int64(len(manifest)),
+			Platform: map[string]string{"architecture": pl.arch, "os": pl.os}})
+		// docker-save style manifest.json as well, for tools that want it
+		dockerManifest, _ = json.Marshal([]map[string]any{{
+			"Config": "blobs/sha256/" + sha(cfg)[7:], "RepoTags": names, "Layers": []string{"blobs/sha256/" + layerDigest[7:]},
+		}})
+	}
+	// What each name points to: the one manifest, or an index of the
+	// platforms' manifests.
+	target := manifests[0]
+	if len(platforms) > 1 {
+		dockerManifest = nil // docker save's format has one platform
+		nested, _ := json.Marshal(withAnnotations(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+			"manifests": manifests}, ann))
+		blobs = append(blobs, blob{digest: sha(nested), size: int64(len(nested)), data: nested})
+		target = descriptor{MediaType: "application/vnd.oci.image.index.v1+json", Digest: sha(nested), Size: int64(len(nested))}
+	}
 	// One index entry per name: containerd's importer creates an image for each
 	// descriptor carrying io.containerd.image.name.
-	var manifests []descriptor
+	var entries []descriptor
 	for _, n := range names {
-		manifests = append(manifests, descriptor{
-			MediaType: "application/vnd.oci.image.manifest.v1+json", Digest: sha(manifest), Size: int64(len(manifest)),
-			Annotations: map[string]string{"io.containerd.image.name": n, "org.opencontainers.image.ref.name": n[strings.LastIndex(n, ":")+1:]},
-			Platform:    map[string]string{"architecture": "amd64", "os": "linux"},
-		})
+		d := target
+		d.Annotations = map[string]string{"io.containerd.image.name": n, "org.opencontainers.image.ref.name": n[strings.LastIndex(n, ":")+1:]}
+		entries = append(entries, d)
 	}
-	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests})
-	// docker-save style manifest.json as well, for tools that want it
-	dockerManifest, _ := json.Marshal([]map[string]any{{
-		"Config": "blobs/sha256/" + sha(cfg)[7:], "RepoTags": names, "Layers": []string{"blobs/sha256/" + layerDigest[7:]},
-	}})
+	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries})
 
 	f, err := os.Create(out + ".tmp")
 	if err != nil {
@@ -213,25 +279,34 @@ func run(rootfs string, names []string, out string, ep, cmd, env []string, workd
 	if err := add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/" + layerDigest[7:], Mode: 0o644, Size: ch.n, ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+	written := map[string]bool{}
+	for _, b := range blobs {
+		if written[b.digest] { // the same layer for two platforms
+			continue
+		}
+		written[b.digest] = true
+		name := "blobs/sha256/" + b.digest[7:]
+		if b.file == nil {
+			if err := add(name, b.data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: b.size, ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := b.file.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, b.file); err != nil {
+			return fmt.Errorf("copying layer: %w", err)
+		}
+	}
+	if err := add("index.json", index); err != nil {
 		return err
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	if _, err := io.Copy(tw, tmp); err != nil {
-		return fmt.Errorf("copying layer: %w", err)
-	}
-	for _, b := range []struct {
-		name string
-		data []byte
-	}{
-		{"blobs/sha256/" + sha(cfg)[7:], cfg},
-		{"blobs/sha256/" + sha(manifest)[7:], manifest},
-		{"index.json", index},
-		{"manifest.json", dockerManifest},
-	} {
-		if err := add(b.name, b.data); err != nil {
+	if dockerManifest != nil {
+		if err := add("manifest.json", dockerManifest); err != nil {
 			return err
 		}
 	}
@@ -244,6 +319,15 @@ func run(rootfs string, names []string, out string, ep, cmd, env []string, workd
 	if err := os.Rename(out+".tmp", out); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s manifest %s, layer %d bytes\n", out, strings.Join(names, " "), sha(manifest), ch.n)
+	fmt.Printf("%s: %s %s %s\n", out, strings.Join(names, " "), strings.TrimSuffix(strings.TrimPrefix(target.MediaType, "application/vnd.oci.image."), ".v1+json"), target.Digest)
 	return nil
+}
+
+// withAnnotations adds an "annotations" member to a manifest or index,
+// unless there are none (the member is optional, null is not allowed).
+func withAnnotations(m map[string]any, ann map[string]string) map[string]any {
+	if len(ann) > 0 {
+		m["annotations"] = ann
+	}
+	return m
 }

@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/describe"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
@@ -363,6 +365,36 @@ func TestValidationFailureKeepsClaimPending(t *testing.T) {
 	out, _ := e.Kubectl("describe", "pvc", "data")
 	if !strings.Contains(out, "color must be red or green") {
 		t.Errorf("kubectl describe does not show the message:\n%s", out)
+	}
+}
+
+// pav describe pvc says why a claim is Pending: its failed creation pod
+// and the /pav/error it wrote, and which provisioner it waits for.
+func TestDescribeClaimShowsFailedCreationPod(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("descfail", "provisioningModes: [Dynamic]\n"+
+		section("volumeCreation", pod(`echo "quota exceeded for tenant blue" > /pav/error; exit 1`))+staging)
+	class := e.class(p, nil)
+	pvc := e.claim("data", class, "1Gi")
+	e.waitEvent("data", "ProvisioningFailed", "quota exceeded for tenant blue")
+	client, err := kubeclient.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := describe.Claim(e.Ctx, client, e.Namespace, "data", &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pav describe pvc data:\n%s", out.String())
+	for _, want := range []string{
+		"Status:       Pending",
+		"Provisioner:\n  " + p.Name,
+		protocol.PodName(protocol.PhaseCreation, string(pvc.UID)),
+		"quota exceeded for tenant blue",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("pav describe pvc lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
