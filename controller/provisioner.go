@@ -17,6 +17,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 )
 
 // Condition reasons and Event reasons on PavProvisioners.
@@ -109,6 +110,7 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	}
 	specErrs := c.engine.Validate(p)
 	status, event := decideProvisionerStatus(p, specErrs, csiProblem)
+	status.Stagings, status.OutdatedStagings = countStagings(c.podsBy(indexProvisioner, protocol.LabelValue(p.Name)), templating.StagingRevision(p))
 	if event != "" {
 		c.recorder.Event(p, corev1.EventTypeWarning, reasonInvalid, event)
 	}
@@ -150,6 +152,21 @@ func decideProvisionerStatus(p *v1alpha1.PavProvisioner, specErrs field.ErrorLis
 	meta.SetStatusCondition(&status.Conditions, valid)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	return status, event
+}
+
+// countStagings counts the staging pods among pods that serve volumes (not
+// being deleted), and those made from another revision than current.
+func countStagings(pods []*corev1.Pod, current string) (stagings, outdated int32) {
+	for _, pod := range pods {
+		if pod.Labels[protocol.LabelPhase] != string(protocol.PhaseStaging) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		stagings++
+		if pod.Annotations[protocol.AnnotationStagingRevision] != current {
+			outdated++
+		}
+	}
+	return stagings, outdated
 }
 
 func (c *Controller) updateProvisionerStatus(ctx context.Context, p *v1alpha1.PavProvisioner, status *v1alpha1.PavProvisionerStatus) error {

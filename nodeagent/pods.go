@@ -80,6 +80,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	for k, v := range extra {
 		pod.Annotations[k] = v
 	}
+	pod.Annotations[protocol.AnnotationStagingRevision] = templating.StagingRevision(p)
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)

@@ -89,6 +89,9 @@ const (
 	// On a staging pod that serves every client on its node (NodeStageVolume;
 	// its target path is kubelet's staging path): "true".
 	AnnotationShared = prefix + "shared"
+	// On staging pods: the revision of the provisioner's spec.volumeStaging
+	// they were made from (templating.StagingRevision).
+	AnnotationStagingRevision = prefix + "staging-revision"
 
 	// On creation pods: the evaluated volumeCreation fields (handle,
 	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly

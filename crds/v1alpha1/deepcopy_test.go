@@ -43,7 +43,7 @@ func fullProvisioner() *PavProvisioner {
 			TopologyKeys:    []string{"k"},
 			StorageCapacity: &StorageCapacity{Capacity: value("cc"), PodTemplate: value("cpt"), RefreshPeriod: &metav1.Duration{Duration: time.Minute}},
 		},
-		Status: PavProvisionerStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{
+		Status: PavProvisionerStatus{ObservedGeneration: 2, Stagings: 3, OutdatedStagings: 1, Conditions: []metav1.Condition{
 			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now}}},
 	}
 }

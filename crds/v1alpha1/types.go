@@ -50,6 +50,8 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name=Modes,type=string,JSONPath=`.spec.provisioningModes`
 // +kubebuilder:printcolumn:name=Ready,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name=Stagings,type=integer,JSONPath=`.status.stagings`
+// +kubebuilder:printcolumn:name=Outdated,type=integer,JSONPath=`.status.outdatedStagings`
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="has(self.spec.topologyKeys) == has(oldSelf.spec.topologyKeys) && (!has(self.spec.topologyKeys) || self.spec.topologyKeys == oldSelf.spec.topologyKeys)",message="spec.topologyKeys cannot change: kubelet reads a driver's topology only when it registers"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 characters, only lowercase alphanumeric characters or '-', starting and ending with an alphanumeric character"
@@ -383,6 +385,15 @@ type PavProvisionerStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// PaV-Go addition: the provisioner's staging pods that serve volumes
+	// (not being deleted), on all nodes.
+	// +optional
+	Stagings int32 `json:"stagings,omitempty"`
+	// PaV-Go addition: how many of them were made from an earlier
+	// spec.volumeStaging than the current one (they keep serving; a new
+	// staging, or a recovery, uses the current one).
+	// +optional
+	OutdatedStagings int32 `json:"outdatedStagings,omitempty"`
 }
 
 // Condition types and reasons reported in status.
