@@ -312,7 +312,14 @@ func (c *Controller) onTopologyChange(obj interface{}) {
 		return
 	}
 	for _, p := range all {
-		if p.Spec.StorageCapacity != nil && (only == "" || p.Name == only) {
+		switch {
+		case p.Spec.StorageCapacity == nil:
+		case only == p.Name:
+			// A class of the provisioner came, changed or went: measure it
+			// now, not at the next round (the scheduler keeps its
+			// WaitForFirstConsumer claims off every node until then).
+			c.refreshCapacity(p.Name)
+		case only == "":
 			c.provisionerQueue.Add(p.Name)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -223,5 +224,33 @@ func TestCapacityPodsGoWithTheProvisioner(t *testing.T) {
 	h.syncProvisioner()
 	if left := h.capacityPods(); len(left) != 0 {
 		t.Errorf("%d capacity pods left", len(left))
+	}
+}
+
+// A class of the provisioner that comes after a round is measured at once,
+// not at the next round: until then the scheduler keeps its claims off
+// every node.
+func TestCapacityOfANewClassIsMeasuredAtOnce(t *testing.T) {
+	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) { return capacityOf("1Gi"), nil })
+	h.syncProvisioner()
+	sc2 := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc2"}, Provisioner: testProvisioner}
+	if _, err := h.kube.StorageV1().StorageClasses().Create(context.Background(), sc2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	h.c.onTopologyChange(sc2)
+	h.syncProvisioner()
+	list, err := h.kube.StorageV1().CSIStorageCapacities("pav").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range list.Items {
+		if c.StorageClassName == "sc2" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d CSIStorageCapacity objects for the new class, want one per segment (2)", n)
 	}
 }
