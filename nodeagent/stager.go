@@ -184,7 +184,9 @@ func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.Publish
 	start := time.Now()
 	defer func() { s.metrics.observe("publish", start, err) }()
 	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
-	if req.StagingPath != "" {
+	// kubelet passes a staging path for block volumes even to drivers
+	// that do not stage: only a sharing driver's publishes bind a staging.
+	if req.StagingPath != "" && s.SharedStaging(driver) {
 		return s.publishStaged(ctx, driver, req)
 	}
 	return s.publish(ctx, driver, req, publishOptions{})
