@@ -75,7 +75,7 @@ func (s *soak) audit(cycles []*cycle) *audit {
 	ctx := s.f.Ctx
 	a := &audit{}
 	a.add("PaV components not running again after the faults", s.waitPavHealthy())
-	var lost, stuckClaims, failedCycles []string
+	var lost, stuckClaims, failedCycles, ioErrors, notRecovered []string
 	for _, c := range cycles {
 		desc := fmt.Sprintf("lifecycle %d (%s, claim %s, fault %q): %s", c.ID, c.Shape.Name, c.Claim, c.Fault, c.Detail)
 		switch c.Outcome {
@@ -85,11 +85,18 @@ func (s *soak) audit(cycles []*cycle) *audit {
 			stuckClaims = append(stuckClaims, desc)
 		case failed:
 			failedCycles = append(failedCycles, desc)
+		case ioErrorAfterRecovery:
+			ioErrors = append(ioErrors, desc)
+		}
+		if c.Fault == faultKillStagingDaemon && c.Outcome != stuck && !c.Recovered {
+			notRecovered = append(notRecovered, desc)
 		}
 	}
 	a.add("tokens lost (data loss)", lost)
 	a.add(fmt.Sprintf("claims stuck longer than %v in a step", stepBound), stuckClaims)
 	a.add("lifecycles failed otherwise", failedCycles)
+	a.add("client I/O errors after a staging daemon's recovery", ioErrors)
+	a.add("killed staging daemons not recovered", notRecovered)
 
 	// Let PaV and kubelet finish; then count.
 	var left leftovers

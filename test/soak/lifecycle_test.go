@@ -64,6 +64,7 @@ const (
 	faultFailStaging           = "a staging pod fails once"
 	faultDeleteClaimInCreation = "claim deleted while its creation pod runs"
 	faultDeleteClientInStaging = "client pod deleted while its volume is staged"
+	faultKillStagingDaemon     = "staging daemon killed while its client writes"
 )
 
 // Steps of a lifecycle, in order; the report gives p50/p90 of each.
@@ -76,6 +77,7 @@ const (
 	deletedDuringCreation outcome = "deleted during creation"
 	dataLost              outcome = "data lost"
 	stuck                 outcome = "stuck"
+	ioErrorAfterRecovery  outcome = "client I/O error after recovery"
 	failed                outcome = "failed"
 )
 
@@ -89,6 +91,9 @@ type cycle struct {
 	PV      string
 	Steps   map[string]time.Duration
 	Retries int // client pods run again after a fault made one fail
+	// Recovered: the staging of a killed daemon was recovered (a
+	// VolumeRecovered Event on the writer).
+	Recovered bool
 	Outcome outcome
 	Detail  string
 }
@@ -163,6 +168,8 @@ func lifecycleFault(seed uint64, i int, sh shape) string {
 		return faultDeleteClaimInCreation
 	case r < 0.32:
 		return faultDeleteClientInStaging
+	case r < 0.48 && sh.LongRunning:
+		return faultKillStagingDaemon
 	}
 	return ""
 }
@@ -272,8 +279,18 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 	t0 = time.Now()
 	for attempt := 1; ; attempt++ {
 		name := fmt.Sprintf("%s-w%d", c.Claim, attempt)
-		if err := s.createClient(ctx, c, name, writeScript(c.Shape)); err != nil {
+		script := writeScript(c.Shape)
+		killing := c.Fault == faultKillStagingDaemon && attempt == 1
+		if killing {
+			script = writeThroughRecoveryScript
+		}
+		if err := s.createClient(ctx, c, name, script); err != nil {
 			return err
+		}
+		if killing {
+			if err := s.killStagingDaemon(ctx, c, name); err != nil {
+				return err
+			}
 		}
 		if c.Fault == faultDeleteClientInStaging && attempt == 1 {
 			sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}
@@ -288,6 +305,15 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 		code, err := s.waitClientDone(ctx, name)
 		if err != nil {
 			return err
+		}
+		if killing {
+			c.Recovered = s.recovered(ctx, name)
+			if code != 0 {
+				logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
+				c.Outcome, c.Detail = ioErrorAfterRecovery, fmt.Sprintf("writer %s (exit %d): %s", name, code, strings.TrimSpace(logs))
+				_ = s.deletePod(ctx, name)
+				return nil
+			}
 		}
 		if code == 0 {
 			c.Steps["write"] = time.Since(t0)
@@ -353,6 +379,49 @@ func writeScript(sh shape) string {
 		return `printf '%s\n' "$TOKEN" | dd of=/dev/soak bs=4096 conv=sync,fsync 2>&1`
 	}
 	return `printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
+}
+
+// writeThroughRecoveryScript writes the token every 0.2 s for 12 s, whatever
+// fails meanwhile (its staging daemon is killed), then once more: that last
+// write must work, on the recovered volume, in the same container.
+const writeThroughRecoveryScript = `end=$(( $(date +%s) + 12 ))
+while [ "$(date +%s)" -lt "$end" ]; do printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>/dev/null; sleep 0.2; done
+printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
+
+// killStagingDaemon waits until the writer runs, then kills the FUSE daemon
+// of its volume's staging pod.
+func (s *soak) killStagingDaemon(ctx context.Context, c *cycle, writer string) error {
+	ns := s.f.Namespace
+	if _, err := framework.WaitFor(ctx, s.f.Client.CoreV1().Pods(ns), writer, stepBound, func(p *corev1.Pod) (bool, error) {
+		return p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		return fmt.Errorf("%w: writer %s never ran: %v", errStuck, writer, err)
+	}
+	sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}.AsSelector().String()
+	pods, err := s.f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil || len(pods.Items) != 1 {
+		return fmt.Errorf("finding the staging pod of %s: %v (%d found)", c.PV, err, len(pods.Items))
+	}
+	out, err := framework.Kubectl(ctx, "-n", ns, "exec", pods.Items[0].Name, "--", "bash", "-c",
+		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = gocryptfs ] && kill -9 "${p#/proc/}"; done; true`)
+	if err != nil {
+		return fmt.Errorf("killing the staging daemon of %s: %v: %s", c.PV, err, out)
+	}
+	return nil
+}
+
+// recovered says whether the writer got PaV's VolumeRecovered Event.
+func (s *soak) recovered(ctx context.Context, writer string) bool {
+	evs, err := s.f.Client.CoreV1().Events(s.f.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + writer})
+	if err != nil {
+		return false
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == "VolumeRecovered" {
+			return true
+		}
+	}
+	return false
 }
 
 // readScript exits exitLost only when the volume answers with something other
