@@ -64,7 +64,7 @@ func TestManifest(t *testing.T) {
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
 		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning"},
 		"volumeDeletion":   {"podTemplate"},
-		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared"},
+		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
 		"volumeUnstaging":  {"podTemplate"},
 		"volumeExpansion":  {"podTemplate"},
 	}
@@ -82,7 +82,7 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
 		}
 		for _, f := range fields {
-			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" || f == "shared" {
+			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" || f == "shared" || f == "updateStrategy" {
 				continue // a literal, never a template
 			}
 			p, ok := props[f].(map[string]interface{})

@@ -30,7 +30,7 @@ import (
 // createStagingPod evaluates volumeStaging (after static validation for
 // statically provisioned PVs) and creates the staging pod, pinned to this
 // node. A pod of the same name that already exists is reused.
-func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached *corev1.PersistentVolume, req *pavcsi.PublishRequest, extra map[string]string) (*corev1.Pod, error) {
+func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached *corev1.PersistentVolume, req *pavcsi.PublishRequest, extra map[string]string, nameSuffix string) (*corev1.Pod, error) {
 	p, err := s.provisioner(driver)
 	if err != nil {
 		return nil, err
@@ -80,6 +80,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	for k, v := range extra {
 		pod.Annotations[k] = v
 	}
+	pod.Name += nameSuffix // a replacement runs beside the pod it replaces
 	pod.Annotations[protocol.AnnotationStagingRevision] = templating.StagingRevision(p)
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {

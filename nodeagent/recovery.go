@@ -127,6 +127,10 @@ func (s *Stager) checkStagingPod(pod *corev1.Pod) {
 	}
 	if longRunning(pod, s.root) && servingStopped(pod, s.exits) {
 		s.recoveries.Add(id)
+		return
+	}
+	if p, err := s.provisioner(pod.Labels[protocol.LabelProvisioner]); err == nil && pod.DeletionTimestamp == nil && rollingUpdate(p) && outdated(pod, p) {
+		s.recoveries.Add(id)
 	}
 }
 
@@ -197,6 +201,13 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		return err
 	}
 	driver := pod.Labels[protocol.LabelProvisioner]
+	if dir, err := podHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
+		for _, older := range s.olderStagings(id, pod) { // a replacement finished but for this
+			if err := s.teardown(ctx, driver, older); err != nil {
+				return err
+			}
+		}
+	}
 	p, err := s.provisioner(driver)
 	if err != nil {
 		return err
@@ -224,8 +235,14 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			}
 			seen = filepath.Join(dir, protocol.FileVolume)
 		}
-		if opts.rec, err = s.lost(ctx, pod, seen); err != nil || opts.rec == nil {
+		if opts.rec, err = s.lost(ctx, pod, seen); err != nil {
 			return err
+		}
+		if opts.rec == nil {
+			if rollingUpdate(p) && outdated(pod, p) && !servingStopped(pod, s.exits) {
+				return s.replace(ctx, driver, pod)
+			}
+			return nil
 		}
 	}
 	clients, err := s.podsOnThisNode(ctx, opts.rec.Clients)
@@ -381,9 +398,21 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	if err != nil || req.Block {
 		return replaced, err
 	}
+	done, err := s.replaceInContainers(ctx, rec, src, opts)
+	return append(replaced, done...), err
+}
+
+// replaceInContainers replaces the volume rec recorded by src in every
+// running container of rec's client pods.
+func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, src *os.File, opts BindOptions) ([]string, error) {
 	if s.processes == nil {
-		return replaced, errNoProcesses
+		return nil, errNoProcesses
 	}
+	old, err := rec.mounts()
+	if err != nil {
+		return nil, err
+	}
+	var replaced []string
 	var errs []error
 	for _, uid := range rec.Clients {
 		pids, err := s.processes.PodPIDs(ctx, uid)
@@ -392,7 +421,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 			continue
 		}
 		for _, pid := range pids {
-			done, err := replaceInNamespace(pid, old, src, opts)
+			done, err := replaceInNamespace(pid, old, src, opts, nil)
 			replaced = append(replaced, done...)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("container process %d of pod %s: %w", pid, uid, err))

@@ -192,8 +192,9 @@ func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
 }
 
 // replaceInNamespace replaces, in the mount namespace of process pid, every
-// mount that shows one of old by a clone of source (the same directory of
-// it, for a subPath mount), and returns the mount points replaced.
+// mount that shows one of old (and that keep, if set, keeps) by a clone of
+// source (the same directory of it, for a subPath mount), and returns the
+// mount points replaced.
 //
 // A client container controls its own root file system, not its mounts: it
 // may rename a directory above its volume or plant symlinks, but not move or
@@ -202,12 +203,15 @@ func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
 // following any symlink, and a mount is replaced only if the path led to
 // exactly that mount (its mount ID): whatever the client did, the node
 // plugin mounts only where an old mount of the volume is.
-func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOptions) (replaced []string, err error) {
+func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
 	infos, err := mount.ParseMountInfo(fmt.Sprintf("/proc/%d/mountinfo", pid))
 	if err != nil {
 		return nil, fmt.Errorf("reading the mount table of process %d: %w", pid, err)
 	}
 	stale := staleMounts(infos, old)
+	if keep != nil {
+		stale = slices.DeleteFunc(stale, func(m staleMount) bool { return !keep(m.mountPoint) })
+	}
 	if len(stale) == 0 {
 		return nil, nil
 	}

@@ -66,7 +66,7 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	src, err := os.Open(newVol)
 	must(t, err)
 	defer src.Close()
-	replaced, err := replaceInNamespace(client.Process.Pid, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true})
+	replaced, err := replaceInNamespace(client.Process.Pid, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
 	if err != nil {
 		t.Fatalf("replaceInNamespace: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
@@ -148,9 +149,21 @@ func NewStager(cfg StagerConfig) *Stager {
 		s.processes = cfg.Processes
 	}
 	_, _ = cfg.Pods.AddEventHandler(s.events.handler())
+	onPod := func(obj interface{}) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			s.checkStagingPod(pod)
+		}
+	}
 	_, _ = cfg.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { s.checkStagingPod(obj.(*corev1.Pod)) },
-		UpdateFunc: func(_, obj interface{}) { s.checkStagingPod(obj.(*corev1.Pod)) },
+		AddFunc: onPod, UpdateFunc: func(_, obj interface{}) { onPod(obj) },
+	})
+	onProvisioner := func(obj interface{}) {
+		if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+			s.checkRollout(p)
+		}
+	}
+	_, _ = cfg.Provisioners.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onProvisioner, UpdateFunc: func(_, obj interface{}) { onProvisioner(obj) },
 	})
 	if cfg.Exits != nil {
 		cfg.Exits.OnExit(func(pod *corev1.Pod) {
@@ -328,7 +341,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 				return err
 			}
 		}
-		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, opts.annotations()); err != nil {
+		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), ""); err != nil {
 			return err
 		}
 		logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))
@@ -475,8 +488,12 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 		return err
 	}
 	if pod != nil {
-		if err := s.teardown(ctx, driver, pod); err != nil {
-			return err
+		// Every staging pod of the target: a replaced one too, whose teardown
+		// a restart interrupted.
+		for _, p := range append(s.olderStagings(id, pod), pod) {
+			if err := s.teardown(ctx, driver, p); err != nil {
+				return err
+			}
 		}
 	} else if err := s.removeUnstagingPods(ctx, id); err != nil {
 		return err

@@ -36,7 +36,7 @@ func fullProvisioner() *PavProvisioner {
 				NodeAffinity: value("na"), Cloning: true},
 			VolumeDeletion: &VolumeDeletion{Section: section("d"), PodTemplate: value("dp")},
 			VolumeStaging: &VolumeStaging{Section: section("s"), PodTemplate: value("sp"), AllowSetuidAndDevices: true,
-				FSGroupPolicy: ptr(storagev1.FileFSGroupPolicy), Recovery: RecoveryNone, Shared: true},
+				FSGroupPolicy: ptr(storagev1.FileFSGroupPolicy), Recovery: RecoveryNone, Shared: true, UpdateStrategy: UpdateRollingUpdate},
 			VolumeUnstaging: &VolumeUnstaging{Section: section("u"), PodTemplate: value("up")},
 			VolumeExpansion: &VolumeExpansion{Section: section("e"), PodTemplate: value("ep")},
 			PodLogsInEvents: true,

@@ -263,6 +263,16 @@ type VolumeStaging struct {
 	// literal: a section written as a template cannot set it.
 	// +optional
 	Shared bool `json:"shared,omitempty"`
+	// PaV-Go addition: what happens to running staging pods when this
+	// section changes. OnDelete (the default): they keep serving and are
+	// counted in status.outdatedStagings. RollingUpdate: each node plugin
+	// replaces its outdated staging pods one at a time, make-before-break:
+	// the new staging pod starts, the volume is swapped under the running
+	// clients, then the old one stops and its unstaging pod runs (so the
+	// backend must allow two daemons at once for a while). A literal.
+	// +kubebuilder:validation:Enum=OnDelete;RollingUpdate
+	// +optional
+	UpdateStrategy StagingUpdateStrategy `json:"updateStrategy,omitempty"`
 	// PaV-Go addition: the fsGroupPolicy of the provisioner's CSIDriver,
 	// which decides whether kubelet applies a client pod's
 	// securityContext.fsGroup to the published volume (changing the group
@@ -275,6 +285,14 @@ type VolumeStaging struct {
 	// +kubebuilder:validation:Enum=None;File;ReadWriteOnceWithFSType
 	FSGroupPolicy *storagev1.FSGroupPolicy `json:"fsGroupPolicy,omitempty"`
 }
+
+// StagingUpdateStrategy is spec.volumeStaging.updateStrategy.
+type StagingUpdateStrategy string
+
+const (
+	UpdateOnDelete      StagingUpdateStrategy = "OnDelete"
+	UpdateRollingUpdate StagingUpdateStrategy = "RollingUpdate"
+)
 
 // StagingRecovery is spec.volumeStaging.recovery.
 type StagingRecovery string

@@ -1,0 +1,187 @@
+// Rolling out a changed spec.volumeStaging: replacing outdated staging pods
+// under running clients, make-before-break.
+
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
+)
+
+// ReasonStagingReplaced is the Event on client pods whose staging was
+// replaced by one from the provisioner's current spec.volumeStaging.
+const ReasonStagingReplaced = "StagingReplaced"
+
+// rollingUpdate: p replaces outdated staging pods (updateStrategy).
+func rollingUpdate(p *v1alpha1.PavProvisioner) bool {
+	return p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.UpdateStrategy == v1alpha1.UpdateRollingUpdate
+}
+
+// outdated: the staging pod was made from another spec.volumeStaging than p's.
+func outdated(pod *corev1.Pod, p *v1alpha1.PavProvisioner) bool {
+	return pod.Annotations[protocol.AnnotationStagingRevision] != templating.StagingRevision(p)
+}
+
+// checkRollout queues this node's outdated staging pods of p, if p rolls
+// its changes out; the recovery worker replaces them one at a time.
+func (s *Stager) checkRollout(p *v1alpha1.PavProvisioner) {
+	if s.recoveries == nil || !rollingUpdate(p) {
+		return
+	}
+	for _, obj := range s.pods.List() {
+		pod, ok := obj.(*corev1.Pod)
+		if ok && pod.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) && pod.DeletionTimestamp == nil &&
+			pod.Labels[protocol.LabelProvisioner] == protocol.LabelValue(p.Name) && outdated(pod, p) {
+			s.recoveries.Add(pod.Labels[protocol.LabelStagingID])
+		}
+	}
+}
+
+// olderStagings are the staging pods of id other than newest: a replaced
+// one whose teardown a node plugin restart interrupted.
+func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
+	objs, _ := s.pods.ByIndex(podsByStaging, string(protocol.PhaseStaging)+"/"+id)
+	var out []*corev1.Pod
+	for _, obj := range objs {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.UID != newest.UID {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// replace replaces an outdated staging pod that still serves: a new staging
+// pod from the current spec.volumeStaging runs beside it; once it serves,
+// the volume is swapped under every client (on the node and in their
+// containers, each mount replaced in one step: the clients see the old
+// volume or the new one, never none); then the old staging stops and its
+// unstaging pod runs. A block volume is not replaced: its clients hold a
+// device node, not a mount.
+func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) error {
+	id := old.Labels[protocol.LabelStagingID]
+	req, err := s.republishRequest(old)
+	if err != nil || req.Block {
+		return err
+	}
+	shared := old.Annotations[protocol.AnnotationShared] == "true"
+	oldDir, err := podHostDir(old, s.root)
+	if err != nil {
+		return err
+	}
+	seen := req.TargetPath
+	if shared {
+		seen = filepath.Join(oldDir, protocol.FileVolume)
+	}
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	oldMount, ok := volumeMountAt(infos, seen)
+	if !ok {
+		return nil // unpublished meanwhile
+	}
+	start := time.Now()
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	if err != nil {
+		return err
+	}
+	p, err := s.provisioner(driver)
+	if err != nil {
+		return err
+	}
+	opts := publishOptions{shared: shared}
+	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "-"+templating.StagingRevision(p)[:10])
+	if err != nil {
+		return err
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return err
+	}
+	var state stagingState
+	last, err := s.wait(ctx, pod, dir, func(p *corev1.Pod) bool {
+		state = stagingStateOf(p, dir, s.exits)
+		return state != stagingPending
+	})
+	if last != nil {
+		pod = last
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
+	case state != stagingReady:
+		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
+		if err := s.teardown(ctx, driver, pod); err != nil {
+			msg += fmt.Sprintf("; stopping it did not complete yet: %v", err)
+		}
+		return status.Error(codes.Internal, msg)
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil {
+		return err
+	}
+	src, err := openInPav(dir, protocol.FileVolume)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	capacity := int64(0)
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		capacity = q.Value()
+	}
+	if err := checkVolume(src, false, capacity, podDevices(pod)); err != nil {
+		return fmt.Errorf("the new staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
+	}
+
+	// The swap: the node's mounts in client pods' directories, then the
+	// clients' containers.
+	var uids []types.UID
+	for _, m := range staleMounts(infos, []volumeMount{oldMount}) {
+		if uid, ok := clientPodUID(m.mountPoint); ok {
+			uids = append(uids, uid)
+		}
+	}
+	bind := s.bindOptions(driver, false, req.ReadOnly)
+	isClients := func(mountPoint string) bool { _, ok := clientPodUID(mountPoint); return ok }
+	replaced, err := replaceInNamespace(os.Getpid(), []volumeMount{oldMount}, src, bind, isClients)
+	if err != nil {
+		// Unmount and bind instead: containers with HostToContainer
+		// propagation see the volume go for a moment.
+		klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
+		done, err := s.replaceOnNode(src, []volumeMount{oldMount}, bind)
+		if err != nil {
+			return fmt.Errorf("swapping the volume on the node: %w", err)
+		}
+		replaced = append(replaced, done...)
+	}
+	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
+	done, err := s.replaceInContainers(ctx, rec, src, bind)
+	replaced = append(replaced, done...)
+	if err != nil {
+		return fmt.Errorf("swapping the volume in the clients' containers: %w", err)
+	}
+	if err := s.teardown(ctx, driver, old); err != nil {
+		return err
+	}
+	clients, err := s.podsOnThisNode(ctx, uids)
+	if err == nil {
+		s.eventOn(clients, corev1.EventTypeNormal, ReasonStagingReplaced,
+			"staging pod %s/%s replaced %s/%s (a new spec.volumeStaging) under the running containers in %v (%d mounts swapped)",
+			pod.Namespace, pod.Name, old.Namespace, old.Name, time.Since(start).Round(10*time.Millisecond), len(replaced))
+	}
+	klog.FromContext(ctx).Info("Outdated staging replaced", "old", klog.KObj(old), "new", klog.KObj(pod), "mounts", replaced, "took", time.Since(start))
+	return nil
+}
