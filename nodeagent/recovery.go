@@ -219,6 +219,16 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if rec != nil {
+		// The cache may not show yet that a recovery just finished.
+		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+		if err != nil || live == nil || live.UID != pod.UID {
+			return err
+		}
+		if _, recovering := live.Annotations[protocol.AnnotationRecovering]; !recovering {
+			return nil
+		}
+	}
 	req, err := s.republishRequest(pod)
 	if err != nil {
 		return err
