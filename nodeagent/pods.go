@@ -72,7 +72,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	pod, err := protocol.StagingPod(tmpl, p.Name, s.root, s.node, id, pv, pvc, protocol.Publication{
+	pod, err := protocol.StagingPod(tmpl, p.Name, templating.StagingRevision(p), s.root, s.node, id, pv, pvc, protocol.Publication{
 		TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
@@ -81,7 +81,6 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 		pod.Annotations[k] = v
 	}
 	pod.Name += nameSuffix // a replacement runs beside the pod it replaces
-	pod.Annotations[protocol.AnnotationStagingRevision] = templating.StagingRevision(p)
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)

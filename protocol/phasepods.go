@@ -84,10 +84,11 @@ func CapacityPod(tmpl *corev1.PodTemplateSpec, provisioner, root, key, node stri
 }
 
 // StagingPod is the staging pod for publishing pv (of claim pvc) as pub
-// asks on node, whose node plugin keeps pod directories under root.
+// asks on node, whose node plugin keeps pod directories under root; revision
+// is the provisioner's staging revision it is made from (templating.StagingRevision).
 // It records copies of pv and pvc, for an unstaging that runs when they are
 // gone, and holds FinalizerStaging until the node plugin has unstaged.
-func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, pub Publication) (*corev1.Pod, error) {
+func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, revision, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, pub Publication) (*corev1.Pod, error) {
 	claimSnap, err := ClaimSnapshot(pvc)
 	if err != nil {
 		return nil, fmt.Errorf("recording claim %s/%s on the staging pod: %w", pvc.Namespace, pvc.Name, err)
@@ -101,6 +102,9 @@ func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID
 		AnnotationReadOnly:       strconv.FormatBool(pub.ReadOnly),
 		AnnotationClaimSnapshot:  claimSnap,
 		AnnotationVolumeSnapshot: volumeSnap,
+	}
+	if revision != "" {
+		ann[AnnotationStagingRevision] = revision
 	}
 	if len(pub.MountOptions) > 0 {
 		b, _ := json.Marshal(pub.MountOptions) // a list of strings always encodes

@@ -393,7 +393,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		id := protocol.StagingID(handle, targetPath)
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
 			if phase == protocol.PhaseStaging {
-				return protocol.StagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, protocol.Publication{
+				return protocol.StagingPod(tmpl, prov.Name, templating.StagingRevision(prov), protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, protocol.Publication{
 					TargetPath: targetPath, ReadOnly: o.readOnly, MountOptions: r.MountOptions, FSType: r.FSType})
 			}
 			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly), nil

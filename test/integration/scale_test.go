@@ -395,7 +395,7 @@ func (e *env) stageVolumes(cl *fakeCluster, node, kubeletDir string, n int) {
 			return err
 		}
 		target := filepath.Join(kubeletDir, "pods", string(client.UID), "volumes/kubernetes.io~csi", pv.Name, "mount")
-		staging, err := protocol.StagingPod(tmpl, pv.Spec.CSI.Driver, root, node,
+		staging, err := protocol.StagingPod(tmpl, pv.Spec.CSI.Driver, "", root, node,
 			protocol.StagingID(pv.Spec.CSI.VolumeHandle, target), pv, pvc, protocol.Publication{TargetPath: target})
 		if err != nil {
 			return err
