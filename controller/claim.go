@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -44,6 +46,10 @@ type claimSync struct {
 	// source and sourcePV: the claim a clone is made from, and its volume.
 	source   *corev1.PersistentVolumeClaim
 	sourcePV *corev1.PersistentVolume
+	// sourceSnapshot and sourceContent: the VolumeSnapshot a restore is
+	// made from, and its content.
+	sourceSnapshot *snapshotv1.VolumeSnapshot
+	sourceContent  *snapshotv1.VolumeSnapshotContent
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -188,7 +194,7 @@ func (s *claimSync) reschedule() {
 
 func (s *claimSync) request() templating.DynamicRequest {
 	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
-		SourcePVC: s.source, SourcePV: s.sourcePV}
+		SourcePVC: s.source, SourcePV: s.sourcePV, SourceSnapshot: s.sourceSnapshot, SourceContent: s.sourceContent}
 }
 
 // anyPodGoing: a pod of a previous attempt is still being deleted; its name
@@ -361,8 +367,10 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 	switch {
 	case ref == nil:
 		return "", false
+	case ref.APIGroup != nil && *ref.APIGroup == snapshotv1.GroupName && ref.Kind == "VolumeSnapshot":
+		return s.restoreSource(ref)
 	case (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim":
-		return fmt.Sprintf("claims with a data source of kind %q (snapshots, populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) is", ref.Kind), false
+		return fmt.Sprintf("claims with a data source of kind %q (populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) and a VolumeSnapshot (restoring) are", ref.Kind), false
 	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
 		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
 	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:

@@ -30,6 +30,7 @@ type Compiled struct {
 	Provisioner *v1alpha1.PavProvisioner
 
 	validation, creation, deletion, staging, unstaging, expansion *section
+	snapshotCreation, snapshotDeletion                            *section
 }
 
 var specPath = field.NewPath("spec")
@@ -137,6 +138,12 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	if v := s.VolumeExpansion; v != nil {
 		sources = append(sources, sectionSource{"volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.expansion})
 	}
+	if v := s.SnapshotCreation; v != nil {
+		sources = append(sources, sectionSource{"snapshotCreation", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotCreation})
+	}
+	if v := s.SnapshotDeletion; v != nil {
+		sources = append(sources, sectionSource{"snapshotDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotDeletion})
+	}
 	if n := templateBytes(sources); n > maxTemplateBytes {
 		return nil, append(errs, field.Forbidden(specPath,
 			fmt.Sprintf("the templates of a PavProvisioner may have %d bytes together, these have %d", maxTemplateBytes, n))), false
@@ -171,7 +178,7 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 
 	// Check what is known before evaluation: literal values and the literal
 	// parts around templates.
-	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion} {
+	for _, sec := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion, c.snapshotCreation, c.snapshotDeletion} {
 		if sec != nil {
 			skel := map[string]interface{}{}
 			for k, n := range sec.fields {
@@ -287,6 +294,10 @@ func (s *section) phase() protocol.Phase {
 		return protocol.PhaseStaging
 	case "spec.volumeExpansion":
 		return protocol.PhaseExpansion
+	case "spec.snapshotCreation":
+		return protocol.PhaseSnapshotCreation
+	case "spec.snapshotDeletion":
+		return protocol.PhaseSnapshotDeletion
 	}
 	return protocol.PhaseUnstaging
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -40,6 +41,12 @@ type DynamicRequest struct {
 	// as sourcePvc, sourcePv and sourceHandle.
 	SourcePVC *corev1.PersistentVolumeClaim
 	SourcePV  *corev1.PersistentVolume
+	// SourceSnapshot and SourceContent, when restoring (a PaV-Go addition):
+	// the VolumeSnapshot named in the new claim's dataSource and its bound
+	// content; templates see them as snapshot, snapshotContent and
+	// snapshotHandle.
+	SourceSnapshot *snapshotv1.VolumeSnapshot
+	SourceContent  *snapshotv1.VolumeSnapshotContent
 }
 
 // StaticRequest is what static provisioning's validation is evaluated for.
@@ -221,6 +228,15 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 		if r.SourcePV.Spec.CSI != nil {
 			vars["sourceHandle"] = r.SourcePV.Spec.CSI.VolumeHandle
 		}
+	}
+	if r.SourceSnapshot != nil && r.SourceContent != nil {
+		if vars["snapshot"], err = toMap(r.SourceSnapshot, snapshotGVK); err != nil {
+			return nil, err
+		}
+		if vars["snapshotContent"], err = toMap(r.SourceContent, contentGVK); err != nil {
+			return nil, err
+		}
+		vars["snapshotHandle"] = SnapshotHandle(r.SourceContent)
 	}
 	return vars, nil
 }
