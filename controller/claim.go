@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -48,6 +50,10 @@ type claimSync struct {
 	// topology: the requirement the validation and creation templates see
 	// (computed before they are evaluated), nil without topology keys.
 	topology *templating.Topology
+	// sourceSnapshot and sourceContent: the VolumeSnapshot a restore is
+	// made from, and its content.
+	sourceSnapshot *snapshotv1.VolumeSnapshot
+	sourceContent  *snapshotv1.VolumeSnapshotContent
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -192,7 +198,7 @@ func (s *claimSync) reschedule() {
 
 func (s *claimSync) request() templating.DynamicRequest {
 	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
-		SourcePVC: s.source, SourcePV: s.sourcePV, Topology: s.topology}
+		SourcePVC: s.source, SourcePV: s.sourcePV, SourceSnapshot: s.sourceSnapshot, SourceContent: s.sourceContent, Topology: s.topology}
 }
 
 // computeTopology sets s.topology for the provisioner's topology keys.
@@ -385,8 +391,10 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 	switch {
 	case ref == nil:
 		return "", false
+	case ref.APIGroup != nil && *ref.APIGroup == snapshotv1.GroupName && ref.Kind == "VolumeSnapshot":
+		return s.restoreSource(ref)
 	case (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim":
-		return fmt.Sprintf("claims with a data source of kind %q (snapshots, populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) is", ref.Kind), false
+		return fmt.Sprintf("claims with a data source of kind %q (populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) and a VolumeSnapshot (restoring) are", ref.Kind), false
 	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
 		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
 	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:

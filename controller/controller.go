@@ -29,6 +29,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshotlisters "github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumesnapshot/v1"
+
 	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubeclient"
@@ -49,6 +52,8 @@ const (
 	indexProvisioner = "provisioner"
 	indexCSIDriver   = "csiDriver"
 	indexNode        = "node"
+	// indexSnapshotContent: pods by LabelSnapshotContentUID
+	indexSnapshotContent = "snapshotContent"
 )
 
 // Config configures a Controller.
@@ -56,6 +61,12 @@ type Config struct {
 	Kube   kubeclient.Interface
 	Pav    kubeclient.PavInterface
 	Engine Engine
+	// Snapshots, if set, is the client of the VolumeSnapshot API: the
+	// controller then handles the VolumeSnapshotContents of its
+	// provisioners and restores claims from VolumeSnapshots. Its caches
+	// sync on their own, so that a cluster without the snapshot CRDs holds
+	// up nothing else.
+	Snapshots kubeclient.SnapshotInterface
 
 	// ClaimWorkers, VolumeWorkers and ProvisionerWorkers: parallel syncs.
 	ClaimWorkers, VolumeWorkers, ProvisionerWorkers int
@@ -78,7 +89,7 @@ type Config struct {
 	// node plugin reads them (default protocol.DefaultKubeletDir).
 	KubeletDir string
 	// Settled, if set, is told of every sync that ended without error: the
-	// queue ("claims", "volumes" or "provisioners"), the key, and the
+	// queue ("claims", "volumes", "provisioners" or "snapshotcontents"), the key, and the
 	// resourceVersion of the object in the cache as the sync began (the sync
 	// saw that version or a newer one; "" if there was none). Tests wait on it
 	// to check that something did not happen, instead of sleeping.
@@ -149,6 +160,14 @@ type Controller struct {
 	claimBackoff  *backoff
 	volumeBackoff *backoff
 
+	// VolumeSnapshotContents (nil snapshots: not handled).
+	snapshots       kubeclient.SnapshotInterface
+	contents        snapshotlisters.VolumeSnapshotContentLister
+	contentInformer cache.SharedIndexInformer
+	contentIndexer  cache.Indexer
+	contentQueue    workqueue.TypedRateLimitingInterface[string]
+	contentBackoff  *backoff
+
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	metrics     *Metrics
@@ -179,6 +198,7 @@ func New(cfg Config) (*Controller, error) {
 		claimBackoff:  newBackoff(cfg.RetryStart, cfg.RetryMax),
 		volumeBackoff: newBackoff(cfg.RetryStart, cfg.RetryMax),
 		metrics:       cfg.Metrics,
+		snapshots:     cfg.Snapshots,
 	}
 	if c.metrics == nil {
 		c.metrics = NewMetrics(nil)
@@ -194,6 +214,8 @@ func New(cfg Config) (*Controller, error) {
 	c.claimQueue = newQueue("claims")
 	c.volumeQueue = newQueue("volumes")
 	c.provisionerQueue = newQueue("provisioners")
+	c.contentQueue = newQueue("snapshotcontents")
+	c.contentBackoff = newBackoff(cfg.RetryStart, cfg.RetryMax)
 
 	kube, all := cfg.Kube, kubeclient.Selector{} // all: every object
 	claimInf := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll), &corev1.PersistentVolumeClaim{}, cfg.Resync, all)
@@ -220,9 +242,10 @@ func New(cfg Config) (*Controller, error) {
 	}
 
 	if err := podInf.AddIndexers(cache.Indexers{
-		indexClaimUID:    labelIndex(protocol.LabelClaimUID),
-		indexVolume:      labelIndex(protocol.LabelVolume),
-		indexProvisioner: labelIndex(protocol.LabelProvisioner),
+		indexClaimUID:        labelIndex(protocol.LabelClaimUID),
+		indexVolume:          labelIndex(protocol.LabelVolume),
+		indexProvisioner:     labelIndex(protocol.LabelProvisioner),
+		indexSnapshotContent: labelIndex(protocol.LabelSnapshotContentUID),
 		indexNode: func(obj interface{}) ([]string, error) {
 			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
 				return []string{pod.Spec.NodeName}, nil
@@ -282,6 +305,18 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 
+	if cfg.Snapshots != nil {
+		c.contentInformer = kubeclient.NewInformer(cfg.Snapshots, cfg.Snapshots.SnapshotV1().VolumeSnapshotContents(), &snapshotv1.VolumeSnapshotContent{}, cfg.Resync, all)
+		if err := c.contentInformer.SetTransform(protocol.StripManagedFields); err != nil {
+			return nil, err
+		}
+		if _, err := c.contentInformer.AddEventHandler(c.funcs(c.onContent)); err != nil {
+			return nil, err
+		}
+		c.contentIndexer = c.contentInformer.GetIndexer()
+		c.contents = snapshotlisters.NewVolumeSnapshotContentLister(c.contentIndexer)
+	}
+
 	c.broadcaster = kubeclient.NewEventBroadcaster()
 	c.recorder = c.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: cfg.Identity})
 	return c, nil
@@ -331,12 +366,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.claimQueue.ShutDown()
 	defer c.volumeQueue.ShutDown()
 	defer c.provisionerQueue.ShutDown()
+	defer c.contentQueue.ShutDown()
 
 	c.broadcaster.StartStructuredLogging(3)
 	c.broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: c.kube.CoreV1()})
 	defer c.broadcaster.Shutdown()
 
 	defer kubeclient.Run(ctx, c.informers...)() // waits for the informers to stop
+	if c.contentInformer != nil {
+		defer kubeclient.Run(ctx, c.contentInformer)()
+	}
 
 	klog.InfoS("Waiting for informer caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
@@ -360,6 +399,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	run(c.cfg.ClaimWorkers, worker{"claims", c.claimQueue, c.syncClaim, c.claimVersion})
 	run(c.cfg.VolumeWorkers, worker{"volumes", c.volumeQueue, c.syncVolume, c.volumeVersion})
 	run(c.cfg.ProvisionerWorkers, worker{"provisioners", c.provisionerQueue, c.syncProvisioner, c.provisionerVersion})
+	if c.contentInformer != nil {
+		// Without the snapshot CRDs this cache never syncs; nothing else waits for it.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !cache.WaitForNamedCacheSync("VolumeSnapshotContents", ctx.Done(), c.contentInformer.HasSynced) {
+				return
+			}
+			run(c.cfg.ProvisionerWorkers, worker{"snapshotcontents", c.contentQueue, c.syncContent, c.contentVersion})
+		}()
+	}
 
 	klog.InfoS("Controller started", "claimWorkers", c.cfg.ClaimWorkers, "volumeWorkers", c.cfg.VolumeWorkers)
 
@@ -367,6 +417,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.claimQueue.ShutDown()
 	c.volumeQueue.ShutDown()
 	c.provisionerQueue.ShutDown()
+	c.contentQueue.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -439,7 +490,20 @@ func (c *Controller) provisionerVersion(name string) string {
 	return ""
 }
 
+func (c *Controller) contentVersion(name string) string {
+	if content, err := c.contents.Get(name); err == nil {
+		return content.ResourceVersion
+	}
+	return ""
+}
+
 // --- event handlers: map every change to the work items it affects ---
+
+func (c *Controller) onContent(obj interface{}) {
+	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok && c.provisioner(content.Spec.Driver) != nil {
+		c.contentQueue.Add(content.Name)
+	}
+}
 
 func (c *Controller) onClaim(obj interface{}) {
 	if pvc, ok := obj.(*corev1.PersistentVolumeClaim); ok {
@@ -504,6 +568,9 @@ func (c *Controller) onPod(obj interface{}) {
 	if v := l[protocol.LabelVolume]; v != "" {
 		c.volumeQueue.Add(v)
 	}
+	if content := pod.Annotations[protocol.AnnotationSnapshotContent]; content != "" && l[protocol.LabelSnapshotContentUID] != "" {
+		c.contentQueue.Add(content)
+	}
 }
 
 func (c *Controller) onProvisioner(obj interface{}) {
@@ -512,6 +579,15 @@ func (c *Controller) onProvisioner(obj interface{}) {
 		return
 	}
 	c.provisionerQueue.Add(p.Name)
+	if c.contents != nil {
+		if all, err := c.contents.List(everything); err == nil {
+			for _, content := range all {
+				if content.Spec.Driver == p.Name {
+					c.contentQueue.Add(content.Name)
+				}
+			}
+		}
+	}
 	// Claims may have been waiting for this provisioner (or must now learn
 	// that it is going away), or for it to allow an expansion.
 	c.enqueueClaimsWhere(func(pvc *corev1.PersistentVolumeClaim) bool {

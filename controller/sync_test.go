@@ -9,6 +9,8 @@ import (
 	"time"
 
 	pavfake "github.com/albertofaria/pav/crds/generated/clientset/versioned/fake"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -62,6 +64,12 @@ func (stubEngine) StorageCapacity(context.Context, *v1alpha1.PavProvisioner, tem
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("expand"), true, nil
 }
+func (stubEngine) SnapshotCreation(context.Context, *v1alpha1.PavProvisioner, templating.SnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	return stubPod("snapshot"), true, nil
+}
+func (stubEngine) SnapshotDeletion(context.Context, *v1alpha1.PavProvisioner, templating.SnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	return stubPod("snapshot-delete"), nil
+}
 func (stubEngine) Forget(*v1alpha1.PavProvisioner) {}
 
 const (
@@ -91,6 +99,7 @@ type harness struct {
 	t        *testing.T
 	kube     *fake.Clientset
 	pav      *pavfake.Clientset
+	snap     *snapfake.Clientset
 	c        *Controller
 	now      time.Time
 	events   *record.FakeRecorder
@@ -112,10 +121,24 @@ type harness struct {
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	prov := provisionerFixture(testProvisioner)
-	h := &harness{t: t, kube: fake.NewSimpleClientset(objs...), pav: pavfake.NewSimpleClientset(prov), now: time.Now(), prov: prov}
+	var kubeObjs, snapObjs []runtime.Object
+	for _, o := range objs {
+		if _, ok := o.(*snapshotv1.VolumeSnapshotContent); ok {
+			snapObjs = append(snapObjs, o)
+		} else if _, ok := o.(*snapshotv1.VolumeSnapshot); ok {
+			snapObjs = append(snapObjs, o)
+		} else if _, ok := o.(*snapshotv1.VolumeSnapshotClass); ok {
+			snapObjs = append(snapObjs, o)
+		} else {
+			kubeObjs = append(kubeObjs, o)
+		}
+	}
+	h := &harness{t: t, kube: fake.NewSimpleClientset(kubeObjs...), pav: pavfake.NewSimpleClientset(prov),
+		snap: snapfake.NewSimpleClientset(snapObjs...), now: time.Now(), prov: prov}
 	h.finalizersAsTheAPIServer("persistentvolumes")
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
 	h.finalizersAsTheAPIServer("pods")
+	finalizersAsTheAPIServer(h, &h.snap.Fake, h.snap.Tracker(), snapshotv1.SchemeGroupVersion.WithResource("volumesnapshotcontents"))
 	h.restart()
 	return h
 }
@@ -124,9 +147,12 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 // finalizer rule for a resource: deleting an object that has finalizers only
 // marks it deleted, and it goes when its last finalizer is removed.
 func (h *harness) finalizersAsTheAPIServer(resource string) {
-	tracker := h.kube.Tracker()
-	gvr := corev1.SchemeGroupVersion.WithResource(resource)
-	h.kube.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+	finalizersAsTheAPIServer(h, &h.kube.Fake, h.kube.Tracker(), corev1.SchemeGroupVersion.WithResource(resource))
+}
+
+func finalizersAsTheAPIServer(h *harness, f *k8stesting.Fake, tracker k8stesting.ObjectTracker, gvr schema.GroupVersionResource) {
+	resource := gvr.Resource
+	f.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 		d := a.(k8stesting.DeleteAction)
 		obj, err := tracker.Get(gvr, d.GetNamespace(), d.GetName())
 		if err != nil {
@@ -147,7 +173,7 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 	})
 	// An update or patch that removes the last finalizer of a deleted object deletes it.
 	for _, verb := range []string{"update", "patch"} {
-		h.kube.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
 			handled, obj, err := k8stesting.ObjectReaction(tracker)(a)
 			if err != nil || obj == nil {
 				return handled, obj, err
@@ -169,14 +195,14 @@ func (h *harness) restart() {
 	if engine == nil {
 		engine = stubEngine{}
 	}
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Engine: engine, KubeletDir: h.kubeletDir})
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Snapshots: h.snap, Engine: engine, KubeletDir: h.kubeletDir})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.events = record.NewFakeRecorder(1000)
 	c.recorder = h.events
 	clock := func() time.Time { return h.now }
-	c.claimBackoff.now, c.volumeBackoff.now = clock, clock
+	c.claimBackoff.now, c.volumeBackoff.now, c.contentBackoff.now = clock, clock, clock
 	h.c = c
 	h.restarts++
 }
@@ -235,6 +261,12 @@ func (h *harness) refresh() {
 	}
 	replace(h.c.csiDriverIndexer, l)
 	replace(h.c.provInformer.GetStore(), []interface{}{h.prov})
+	contents, _ := h.snap.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range contents.Items {
+		l = append(l, &contents.Items[i])
+	}
+	replace(h.c.contentIndexer, l)
 }
 
 // runPods plays kubelet and the node plugin: every PaV pod terminates with
@@ -261,6 +293,10 @@ func (h *harness) runPods() {
 		}
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: metav1.NewTime(h.now)}}}}
+		if phaseOf(pod) == protocol.PhaseSnapshotCreation {
+			pod.Annotations[protocol.AnnotationResultSnapshotHandle] = resultSnapshotHandle + "\n"
+			pod.Annotations[protocol.AnnotationResultRestoreSize] = resultCapacity
+		}
 		if phaseOf(pod) == protocol.PhaseCreation {
 			handle := resultHandle
 			if h.handle != "" {
@@ -317,9 +353,27 @@ func (h *harness) checkVolume() {
 	}
 }
 
+// actions are the actions of both fake clientsets.
+func (h *harness) actions() []k8stesting.Action {
+	return append(h.kube.Actions(), h.snap.Actions()...)
+}
+
+func (h *harness) clearActions() {
+	h.kube.ClearActions()
+	h.snap.ClearActions()
+}
+
+// fakeOf is the fake clientset an action goes to.
+func (h *harness) fakeOf(a k8stesting.Action) *k8stesting.Fake {
+	if a.GetResource().Group == snapshotv1.GroupName {
+		return &h.snap.Fake
+	}
+	return &h.kube.Fake
+}
+
 func (h *harness) describe() string {
 	var b strings.Builder
-	for _, a := range h.kube.Actions() {
+	for _, a := range h.actions() {
 		if a.GetVerb() == "list" || a.GetVerb() == "watch" || a.GetVerb() == "get" {
 			continue
 		}
@@ -465,10 +519,10 @@ func (sc scenario) run(t *testing.T, h *harness, steps int) {
 func testEveryFault(t *testing.T, sc scenario) {
 	clean := sc.harness(t)
 	sc.setup(clean)
-	clean.kube.ClearActions()
+	clean.clearActions()
 	sc.run(t, clean, 10)
 	var writes, updates int
-	for _, a := range clean.kube.Actions() {
+	for _, a := range clean.actions() {
 		if isControllerWrite(a) {
 			writes++
 			if isUpdate(a) {
@@ -490,7 +544,7 @@ func testEveryFault(t *testing.T, sc scenario) {
 		},
 		"crash after": func(h *harness, a k8stesting.Action) (bool, error) {
 			// Through the whole reactor chain but this one, as the write would have gone.
-			for _, r := range h.kube.ReactionChain[1:] {
+			for _, r := range h.fakeOf(a).ReactionChain[1:] {
 				if !r.Handles(a) {
 					continue
 				}
@@ -519,9 +573,9 @@ func testEveryFault(t *testing.T, sc scenario) {
 			t.Run(fmt.Sprintf("%s write %d", kind, n), func(t *testing.T) {
 				h := sc.harness(t)
 				sc.setup(h)
-				h.kube.ClearActions()
+				h.clearActions()
 				seen, injected, refused := 0, false, 0
-				h.kube.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				reactor := func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if injected || !faulty(a) {
 						return false, nil, nil
 					}
@@ -534,7 +588,9 @@ func testEveryFault(t *testing.T, sc scenario) {
 						refused = 1 // does not count as run
 					}
 					return true, nil, err
-				})
+				}
+				h.kube.PrependReactor("*", "*", reactor)
+				h.snap.PrependReactor("*", "*", reactor)
 				for i := 0; i < 20 && !injected; i++ {
 					_ = sc.step(h)
 				}
@@ -549,7 +605,7 @@ func testEveryFault(t *testing.T, sc scenario) {
 				if sc.ranInSetup {
 					want = 0
 				}
-				for _, a := range h.kube.Actions() {
+				for _, a := range h.actions() {
 					if isPodCreate(a, sc.once) {
 						runs++
 					}

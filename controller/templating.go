@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +94,33 @@ func (e *templatingEngine) StorageCapacity(ctx context.Context, p *v1alpha1.PavP
 		return nil, err
 	}
 	return c.StorageCapacity(ctx, req)
+}
+
+func (e *templatingEngine) SnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, false, err
+	}
+	x, ok, err := c.SnapshotCreation(ctx, req, e.getPVC)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if x.PodTemplate == nil {
+		return nil, true, fmt.Errorf("spec.snapshotCreation.podTemplate evaluated to null: a snapshot creation pod must write /pav/snapshot-handle")
+	}
+	return x.PodTemplate, true, nil
+}
+
+func (e *templatingEngine) SnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.SnapshotDeletion(ctx, req, e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return d.PodTemplate, nil
 }
 
 func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }

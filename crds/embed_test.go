@@ -62,11 +62,13 @@ func TestManifest(t *testing.T) {
 	// Each section's fields match the Go types exactly, every one of any type.
 	sections := map[string][]string{
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
-		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning"},
+		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
 		"volumeDeletion":   {"podTemplate"},
 		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
 		"volumeUnstaging":  {"podTemplate"},
 		"volumeExpansion":  {"podTemplate"},
+		"snapshotCreation": {"podTemplate"},
+		"snapshotDeletion": {"podTemplate"},
 	}
 	for s, fields := range sections {
 		props, ok, _ := unstructured.NestedMap(spec, "properties", s, "properties")
@@ -82,7 +84,7 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
 		}
 		for _, f := range fields {
-			if f == "cloning" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" || f == "shared" || f == "updateStrategy" {
+			if f == "cloning" || f == "restoring" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" || f == "shared" || f == "updateStrategy" {
 				continue // a literal, never a template
 			}
 			p, ok := props[f].(map[string]interface{})

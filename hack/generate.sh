@@ -7,7 +7,9 @@
 # the chart's default rendering (hack/manifests.sh, with the real helm).
 # The generators are Go tools pinned in hack/tools.mod. It also refreshes
 # third_party/leaderelection from the client-go in go.mod
-# (hack/refresh-leaderelection.sh). `make generate` runs this; `make
+# (hack/refresh-leaderelection.sh), and the snapshot CRDs in
+# third_party/external-snapshotter from its client module in go.mod
+# (hack/refresh-snapshot-crds.sh). `make generate` runs this; `make
 # verify-generated` checks that nothing it would write differs from what is
 # committed.
 set -euo pipefail
@@ -64,3 +66,4 @@ cp "$crd" charts/pav/crds/pavprovisioners.yaml
 hack/manifests.sh
 
 hack/refresh-leaderelection.sh
+hack/refresh-snapshot-crds.sh

@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 tar --exclude=./_output --exclude=./.git --exclude=./bin -cf - . | tar -xf - -C "$tmp"
 "$tmp/hack/generate.sh"
 status=0
-for path in crds/v1alpha1/zz_generated.deepcopy.go crds/generated kubeclient/generated crds/pavprovisioners.yaml charts/pav/crds/pavprovisioners.yaml deployment.yaml third_party/leaderelection; do
+for path in crds/v1alpha1/zz_generated.deepcopy.go crds/generated kubeclient/generated crds/pavprovisioners.yaml charts/pav/crds/pavprovisioners.yaml deployment.yaml third_party/leaderelection third_party/external-snapshotter; do
   if ! diff -r -u "$path" "$tmp/$path"; then
     status=1
   fi

@@ -14,6 +14,7 @@ package kubeclient
 import (
 	"fmt"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -40,6 +41,13 @@ type PavInterface interface {
 	PavV1alpha1() pavv1alpha1.PavV1alpha1Interface
 }
 
+// SnapshotInterface is the API group of VolumeSnapshots
+// (external-snapshotter's CRDs). Clientset implements it, and so does the
+// fake Clientset of external-snapshotter's client/v8/clientset/versioned/fake.
+type SnapshotInterface interface {
+	SnapshotV1() snapshotv1.SnapshotV1Interface
+}
+
 // Clientset is the client of every API group PaV uses, over one HTTP client.
 // Unlike client-gen's clientsets it has no discovery client, whose package
 // registers every built-in group.
@@ -49,11 +57,13 @@ type Clientset struct {
 	coordination          *coordinationv1.CoordinationV1Client
 	admissionregistration *admissionregistrationv1.AdmissionregistrationV1Client
 	pav                   *pavv1alpha1.PavV1alpha1Client
+	snapshot              *snapshotv1.SnapshotV1Client
 }
 
 var (
-	_ Interface    = (*Clientset)(nil)
-	_ PavInterface = (*Clientset)(nil)
+	_ Interface         = (*Clientset)(nil)
+	_ PavInterface      = (*Clientset)(nil)
+	_ SnapshotInterface = (*Clientset)(nil)
 )
 
 func (c *Clientset) CoreV1() corev1.CoreV1Interface          { return c.core }
@@ -65,6 +75,7 @@ func (c *Clientset) AdmissionregistrationV1() admissionregistrationv1.Admissionr
 	return c.admissionregistration
 }
 func (c *Clientset) PavV1alpha1() pavv1alpha1.PavV1alpha1Interface { return c.pav }
+func (c *Clientset) SnapshotV1() snapshotv1.SnapshotV1Interface    { return c.snapshot }
 
 // NewForConfig builds a Clientset. The built-in groups share one rate limiter
 // (cfg's QPS and Burst), as in client-go's clientset; PavProvisioners have a
@@ -99,6 +110,9 @@ func NewForConfig(cfg *rest.Config) (*Clientset, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	if c.admissionregistration, err = admissionregistrationv1.NewForConfigAndClient(&shared, httpClient); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.snapshot, err = snapshotv1.NewForConfigAndClient(&shared, httpClient); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &c, nil

@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"context"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,13 +16,14 @@ import (
 	corev1client "github.com/albertofaria/pav/kubeclient/generated/clientset/typed/core/v1"
 )
 
-// Scheme holds the types of the API groups PaV uses, PavProvisioner's
-// included: an Event refers to its object by the object's kind, from here.
+// Scheme holds the types of the API groups PaV uses, PavProvisioner's and
+// VolumeSnapshot's included: an Event refers to its object by the object's kind, from here.
 var Scheme = runtime.NewScheme()
 
 func init() {
 	utilruntime.Must(scheme.AddToScheme(Scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
+	utilruntime.Must(snapshotv1.AddToScheme(Scheme))
 }
 
 // EventCacheSize bounds each of the three caches with which client-go's

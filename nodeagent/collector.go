@@ -56,6 +56,9 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseDeletion:   true,
 	protocol.PhaseExpansion:  true,
 	protocol.PhaseCapacity:   true,
+
+	protocol.PhaseSnapshotCreation: true,
+	protocol.PhaseSnapshotDeletion: true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound
@@ -231,8 +234,8 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 	return cleanupDir(c.mounter, dir)
 }
 
-// readResults reads handle, capacity, error, infeasible and
-// volume-attributes from a pod's host directory. A file the pod did not
+// readResults reads handle, capacity, error, infeasible,
+// volume-attributes, snapshot-handle and restore-size from a pod's host directory. A file the pod did not
 // write (or left empty) yields no annotation, except infeasible, whose
 // presence is the result, and volume-attributes, which the controller
 // parses (and refuses if empty). A file PaV
@@ -252,6 +255,8 @@ func readResults(dir string) (map[string]string, error) {
 		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes, false, false},
 		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, maxErrorBytes, true, false},
 		{protocol.FileVolumeAttributes, protocol.AnnotationResultVolumeAttributes, protocol.MaxVolumeAttributesBytes, true, true},
+		{protocol.FileSnapshotHandle, protocol.AnnotationResultSnapshotHandle, maxHandleBytes, false, false},
+		{protocol.FileRestoreSize, protocol.AnnotationResultRestoreSize, maxCapacityBytes, false, false},
 	}
 	var refused []string
 	for _, f := range files {

@@ -31,6 +31,10 @@ const (
 	// PhaseCapacity: a storage capacity pod, which measures one topology
 	// segment's free space for one StorageClass (PaV-Go addition; no volume).
 	PhaseCapacity Phase = "capacity"
+	// PaV-Go additions: taking and deleting a snapshot of a volume (one
+	// VolumeSnapshotContent).
+	PhaseSnapshotCreation Phase = "snapshot-creation"
+	PhaseSnapshotDeletion Phase = "snapshot-deletion"
 )
 
 // CapacityKey names one measurement of storage capacity: a provisioner's
@@ -59,6 +63,9 @@ const (
 	LabelVolume      = prefix + "volume"      // PersistentVolume name (pvc-<claim uid> for dynamic provisioning)
 	LabelClaimUID    = prefix + "claim-uid"   // UID of the PVC (validation/creation/deletion pods)
 	LabelStagingID   = prefix + "staging-id"  // hash of (volume, target path) for staging/unstaging pods
+	// LabelSnapshotContentUID: the UID of the VolumeSnapshotContent a
+	// snapshot creation or deletion pod is for.
+	LabelSnapshotContentUID = prefix + "snapshot-content-uid"
 )
 
 // LabelAllowPods on a Namespace, set to "true" by the cluster admin: PaV's
@@ -97,6 +104,9 @@ const (
 	// capacity, nodeAffinity) as JSON, so that the PV is built from exactly
 	// what the attempt evaluated, however the claim changed meanwhile.
 	AnnotationCreationConfig = prefix + "creation-config"
+	// On snapshot creation and deletion pods: the name of their
+	// VolumeSnapshotContent.
+	AnnotationSnapshotContent = prefix + "snapshot-content"
 	// On expansion pods: the size they grow the volume to.
 	AnnotationExpansionTarget = prefix + "expansion-target"
 
@@ -116,6 +126,10 @@ const (
 	// seen as such), if present, even empty; "" too when PaV refused to read
 	// the file (AnnotationResultError says why). ParseVolumeAttributes reads it.
 	AnnotationResultVolumeAttributes = prefix + "result-volume-attributes"
+	// On terminated snapshot creation pods: /pav/snapshot-handle and
+	// /pav/restore-size, if present.
+	AnnotationResultSnapshotHandle = prefix + "result-snapshot-handle"
+	AnnotationResultRestoreSize    = prefix + "result-restore-size"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -142,7 +156,8 @@ const (
 // pav-node-scope in deployment.yaml list them too).
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
-	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
+	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationResultSnapshotHandle, AnnotationResultRestoreSize,
+	AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
@@ -196,6 +211,11 @@ const (
 	// object of strings that joins the class's parameters in the PV's
 	// volumeAttributes (ParseVolumeAttributes has its rules).
 	FileVolumeAttributes = "volume-attributes"
+	// FileSnapshotHandle and FileRestoreSize (PaV-Go additions), from a
+	// snapshot creation pod: the snapshot's handle (CheckHandle's rules)
+	// and the smallest volume it restores into (bytes, or a quantity).
+	FileSnapshotHandle = "snapshot-handle"
+	FileRestoreSize    = "restore-size"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.

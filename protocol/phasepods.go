@@ -83,6 +83,24 @@ func CapacityPod(tmpl *corev1.PodTemplateSpec, provisioner, root, key, node stri
 	return pod
 }
 
+// SnapshotPod is a snapshot creation or deletion pod for the
+// VolumeSnapshotContent named content (of UID uid: a content made again
+// under the same name gets new pods), with its /pav under root. It holds
+// FinalizerResult, as ClaimPod does.
+func SnapshotPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, content, uid string) *corev1.Pod {
+	name := PodName(phase, uid)
+	pod := BuildPod(tmpl, PodOptions{
+		Provisioner:        provisioner,
+		Phase:              phase,
+		Name:               name,
+		SnapshotContentUID: uid,
+		HostDir:            NewHostDir(root, name),
+		Annotations:        map[string]string{AnnotationSnapshotContent: content},
+	})
+	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
+	return pod
+}
+
 // StagingPod is the staging pod for publishing pv (of claim pvc) as pub
 // asks on node, whose node plugin keeps pod directories under root; revision
 // is the provisioner's staging revision it is made from (templating.StagingRevision).

@@ -67,15 +67,17 @@ type PodOptions struct {
 	Volume      string // PersistentVolume name, if known
 	ClaimUID    string // PVC UID, if relevant
 	StagingID   string // staging/unstaging pods
-	NodeName    string // pins the pod to a node (staging/unstaging), "" leaves it to the template/scheduler
-	HostDir     string // host directory mounted at /pav, usually NewHostDir(Name)
-	Annotations map[string]string
+	// SnapshotContentUID: the VolumeSnapshotContent of snapshot creation and deletion pods
+	SnapshotContentUID string
+	NodeName           string // pins the pod to a node (staging/unstaging), "" leaves it to the template/scheduler
+	HostDir            string // host directory mounted at /pav, usually NewHostDir(Name)
+	Annotations        map[string]string
 }
 
 // BuildPod turns an evaluated pod template into the pod PaV creates:
 //   - namespace from the template's metadata.namespace, else "default"; name o.Name;
 //   - the template's labels plus PaV's (provisioner, phase, volume, claim UID,
-//     staging ID; values passed through LabelValue), which win;
+//     staging ID, snapshot content; values passed through LabelValue), which win;
 //   - the template's annotations plus o.Annotations, which win;
 //   - the template's finalizers;
 //   - but none of the template's labels, annotations or finalizers under
@@ -123,6 +125,7 @@ func BuildPod(t *corev1.PodTemplateSpec, o PodOptions) *corev1.Pod {
 	set(LabelVolume, o.Volume)
 	set(LabelClaimUID, o.ClaimUID)
 	set(LabelStagingID, o.StagingID)
+	set(LabelSnapshotContentUID, o.SnapshotContentUID)
 	if len(o.Annotations) > 0 {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}

@@ -32,6 +32,7 @@ type Compiled struct {
 	Provisioner *v1alpha1.PavProvisioner
 
 	validation, creation, deletion, staging, unstaging, expansion, capacity *section
+	snapshotCreation, snapshotDeletion                                      *section
 }
 
 var specPath = field.NewPath("spec")
@@ -186,6 +187,12 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 		sources = append(sources, sectionSource{"storageCapacity", v1alpha1.Section{}, map[string]*v1alpha1.Value{
 			"capacity": v.Capacity, "podTemplate": v.PodTemplate}, &c.capacity})
 	}
+	if v := s.SnapshotCreation; v != nil {
+		sources = append(sources, sectionSource{"snapshotCreation", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotCreation})
+	}
+	if v := s.SnapshotDeletion; v != nil {
+		sources = append(sources, sectionSource{"snapshotDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotDeletion})
+	}
 	if n := templateBytes(sources); n > maxTemplateBytes {
 		return nil, append(errs, field.Forbidden(specPath,
 			fmt.Sprintf("the templates of a PavProvisioner may have %d bytes together, these have %d", maxTemplateBytes, n))), false
@@ -221,8 +228,12 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	// Check what is known before evaluation: literal values and the literal
 	// parts around templates.
 	checked := c.sections()
-	if c.capacity != nil { // not a phase of a volume: no context to warn against
-		checked = append(checked, c.capacity)
+	// Not checked against a phase's context variables (Warnings): the
+	// sections without a volume phase of the user guide.
+	for _, extra := range []*section{c.capacity, c.snapshotCreation, c.snapshotDeletion} {
+		if extra != nil {
+			checked = append(checked, extra)
+		}
 	}
 	for _, sec := range checked {
 		skel := map[string]interface{}{}
@@ -373,6 +384,10 @@ func (s *section) phase() protocol.Phase {
 		return protocol.PhaseExpansion
 	case "spec.storageCapacity":
 		return protocol.PhaseCapacity
+	case "spec.snapshotCreation":
+		return protocol.PhaseSnapshotCreation
+	case "spec.snapshotDeletion":
+		return protocol.PhaseSnapshotDeletion
 	}
 	return protocol.PhaseUnstaging
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -24,7 +25,7 @@ import (
 // them): templates test them with "is defined".
 var (
 	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
-	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "requisiteTopology", "preferredTopology")
+	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology")
 	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
 	creationVarNames  = concat(dynamicVarNames, "defaultHandle")
 	deletionVarNames  = concat(creationVarNames, "pv", "handle")
@@ -85,6 +86,12 @@ type DynamicRequest struct {
 	// as sourcePvc, sourcePv and sourceHandle.
 	SourcePVC *corev1.PersistentVolumeClaim
 	SourcePV  *corev1.PersistentVolume
+	// SourceSnapshot and SourceContent, when restoring (a PaV-Go addition):
+	// the VolumeSnapshot named in the new claim's dataSource and its bound
+	// content; templates see them as snapshot, snapshotContent and
+	// snapshotHandle.
+	SourceSnapshot *snapshotv1.VolumeSnapshot
+	SourceContent  *snapshotv1.VolumeSnapshotContent
 	// Topology, for a provisioner with spec.topologyKeys (a PaV-Go
 	// addition): what external-provisioner would pass to CreateVolume;
 	// templates see requisiteTopology and preferredTopology (none when nil).
@@ -290,6 +297,15 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 		if r.SourcePV.Spec.CSI != nil {
 			vars["sourceHandle"] = r.SourcePV.Spec.CSI.VolumeHandle
 		}
+	}
+	if r.SourceSnapshot != nil && r.SourceContent != nil {
+		if vars["snapshot"], err = toMap(r.SourceSnapshot, snapshotGVK); err != nil {
+			return nil, err
+		}
+		if vars["snapshotContent"], err = toMap(r.SourceContent, contentGVK); err != nil {
+			return nil, err
+		}
+		vars["snapshotHandle"] = SnapshotHandle(r.SourceContent)
 	}
 	return vars, nil
 }

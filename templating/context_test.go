@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -246,11 +247,13 @@ func TestVolumeRequestsRefuseOverflowingSizes(t *testing.T) {
 }
 
 // ContextVariables names exactly what the contexts hold when everything is
-// known (a clone, a volume with a handle).
+// known (a clone, a restore, a topology, a volume with a handle).
 func TestContextVariablesMatchContexts(t *testing.T) {
 	pv := testPV()
 	full := DynamicRequest{PVC: testPVC(), Class: testClass(), SelectedNodeName: "n", PV: pv, Handle: "h",
-		SourcePVC: testPVC(), SourcePV: pv}
+		SourcePVC: testPVC(), SourcePV: pv,
+		SourceSnapshot: &snapshotv1.VolumeSnapshot{}, SourceContent: &snapshotv1.VolumeSnapshotContent{},
+		Topology: &Topology{}}
 	staging := StagingRequest{PVC: testPVC(), PV: pv, Node: testNode()}
 	for _, tc := range []struct {
 		phase protocol.Phase

@@ -91,6 +91,22 @@ volumeCreation:
           ports: [{containerPort: "{% set yaml = true %}{{ params.port }}"}]
       volumes: "{% set yaml = true %}{{ params.volumes }}"
 `)},
+		{name: "snapshot sections", doc: withSection(`
+snapshotCreation:
+  podTemplate:
+    spec:
+      nodeName: "{{ pv.metadata.name }}"
+      containers: [{name: c, image: img, command: [sh, -c, "echo {{ snapshotContent.metadata.uid }} > /pav/snapshot-handle"]}]
+snapshotDeletion:
+  podTemplate: {spec: {containers: [{name: c, image: img, args: ["{{ snapshotHandle }}"]}]}}
+`)},
+		{name: "bad snapshot sections", doc: withSection(`
+snapshotCreation:
+  podTemplate: {spec: {containers: [{name: c}]}}
+  handle: h
+snapshotDeletion:
+  podTemplate: "{{ unclosed"
+`), want: []string{"spec.snapshotCreation.handle", "spec.snapshotDeletion.podTemplate", "spec.snapshotCreation.podTemplate.spec.containers[0].image"}},
 		{name: "a whole pod template may be a template", doc: withSection(`
 volumeUnstaging:
   podTemplate: "{% set yaml = true %}{{ params.pod }}"

@@ -146,7 +146,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 	}
 	newController := func() (*controller.Controller, error) {
 		return controller.New(controller.Config{
-			Kube: client, Pav: client, Engine: engine,
+			Kube: client, Pav: client, Snapshots: client, Engine: engine,
 			ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
 			RetryStart: o.retryStart, RetryMax: o.retryMax,
 			ResultsTimeout: o.resultsWait, Resync: o.resync,

@@ -41,6 +41,19 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 		"github.com/containerd/log":                                   true,
 	}
 
+	// Of external-snapshotter's client, the VolumeSnapshot API's types,
+	// typed client and lister (PaV plays csi-snapshotter); its typed
+	// client's scheme also registers the VolumeGroupSnapshot types.
+	snapshotClient := map[string]bool{
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1":                      true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1": true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumesnapshot/v1":                   true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/scheme":                  true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1":                 true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta1":            true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2":            true,
+	}
+
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command lists the binary's packages: %v", err)
@@ -57,6 +70,9 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 		}
 		if strings.HasPrefix(pkg, "github.com/containerd/") && !containerd[pkg] {
 			t.Errorf("pav links %s: of containerd, it calls the API's events, containers and tasks services only (add it here if that changed on purpose)", pkg)
+		}
+		if strings.HasPrefix(pkg, "github.com/kubernetes-csi/") && !snapshotClient[pkg] {
+			t.Errorf("pav links %s: of external-snapshotter's client, it calls the VolumeSnapshot API only (add it here if that changed on purpose)", pkg)
 		}
 		if strings.HasPrefix(pkg, "k8s.io/api/") && !groups[pkg] {
 			t.Errorf("pav links the API group %s: if PaV now calls it, add it here and to kubeclient/generated (hack/generate.sh)", pkg)

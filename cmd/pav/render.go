@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -44,7 +45,11 @@ create.
 Phases: validation (dynamic with --pvc, static with only --pv), creation,
 deletion, expansion (need --pvc; expansion's new size is the claim's request,
 its current size the PV's capacity, from --pv), staging, unstaging (need
---pvc or --pv).
+--pvc or --pv), snapshot-creation (needs --pvc or --pv, or a
+VolumeSnapshotContent in --objects), snapshot-deletion (needs a
+VolumeSnapshotContent with a snapshot handle in --objects).
+VolumeSnapshots and VolumeSnapshotClasses in --objects are used for the
+content they belong to.
 
 Missing objects get defaults: a UID and the namespace "default" for the PVC;
 a StorageClass named after pvc.spec.storageClassName whose provisioner is the
@@ -87,6 +92,10 @@ type renderWorld struct {
 	classes []*storagev1.StorageClass
 	pvs     []*corev1.PersistentVolume
 	nodes   []*corev1.Node
+
+	snapshots       []*snapshotv1.VolumeSnapshot
+	contents        []*snapshotv1.VolumeSnapshotContent
+	snapshotClasses []*snapshotv1.VolumeSnapshotClass
 }
 
 func (w *renderWorld) load(path string) error {
@@ -109,6 +118,15 @@ func (w *renderWorld) load(path string) error {
 		case "Node":
 			o := &corev1.Node{}
 			w.nodes, target = append(w.nodes, o), o
+		case "VolumeSnapshot":
+			o := &snapshotv1.VolumeSnapshot{}
+			w.snapshots, target = append(w.snapshots, o), o
+		case "VolumeSnapshotContent":
+			o := &snapshotv1.VolumeSnapshotContent{}
+			w.contents, target = append(w.contents, o), o
+		case "VolumeSnapshotClass":
+			o := &snapshotv1.VolumeSnapshotClass{}
+			w.snapshotClasses, target = append(w.snapshotClasses, o), o
 		default:
 			continue // e.g. the client pods of a usage example
 		}
@@ -329,6 +347,27 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 					map[string]string{protocol.AnnotationExpansionTarget: want.String()}), nil
 			}
 		}
+	case protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion:
+		r, err := snapshotRequest(w, phase, pvc, pv, prov.Name, o.selectedNode, class)
+		if err != nil {
+			return err
+		}
+		var cfg *templating.PodConfig
+		if phase == protocol.PhaseSnapshotCreation {
+			var ok bool
+			if cfg, ok, err = compiled.SnapshotCreation(ctx, r, get); err == nil && !ok {
+				return fmt.Errorf("PavProvisioner %s has no spec.snapshotCreation", prov.Name)
+			}
+		} else {
+			cfg, err = compiled.SnapshotDeletion(ctx, r, get)
+		}
+		if err != nil {
+			return errors.New(errorLines(err))
+		}
+		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+			return protocol.SnapshotPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, r.Content.Name, string(r.Content.UID)), nil
+		}
 	default: // staging, unstaging
 		if pvc == nil && pv == nil {
 			return fmt.Errorf("phase %s needs --pvc or --pv", phase)
@@ -430,7 +469,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
 var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
-	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging}
+	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion}
 
 var phaseList = func() string {
 	s := make([]string, len(renderPhases))
@@ -571,4 +610,82 @@ func nonEmpty(s ...string) []string {
 		}
 	}
 	return out
+}
+
+// snapshotRequest gathers a snapshot phase's objects: the content of
+// --objects (for creation, else one made for the volume of --pv or --pvc,
+// as the snapshot-controller makes one for a VolumeSnapshot), its
+// VolumeSnapshot and class from --objects, and the volume and claim (a
+// default volume records selectedNode, --selected-node).
+func snapshotRequest(w *renderWorld, phase protocol.Phase, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, driver, selectedNode string, class func() (*storagev1.StorageClass, error)) (templating.SnapshotRequest, error) {
+	var r templating.SnapshotRequest
+	switch {
+	case len(w.contents) == 1:
+		r.Content = w.contents[0]
+	case len(w.contents) > 1:
+		return r, fmt.Errorf("phase %s: want at most one VolumeSnapshotContent in --objects, found %d", phase, len(w.contents))
+	case phase == protocol.PhaseSnapshotDeletion:
+		return r, fmt.Errorf("phase %s needs a VolumeSnapshotContent (with its snapshot handle) in --objects", phase)
+	case pv == nil && pvc == nil:
+		return r, fmt.Errorf("phase %s needs --pvc or --pv (the volume), or a VolumeSnapshotContent in --objects", phase)
+	}
+	if pv == nil && pvc != nil {
+		for _, v := range w.pvs {
+			if pvc.Spec.VolumeName != "" && v.Name == pvc.Spec.VolumeName {
+				pv = v
+			}
+		}
+		if pv == nil {
+			sc, err := class()
+			if err != nil {
+				return r, err
+			}
+			if pv, err = defaultVolume(pvc, sc, driver); err != nil {
+				return r, err
+			}
+			if selectedNode != "" {
+				// as PaV records it on the PVs it creates
+				metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, selectedNode)
+			}
+		}
+	}
+	if r.Content == nil {
+		handle := pv.Spec.CSI.VolumeHandle
+		r.Content = &snapshotv1.VolumeSnapshotContent{
+			TypeMeta:   metav1.TypeMeta{APIVersion: snapshotv1.SchemeGroupVersion.String(), Kind: "VolumeSnapshotContent"},
+			ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + string(fakeUID("VolumeSnapshot/snapshot")), UID: fakeUID("VolumeSnapshotContent/snapshot")},
+			Spec: snapshotv1.VolumeSnapshotContentSpec{
+				Driver: driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+				Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &handle},
+				VolumeSnapshotRef: corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "snapshot", UID: fakeUID("VolumeSnapshot/snapshot")},
+			},
+		}
+	}
+	ref := r.Content.Spec.VolumeSnapshotRef
+	for _, s := range w.snapshots {
+		if s.Name == ref.Name && (s.Namespace == ref.Namespace || s.Namespace == "" && ref.Namespace == metav1.NamespaceDefault) {
+			r.Snapshot = s
+		}
+	}
+	if n := r.Content.Spec.VolumeSnapshotClassName; n != nil {
+		for _, c := range w.snapshotClasses {
+			if c.Name == *n {
+				r.ClassParameters = c.Parameters
+			}
+		}
+	}
+	if pv == nil && r.Content.Spec.Source.VolumeHandle != nil {
+		for _, v := range w.pvs {
+			if v.Spec.CSI != nil && v.Spec.CSI.VolumeHandle == *r.Content.Spec.Source.VolumeHandle {
+				pv = v
+			}
+		}
+	}
+	if phase == protocol.PhaseSnapshotCreation {
+		r.PV, r.PVC = pv, pvc
+		if r.PVC == nil && pv != nil {
+			r.PVC = defaultClaimOf(pv)
+		}
+	}
+	return r, nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,6 +209,66 @@ func TestRenderJSONAndExpansionPod(t *testing.T) {
 // Staging sees the mount options and fsType kubelet would pass for a
 // Filesystem volume: the PV's (from the class for a dynamic one), and the
 // staging pod records them for unstaging.
+// The snapshot phases see the content of --objects and the volume.
+func TestRenderSnapshotPhases(t *testing.T) {
+	dir := t.TempDir()
+	content := filepath.Join(dir, "content.yaml")
+	if err := os.WriteFile(content, []byte(`apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotContent
+metadata: {name: snapcontent-x, uid: content-uid}
+spec:
+  driver: host-directory
+  deletionPolicy: Delete
+  source: {volumeHandle: pvc-1}
+  volumeSnapshotRef: {namespace: default, name: snap}
+status: {snapshotHandle: pav-node2/content-uid}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prov := "../../examples/host-directory/provisioner.yaml"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--phase", "snapshot-deletion", "--objects", content}, []string{"rm -rf /snapshots/content-uid", "nodeName: pav-node2"}},
+		{[]string{"--phase", "snapshot-creation", "--pvc", "../../examples/host-directory/usage.yaml", "--selected-node", "pav-node3", "--pods"},
+			[]string{"echo pav-node3/", "> /pav/snapshot-handle", "nodeName: pav-node3", "name: pav-snapshot-creation-", protocol.FinalizerResult}},
+	} {
+		var out, errOut bytes.Buffer
+		if err := runRender(context.Background(), &out, &errOut, &renderOptions{file: prov, phase: tc.args[1], kubeletDir: protocol.DefaultKubeletDir,
+			objects: flagValues(tc.args, "--objects"), pvc: flagValue(tc.args, "--pvc"), selectedNode: flagValue(tc.args, "--selected-node"), pods: slices.Contains(tc.args, "--pods")}); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, out.String())
+			}
+		}
+	}
+	var out, errOut bytes.Buffer
+	err := runRender(context.Background(), &out, &errOut, &renderOptions{file: prov, phase: "snapshot-deletion", kubeletDir: protocol.DefaultKubeletDir})
+	if err == nil || !strings.Contains(err.Error(), "VolumeSnapshotContent") {
+		t.Errorf("snapshot-deletion without a content: %v", err)
+	}
+}
+
+func flagValue(args []string, name string) string {
+	if v := flagValues(args, name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func flagValues(args []string, name string) []string {
+	var out []string
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
 func TestRenderStagingMountOptions(t *testing.T) {
 	dir := t.TempDir()
 	sc := filepath.Join(dir, "sc.yaml")

@@ -227,4 +227,19 @@ func (Literal) StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, 
 	return out, nil
 }
 
+func (Literal) SnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	if p.Spec.SnapshotCreation == nil {
+		return nil, false, nil
+	}
+	tmpl, err := podTemplate(p.Spec.SnapshotCreation.PodTemplate, field.NewPath("spec", "snapshotCreation", "podTemplate"))
+	return tmpl, true, err
+}
+
+func (Literal) SnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	if p.Spec.SnapshotDeletion == nil {
+		return nil, nil
+	}
+	return podTemplate(p.Spec.SnapshotDeletion.PodTemplate, field.NewPath("spec", "snapshotDeletion", "podTemplate"))
+}
+
 func (Literal) Forget(*v1alpha1.PavProvisioner) {}

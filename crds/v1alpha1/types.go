@@ -97,6 +97,18 @@ type PavProvisionerSpec struct {
 	// only recorded.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeExpansion *VolumeExpansion `json:"volumeExpansion,omitempty"`
+	// PaV-Go addition: how a VolumeSnapshot of one of the provisioner's
+	// volumes is taken: PaV handles the VolumeSnapshotContents whose driver
+	// is this provisioner as external-snapshotter's csi-snapshotter sidecar
+	// does for a CSI driver. Without it, dynamic snapshots of its volumes
+	// fail (pre-provisioned snapshot contents still bind).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	SnapshotCreation *SnapshotCreation `json:"snapshotCreation,omitempty"`
+	// PaV-Go addition: how a snapshot is deleted when its
+	// VolumeSnapshotContent goes with deletionPolicy Delete. Without a pod
+	// template nothing runs.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	SnapshotDeletion *SnapshotDeletion `json:"snapshotDeletion,omitempty"`
 	// PaV-Go addition: true to put the end of a failed pod's log into the
 	// Events PaV writes about it (on claims, PersistentVolumes and client
 	// pods), and to let termination messages that kubelet took from the log
@@ -213,6 +225,12 @@ type VolumeCreation struct {
 	// dataSource (its creation context then has sourcePvc, sourcePv and
 	// sourceHandle). Default false: such claims are refused.
 	Cloning bool `json:"cloning,omitempty"`
+	// PaV-Go addition: true if the provisioner can restore, i.e. create a
+	// volume from a VolumeSnapshot of one of its own volumes named in the
+	// new claim's dataSource (its creation context then has snapshot,
+	// snapshotContent and snapshotHandle). Default false: such claims are
+	// refused.
+	Restoring bool `json:"restoring,omitempty"`
 }
 
 // VolumeDeletion: how a dynamically provisioned volume is deleted.
@@ -322,6 +340,31 @@ type VolumeExpansion struct {
 	Section `json:"-"`
 	// PodTemplateSpec of the volume expansion pod, which grows the volume
 	// and may write its new capacity to /pav/capacity. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// SnapshotCreation: how a snapshot of a volume is taken (a PaV-Go addition).
+//
+// +kubebuilder:validation:Type=""
+type SnapshotCreation struct {
+	Section `json:"-"`
+	// PodTemplateSpec of the snapshot creation pod, which writes the
+	// snapshot's handle to /pav/snapshot-handle and may write its restore
+	// size (bytes, or a quantity) to /pav/restore-size. May contain
+	// templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// SnapshotDeletion: how a snapshot is deleted (a PaV-Go addition).
+//
+// +kubebuilder:validation:Type=""
+type SnapshotDeletion struct {
+	Section `json:"-"`
+	// PodTemplateSpec of the snapshot deletion pod. May contain templates.
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
@@ -549,5 +592,25 @@ func (v *VolumeExpansion) UnmarshalJSON(data []byte) error {
 
 func (v VolumeExpansion) MarshalJSON() ([]byte, error) {
 	type fields VolumeExpansion
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *SnapshotCreation) UnmarshalJSON(data []byte) error {
+	type fields SnapshotCreation
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v SnapshotCreation) MarshalJSON() ([]byte, error) {
+	type fields SnapshotCreation
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *SnapshotDeletion) UnmarshalJSON(data []byte) error {
+	type fields SnapshotDeletion
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v SnapshotDeletion) MarshalJSON() ([]byte, error) {
+	type fields SnapshotDeletion
 	return marshalSection(v.Section, fields(v))
 }

@@ -216,6 +216,26 @@ ensure_kube() {
   done
 }
 
+# The snapshot-controller of kubernetes-csi/external-snapshotter (VolumeSnapshots; PaV plays the
+# csi-snapshotter sidecar for its provisioners), built from the Go module proxy with the module
+# file in kbuild/snapshotter, and the snapshot CRDs of the same release (third_party/external-snapshotter).
+SNAPSHOT_DIR=$PAV_CACHE/snapshot-controller
+SNAPSHOT_BIN=$SNAPSHOT_DIR/snapshot-controller
+SNAPSHOT_CRDS=$HACK_CLUSTER/../../third_party/external-snapshotter/crds
+# ensure_snapshot_controller: build it into $SNAPSHOT_DIR unless an up-to-date one is cached.
+ensure_snapshot_controller() {
+  local h; h=$(cd "$KBUILD/snapshotter" && cat go.mod go.sum | sha256sum | cut -c1-16)
+  [ -x "$SNAPSHOT_BIN" ] && [ "$(cat "$SNAPSHOT_DIR/.source-hash" 2>/dev/null)" = "$h" ] && return 0
+  command -v go >/dev/null || { echo "go is needed to build the snapshot-controller" >&2; return 1; }
+  step "building the snapshot-controller into $SNAPSHOT_DIR (cold: ~5 min)"
+  mkdir -p "$SNAPSHOT_DIR"
+  ( flock 9
+    cd "$KBUILD/snapshotter" &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$SNAPSHOT_BIN.tmp" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller &&
+    mv -f "$SNAPSHOT_BIN.tmp" "$SNAPSHOT_BIN" && echo "$h" > "$SNAPSHOT_DIR/.source-hash"
+  ) 9>"$PAV_CACHE/.snapshot-build.lock"
+}
+
 # ensure_yq: print the path of mikefarah's yq (v4 syntax; Debian's yq is another program),
 # built into $PAV_CACHE/tools once.
 YQ_VERSION=v4.54.2

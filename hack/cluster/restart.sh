@@ -1,16 +1,17 @@
 #!/bin/bash
 # restart.sh COMPONENT [NODE] - crash a component of the local cluster (SIGKILL) and start it
 # again, as a supervisor would after a crash; returns once it serves again.
-#   control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (up.sh --control-plane)
+#   control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, snapshot-controller
+#   (up.sh --control-plane)
 #   node NODE (pav-node2, node2 or 2): kubelet, kube-proxy, containerd (up.sh --node, which waits
 #   until the Node is Ready)
 # Used by the chaos soak (test/soak); keeps the running cluster's Kubernetes release.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-usage() { echo "usage: $0 etcd|kube-apiserver|kube-controller-manager|kube-scheduler | kubelet|kube-proxy|containerd NODE" >&2; exit 2; }
+usage() { echo "usage: $0 etcd|kube-apiserver|kube-controller-manager|kube-scheduler|snapshot-controller | kubelet|kube-proxy|containerd NODE" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "$0 must run as root" >&2; exit 1; }
 case ${1:-} in
-  etcd|kube-apiserver|kube-controller-manager|kube-scheduler)
+  etcd|kube-apiserver|kube-controller-manager|kube-scheduler|snapshot-controller)
     [ $# = 1 ] || usage
     pidf=$PIDS/$1.pid restart=("$HACK_CLUSTER/up.sh" --control-plane) ;;
   kubelet|kube-proxy|containerd)

@@ -323,6 +323,19 @@ control_plane() {
     --kubeconfig="$STATE/scheduler.kubeconfig" \
     --authentication-kubeconfig="$STATE/scheduler.kubeconfig" --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --profiling=false --v=1
+  snapshot_machinery
+}
+
+# snapshot_machinery: the snapshot CRDs (server-side apply: unchanged ones are left alone) and
+# the snapshot-controller, as a control plane component with the admin's credentials. On a
+# running cluster `make cluster-up` (or `hack/cluster/up.sh --control-plane`) adds them.
+snapshot_machinery() {
+  ensure_snapshot_controller
+  KC apply --server-side --force-conflicts --field-manager=pav-cluster -f "$SNAPSHOT_CRDS" >/dev/null
+  KC wait --for=condition=Established --timeout=60s -f "$SNAPSHOT_CRDS" >/dev/null
+  start snapshot-controller "$SNAPSHOT_BIN" --kubeconfig="$KUBECONFIG_ADMIN" --leader-election=false \
+    --retry-interval-max=30s --v=2
+  step "snapshot CRDs and snapshot-controller $(cat "$SNAPSHOT_CRDS/VERSION") ok"
 }
 
 # ---------------------------------------------------------------- node components

@@ -285,9 +285,9 @@ func TestAccess(t *testing.T) {
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied("controller creates an ordinary pod", err, "only validation, creation, deletion, expansion and capacity pods")
+	denied("controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	denied("controller creates a staging pod", err, "only validation, creation, deletion, expansion and capacity pods")
+	denied("controller creates a staging pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -636,7 +636,7 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 		want   string
 	}{
 		{"pav-reserved-pods", tenant, forged, "reserved to PaV"},
-		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion and capacity pods"},
+		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods"},
 		{"pav-node-scope", node, stagingOnOtherNode, "only pods on its own node"},
 		{"pav-pod-confinement", ctrl, inKubeSystem, "may not run pods in namespace kube-system"},
 	}

@@ -1432,7 +1432,7 @@ func TestCloning(t *testing.T) {
 
 	group := "snapshot.storage.k8s.io"
 	e.claimFrom("snap", cloner.Name, "1Gi", &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "s"})
-	e.waitEvent("snap", "ProvisioningFailed", `data source of kind "VolumeSnapshot"`)
+	e.waitEvent("snap", "ProvisioningFailed", "cannot restore snapshots (its spec.volumeCreation.restoring is not true)")
 	for _, name := range []string{"plain-clone", "cross", "snap"} {
 		if c := e.getClaim(name); c.Spec.VolumeName != "" {
 			t.Errorf("claim %s was provisioned", name)

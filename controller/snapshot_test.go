@@ -1,0 +1,304 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/albertofaria/pav/protocol"
+)
+
+const (
+	testContent          = "snapcontent-1"
+	resultSnapshotHandle = "snap-1"
+)
+
+// contentFixture is a dynamic content of the test volume, as the
+// snapshot-controller creates it for a VolumeSnapshot.
+func contentFixture(policy snapshotv1.DeletionPolicy) *snapshotv1.VolumeSnapshotContent {
+	handle := resultHandle
+	return &snapshotv1.VolumeSnapshotContent{
+		ObjectMeta: metav1.ObjectMeta{Name: testContent, UID: "content-uid", Finalizers: []string{finalizerContentBound}},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{
+			Driver:            testProvisioner,
+			DeletionPolicy:    policy,
+			Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &handle},
+			VolumeSnapshotRef: corev1.ObjectReference{Namespace: "ns", Name: "snap", UID: "snap-uid"},
+		},
+	}
+}
+
+func (h *harness) content() (*snapshotv1.VolumeSnapshotContent, error) {
+	return h.snap.SnapshotV1().VolumeSnapshotContents().Get(context.Background(), testContent, metav1.GetOptions{})
+}
+
+func (h *harness) noPods() bool {
+	pods, _ := h.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	return len(pods.Items) == 0
+}
+
+func (h *harness) contentStep() error {
+	h.now = h.now.Add(time.Hour)
+	h.runPods()
+	h.refresh()
+	return h.c.syncContent(context.Background(), testContent)
+}
+
+// snapshotting: a VolumeSnapshotContent of a provisioned volume, until its
+// status holds the creation pod's results.
+func snapshotting(policy snapshotv1.DeletionPolicy) scenario {
+	return scenario{
+		setup: func(h *harness) {
+			h.t.Helper()
+			provisioning.run(h.t, h, 10)
+			if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Create(context.Background(), contentFixture(policy), metav1.CreateOptions{}); err != nil {
+				h.t.Fatal(err)
+			}
+		},
+		step: (*harness).contentStep,
+		done: func(h *harness) bool {
+			c, err := h.content()
+			if err != nil {
+				return false
+			}
+			_, creating := c.Annotations[annSnapshotBeingCreated]
+			return contentReady(c) && !creating && h.noPods()
+		},
+		check: func(h *harness) {
+			c, _ := h.content()
+			st := c.Status
+			if statusHandle(c) != resultSnapshotHandle || st.RestoreSize == nil || *st.RestoreSize != 2<<30 || st.CreationTime == nil || st.Error != nil {
+				h.t.Errorf("content status %+v", st)
+			}
+		},
+		once: protocol.PhaseSnapshotCreation,
+	}
+}
+
+// TestSnapshotCreationSurvivesAFaultAtEveryWrite: the creation pod runs
+// once, and the content's status gets its handle, size and readiness.
+func TestSnapshotCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, snapshotting(snapshotv1.VolumeSnapshotContentDelete))
+}
+
+// snapshotDeletion: a ready content with policy Delete that the
+// snapshot-controller marked for deletion, until it is gone.
+var snapshotDeletion = scenario{
+	setup: func(h *harness) {
+		h.t.Helper()
+		sn := snapshotting(snapshotv1.VolumeSnapshotContentDelete)
+		sn.setup(h)
+		sn.run(h.t, h, 10)
+		markContentDeleted(h)
+	},
+	step: (*harness).contentStep,
+	done: func(h *harness) bool {
+		_, err := h.content()
+		return apierrors.IsNotFound(err) && h.noPods()
+	},
+	check: func(h *harness) {},
+	once:  protocol.PhaseSnapshotDeletion,
+}
+
+// markContentDeleted does what the snapshot-controller does when a
+// VolumeSnapshot bound to the content goes.
+func markContentDeleted(h *harness) {
+	h.t.Helper()
+	ctx := context.Background()
+	contents := h.snap.SnapshotV1().VolumeSnapshotContents()
+	c, err := h.content()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[annSnapshotBeingDeleted] = "yes"
+	if _, err := contents.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := contents.Delete(ctx, testContent, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestSnapshotDeletionSurvivesAFaultAtEveryWrite: the deletion pod runs
+// once, then the content's finalizer goes.
+func TestSnapshotDeletionSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, snapshotDeletion)
+}
+
+// With deletionPolicy Retain the snapshot is kept: no deletion pod, and the
+// content is released.
+func TestSnapshotRetainRunsNoDeletionPod(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	sn := snapshotting(snapshotv1.VolumeSnapshotContentRetain)
+	sn.setup(h)
+	sn.run(t, h, 10)
+	markContentDeleted(h)
+	h.clearActions()
+	for i := 0; i < 5; i++ {
+		_ = h.contentStep()
+	}
+	if _, err := h.content(); !apierrors.IsNotFound(err) {
+		t.Fatalf("content still there: %v\n%s", err, h.describe())
+	}
+	for _, a := range h.actions() {
+		if isPodCreate(a, protocol.PhaseSnapshotDeletion) {
+			t.Errorf("a deletion pod was created:\n%s", h.describe())
+		}
+	}
+}
+
+// A pre-provisioned content is ready with its own handle, without a pod.
+func TestPreProvisionedSnapshotIsReadyWithoutAPod(t *testing.T) {
+	handle := "existing-snap"
+	c := &snapshotv1.VolumeSnapshotContent{
+		ObjectMeta: metav1.ObjectMeta{Name: testContent, UID: "content-uid"},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{
+			Driver: testProvisioner, DeletionPolicy: snapshotv1.VolumeSnapshotContentRetain,
+			Source:            snapshotv1.VolumeSnapshotContentSource{SnapshotHandle: &handle},
+			VolumeSnapshotRef: corev1.ObjectReference{Namespace: "ns", Name: "snap"},
+		},
+	}
+	h := newHarness(t, append(testObjects(), c)...)
+	if err := h.contentStep(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.content()
+	if !contentReady(got) || statusHandle(got) != handle || got.Status.CreationTime == nil {
+		t.Errorf("status %+v", got.Status)
+	}
+	if !h.noPods() {
+		t.Errorf("pods created:\n%s", h.describe())
+	}
+}
+
+// A failed creation pod: status.error and an Event, the pod and the
+// being-created mark go, and the next attempt waits for its backoff.
+func TestSnapshotCreationFailureIsReportedAndRetried(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	provisioning.run(t, h, 10)
+	ctx := context.Background()
+	if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Create(ctx, contentFixture(snapshotv1.VolumeSnapshotContentDelete), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); err != nil {
+		t.Fatal(err)
+	}
+	name := protocol.PodName(protocol.PhaseSnapshotCreation, "content-uid")
+	pod, err := h.kube.CoreV1().Pods("pav-pods").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("no creation pod: %v\n%s", err, h.describe())
+	}
+	pod.Status.Phase = corev1.PodFailed
+	pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+	pod.Annotations[protocol.AnnotationResultError] = "the pool is full"
+	if _, err := h.kube.CoreV1().Pods("pav-pods").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); !isRetryScheduled(err) {
+		t.Fatalf("sync: %v", err)
+	}
+	c, _ := h.content()
+	if c.Status == nil || c.Status.Error == nil || !strings.Contains(*c.Status.Error.Message, "the pool is full") || contentReady(c) {
+		t.Errorf("status %+v", c.Status)
+	}
+	if _, ok := c.Annotations[annSnapshotBeingCreated]; ok {
+		t.Errorf("being-created annotation left: %v", c.Annotations)
+	}
+	if !h.noPods() {
+		t.Errorf("failed pod left:\n%s", h.describe())
+	}
+	if ev := strings.Join(drain(h.events), "\n"); !strings.Contains(ev, reasonSnapshotCreationFailed) {
+		t.Errorf("events: %s", ev)
+	}
+	// Within the backoff nothing starts; after it a new attempt does.
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); err != nil || !h.noPods() {
+		t.Fatalf("an attempt started within the backoff: %v\n%s", err, h.describe())
+	}
+	snapshotting(snapshotv1.VolumeSnapshotContentDelete).run(t, h, 10)
+}
+
+func TestDecideSnapshot(t *testing.T) {
+	now := metav1.Now()
+	handle, snapHandle := "vol", "snap"
+	dyn := func(mod func(c *snapshotv1.VolumeSnapshotContent)) *snapshotv1.VolumeSnapshotContent {
+		c := &snapshotv1.VolumeSnapshotContent{Spec: snapshotv1.VolumeSnapshotContentSpec{
+			DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+			Source:         snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &handle},
+		}}
+		c.Annotations = map[string]string{}
+		mod(c)
+		return c
+	}
+	ready := func(c *snapshotv1.VolumeSnapshotContent) {
+		c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(true)}
+	}
+	deleting := func(c *snapshotv1.VolumeSnapshotContent) {
+		c.DeletionTimestamp = &now
+		c.Annotations[annSnapshotBeingDeleted] = "yes"
+	}
+	pod := &corev1.Pod{}
+	for name, tc := range map[string]struct {
+		content *snapshotv1.VolumeSnapshotContent
+		pods    map[protocol.Phase]*corev1.Pod
+		want    snapshotStep
+	}{
+		"new dynamic content": {dyn(func(*snapshotv1.VolumeSnapshotContent) {}), nil, snapCreate},
+		"creation pod exists": {dyn(func(*snapshotv1.VolumeSnapshotContent) {}), map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotCreation: pod}, snapCreationPod},
+		"ready":               {dyn(ready), nil, snapNone},
+		"ready, mark left": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			ready(c)
+			c.Annotations[annSnapshotBeingCreated] = "yes"
+		}), nil, snapRemoveBeingCreated},
+		"failed attempt, status error only": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{ReadyToUse: ptrTo(false)}
+		}), nil, snapCreate},
+		"marked for deletion, Delete": {dyn(func(c *snapshotv1.VolumeSnapshotContent) { ready(c); deleting(c) }), nil, snapDelete},
+		"marked for deletion, Retain": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			ready(c)
+			deleting(c)
+			c.Spec.DeletionPolicy = snapshotv1.VolumeSnapshotContentRetain
+		}), nil, snapRelease},
+		"deleted while being created": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			deleting(c)
+			c.Annotations[annSnapshotBeingCreated] = "yes"
+		}), nil, snapCreate},
+		"deleted, not marked by the snapshot-controller": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			ready(c)
+			c.DeletionTimestamp = &now
+		}), nil, snapNone},
+		"deleted before its first attempt": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.DeletionTimestamp = &now
+		}), nil, snapCreate},
+		"snapshot deleted, handle cleared": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			deleting(c)
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{}
+		}), map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotDeletion: pod}, snapRelease},
+		"pre-provisioned": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Spec.Source = snapshotv1.VolumeSnapshotContentSource{SnapshotHandle: &snapHandle}
+		}), nil, snapStaticReady},
+		"pre-provisioned, never bound, deleted": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Spec.Source = snapshotv1.VolumeSnapshotContentSource{SnapshotHandle: &snapHandle}
+			c.Spec.DeletionPolicy = snapshotv1.VolumeSnapshotContentRetain
+			c.DeletionTimestamp = &now
+		}), nil, snapRelease},
+		"ready, a finished pod left": {dyn(ready), map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotDeletion: pod}, snapCleanup},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := decideSnapshot(tc.content, tc.pods); got != tc.want {
+				t.Errorf("decideSnapshot = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
