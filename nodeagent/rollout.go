@@ -64,6 +64,16 @@ func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
 	return out
 }
 
+// isMountPoint: something is mounted at path.
+func isMountPoint(infos []mount.MountInfo, path string) bool {
+	for _, m := range infos {
+		if unescapeMountInfo(m.MountPoint) == path {
+			return true
+		}
+	}
+	return false
+}
+
 // replace replaces an outdated staging pod that still serves: a new staging
 // pod from the current spec.volumeStaging runs beside it; once it serves,
 // the volume is swapped under every client (on the node and in their
@@ -91,7 +101,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 		return err
 	}
 	oldMount, ok := volumeMountAt(infos, seen)
-	if !ok {
+	if !ok || (!shared && !isMountPoint(infos, seen)) {
 		return nil // unpublished meanwhile
 	}
 	start := time.Now()
