@@ -136,6 +136,52 @@ func acknowledged(t *testing.T, ns, pod string) []int {
 	return ok
 }
 
+// sshfsWriters creates, in a new namespace, the sshfs example's claim and
+// two writerPods of it, one whose mount is private to its container and one
+// with mountPropagation HostToContainer, waits until both write, and returns
+// the namespace and each writer's container ID.
+func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
+	t.Helper()
+	ns = newNamespace(t)
+	usage := readFile(t, example("sshfs", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	propagation := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
+	for name, prop := range propagation {
+		applyStdin(t, ns, writerPod(name, "sshfs", name+".log", prop))
+	}
+	containerIDs = map[string]string{}
+	for name := range propagation {
+		waitPodReady(t, ns, name)
+		eventually(t, time.Minute, name+" to write", func() (bool, string) {
+			ok := acknowledged(t, ns, name)
+			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
+		})
+		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	}
+	return ns, containerIDs
+}
+
+// writersDone checks that every line the writers acknowledged is in their
+// files on the SSH server of namespace srv, then deletes the writers.
+func writersDone(t *testing.T, srv, ns string, pv map[string]interface{}, writers map[string]string) {
+	t.Helper()
+	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
+	for name := range writers {
+		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
+		onServer := map[string]bool{}
+		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
+			onServer[line] = true
+		}
+		for _, n := range acked {
+			if !onServer[fmt.Sprintf("line %d", n)] {
+				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
+			}
+		}
+		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
+	}
+}
+
 // TestSSHFSRecovery kills the FUSE daemons of an sshfs volume in use by two
 // writing clients, one whose mount is private to its container and one with
 // mountPropagation HostToContainer. PaV stages the volume again and the same
@@ -146,23 +192,7 @@ func TestSSHFSRecovery(t *testing.T) {
 	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
-	ns := newNamespace(t)
-	usage := readFile(t, example("sshfs", "usage.yaml"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	writers := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
-	containerIDs := map[string]string{}
-	for name, prop := range writers {
-		applyStdin(t, ns, writerPod(name, "sshfs", name+".log", prop))
-	}
-	for name := range writers {
-		waitPodReady(t, ns, name)
-		eventually(t, time.Minute, name+" to write", func() (bool, string) {
-			ok := acknowledged(t, ns, name)
-			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
-		})
-		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
-	}
+	ns, writers := sshfsWriters(t)
 	sw.lap("two clients writing through sshfs")
 
 	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs",
@@ -189,8 +219,8 @@ func TestSSHFSRecovery(t *testing.T) {
 			ok := acknowledged(t, ns, name)
 			return ok[len(ok)-1] > killed[name]+5, fmt.Sprintf("last acknowledged line %d, %d at the kill", ok[len(ok)-1], killed[name])
 		})
-		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != containerIDs[name] {
-			t.Errorf("%s: container %s replaced by %s", name, containerIDs[name], id)
+		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != writers[name] {
+			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
 		}
 		if n := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n != "0" {
 			t.Errorf("%s: restarted %s times", name, n)
@@ -199,22 +229,7 @@ func TestSSHFSRecovery(t *testing.T) {
 	sw.lap("both clients write again")
 
 	pv := pvOf(t, ns, "sshfs")
-	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
-	for name := range writers {
-		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
-		onServer := map[string]bool{}
-		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
-			onServer[line] = true
-		}
-		for _, n := range acked {
-			if !onServer[fmt.Sprintf("line %d", n)] {
-				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
-			}
-		}
-	}
-	for name := range writers {
-		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
-	}
+	writersDone(t, srv, ns, pv, writers)
 	noPavPodsLeft(t, "sshfs")
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
@@ -235,23 +250,7 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	installProvisioner(t, file, "sshfs")
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
-	ns := newNamespace(t)
-	usage := readFile(t, example("sshfs", "usage.yaml"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	writers := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
-	containerIDs := map[string]string{}
-	for name, prop := range writers {
-		applyStdin(t, ns, writerPod(name, "sshfs", name+".log", prop))
-	}
-	for name := range writers {
-		waitPodReady(t, ns, name)
-		eventually(t, time.Minute, name+" to write", func() (bool, string) {
-			ok := acknowledged(t, ns, name)
-			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
-		})
-		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
-	}
+	ns, writers := sshfsWriters(t)
 	eventually(t, time.Minute, "two stagings, none outdated", func() (bool, string) {
 		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
 		return s == "2/", s
@@ -283,25 +282,12 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 		if logs := kq("-n", ns, "logs", name); strings.Contains(logs, "err ") {
 			t.Errorf("%s: writes failed during the rollout:\n%s", name, logs)
 		}
-		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != containerIDs[name] {
-			t.Errorf("%s: container %s replaced by %s", name, containerIDs[name], id)
+		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != writers[name] {
+			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
 		}
 	}
 	pv := pvOf(t, ns, "sshfs")
-	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
-	for name := range writers {
-		acked := acknowledged(t, ns, name)
-		onServer := map[string]bool{}
-		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
-			onServer[line] = true
-		}
-		for _, n := range acked {
-			if !onServer[fmt.Sprintf("line %d", n)] {
-				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
-			}
-		}
-		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
-	}
+	writersDone(t, srv, ns, pv, writers)
 	noPavPodsLeft(t, "sshfs")
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
