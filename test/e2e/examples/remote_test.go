@@ -162,10 +162,12 @@ func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
 	return ns, containerIDs
 }
 
-// writersDone checks that every line the writers acknowledged is in their
-// files on the SSH server of namespace srv, then deletes the writers.
-func writersDone(t *testing.T, srv, ns string, pv map[string]interface{}, writers map[string]string) {
+// sshfsDone checks that every line the writers acknowledged is in their
+// files on the SSH server of namespace srv, then deletes the writers and the
+// claim and checks PaV left nothing.
+func sshfsDone(t *testing.T, srv, ns string, writers map[string]string) {
 	t.Helper()
+	pv := pvOf(t, ns, "sshfs")
 	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
 	for name := range writers {
 		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
@@ -180,6 +182,9 @@ func writersDone(t *testing.T, srv, ns string, pv map[string]interface{}, writer
 		}
 		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
 	}
+	noPavPodsLeft(t, "sshfs")
+	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 }
 
 // TestSSHFSRecovery kills the FUSE daemons of an sshfs volume in use by two
@@ -228,11 +233,7 @@ func TestSSHFSRecovery(t *testing.T) {
 	}
 	sw.lap("both clients write again")
 
-	pv := pvOf(t, ns, "sshfs")
-	writersDone(t, srv, ns, pv, writers)
-	noPavPodsLeft(t, "sshfs")
-	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
-	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
 }
 
@@ -286,11 +287,7 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
 		}
 	}
-	pv := pvOf(t, ns, "sshfs")
-	writersDone(t, srv, ns, pv, writers)
-	noPavPodsLeft(t, "sshfs")
-	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
-	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
 }
 
