@@ -328,13 +328,18 @@ func (e *env) logPublishDurations() {
 // kubelet reports a PaV volume's usage (NodeGetVolumeStats), and a volume
 // whose long-running staging pod stopped gets a Warning Event on its client
 // pod (VolumeAbnormal reasons of the node plugin).
+// TestVolumeStatsAndAbnormalCondition: kubelet's volume metrics cover a PaV
+// volume, and with recovery off (spec.volumeStaging.recovery: None) a
+// staging pod that stops is reported on the client pod.
 func TestVolumeStatsAndAbnormalCondition(t *testing.T) {
-	e := newEnv(t, dynamicWith(`mkdir -p /pav/volume
+	staging := podTemplate("stage", `mkdir -p /pav/volume
 mount -t tmpfs -o size=1m tmpfs /pav/volume
 head -c 300000 /dev/zero > /pav/volume/f
 trap 'exit 0' TERM
 touch /pav/ready
-sleep 3600 & echo $! > /pav/sleep.pid; wait`, "", true, ""))
+sleep 3600 & echo $! > /pav/sleep.pid; wait`, true)
+	e := newEnv(t, "provisioningModes: [Dynamic]\nvolumeCreation:\n  capacity: 1Mi\n"+
+		"volumeStaging:\n  recovery: None\n"+indent(staging, "  "))
 	e.storageClass(nil)
 	e.claim("c1", corev1.PersistentVolumeFilesystem, corev1.ReadWriteOnce)
 	client := e.clientPod("client", `while true; do sleep 1; done`, []string{"c1"}, false, false)
