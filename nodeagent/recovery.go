@@ -212,9 +212,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Recovery == v1alpha1.RecoveryNone {
-		return nil
-	}
+	recoveryOff := p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Recovery == v1alpha1.RecoveryNone
 	rec, err := recoveryOf(pod)
 	if err != nil {
 		return err
@@ -245,8 +243,10 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			}
 			seen = filepath.Join(dir, protocol.FileVolume)
 		}
-		if opts.rec, err = s.lost(ctx, pod, seen); err != nil {
-			return err
+		if !recoveryOff {
+			if opts.rec, err = s.lost(ctx, pod, seen); err != nil {
+				return err
+			}
 		}
 		if opts.rec == nil {
 			if rollingUpdate(p) && outdated(pod, p) && !servingStopped(pod, s.exits) {
