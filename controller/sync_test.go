@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -151,40 +152,7 @@ func (h *harness) finalizersAsTheAPIServer(resource string) {
 }
 
 func finalizersAsTheAPIServer(h *harness, f *k8stesting.Fake, tracker k8stesting.ObjectTracker, gvr schema.GroupVersionResource) {
-	resource := gvr.Resource
-	f.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		d := a.(k8stesting.DeleteAction)
-		obj, err := tracker.Get(gvr, d.GetNamespace(), d.GetName())
-		if err != nil {
-			return false, nil, nil
-		}
-		m := obj.(metav1.Object)
-		if len(m.GetFinalizers()) == 0 {
-			return false, nil, nil
-		}
-		if m.GetDeletionTimestamp() == nil {
-			now := metav1.NewTime(h.now)
-			m.SetDeletionTimestamp(&now)
-			if err := tracker.Update(gvr, obj, d.GetNamespace()); err != nil {
-				return true, nil, err
-			}
-		}
-		return true, obj, nil
-	})
-	// An update or patch that removes the last finalizer of a deleted object deletes it.
-	for _, verb := range []string{"update", "patch"} {
-		f.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-			handled, obj, err := k8stesting.ObjectReaction(tracker)(a)
-			if err != nil || obj == nil {
-				return handled, obj, err
-			}
-			m := obj.(metav1.Object)
-			if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 {
-				return true, obj, tracker.Delete(gvr, m.GetNamespace(), m.GetName())
-			}
-			return handled, obj, nil
-		})
-	}
+	fakeapi.HonorFinalizers(f, tracker, gvr, func() time.Time { return h.now })
 }
 
 // restart replaces the controller with a fresh one over the same cluster:
