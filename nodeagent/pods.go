@@ -117,8 +117,9 @@ func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*c
 	return got, nil
 }
 
-// findPod finds the pod of a phase for a staging ID, first in the cache,
-// then (in case the cache lags behind a create) in the API.
+// findPod finds the pod of a phase for a staging ID (of several, the
+// newerStaging), first in the cache, then (in case the cache lags behind a
+// create) in the API.
 func (s *Stager) findPod(ctx context.Context, phase protocol.Phase, id string) (*corev1.Pod, error) {
 	objs, err := s.pods.ByIndex(podsByStaging, string(phase)+"/"+id)
 	if err != nil {
@@ -126,8 +127,7 @@ func (s *Stager) findPod(ctx context.Context, phase protocol.Phase, id string) (
 	}
 	var pod *corev1.Pod
 	for _, obj := range objs {
-		p := obj.(*corev1.Pod)
-		if pod == nil || p.CreationTimestamp.After(pod.CreationTimestamp.Time) {
+		if p := obj.(*corev1.Pod); pod == nil || newerStaging(p, pod) {
 			pod = p
 		}
 	}
@@ -143,11 +143,21 @@ func (s *Stager) findPod(ctx context.Context, phase protocol.Phase, id string) (
 		return nil, status.Errorf(codes.Unavailable, "listing %s pods: %v", phase, err)
 	}
 	for i := range list.Items {
-		if pod == nil || list.Items[i].CreationTimestamp.After(pod.CreationTimestamp.Time) {
+		if pod == nil || newerStaging(&list.Items[i], pod) {
 			pod = &list.Items[i]
 		}
 	}
 	return pod, nil
+}
+
+// newerStaging: of two pods of one staging, a is the one that serves (or
+// will) rather than b: not being deleted (a recovery keeps the pod it
+// replaces until the new one exists), else created later.
+func newerStaging(a, b *corev1.Pod) bool {
+	if (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
+		return a.DeletionTimestamp == nil
+	}
+	return a.CreationTimestamp.After(b.CreationTimestamp.Time)
 }
 
 // livePod gets a pod from the API; nil if it does not exist.

@@ -61,6 +61,10 @@ func (r *recoveryRecord) annotations() map[string]string {
 	return map[string]string{protocol.AnnotationRecovering: string(b)}
 }
 
+func (s *Stager) recordRecovery(ctx context.Context, pod *corev1.Pod, rec *recoveryRecord) error {
+	return s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationRecovering: rec.annotations()[protocol.AnnotationRecovering]})
+}
+
 func recoveryOf(pod *corev1.Pod) (*recoveryRecord, error) {
 	raw, ok := pod.Annotations[protocol.AnnotationRecovering]
 	if !ok {
@@ -263,18 +267,22 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeRecoveryFailed, "%s failed (retried with backoff): %v", what, err)
 		return err
 	}
+	if rec != nil && servingStopped(pod, s.exits) && len(clients) == 0 {
+		// The clients went while no node plugin ran: nothing to recover.
+		return s.teardown(ctx, driver, pod)
+	}
 	if rec == nil || servingStopped(pod, s.exits) {
 		if rec == nil {
 			s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
 				req.VolumeID, pod.Namespace, pod.Name, describePod(pod))
+			// Recorded on the old pod first: a node plugin restarted from
+			// here on finds the recovery there.
+			if err := s.recordRecovery(ctx, pod, opts.rec); err != nil {
+				return err
+			}
 		}
-		// The old staging goes as for an unpublish (its unstaging pod runs);
-		// the new one has its name: the cache must lose the old one first.
-		if err := s.teardown(ctx, driver, pod); err != nil {
-			return failed("stopping the old staging", err)
-		}
-		if _, err := s.wait(ctx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
-			return failed("waiting for the old staging pod to go", err)
+		if err := s.restage(ctx, driver, id, pod, req, opts); err != nil {
+			return failed("staging the volume again", err)
 		}
 	}
 	// Stages anew, or finds the new staging pod a previous attempt made and
@@ -290,6 +298,11 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if err != nil {
 		return failed("replacing the volume where its clients see it", err)
 	}
+	for _, older := range s.olderStagings(id, pod) {
+		if err := s.teardown(ctx, driver, older); err != nil {
+			return err
+		}
+	}
 	if err := s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationRecovering: nil}); err != nil {
 		return err
 	}
@@ -299,6 +312,36 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		"volume %s works again after %v: staging pod %s/%s serves it (%d mounts replaced on the node and in containers)", req.VolumeID, took, pod.Namespace, pod.Name, len(replaced))
 	s.health.forget(id)
 	return nil
+}
+
+// restage replaces a stopped staging pod: the old staging goes as for an
+// unpublish (its unstaging pod runs: a backend may allow one daemon only),
+// then a new staging pod with the recovery record starts beside the old
+// pod, which is released only then, so that the record is always in a pod.
+// The new pod's name comes from the old one's UID: a repeated attempt finds
+// the pod it made.
+func (s *Stager) restage(ctx context.Context, driver, id string, old *corev1.Pod, req *pavcsi.PublishRequest, opts publishOptions) error {
+	kept, err := s.stopStaging(ctx, driver, old)
+	if err != nil {
+		return fmt.Errorf("stopping the old staging: %w", err)
+	}
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	if err != nil {
+		return err
+	}
+	if _, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), replacementSuffix(old)); err != nil {
+		return err
+	}
+	if kept != nil {
+		return s.removeFinalizer(ctx, kept)
+	}
+	return nil
+}
+
+// replacementSuffix ends the name of the pod that restages old's volume.
+func replacementSuffix(old *corev1.Pod) string {
+	uid := string(old.UID)
+	return "-" + uid[:min(8, len(uid))]
 }
 
 // lost says whether the staging no longer serves its volume while client

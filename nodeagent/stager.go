@@ -273,7 +273,13 @@ func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath stri
 	if pod == nil {
 		return s.removeUnstagingPods(ctx, id)
 	}
-	return s.teardown(ctx, driver, pod)
+	// a replaced staging pod too, whose teardown a restart interrupted
+	for _, p := range append(s.olderStagings(id, pod), pod) {
+		if err := s.teardown(ctx, driver, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // publishStaged binds, at a client's target path, the volume the shared

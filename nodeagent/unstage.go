@@ -24,49 +24,55 @@ import (
 // staging pod's directory and finally releases the pod. Every step can be
 // repeated: the staging pod's finalizer and annotations record progress.
 func (s *Stager) teardown(ctx context.Context, driver string, pod *corev1.Pod) error {
+	current, err := s.stopStaging(ctx, driver, pod)
+	if err != nil || current == nil {
+		return err
+	}
+	return s.removeFinalizer(ctx, current)
+}
+
+// stopStaging is teardown but for releasing the pod, which it returns (nil
+// if the pod is gone already): a recovery keeps the stopped pod, and the
+// record it carries, until its replacement exists.
+func (s *Stager) stopStaging(ctx context.Context, driver string, pod *corev1.Pod) (*corev1.Pod, error) {
 	id := pod.Labels[protocol.LabelStagingID]
 	if pod.DeletionTimestamp == nil {
 		if err := s.deletePod(ctx, pod); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
 	defer cancel()
 	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || stopped(p) })
 	if err != nil {
-		return status.Errorf(codes.DeadlineExceeded, "waiting for staging pod %s/%s to stop: %s", pod.Namespace, pod.Name, describePod(last))
+		return nil, status.Errorf(codes.DeadlineExceeded, "waiting for staging pod %s/%s to stop: %s", pod.Namespace, pod.Name, describePod(last))
 	}
 	current, err := s.livePod(ctx, pod.Namespace, pod.Name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if current != nil {
 		pod = current
 	}
 	if pod.Annotations[protocol.AnnotationUnstaged] != "true" {
 		if err := s.runUnstaging(ctx, driver, pod, id); err != nil {
-			return err
+			return nil, err
 		}
 		if current != nil {
 			if err := s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationUnstaged: "true"}); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if err := s.removeUnstagingPods(ctx, id); err != nil {
-		return err
+		return nil, err
 	}
 	if dir, err := podHostDir(pod, s.root); err == nil {
 		if err := cleanupDir(s.mounter, dir); err != nil {
-			return status.Errorf(codes.Internal, "cleaning up the staging pod's /pav: %v", err)
+			return nil, status.Errorf(codes.Internal, "cleaning up the staging pod's /pav: %v", err)
 		}
 	}
-	if current != nil {
-		if err := s.removeFinalizer(ctx, pod); err != nil {
-			return err
-		}
-	}
-	return nil
+	return current, nil
 }
 
 // runUnstaging runs the provisioner's unstaging pod, if it has one, for a

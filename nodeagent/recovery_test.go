@@ -1,0 +1,128 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/albertofaria/pav/kubeclient/fakeapi"
+	"github.com/albertofaria/pav/protocol"
+)
+
+// stoppedStaging publishes a long-running staging whose pod then fails, as
+// a killed daemon's does, and returns that pod.
+func stoppedStaging(t *testing.T, f *stagerFixture) *corev1.Pod {
+	t.Helper()
+	fakeapi.HonorFinalizers(&f.kube.Fake, f.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("pods"), time.Now)
+	done, dir := f.publishLongRunning()
+	writeFile(t, dir+"/ready", "")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	pod := f.waitForPod(protocol.PhaseStaging)
+	f.setPhase(pod, corev1.PodFailed, 137)
+	return pod
+}
+
+// A node plugin killed in the middle of a recovery loses nothing: until the
+// new staging pod exists, the old one stays (stopped, unstaged) with the
+// record of the recovery, which the new pod then carries.
+func TestRestageKeepsTheRecordInAPod(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	old := stoppedStaging(t, f)
+	ctx := context.Background()
+	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{"client-uid"}, Since: time.Now()}
+	if err := f.stager.recordRecovery(ctx, old, rec); err != nil {
+		t.Fatal(err)
+	}
+	var killed atomic.Bool
+	killed.Store(true)
+	f.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if killed.Load() && pod.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
+			return true, nil, errors.New("the node plugin was killed")
+		}
+		return false, nil, nil
+	})
+	req, err := f.stager.republishRequest(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := old.Labels[protocol.LabelStagingID]
+	if err := f.stager.restage(ctx, testDriver, id, old, req, publishOptions{rec: rec}); err == nil {
+		t.Fatal("restage succeeded though the new pod could not be created")
+	}
+	kept, err := f.kube.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the old staging pod is gone before its replacement exists: %v", err)
+	}
+	if kept.DeletionTimestamp == nil || kept.Annotations[protocol.AnnotationUnstaged] != "true" {
+		t.Errorf("the old staging was not stopped and unstaged first: deleted %v, annotations %v", kept.DeletionTimestamp, kept.Annotations)
+	}
+	if _, ok := kept.Annotations[protocol.AnnotationRecovering]; !ok {
+		t.Errorf("the old staging pod lost the recovery record: %v", kept.Annotations)
+	}
+
+	// The next attempt (a restarted node plugin reads the record back).
+	killed.Store(false)
+	rec, err = recoveryOf(kept)
+	if err != nil || rec == nil {
+		t.Fatalf("record read back: %v, %v", rec, err)
+	}
+	if err := f.stager.restage(ctx, testDriver, id, kept, req, publishOptions{rec: rec}); err != nil {
+		t.Fatal(err)
+	}
+	pods := f.pods()
+	if len(pods) != 1 || !strings.HasPrefix(pods[0].Name, old.Name+"-") {
+		t.Fatalf("after the restage: pods %v, want only the new staging pod", podNames(pods))
+	}
+	if got, _ := recoveryOf(&pods[0]); got == nil || got.Clients[0] != "client-uid" {
+		t.Errorf("the new staging pod does not carry the record: %v", pods[0].Annotations)
+	}
+}
+
+// A recovery whose clients went while no node plugin ran ends with the old
+// staging torn down, not restaged.
+func TestRecoveryWithoutClientsTearsDown(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	old := stoppedStaging(t, f)
+	ctx := context.Background()
+	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{"client-uid"}, Since: time.Now()}
+	if err := f.stager.recordRecovery(ctx, old, rec); err != nil {
+		t.Fatal(err)
+	}
+	id := old.Labels[protocol.LabelStagingID]
+	for { // until the node plugin's cache shows the record and the failure
+		cached, err := f.stager.findPod(ctx, protocol.PhaseStaging, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cached.Annotations[protocol.AnnotationRecovering]; ok && cached.Status.Phase == corev1.PodFailed {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.stager.recover(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if pods := f.pods(); len(pods) != 0 {
+		t.Fatalf("pods left: %v", podNames(pods))
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
