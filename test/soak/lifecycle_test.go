@@ -94,8 +94,8 @@ type cycle struct {
 	// Recovered: the staging of a killed daemon was recovered (a
 	// VolumeRecovered Event on the writer).
 	Recovered bool
-	Outcome outcome
-	Detail  string
+	Outcome   outcome
+	Detail    string
 }
 
 type soak struct {
@@ -381,11 +381,20 @@ func writeScript(sh shape) string {
 	return `printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
 }
 
-// writeThroughRecoveryScript writes the token every 0.2 s for 12 s, whatever
-// fails meanwhile (its staging daemon is killed), then once more: that last
-// write must work, on the recovered volume, in the same container.
-const writeThroughRecoveryScript = `end=$(( $(date +%s) + 12 ))
-while [ "$(date +%s)" -lt "$end" ]; do printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>/dev/null; sleep 0.2; done
+// writeThroughRecoveryScript writes the token every 0.2 s, whatever fails
+// meanwhile (its staging daemon is killed), until a write works again after
+// one failed (or for at most 2 min: a recovery slowed by the cluster's
+// faults is no loss), then once more: that last write must work, on the
+// recovered volume, in the same container.
+const writeThroughRecoveryScript = `failed=0; end=$(( $(date +%s) + 120 ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  if printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>/dev/null; then
+    [ "$failed" = 1 ] && break
+  else
+    failed=1
+  fi
+  sleep 0.2
+done
 printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
 
 // killStagingDaemon waits until the writer runs, then kills the FUSE daemon
