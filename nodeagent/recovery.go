@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +52,9 @@ type recoveryRecord struct {
 	Replaces []string    `json:"replaces"` // volumeMount.String()
 	Clients  []types.UID `json:"clients"`
 	Since    time.Time   `json:"since"`
+	// Device is a block volume's device number, which the clients'
+	// containers see as device nodes.
+	Device uint64 `json:"device,omitempty"`
 }
 
 func (r *recoveryRecord) annotations() map[string]string {
@@ -368,6 +372,10 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*rec
 		return nil, nil // unpublished meanwhile
 	}
 	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}}
+	var st unix.Stat_t
+	if err := unix.Stat(target, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		rec.Device = st.Rdev
+	}
 	for _, m := range staleMounts(infos, []volumeMount{old}) {
 		if uid, ok := clientPodUID(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
 			rec.Clients = append(rec.Clients, uid)
@@ -429,9 +437,8 @@ func (s *Stager) republishRequest(pod *corev1.Pod) (*pavcsi.PublishRequest, erro
 // pod serves now wherever the clients still see the old one: in kubelet's
 // directories of the client pods on this node (a client's own target, the
 // binds of a shared staging, subPath binds) and in every running container
-// of the client pods. It returns the mount points replaced. A block volume
-// reaches containers as a device node, not a mount: only the node's side
-// is replaced (see docs/architecture.md).
+// of the client pods (for a block volume, their device nodes). It returns
+// the mount points (and device nodes) replaced.
 func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *corev1.Pod, req *pavcsi.PublishRequest, rec *recoveryRecord) ([]string, error) {
 	old, err := rec.mounts()
 	if err != nil {
@@ -448,11 +455,61 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	defer src.Close()
 	opts := s.bindOptions(driver, req.Block, req.ReadOnly)
 	replaced, err := s.replaceOnNode(src, old, opts)
-	if err != nil || req.Block {
+	if err != nil {
 		return replaced, err
 	}
-	done, err := s.replaceInContainers(ctx, rec, src, opts)
+	var done []string
+	if req.Block {
+		done, err = s.replaceDevicesInContainers(ctx, rec, claimOf(pod), src)
+	} else {
+		done, err = s.replaceInContainers(ctx, rec, src, opts)
+	}
 	return append(replaced, done...), err
+}
+
+// claimOf is the name of the claim a staging pod serves (of its client
+// pods' namespace).
+func claimOf(stagingPod *corev1.Pod) string {
+	_, name, _ := strings.Cut(stagingPod.Annotations[protocol.AnnotationClaim], "/")
+	return name
+}
+
+// replaceDevicesInContainers replaces, in every running container of rec's
+// client pods, the device node of the block volume rec recorded by one of
+// the device src is.
+func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRecord, claim string, src *os.File) ([]string, error) {
+	if s.processes == nil {
+		return nil, errNoProcesses
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("the new volume: %w", err)
+	}
+	clients, err := s.podsOnThisNode(ctx, rec.Clients)
+	if err != nil {
+		return nil, err
+	}
+	var replaced []string
+	var errs []error
+	for _, pod := range clients {
+		paths := blockDevicePaths(pod, claim)
+		pids, err := s.processes.PodPIDs(ctx, pod.UID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, pid := range pids {
+			for _, p := range paths {
+				ok, err := replaceDeviceNode(pid, p, rec.Device, st.Rdev, allowDevice)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("container process %d of pod %s/%s: %w", pid, pod.Namespace, pod.Name, err))
+				} else if ok {
+					replaced = append(replaced, fmt.Sprintf("%s/%s:%s", pod.Namespace, pod.Name, p))
+				}
+			}
+		}
+	}
+	return replaced, errors.Join(errs...)
 }
 
 // replaceInContainers replaces the volume rec recorded by src in every

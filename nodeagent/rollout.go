@@ -79,8 +79,10 @@ func isMountPoint(infos []mount.MountInfo, path string) bool {
 // the volume is swapped under every client (on the node and in their
 // containers, each mount replaced in one step: the clients see the old
 // volume or the new one, never none); then the old staging stops and its
-// unstaging pod runs. A block volume is not replaced: its clients hold a
-// device node, not a mount.
+// unstaging pod runs. A block volume is not replaced: make-before-break
+// would give its backend two devices of one volume at once, and the old
+// staging's unstaging pod, run last, may take both down (loop-block's
+// detaches every loop device of its file).
 func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) error {
 	id := old.Labels[protocol.LabelStagingID]
 	req, err := s.republishRequest(old)

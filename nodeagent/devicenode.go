@@ -1,0 +1,195 @@
+// Replacing a block volume's device inside running client containers.
+//
+// A block volume reaches a container as a device node that the runtime made
+// in the container's file tree (at the pod's devicePath), with the device's
+// number, and a rule of the container's device cgroup that lets it open that
+// number. A restaged block volume may get another device (a loop device of
+// another number): the node plugin makes a node of the new number beside the
+// old one in the container's tree, renames it over the old one (a client
+// opening the path gets the old device or the new one, never none), and
+// lets the container's device cgroup open the new number.
+
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// errDeviceCgroupV2 says a container's devices are governed by cgroup v2,
+// whose device rules are an eBPF program of the runtime's: PaV does not
+// rewrite it, so the container cannot open a new device number.
+var errDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot extend: restart the client pod to use the recovered device")
+
+// hostCgroupRoot is where the node plugin (hostPID) sees the node's cgroup
+// file systems: through the node's init process, whatever its own mounts.
+const hostCgroupRoot = "/proc/1/root/sys/fs/cgroup"
+
+// blockDevicePaths are the paths at which pod's containers see the block
+// volume of claim (a claim of pod's namespace, or of a generic ephemeral
+// volume of the pod).
+func blockDevicePaths(pod *corev1.Pod, claim string) []string {
+	volumes := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim,
+			v.Ephemeral != nil && pod.Name+"-"+v.Name == claim:
+			volumes[v.Name] = true
+		}
+	}
+	var out []string
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, d := range c.VolumeDevices {
+				if volumes[d.Name] {
+					out = append(out, d.DevicePath)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// replaceDeviceNode replaces, in the file tree of process pid, the device
+// node at devicePath whose number is old by one of number new, with the same
+// mode and owner, once allow (allowDevice) let the process open new.
+// devicePath is the tenant's: it is resolved inside the process's
+// root without following symlinks, and anything there but a block device
+// node of number old is left alone (false).
+func replaceDeviceNode(pid int, devicePath string, old, new uint64, allow func(pid int, old, new uint64) error) (bool, error) {
+	root, err := os.OpenFile(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("opening the root of process %d: %w", pid, err)
+	}
+	defer root.Close()
+	parent, base := path.Split(path.Clean("/" + devicePath))
+	if base == "" {
+		return false, fmt.Errorf("device path %q names no file", devicePath)
+	}
+	dirfd, err := unix.Openat2(int(root.Fd()), "."+parent, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return false, fmt.Errorf("resolving %s in process %d: %w", parent, pid, err)
+	}
+	defer unix.Close(dirfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%s in process %d: %w", devicePath, pid, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != old {
+		return false, nil
+	}
+	if old != new {
+		if err := allow(pid, old, new); err != nil {
+			return false, err
+		}
+		if err := renameNodeOver(dirfd, base, st, new); err != nil {
+			return false, fmt.Errorf("%s in process %d: %w", devicePath, pid, err)
+		}
+	}
+	return true, nil
+}
+
+// renameNodeOver makes a block device node of number dev, with st's mode
+// and owner, in dirfd and renames it over name.
+func renameNodeOver(dirfd int, name string, st unix.Stat_t, dev uint64) error {
+	tmp := fmt.Sprintf(".pav-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// mknod applies the umask: on a thread of its own fs_struct, set to 0.
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("unshare(CLONE_FS): %w", err)
+			return // the thread stays locked: the runtime ends it
+		}
+		unix.Umask(0)
+		errc <- unix.Mknodat(dirfd, tmp, st.Mode, int(dev))
+		// the thread stays locked with its own umask: the runtime ends it
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("making the new device node: %w", err)
+	}
+	if err := unix.Fchownat(dirfd, tmp, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return fmt.Errorf("giving the new device node its owner: %w", err)
+	}
+	if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return fmt.Errorf("renaming the new device node over the old one: %w", err)
+	}
+	return nil
+}
+
+// allowDevice adds to the device cgroup (v1) of process pid a rule for block
+// device new with the access its rules give old.
+func allowDevice(pid int, old, new uint64) error {
+	dir, err := deviceCgroup(pid)
+	if err != nil {
+		return err
+	}
+	list, err := os.ReadFile(filepath.Join(dir, "devices.list"))
+	if err != nil {
+		return fmt.Errorf("reading the device rules of process %d: %w", pid, err)
+	}
+	access := deviceAccess(string(list), old)
+	if access == "" {
+		return fmt.Errorf("the device cgroup of process %d does not let it open block device %d:%d", pid, unix.Major(old), unix.Minor(old))
+	}
+	rule := fmt.Sprintf("b %d:%d %s", unix.Major(new), unix.Minor(new), access)
+	if err := os.WriteFile(filepath.Join(dir, "devices.allow"), []byte(rule), 0); err != nil {
+		return fmt.Errorf("allowing %q to process %d: %w", rule, pid, err)
+	}
+	return nil
+}
+
+// deviceCgroup is the directory of process pid's device cgroup (v1).
+func deviceCgroup(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "devices" {
+				return filepath.Join(hostCgroupRoot, "devices", filepath.Clean("/"+parts[2])), nil
+			}
+		}
+	}
+	return "", errDeviceCgroupV2
+}
+
+// deviceAccess is the access ("rwm" or part of it) that the rules of a v1
+// devices.list give to block device dev: its own rule's, or a wildcard's.
+func deviceAccess(list string, dev uint64) string {
+	major, minor := strconv.FormatUint(uint64(unix.Major(dev)), 10), strconv.FormatUint(uint64(unix.Minor(dev)), 10)
+	for line := range strings.SplitSeq(list, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || (f[0] != "b" && f[0] != "a") {
+			continue
+		}
+		maj, min, _ := strings.Cut(f[1], ":")
+		if (maj == "*" || maj == major) && (min == "*" || min == minor) {
+			return f[2]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,128 @@
+//go:build e2e
+
+package examples
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLoopBlockRecovery: loop-block with its staging made long-running (a
+// daemon holds the device, as an NBD or iSCSI client would) and a fresh loop
+// device per staging. Its daemon is killed under a client that writes a
+// numbered sector every 0.2 s; PaV stages the volume again on another loop
+// device and replaces the device node inside the running container (same
+// container, no restart, the node now of the new device), and every sector
+// acknowledged before and after is in the backing file.
+func TestLoopBlockRecovery(t *testing.T) {
+	sw := newStopwatch(t)
+	prov := readFile(t, example("loop-block", "provisioner.yaml"))
+	for old, new := range map[string]string{
+		`dev=$(losetup -l -n -O NAME -j "$file" | head -n 1)`: `dev=""`,
+		`                mknod /pav/volume b "$maj" "$min"` + "\n": `                mknod /pav/volume b "$maj" "$min"` + "\n" +
+			"                touch /pav/ready\n                sleep infinity & wait $!\n",
+	} {
+		if !strings.Contains(prov, old) {
+			t.Fatalf("examples/loop-block/provisioner.yaml no longer contains %q", old)
+		}
+		prov = strings.Replace(prov, old, new, 1)
+	}
+	file := filepath.Join(t.TempDir(), "provisioner.yaml")
+	if err := os.WriteFile(file, []byte(prov), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	installProvisioner(t, file, "loop-block")
+	deleteAtEnd(t, "storageclass", "loop-block")
+	ns := newNamespace(t)
+	usage := readFile(t, example("loop-block", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	applyStdin(t, ns, `apiVersion: v1
+kind: Pod
+metadata:
+  name: writer
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: writer
+      image: pav-example-loop:latest
+      imagePullPolicy: IfNotPresent
+      command:
+        - /bin/bash
+        - -c
+        - |
+          i=0
+          while :; do
+            i=$((i+1))
+            if printf 'line %d\n' "$i" | dd of=/dev/xvda bs=512 seek="$i" conv=sync,notrunc,fsync status=none 2> /dev/null; then echo "ok $i"; else echo "err $i"; fi
+            sleep 0.2
+          done
+      volumeDevices:
+        - name: disk
+          devicePath: /dev/xvda
+  volumes:
+    - name: disk
+      persistentVolumeClaim:
+        claimName: loop-block
+`)
+	waitPodReady(t, ns, "writer")
+	eventually(t, time.Minute, "the writer to write", func() (bool, string) {
+		ok := acknowledged(t, ns, "writer")
+		return len(ok) >= 5, fmt.Sprintf("%d sectors acknowledged", len(ok))
+	})
+	container := kq("-n", ns, "get", "pod", "writer", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	device := func() string { return kq("-n", ns, "exec", "writer", "--", "stat", "-c", "%t:%T", "/dev/xvda") }
+	before := device()
+	sw.lap("a client writing to the block device")
+
+	staging := strings.Fields(kq("-n", ns, "get", "pods", "-l", "pav.albertofaria.github.io/phase=staging", "-o", "name"))
+	if len(staging) != 1 {
+		t.Fatalf("staging pods %v, want 1", staging)
+	}
+	k(t, "-n", ns, "exec", staging[0], "--", "bash", "-c",
+		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && kill -9 "${p#/proc/}"; done; true`)
+	ok := acknowledged(t, ns, "writer")
+	killed := ok[len(ok)-1]
+	eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on the writer", func() (bool, string) {
+		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name=writer", "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
+		return strings.Contains(out, "VolumeLost") && strings.Contains(out, "VolumeRecovered"), out
+	})
+	eventually(t, time.Minute, "the writer to write on", func() (bool, string) {
+		ok := acknowledged(t, ns, "writer")
+		return ok[len(ok)-1] > killed+5, fmt.Sprintf("last acknowledged sector %d, %d at the kill", ok[len(ok)-1], killed)
+	})
+	if after := device(); after == before {
+		t.Errorf("the container's /dev/xvda is still device %s: not replaced", before)
+	}
+	if id := kq("-n", ns, "get", "pod", "writer", "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != container {
+		t.Errorf("container %s replaced by %s", container, id)
+	}
+	if n := kq("-n", ns, "get", "pod", "writer", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n != "0" {
+		t.Errorf("restarted %s times", n)
+	}
+	sw.lap("the writer writes on the new device")
+
+	pv := pvOf(t, ns, "loop-block")
+	img := filepath.Join("/var/lib/pav-examples/loop-block", field(pv, "spec", "csi", "volumeHandle").(string)+".img")
+	acked := acknowledged(t, ns, "writer")
+	k(t, "-n", ns, "delete", "pod", "writer", "--wait=true")
+	data, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range acked {
+		want := []byte(fmt.Sprintf("line %d\n", n))
+		if off := n * 512; off+len(want) > len(data) || !bytes.Equal(data[off:off+len(want)], want) {
+			t.Errorf("sector %d was acknowledged but is not in the backing file", n)
+		}
+	}
+	noPavPodsLeft(t, "loop-block")
+	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	sw.lap("unstaged, claim deleted")
+}
