@@ -5,6 +5,7 @@ package benchcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,9 +32,12 @@ import (
 
 // The provisioners of testdata/provisioners.yaml.
 const (
-	noPods   = "bench-nopods"
-	withPod  = "bench-create"
-	longStag = "bench-long"
+	noPods     = "bench-nopods"
+	withPod    = "bench-create"
+	longStag   = "bench-long"
+	fuse       = "bench-fuse"
+	fuseShared = "bench-fuse-shared"       // bench-fuse with shared staging, made by install
+	fuseStore  = "/var/lib/pav-bench-fuse" // bench-fuse's hostPath
 )
 
 // stepTimeout bounds one step of one sample (a claim binding, a pod
@@ -143,11 +147,23 @@ func TestClusterBenchmark(t *testing.T) {
 	r.row("client pod Ready, run-to-completion staging pod", floor, ready)
 	r.row("client pod Ready, run-to-completion staging pod", pav, b.clientSeries(noPods, "run-to-completion", r))
 	r.row("client pod Ready, long-running staging pod (`/pav/ready`)", pav, b.clientSeries(longStag, "long-running", r))
+	var csiReady []float64
 	if b.anchor != nil {
-		csiReady := b.clientSeries(anchorClass, "", r)
+		csiReady = b.clientSeries(anchorClass, "", r)
 		r.row("client pod Ready, run-to-completion staging pod", csiAnchor, csiReady)
 		r.row("client pod Ready, long-running staging pod (`/pav/ready`)", csiAnchor, csiReady)
 	}
+
+	// staging that heals and is shared (bench-fuse: a gocryptfs daemon per staging pod)
+	total, ownStart, added := b.recovery()
+	r.row("recovery: FUSE daemon killed → the same client's writes work again", pav, total)
+	r.row("recovery: the new staging pod's own start (created seen → `/pav/ready`)", pav, ownStart)
+	r.row("recovery minus the new staging pod's own start", pav, added)
+	r.row("client pod Ready, shared staging pod already running", pav, b.sharedClientSeries())
+	if b.anchor != nil {
+		r.row("client pod Ready, shared staging pod already running", csiAnchor, csiReady)
+	}
+	r.Staging = append(r.Staging, b.stagingFootprint(fuse), b.stagingFootprint(fuseShared))
 
 	// the burst, and memory with its claims bound
 	r.Burst = append(r.Burst, b.burst(noPods, pav, r))
@@ -197,14 +213,21 @@ func (b *bench) install() {
 	raw, err := os.ReadFile(filepath.Join("testdata", "provisioners.yaml"))
 	b.must(err)
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
-	for range 3 {
+	for {
 		var p v1alpha1.PavProvisioner
-		b.must(dec.Decode(&p))
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else {
+			b.must(err)
+		}
 		b.createProvisioner(&p)
+		if p.Name == fuse {
+			shared := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: fuseShared}, Spec: *p.Spec.DeepCopy()}
+			shared.Spec.VolumeStaging.Shared = true
+			b.createProvisioner(shared)
+		}
 	}
-	for _, name := range []string{noPods, withPod, longStag} {
-		b.waitRegistered(name)
-	}
+	b.waitRegistered(noPods, withPod, longStag, fuse, fuseShared)
 }
 
 // createProvisioner creates a PavProvisioner and a StorageClass of its name
@@ -295,6 +318,10 @@ func (b *bench) cleanup() {
 		if err := b.pav.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			b.t.Errorf("cleanup: deleting PavProvisioner %s: %v", name, err)
 		}
+	}
+	// bench-fuse's backends, on the clients' node (this machine's files)
+	if err := os.RemoveAll(fuseStore); err != nil {
+		b.t.Errorf("cleanup: %v", err)
 	}
 }
 

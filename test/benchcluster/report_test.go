@@ -79,6 +79,8 @@ type report struct {
 	Breakdown map[string][]step `json:"breakdown"`
 	Burst     []burstResult     `json:"burst"`
 	Memory    []memRow          `json:"memory"`
+	// Staging for many clients of one claim on one node, shared or not.
+	Staging []footprint `json:"staging"`
 }
 
 func (b *bench) newReport() *report {
@@ -226,6 +228,14 @@ func (r *report) markdown() string {
 			w.WriteString(" " + cell + " |")
 		}
 		w.WriteString("\n")
+	}
+
+	if len(r.Staging) > 0 {
+		w.WriteString("\nStaging for many client pods of one claim on one node (a gocryptfs daemon per staging pod); memory of the staging pods, MiB, as below:\n\n")
+		w.WriteString("| provisioner | clients | staging pods | staging pods' memory |\n|---|---:|---:|---|\n")
+		for _, f := range r.Staging {
+			fmt.Fprintf(&w, "| %s | %d | %d | %.1f / %.1f (%.1f) |\n", f.Provisioner, f.Clients, f.StagingPods, f.WorkingSet, f.VmRSS, f.RssFile)
+		}
 	}
 
 	var states []string
