@@ -175,7 +175,7 @@ func TestClusterBenchmark(t *testing.T) {
 
 	table := r.markdown()
 	fmt.Print("\n" + table)
-	if err := r.write(); err != nil {
+	if err := r.write(table); err != nil {
 		t.Error(err)
 	}
 }

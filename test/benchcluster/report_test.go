@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -167,7 +169,7 @@ func (s stat) String() string {
 	return ms(s.P50) + " / " + ms(s.P90)
 }
 
-// markdown renders the report as the README shows it.
+// markdown renders the report as docs/benchmarks.md shows it.
 func (r *report) markdown() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "Cluster benchmark (`make bench-cluster`), %s, commit %s, Kubernetes %s, %d nodes, %d CPUs; clients on %s. Latencies: p50 / p90 of %d samples each, one at a time.\n\n",
@@ -291,16 +293,44 @@ func (r *report) markdown() string {
 	return w.String()
 }
 
-// write saves the report as _output/bench/cluster.json.
-func (r *report) write() error {
+// Markers around the cluster benchmark's tables in docs/benchmarks.md, which
+// write replaces with the run's.
+const (
+	docTablesBegin = "<!-- make bench-cluster: tables begin -->"
+	docTablesEnd   = "<!-- make bench-cluster: tables end -->"
+)
+
+// write saves the report as _output/bench/cluster.json, its tables as
+// _output/bench/cluster.md, and puts the tables into docs/benchmarks.md.
+func (r *report) write(table string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	path, err := framework.WriteOutput("bench", "cluster.json", append(b, '\n'))
+	for name, data := range map[string][]byte{"cluster.json": append(b, '\n'), "cluster.md": []byte(table)} {
+		path, err := framework.WriteOutput("bench", name, data)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s\n", path)
+	}
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s\n", path)
+	doc := filepath.Join(root, "docs", "benchmarks.md")
+	text, err := os.ReadFile(doc)
+	if err != nil {
+		return err
+	}
+	before, rest, ok1 := strings.Cut(string(text), docTablesBegin)
+	_, after, ok2 := strings.Cut(rest, docTablesEnd)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("%s lacks the markers %q and %q", doc, docTablesBegin, docTablesEnd)
+	}
+	if err := os.WriteFile(doc, []byte(before+docTablesBegin+"\n\n"+table+"\n"+docTablesEnd+after), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", doc, err)
+	}
+	fmt.Printf("updated %s\n", doc)
 	return nil
 }
