@@ -146,9 +146,17 @@ func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
 	usage := readFile(t, example("sshfs", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	return ns, startWriters(t, ns, "sshfs")
+}
+
+// startWriters creates two writerPods of claim in ns, one whose mount is
+// private to its container and one with mountPropagation HostToContainer,
+// waits until both write, and returns each writer's container ID.
+func startWriters(t *testing.T, ns, claim string) (containerIDs map[string]string) {
+	t.Helper()
 	propagation := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
 	for name, prop := range propagation {
-		applyStdin(t, ns, writerPod(name, "sshfs", name+".log", prop))
+		applyStdin(t, ns, writerPod(name, claim, name+".log", prop))
 	}
 	containerIDs = map[string]string{}
 	for name := range propagation {
@@ -159,7 +167,7 @@ func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
 		})
 		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
 	}
-	return ns, containerIDs
+	return containerIDs
 }
 
 // sshfsDone checks that every line the writers acknowledged is in their
@@ -200,7 +208,20 @@ func TestSSHFSRecovery(t *testing.T) {
 	ns, writers := sshfsWriters(t)
 	sw.lap("two clients writing through sshfs")
 
-	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs",
+	killDaemonsAndWaitRecovered(t, ns, writers, "sshfs", "sshfs")
+	sw.lap("both clients write again")
+
+	sshfsDone(t, srv, ns, writers)
+	sw.lap("unstaged, claim deleted")
+}
+
+// killDaemonsAndWaitRecovered kills the processes named comm in every
+// staging pod of provisioner, one per writer, then waits until each writer
+// got VolumeLost and VolumeRecovered and writes again in the same container
+// (same container ID, no restart).
+func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]string, provisioner, comm string) {
+	t.Helper()
+	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner="+provisioner,
 		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`))
 	if len(stagings) != len(writers) {
 		t.Fatalf("staging pods %v, want one per client", stagings)
@@ -208,7 +229,7 @@ func TestSSHFSRecovery(t *testing.T) {
 	for _, staging := range stagings {
 		nsName := strings.SplitN(staging, "/", 2)
 		k(t, "-n", nsName[0], "exec", nsName[1], "--", "bash", "-c",
-			`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sshfs ] && kill -9 "${p#/proc/}"; done; true`)
+			`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = `+comm+` ] && kill -9 "${p#/proc/}"; done; true`)
 	}
 	killed := map[string]int{}
 	for name := range writers {
@@ -231,10 +252,6 @@ func TestSSHFSRecovery(t *testing.T) {
 			t.Errorf("%s: restarted %s times", name, n)
 		}
 	}
-	sw.lap("both clients write again")
-
-	sshfsDone(t, srv, ns, writers)
-	sw.lap("unstaged, claim deleted")
 }
 
 // TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
@@ -336,6 +353,48 @@ func TestGocryptfs(t *testing.T) {
 		t.Fatalf("encrypted directory %s still exists on %s after the claim was deleted", cipherDir, node)
 	}
 	sw.lap("claim deleted, ciphertext removed")
+}
+
+// TestGocryptfsRecovery kills the gocryptfs daemons of an encrypted volume
+// in use by two writing clients (one with a private mount, one with
+// HostToContainer): the same containers write again, and every line they
+// acknowledged, before the kill and after, reads back through the
+// recovered volume.
+func TestGocryptfsRecovery(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
+	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
+	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
+	ns := newNamespace(t)
+	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	usage := readFile(t, example("gocryptfs", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	writers := startWriters(t, ns, "gocryptfs")
+	sw.lap("two clients writing through gocryptfs")
+
+	killDaemonsAndWaitRecovered(t, ns, writers, "gocryptfs", "gocryptfs")
+	sw.lap("both clients write again")
+
+	for name := range writers {
+		acked := acknowledged(t, ns, name)
+		written := map[string]bool{}
+		for _, line := range strings.Split(k(t, "-n", ns, "exec", name, "--", "cat", "/data/"+name+".log"), "\n") {
+			written[line] = true
+		}
+		for _, n := range acked {
+			if !written[fmt.Sprintf("line %d", n)] {
+				t.Errorf("%s: line %d was acknowledged but is not in the volume", name, n)
+			}
+		}
+		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
+	}
+	noPavPodsLeft(t, "gocryptfs")
+	outer := pvOf(t, ns, "gocryptfs")
+	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
+	sw.lap("unstaged, claim deleted")
 }
 
 // TestS3Bucket runs versitygw, gets a new bucket for one claim and the existing
