@@ -136,6 +136,21 @@ func acknowledged(t *testing.T, ns, pod string) []int {
 	return ok
 }
 
+// checkAcknowledged reports each line a writer acknowledged that its file's
+// content (read where) lacks.
+func checkAcknowledged(t *testing.T, writer string, acked []int, content, where string) {
+	t.Helper()
+	lines := map[string]bool{}
+	for _, line := range strings.Split(content, "\n") {
+		lines[line] = true
+	}
+	for _, n := range acked {
+		if !lines[fmt.Sprintf("line %d", n)] {
+			t.Errorf("%s: line %d was acknowledged but is not %s", writer, n, where)
+		}
+	}
+}
+
 // sshfsWriters creates, in a new namespace, the sshfs example's claim and
 // two writerPods of it, one whose mount is private to its container and one
 // with mountPropagation HostToContainer, waits until both write, and returns
@@ -179,15 +194,7 @@ func sshfsDone(t *testing.T, srv, ns string, writers map[string]string) {
 	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
 	for name := range writers {
 		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
-		onServer := map[string]bool{}
-		for _, line := range strings.Split(k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "\n") {
-			onServer[line] = true
-		}
-		for _, n := range acked {
-			if !onServer[fmt.Sprintf("line %d", n)] {
-				t.Errorf("%s: line %d was acknowledged but is not on the server", name, n)
-			}
-		}
+		checkAcknowledged(t, name, acked, k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "on the server")
 		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
 	}
 	noPavPodsLeft(t, "sshfs")
@@ -379,15 +386,7 @@ func TestGocryptfsRecovery(t *testing.T) {
 
 	for name := range writers {
 		acked := acknowledged(t, ns, name)
-		written := map[string]bool{}
-		for _, line := range strings.Split(k(t, "-n", ns, "exec", name, "--", "cat", "/data/"+name+".log"), "\n") {
-			written[line] = true
-		}
-		for _, n := range acked {
-			if !written[fmt.Sprintf("line %d", n)] {
-				t.Errorf("%s: line %d was acknowledged but is not in the volume", name, n)
-			}
-		}
+		checkAcknowledged(t, name, acked, k(t, "-n", ns, "exec", name, "--", "cat", "/data/"+name+".log"), "in the volume")
 		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
 	}
 	noPavPodsLeft(t, "gocryptfs")
