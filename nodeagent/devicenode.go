@@ -14,9 +14,9 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -30,10 +30,6 @@ import (
 // whose device rules are an eBPF program of the runtime's: PaV does not
 // rewrite it, so the container cannot open a new device number.
 var errDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot extend: restart the client pod to use the recovered device")
-
-// hostCgroupRoot is where the node plugin (hostPID) sees the node's cgroup
-// file systems: through the node's init process, whatever its own mounts.
-const hostCgroupRoot = "/proc/1/root/sys/fs/cgroup"
 
 // blockDevicePaths are the paths at which pod's containers see the block
 // volume of claim (a claim of pod's namespace, or of a generic ephemeral
@@ -138,26 +134,79 @@ func renameNodeOver(dirfd int, name string, st unix.Stat_t, dev uint64) error {
 // allowDevice adds to the device cgroup (v1) of process pid a rule for block
 // device new with the access its rules give old.
 func allowDevice(pid int, old, new uint64) error {
-	dir, err := deviceCgroup(pid)
+	rel, err := deviceCgroup(pid)
 	if err != nil {
 		return err
 	}
-	list, err := os.ReadFile(filepath.Join(dir, "devices.list"))
+	dir, err := openDeviceCgroup(rel)
+	if err != nil {
+		return fmt.Errorf("the device cgroup of process %d: %w", pid, err)
+	}
+	defer unix.Close(dir)
+	list, err := readAt(dir, "devices.list")
 	if err != nil {
 		return fmt.Errorf("reading the device rules of process %d: %w", pid, err)
 	}
-	access := deviceAccess(string(list), old)
+	access := deviceAccess(list, old)
 	if access == "" {
 		return fmt.Errorf("the device cgroup of process %d does not let it open block device %d:%d", pid, unix.Major(old), unix.Minor(old))
 	}
 	rule := fmt.Sprintf("b %d:%d %s", unix.Major(new), unix.Minor(new), access)
-	if err := os.WriteFile(filepath.Join(dir, "devices.allow"), []byte(rule), 0); err != nil {
+	fd, err := unix.Openat(dir, "devices.allow", unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		_, err = unix.Write(fd, []byte(rule))
+		unix.Close(fd)
+	}
+	if err != nil {
 		return fmt.Errorf("allowing %q to process %d: %w", rule, pid, err)
 	}
 	return nil
 }
 
-// deviceCgroup is the directory of process pid's device cgroup (v1).
+// openDeviceCgroup opens directory rel of the node's v1 devices hierarchy.
+// A container sees only its own cgroup at /sys/fs/cgroup: the node plugin
+// mounts the hierarchy afresh, detached (fsopen, fsmount), for this lookup.
+func openDeviceCgroup(rel string) (int, error) {
+	fsfd, err := unix.Fsopen("cgroup", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen cgroup: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetFlag(fsfd, "devices"); err != nil {
+		return -1, fmt.Errorf("fsconfig devices: %w", err)
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("creating the devices hierarchy's mount: %w", err)
+	}
+	mnt, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOEXEC|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	defer unix.Close(mnt)
+	dir, err := unix.Openat2(mnt, "."+rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", rel, err)
+	}
+	return dir, nil
+}
+
+// readAt reads a small file of directory dir.
+func readAt(dir int, name string) (string, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	return string(b), err
+}
+
+// deviceCgroup is the path of process pid's device cgroup (v1) in the
+// devices hierarchy.
 func deviceCgroup(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
@@ -170,7 +219,7 @@ func deviceCgroup(pid int) (string, error) {
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if c == "devices" {
-				return filepath.Join(hostCgroupRoot, "devices", filepath.Clean("/"+parts[2])), nil
+				return path.Clean("/" + parts[2]), nil
 			}
 		}
 	}

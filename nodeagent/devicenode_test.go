@@ -76,3 +76,24 @@ func TestDeviceAccess(t *testing.T) {
 		}
 	}
 }
+
+// The node's devices hierarchy is reached through a detached mount of its
+// own, whatever the node plugin's /sys/fs/cgroup shows.
+func TestOpenDeviceCgroupOfSelf(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (fsmount)")
+	}
+	rel, err := deviceCgroup(os.Getpid())
+	if err == errDeviceCgroupV2 {
+		t.Skip("cgroup v2 machine")
+	}
+	must(t, err)
+	dir, err := openDeviceCgroup(rel)
+	must(t, err)
+	defer unix.Close(dir)
+	list, err := readAt(dir, "devices.list")
+	must(t, err)
+	if deviceAccess(list, unix.Mkdev(1, 3)) == "" { // /dev/null: every cgroup may use it
+		t.Errorf("devices.list of %s lets no one open /dev/null:\n%s", rel, list)
+	}
+}

@@ -91,7 +91,7 @@ func (r *recoveryRecord) showsAt(target string) bool {
 	if err != nil {
 		return false
 	}
-	now := volumeMount{Major: top.Major, Minor: top.Minor, Root: unescapeMountInfo(top.Root)}.String()
+	now := volumeMount{Major: top.Major, Minor: top.Minor, Root: mountRoot(*top)}.String()
 	for _, old := range r.Replaces {
 		if old == now {
 			return true

@@ -60,7 +60,7 @@ func (v volumeMount) within(m mount.MountInfo) (sub string, ok bool) {
 	if m.Major != v.Major || m.Minor != v.Minor {
 		return "", false
 	}
-	root := unescapeMountInfo(m.Root)
+	root := mountRoot(m)
 	if root == v.Root {
 		return "", true
 	}
@@ -97,7 +97,7 @@ func volumeMountAt(infos []mount.MountInfo, where string) (volumeMount, bool) {
 	for i := len(infos) - 1; i >= 0; i-- {
 		mp := unescapeMountInfo(infos[i].MountPoint)
 		if where == mp || mount.PathWithinBase(where, mp) {
-			root := unescapeMountInfo(infos[i].Root)
+			root := mountRoot(infos[i])
 			if rel := strings.TrimPrefix(strings.TrimPrefix(where, mp), "/"); rel != "" {
 				root = path.Join(root, rel)
 			}
@@ -138,6 +138,14 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 		}
 	}
 	return tops
+}
+
+// mountRoot is the directory of its file system a mount shows. A mount of
+// a file or directory that was since removed (a block volume's device node
+// in the old staging pod's cleaned-up /pav) still shows it: mountinfo adds
+// "//deleted", which is no part of the name.
+func mountRoot(m mount.MountInfo) string {
+	return strings.TrimSuffix(unescapeMountInfo(m.Root), "//deleted")
 }
 
 // unescapeMountInfo undoes mountinfo's octal escapes (\040 for a space).

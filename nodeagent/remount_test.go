@@ -119,3 +119,12 @@ func must(t *testing.T, err error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestWithinIgnoresDeletedMark(t *testing.T) {
+	v := volumeMount{Major: 0, Minor: 42, Root: "/volume"}
+	for root, want := range map[string]bool{"/volume": true, "/volume//deleted": true, "/volume2": false, "/volume/sub//deleted": true} {
+		if _, ok := v.within(mount.MountInfo{Major: 0, Minor: 42, Root: root}); ok != want {
+			t.Errorf("within(%q) = %v, want %v", root, ok, want)
+		}
+	}
+}
