@@ -64,6 +64,9 @@ func (stubEngine) StorageCapacity(context.Context, *v1alpha1.PavProvisioner, tem
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("expand"), true, nil
 }
+func (stubEngine) Modification(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
+	return stubPod("modify"), true, nil
+}
 func (stubEngine) SnapshotCreation(context.Context, *v1alpha1.PavProvisioner, templating.SnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("snapshot"), true, nil
 }
@@ -112,6 +115,9 @@ type harness struct {
 	// backendMax, when set, is the most an expansion pod can grow a volume
 	// to: above it the pod fails with /pav/infeasible.
 	backendMax *resource.Quantity
+	// infeasibleClass, when set, is the VolumeAttributesClass a
+	// modification pod fails to give a volume, with /pav/infeasible.
+	infeasibleClass string
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
 	// attributes, when set, is what creation pods write to /pav/volume-attributes.
@@ -290,6 +296,10 @@ func (h *harness) runPods() {
 		if target, err := resource.ParseQuantity(pod.Annotations[protocol.AnnotationExpansionTarget]); err == nil && h.backendMax != nil && target.Cmp(*h.backendMax) > 0 {
 			pod.Status.Phase, exit = corev1.PodFailed, 1
 			pod.Annotations[protocol.AnnotationResultInfeasible] = "the pool holds at most " + h.backendMax.String()
+		}
+		if target := pod.Annotations[protocol.AnnotationModificationTarget]; target != "" && target == h.infeasibleClass {
+			pod.Status.Phase, exit = corev1.PodFailed, 1
+			pod.Annotations[protocol.AnnotationResultInfeasible] = "the backend has no such tier"
 		}
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: metav1.NewTime(h.now)}}}}

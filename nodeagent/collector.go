@@ -59,6 +59,7 @@ var collectedPhases = map[protocol.Phase]bool{
 
 	protocol.PhaseSnapshotCreation: true,
 	protocol.PhaseSnapshotDeletion: true,
+	protocol.PhaseModification:     true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound

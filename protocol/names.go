@@ -35,6 +35,9 @@ const (
 	// VolumeSnapshotContent).
 	PhaseSnapshotCreation Phase = "snapshot-creation"
 	PhaseSnapshotDeletion Phase = "snapshot-deletion"
+	// PhaseModification: a volume takes the parameters of another
+	// VolumeAttributesClass (PaV-Go addition).
+	PhaseModification Phase = "modification"
 )
 
 // CapacityKey names one measurement of storage capacity: a provisioner's
@@ -109,6 +112,8 @@ const (
 	AnnotationSnapshotContent = prefix + "snapshot-content"
 	// On expansion pods: the size they grow the volume to.
 	AnnotationExpansionTarget = prefix + "expansion-target"
+	// On modification pods: the VolumeAttributesClass they give the volume.
+	AnnotationModificationTarget = prefix + "modification-target"
 
 	// AnnotationCapacityOf on capacity pods: the CapacityKey they measure.
 	AnnotationCapacityOf = prefix + "capacity-of"
