@@ -118,6 +118,9 @@ type harness struct {
 	// infeasibleClass, when set, is the VolumeAttributesClass a
 	// modification pod fails to give a volume, with /pav/infeasible.
 	infeasibleClass string
+	// notReadyChecks is how many snapshot creation pods, first, write
+	// "false" to /pav/ready-to-use.
+	notReadyChecks int
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
 	// attributes, when set, is what creation pods write to /pav/volume-attributes.
@@ -306,6 +309,10 @@ func (h *harness) runPods() {
 		if phaseOf(pod) == protocol.PhaseSnapshotCreation {
 			pod.Annotations[protocol.AnnotationResultSnapshotHandle] = resultSnapshotHandle + "\n"
 			pod.Annotations[protocol.AnnotationResultRestoreSize] = resultCapacity
+			if h.notReadyChecks > 0 {
+				h.notReadyChecks--
+				pod.Annotations[protocol.AnnotationResultReadyToUse] = "false\n"
+			}
 		}
 		if phaseOf(pod) == protocol.PhaseCreation {
 			handle := resultHandle

@@ -135,6 +135,7 @@ const (
 	// /pav/restore-size, if present.
 	AnnotationResultSnapshotHandle = prefix + "result-snapshot-handle"
 	AnnotationResultRestoreSize    = prefix + "result-restore-size"
+	AnnotationResultReadyToUse     = prefix + "result-ready-to-use"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -162,7 +163,7 @@ const (
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
 	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationResultSnapshotHandle, AnnotationResultRestoreSize,
-	AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
+	AnnotationResultReadyToUse, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
@@ -221,6 +222,11 @@ const (
 	// and the smallest volume it restores into (bytes, or a quantity).
 	FileSnapshotHandle = "snapshot-handle"
 	FileRestoreSize    = "restore-size"
+	// FileReadyToUse (PaV-Go addition), from a snapshot creation pod:
+	// "false" if the snapshot is cut but not usable yet (PaV runs the
+	// creation pod again later, with snapshotHandle in its context, until
+	// it writes "true" or nothing).
+	FileReadyToUse = "ready-to-use"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.
