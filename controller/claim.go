@@ -54,6 +54,9 @@ type claimSync struct {
 	// made from, and its content.
 	sourceSnapshot *snapshotv1.VolumeSnapshot
 	sourceContent  *snapshotv1.VolumeSnapshotContent
+	// vac: the VolumeAttributesClass the claim names, which a new volume is
+	// created with (resolveClass).
+	vac *storagev1.VolumeAttributesClass
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -198,7 +201,8 @@ func (s *claimSync) reschedule() {
 
 func (s *claimSync) request() templating.DynamicRequest {
 	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
-		SourcePVC: s.source, SourcePV: s.sourcePV, SourceSnapshot: s.sourceSnapshot, SourceContent: s.sourceContent, Topology: s.topology}
+		SourcePVC: s.source, SourcePV: s.sourcePV, SourceSnapshot: s.sourceSnapshot, SourceContent: s.sourceContent, Topology: s.topology,
+		VolumeAttributesClass: s.vac}
 }
 
 // computeTopology sets s.topology for the provisioner's topology keys.
@@ -365,7 +369,10 @@ func (s *claimSync) provision(ctx context.Context) error {
 				return err
 			}
 		}
-		return s.expand(ctx)
+		if err := s.expand(ctx); err != nil {
+			return err
+		}
+		return s.modify(ctx)
 	case stepRevertDone:
 		return s.afterFailedCreation(ctx, s.pods[protocol.PhaseDeletion])
 	case stepCreationPod:
@@ -428,6 +435,9 @@ func (s *claimSync) start(ctx context.Context) error {
 	if _, _, err := protocol.Snapshots(s.pvc, s.class); err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
+	if err := s.resolveClass(ctx); err != nil {
+		return err
+	}
 	vc, err := s.c.engine.Validation(ctx, s.p, s.request())
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeValidation of PavProvisioner %q: %v", s.p.Name, err)
@@ -443,6 +453,27 @@ func (s *claimSync) start(ctx context.Context) error {
 		return s.runPod(ctx, protocol.PhaseValidation, vc.PodTemplate, nil)
 	}
 	return s.startCreation(ctx)
+}
+
+// resolveClass reads the VolumeAttributesClass the claim names into s.vac,
+// as external-provisioner does before CreateVolume: a class that does not
+// exist, or is another driver's, fails the attempt (retried with backoff).
+func (s *claimSync) resolveClass(ctx context.Context) error {
+	name := ptrString(s.pvc.Spec.VolumeAttributesClassName)
+	if name == "" || (s.vac != nil && s.vac.Name == name) {
+		return nil
+	}
+	vac, err := s.volumeAttributesClass(ctx, name)
+	switch {
+	case err != nil:
+		return s.fail(reasonProvisioningFailed, "%v", err)
+	case vac == nil:
+		return s.fail(reasonProvisioningFailed, "VolumeAttributesClass %q not found", name)
+	case vac.DriverName != s.p.Name:
+		return s.fail(reasonProvisioningFailed, "VolumeAttributesClass %q is for driver %q, not PavProvisioner %q", name, vac.DriverName, s.p.Name)
+	}
+	s.vac = vac
+	return nil
 }
 
 // finishIfVolumeExists finishes the claim if its PV exists, asking the API
@@ -505,9 +536,15 @@ func (s *claimSync) validationPodState(ctx context.Context, pod *corev1.Pod) err
 // startCreation runs the creation pod, or creates the volume directly when
 // the provisioner has none.
 func (s *claimSync) startCreation(ctx context.Context) error {
+	if err := s.resolveClass(ctx); err != nil {
+		return err
+	}
 	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
+	}
+	if s.vac != nil {
+		cc.VolumeAttributesClassName = s.vac.Name
 	}
 	if cc.NodeAffinity == nil && s.topology != nil {
 		// The segment the creation is asked to prefer: the selected node's
@@ -663,6 +700,8 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		NodeAffinity: cc.NodeAffinity,
 		SelectedNode: s.pvc.Annotations[annSelectedNode],
 		Attributes:   attrs,
+
+		VolumeAttributesClassName: cc.VolumeAttributesClassName,
 	})
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)

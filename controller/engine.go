@@ -31,6 +31,11 @@ type Engine interface {
 	// req.PVC requests; ok is false if the provisioner cannot expand, a nil
 	// template means no pod (the new size is only recorded).
 	Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
+	// Modification evaluates spec.volumeModification for giving req.PV
+	// the class req.VolumeAttributesClass; ok is false if the provisioner
+	// cannot modify volumes, a nil template means no pod (the class is only
+	// recorded).
+	Modification(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
 	// SnapshotCreation evaluates spec.snapshotCreation; ok is false if the
 	// provisioner cannot take snapshots.
 	SnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)

@@ -113,12 +113,9 @@ func infeasibleRecord(pvc *corev1.PersistentVolumeClaim, size resource.Quantity)
 // expand grows the claim's volume if the claim requests more than it has.
 func (s *claimSync) expand(ctx context.Context) error {
 	pvc := s.pvc
-	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" || s.p == nil {
+	pv := s.boundVolume()
+	if pv == nil {
 		return nil
-	}
-	pv, err := s.c.volumes.Get(pvc.Spec.VolumeName)
-	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name || pv.Annotations[protocol.AnnotationProvisionedBy] != s.p.Name {
-		return nil // not a volume PaV provisioned for this provisioner
 	}
 	want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	have := pv.Spec.Capacity[corev1.ResourceStorage]
@@ -131,18 +128,11 @@ func (s *claimSync) expand(ctx context.Context) error {
 	v := expansionView{pvc: pvc, want: want, have: have, pod: pod != nil}
 	var tmpl *corev1.PodTemplateSpec
 	if pod == nil && want.Cmp(have) > 0 {
-		req := s.request()
-		req.PV = pv
-		req.Handle = pv.Spec.CSI.VolumeHandle
-		if req.Class == nil {
-			// The class may be gone; the PV recorded it.
-			if rec, err := requestFromVolume(pv); err == nil {
-				req.Class = rec.Class
-			}
-		}
-		if req.Class == nil {
+		req, ok := s.volumeRequest(pv)
+		if !ok {
 			return s.expansionFailed("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
 		}
+		var err error
 		if tmpl, v.notAllowed, err = s.expansionPlan(ctx, req, want); err != nil {
 			return s.expansionFailed("%v", err)
 		}

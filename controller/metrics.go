@@ -49,12 +49,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"phase"}),
 	}
 	// Start every series at zero so dashboards and alerts see them at once.
-	for _, op := range []string{"provision", "delete", "expand"} {
+	for _, op := range []string{"provision", "delete", "expand", "modify"} {
 		for _, r := range []string{"success", "failure"} {
 			m.operations.WithLabelValues(op, r)
 		}
 	}
-	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion} {
+	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification} {
 		for _, r := range []string{"success", "failure"} {
 			m.pods.WithLabelValues(string(ph), r)
 		}
@@ -104,7 +104,7 @@ func (f *inFlight) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
 	counts := map[protocol.Phase]int{
 		protocol.PhaseValidation: 0, protocol.PhaseCreation: 0, protocol.PhaseDeletion: 0,
-		protocol.PhaseStaging: 0, protocol.PhaseUnstaging: 0, protocol.PhaseExpansion: 0,
+		protocol.PhaseStaging: 0, protocol.PhaseUnstaging: 0, protocol.PhaseExpansion: 0, protocol.PhaseModification: 0,
 	}
 	pods, _ := f.c.pods.List(everything)
 	for _, p := range pods {

@@ -25,7 +25,8 @@ type podOutcome struct {
 	message string
 	// handle and capacity are the contents of /pav/handle and /pav/capacity, if the pod wrote them.
 	handle, capacity *string
-	// infeasible is the content of /pav/infeasible, if an expansion pod wrote it.
+	// infeasible is the content of /pav/infeasible, if an expansion or
+	// modification pod wrote it.
 	infeasible *string
 	// attributes is the content of /pav/volume-attributes, if a creation
 	// pod wrote it; resultError what the pod (or the node plugin refusing

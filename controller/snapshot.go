@@ -88,6 +88,12 @@ func contentReady(c *snapshotv1.VolumeSnapshotContent) bool {
 	return c.Status != nil && c.Status.ReadyToUse != nil && *c.Status.ReadyToUse
 }
 
+// notReadyYet: the content records a snapshot that its creation pod said
+// is not ready to use yet (/pav/ready-to-use), with no error.
+func notReadyYet(c *snapshotv1.VolumeSnapshotContent) bool {
+	return statusHandle(c) != "" && c.Status.ReadyToUse != nil && !*c.Status.ReadyToUse && c.Status.Error == nil
+}
+
 func statusHandle(c *snapshotv1.VolumeSnapshotContent) string {
 	if c.Status != nil && c.Status.SnapshotHandle != nil {
 		return *c.Status.SnapshotHandle
@@ -116,6 +122,9 @@ func decideSnapshot(c *snapshotv1.VolumeSnapshotContent, pods map[protocol.Phase
 		return snapCreate
 	case c.Spec.Source.SnapshotHandle != nil && !contentReady(c):
 		return snapStaticReady
+	case c.Spec.Source.VolumeHandle != nil && notReadyYet(c):
+		// Cut but not usable yet: the creation pod runs again to check.
+		return snapCreate
 	}
 	if _, ok := c.Annotations[annSnapshotBeingCreated]; ok && statusHandle(c) != "" {
 		return snapRemoveBeingCreated
@@ -289,7 +298,8 @@ func (s *contentSync) create(ctx context.Context) error {
 	case err != nil:
 		return s.fail(ctx, "evaluating spec.snapshotCreation of PavProvisioner %q: %v", s.p.Name, err)
 	}
-	if _, ok := s.content.Annotations[annSnapshotBeingCreated]; !ok {
+	// A re-check of a recorded snapshot cuts nothing that could leak.
+	if _, ok := s.content.Annotations[annSnapshotBeingCreated]; !ok && statusHandle(s.content) == "" {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"yes"}}}`, annSnapshotBeingCreated)
 		if _, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().Patch(ctx, s.content.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("VolumeSnapshotContent %s: marking it being created: %w", s.content.Name, err)
@@ -305,44 +315,75 @@ func (s *contentSync) create(ctx context.Context) error {
 
 // creationPodState acts on the creation pod once it is done: its results
 // go into the content's status, then the being-created mark and the pod go.
+// A pod that re-checked a snapshot not ready yet updates its readiness; a
+// snapshot still not ready is checked again after a backoff.
 func (s *contentSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
 	r, ok := s.c.finishedPod(ctx, pod, podWaiter{obj: s.content, queue: s.c.contentQueue, key: s.content.Name})
 	if !ok {
 		return nil
 	}
-	if statusHandle(s.content) == "" {
-		if !r.succeeded {
+	recorded := statusHandle(s.content)
+	wasReady := contentReady(s.content)
+	if !r.succeeded {
+		if recorded == "" {
 			return s.failedAttempt(ctx, pod, r.message)
 		}
-		res, problem := snapshotResults(pod)
-		if res.handle == "" {
-			return s.failedAttempt(ctx, pod, problem)
-		}
-		// A handle that is valid is recorded even if the rest is not, so
-		// that the snapshot can be deleted; it is then not ready.
-		if err := s.writeStatus(ctx, func(st *snapshotv1.VolumeSnapshotContentStatus) {
-			st.SnapshotHandle = &res.handle
+		// A failed re-check leaves the recorded snapshot as it is.
+		s.event(corev1.EventTypeWarning, reasonSnapshotCreationFailed, "checking whether snapshot %q is ready: %s", recorded, r.message)
+		return s.checkAgain(ctx, pod)
+	}
+	res, problem := snapshotResults(pod, recorded)
+	if res.handle == "" {
+		return s.failedAttempt(ctx, pod, problem)
+	}
+	ready := problem == "" && res.ready
+	// A handle that is valid is recorded even if the rest is not, so
+	// that the snapshot can be deleted; it is then not ready.
+	if err := s.writeStatus(ctx, func(st *snapshotv1.VolumeSnapshotContentStatus) {
+		st.SnapshotHandle = &res.handle
+		if st.CreationTime == nil {
 			st.CreationTime = ptrTo(terminationTime(pod).UnixNano())
+		}
+		if res.restoreSize != nil {
 			st.RestoreSize = res.restoreSize
-			st.ReadyToUse = ptrTo(problem == "")
-			st.Error = nil
-			if problem != "" {
-				st.Error = &snapshotv1.VolumeSnapshotError{Time: ptrTo(metav1.Now()), Message: ptrTo(problem)}
-			}
-		}); err != nil {
-			return err
+		} else if st.RestoreSize == nil {
+			st.RestoreSize = ptrTo(int64(0))
 		}
+		st.ReadyToUse = ptrTo(ready)
+		st.Error = nil
 		if problem != "" {
-			s.event(corev1.EventTypeWarning, reasonSnapshotCreationFailed, "%s", problem)
-		} else {
-			s.event(corev1.EventTypeNormal, reasonSnapshotCreated, "Snapshot %q of volume %q created by pod %s/%s", res.handle, ptrString(s.content.Spec.Source.VolumeHandle), pod.Namespace, pod.Name)
+			st.Error = &snapshotv1.VolumeSnapshotError{Time: ptrTo(metav1.Now()), Message: ptrTo(problem)}
 		}
+	}); err != nil {
+		return err
+	}
+	switch {
+	case problem != "":
+		s.event(corev1.EventTypeWarning, reasonSnapshotCreationFailed, "%s", problem)
+	case ready && !wasReady:
+		s.event(corev1.EventTypeNormal, reasonSnapshotCreated, "Snapshot %q of volume %q created by pod %s/%s", res.handle, ptrString(s.content.Spec.Source.VolumeHandle), pod.Namespace, pod.Name)
+	case !ready && recorded == "":
+		s.event(corev1.EventTypeNormal, reasonSnapshotCreated, "Snapshot %q of volume %q cut by pod %s/%s, not ready to use yet: PaV checks again later", res.handle, ptrString(s.content.Spec.Source.VolumeHandle), pod.Namespace, pod.Name)
 	}
 	if err := s.removeBeingCreated(ctx); err != nil {
 		return err
 	}
+	if !ready && problem == "" {
+		return s.checkAgain(ctx, pod)
+	}
 	s.c.contentBackoff.succeeded(s.content.Name)
 	return s.c.deletePod(ctx, pod)
+}
+
+// checkAgain ends a look at a snapshot that is not ready yet: the pod goes
+// and the creation pod runs again after a backoff.
+func (s *contentSync) checkAgain(ctx context.Context, pod *corev1.Pod) error {
+	if err := s.c.deletePod(ctx, pod); err != nil {
+		return err
+	}
+	d := s.c.contentBackoff.failed(s.content.Name)
+	s.c.contentQueue.AddAfter(s.content.Name, d)
+	return nil
 }
 
 // failedAttempt ends an attempt whose pod failed or wrote no usable handle:
@@ -363,29 +404,42 @@ func (s *contentSync) failedAttempt(ctx context.Context, pod *corev1.Pod, msg st
 
 type snapshotResult struct {
 	handle      string
-	restoreSize *int64
+	restoreSize *int64 // nil: the pod wrote none
+	ready       bool
 }
 
-// snapshotResults reads a succeeded creation pod's /pav files. handle is
-// "" if the pod wrote none that PaV accepts; problem says what is wrong.
-func snapshotResults(pod *corev1.Pod) (res snapshotResult, problem string) {
+// snapshotResults reads a succeeded creation pod's /pav files; recorded is
+// the handle the content's status already has ("" for none), which a pod
+// re-checking the snapshot need not write again. handle is "" if there is
+// none that PaV accepts; problem says what is wrong.
+func snapshotResults(pod *corev1.Pod, recorded string) (res snapshotResult, problem string) {
 	ann := pod.Annotations
-	h := strings.TrimSpace(ann[protocol.AnnotationResultSnapshotHandle])
-	if h == "" {
+	res.handle = recorded
+	switch h := strings.TrimSpace(ann[protocol.AnnotationResultSnapshotHandle]); {
+	case h == "" && recorded == "":
 		return res, fmt.Sprintf("the snapshot creation pod %s/%s succeeded but wrote no /pav/%s", pod.Namespace, pod.Name, protocol.FileSnapshotHandle)
+	case h == "":
+	case recorded != "" && h != recorded:
+		return res, fmt.Sprintf("the snapshot creation pod %s/%s wrote /pav/%s %q, but the snapshot is %q", pod.Namespace, pod.Name, protocol.FileSnapshotHandle, h, recorded)
+	default:
+		if err := protocol.CheckHandle(h); err != nil {
+			return res, fmt.Sprintf("the snapshot creation pod %s/%s wrote an invalid /pav/%s: %v", pod.Namespace, pod.Name, protocol.FileSnapshotHandle, err)
+		}
+		res.handle = h
 	}
-	if err := protocol.CheckHandle(h); err != nil {
-		return res, fmt.Sprintf("the snapshot creation pod %s/%s wrote an invalid /pav/%s: %v", pod.Namespace, pod.Name, protocol.FileSnapshotHandle, err)
-	}
-	res.handle = h
 	if raw, ok := ann[protocol.AnnotationResultRestoreSize]; ok {
 		n, err := parseBytes(strings.TrimSpace(raw))
 		if err != nil {
 			return res, fmt.Sprintf("the snapshot creation pod %s/%s wrote an invalid /pav/%s: %v", pod.Namespace, pod.Name, protocol.FileRestoreSize, err)
 		}
 		res.restoreSize = &n
-	} else {
-		res.restoreSize = ptrTo(int64(0))
+	}
+	switch v := strings.TrimSpace(ann[protocol.AnnotationResultReadyToUse]); v {
+	case "", "true":
+		res.ready = true
+	case "false":
+	default:
+		return res, fmt.Sprintf("the snapshot creation pod %s/%s wrote %q to /pav/%s: write true or false", pod.Namespace, pod.Name, v, protocol.FileReadyToUse)
 	}
 	return res, ""
 }

@@ -294,11 +294,74 @@ func TestDecideSnapshot(t *testing.T) {
 			c.DeletionTimestamp = &now
 		}), nil, snapRelease},
 		"ready, a finished pod left": {dyn(ready), map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotDeletion: pod}, snapCleanup},
+		"cut, not ready yet: checked again": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false)}
+		}), nil, snapCreate},
+		"cut, with an error: not checked again": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false),
+				Error: &snapshotv1.VolumeSnapshotError{Message: ptrTo("bad restore size")}}
+		}), nil, snapNone},
+		"not ready, being deleted": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false)}
+			deleting(c)
+		}), nil, snapDelete},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := decideSnapshot(tc.content, tc.pods); got != tc.want {
 				t.Errorf("decideSnapshot = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// notReadyThenReady: the first creation pod cuts the snapshot but says it
+// is not ready to use yet; the content records it not ready, and the
+// second pod (a re-check) finds it ready. Each pod runs once under faults.
+func notReadyThenReady() scenario {
+	sc := snapshotting(snapshotv1.VolumeSnapshotContentDelete)
+	setup := sc.setup
+	sc.setup = func(h *harness) {
+		setup(h)
+		h.notReadyChecks = 1
+	}
+	sc.attempts = 2
+	return sc
+}
+
+func TestSnapshotNotReadyIsCheckedAgainSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, notReadyThenReady())
+}
+
+// A snapshot cut but not ready to use is recorded with its handle, not
+// ready and without error, the being-created mark goes (nothing can leak),
+// and after a backoff the creation pod checks it again; the creation time
+// is the first pod's.
+func TestSnapshotNotReadyIsCheckedAgain(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	sc := notReadyThenReady()
+	sc.setup(h)
+	drain(h.events)
+	var first *snapshotv1.VolumeSnapshotContent
+	for i := 0; i < 10 && first == nil; i++ {
+		_ = h.contentStep()
+		if c, err := h.content(); err == nil && statusHandle(c) != "" {
+			first = c
+		}
+	}
+	if first == nil {
+		t.Fatalf("no snapshot recorded:\n%s", h.describe())
+	}
+	if _, creating := first.Annotations[annSnapshotBeingCreated]; contentReady(first) || first.Status.Error != nil || creating || first.Status.CreationTime == nil {
+		t.Errorf("content %+v %+v, want the snapshot recorded not ready, without error or being-created mark", first.Annotations, first.Status)
+	}
+	if events := strings.Join(drain(h.events), "\n"); !strings.Contains(events, "not ready to use yet") {
+		t.Errorf("events %q, want one saying the snapshot is not ready yet", events)
+	}
+	sc.run(t, h, 10)
+	if pods := h.podsCreated(protocol.PhaseSnapshotCreation); len(pods) != 2 {
+		t.Errorf("%d snapshot creation pods, want 2 (the second checks again)", len(pods))
+	}
+	if c, _ := h.content(); *c.Status.CreationTime != *first.Status.CreationTime {
+		t.Errorf("creation time changed from %d to %d", *first.Status.CreationTime, *c.Status.CreationTime)
 	}
 }

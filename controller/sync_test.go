@@ -65,6 +65,9 @@ func (stubEngine) StorageCapacity(context.Context, *v1alpha1.PavProvisioner, tem
 func (stubEngine) Expansion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("expand"), true, nil
 }
+func (stubEngine) Modification(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
+	return stubPod("modify"), true, nil
+}
 func (stubEngine) SnapshotCreation(context.Context, *v1alpha1.PavProvisioner, templating.SnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
 	return stubPod("snapshot"), true, nil
 }
@@ -113,6 +116,12 @@ type harness struct {
 	// backendMax, when set, is the most an expansion pod can grow a volume
 	// to: above it the pod fails with /pav/infeasible.
 	backendMax *resource.Quantity
+	// infeasibleClass, when set, is the VolumeAttributesClass a
+	// modification pod fails to give a volume, with /pav/infeasible.
+	infeasibleClass string
+	// notReadyChecks is how many snapshot creation pods, first, write
+	// "false" to /pav/ready-to-use.
+	notReadyChecks int
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
 	// attributes, when set, is what creation pods write to /pav/volume-attributes.
@@ -259,11 +268,19 @@ func (h *harness) runPods() {
 			pod.Status.Phase, exit = corev1.PodFailed, 1
 			pod.Annotations[protocol.AnnotationResultInfeasible] = "the pool holds at most " + h.backendMax.String()
 		}
+		if target := pod.Annotations[protocol.AnnotationModificationTarget]; target != "" && target == h.infeasibleClass {
+			pod.Status.Phase, exit = corev1.PodFailed, 1
+			pod.Annotations[protocol.AnnotationResultInfeasible] = "the backend has no such tier"
+		}
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, FinishedAt: metav1.NewTime(h.now)}}}}
 		if phaseOf(pod) == protocol.PhaseSnapshotCreation {
 			pod.Annotations[protocol.AnnotationResultSnapshotHandle] = resultSnapshotHandle + "\n"
 			pod.Annotations[protocol.AnnotationResultRestoreSize] = resultCapacity
+			if h.notReadyChecks > 0 {
+				h.notReadyChecks--
+				pod.Annotations[protocol.AnnotationResultReadyToUse] = "false\n"
+			}
 		}
 		if phaseOf(pod) == protocol.PhaseCreation {
 			handle := resultHandle

@@ -88,6 +88,18 @@ func (e *templatingEngine) Expansion(ctx context.Context, p *v1alpha1.PavProvisi
 	return x.PodTemplate, true, nil
 }
 
+func (e *templatingEngine) Modification(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, false, err
+	}
+	x, ok, err := c.Modification(ctx, req, e.getPVC)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	return x.PodTemplate, true, nil
+}
+
 func (e *templatingEngine) StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.CapacityRequest) (*templating.CapacityConfig, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {

@@ -98,8 +98,8 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 			return nil
 		case protocol.PhaseDeletion:
 			del = pod
-		case protocol.PhaseExpansion:
-			// Not while the volume grows; the claim is gone, so finish here.
+		case protocol.PhaseExpansion, protocol.PhaseModification:
+			// Not while the volume changes; the claim is gone, so finish here.
 			if !c.examine(ctx, pod).done {
 				return nil
 			}
@@ -234,7 +234,7 @@ func (c *Controller) removeVolumeFinalizer(ctx context.Context, pv *corev1.Persi
 // collectVolumePods removes finished deletion pods of a PV that is gone.
 func (c *Controller) collectVolumePods(ctx context.Context, name string) error {
 	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(name)) {
-		if ph := phaseOf(pod); (ph == protocol.PhaseDeletion || ph == protocol.PhaseExpansion) && c.examine(ctx, pod).done {
+		if ph := phaseOf(pod); (ph == protocol.PhaseDeletion || ph == protocol.PhaseExpansion || ph == protocol.PhaseModification) && c.examine(ctx, pod).done {
 			if err := c.deletePod(ctx, pod); err != nil {
 				return err
 			}

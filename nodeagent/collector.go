@@ -59,6 +59,7 @@ var collectedPhases = map[protocol.Phase]bool{
 
 	protocol.PhaseSnapshotCreation: true,
 	protocol.PhaseSnapshotDeletion: true,
+	protocol.PhaseModification:     true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound
@@ -257,6 +258,7 @@ func readResults(dir string) (map[string]string, error) {
 		{protocol.FileVolumeAttributes, protocol.AnnotationResultVolumeAttributes, protocol.MaxVolumeAttributesBytes, true, true},
 		{protocol.FileSnapshotHandle, protocol.AnnotationResultSnapshotHandle, maxHandleBytes, false, false},
 		{protocol.FileRestoreSize, protocol.AnnotationResultRestoreSize, maxCapacityBytes, false, false},
+		{protocol.FileReadyToUse, protocol.AnnotationResultReadyToUse, maxCapacityBytes, false, false},
 	}
 	var refused []string
 	for _, f := range files {

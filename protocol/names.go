@@ -35,6 +35,9 @@ const (
 	// VolumeSnapshotContent).
 	PhaseSnapshotCreation Phase = "snapshot-creation"
 	PhaseSnapshotDeletion Phase = "snapshot-deletion"
+	// PhaseModification: a volume takes the parameters of another
+	// VolumeAttributesClass (PaV-Go addition).
+	PhaseModification Phase = "modification"
 )
 
 // CapacityKey names one measurement of storage capacity: a provisioner's
@@ -109,6 +112,8 @@ const (
 	AnnotationSnapshotContent = prefix + "snapshot-content"
 	// On expansion pods: the size they grow the volume to.
 	AnnotationExpansionTarget = prefix + "expansion-target"
+	// On modification pods: the VolumeAttributesClass they give the volume.
+	AnnotationModificationTarget = prefix + "modification-target"
 
 	// AnnotationCapacityOf on capacity pods: the CapacityKey they measure.
 	AnnotationCapacityOf = prefix + "capacity-of"
@@ -130,6 +135,7 @@ const (
 	// /pav/restore-size, if present.
 	AnnotationResultSnapshotHandle = prefix + "result-snapshot-handle"
 	AnnotationResultRestoreSize    = prefix + "result-restore-size"
+	AnnotationResultReadyToUse     = prefix + "result-ready-to-use"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -157,7 +163,7 @@ const (
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
 	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationResultSnapshotHandle, AnnotationResultRestoreSize,
-	AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
+	AnnotationResultReadyToUse, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
@@ -216,6 +222,11 @@ const (
 	// and the smallest volume it restores into (bytes, or a quantity).
 	FileSnapshotHandle = "snapshot-handle"
 	FileRestoreSize    = "restore-size"
+	// FileReadyToUse (PaV-Go addition), from a snapshot creation pod:
+	// "false" if the snapshot is cut but not usable yet (PaV runs the
+	// creation pod again later, with snapshotHandle in its context, until
+	// it writes "true" or nothing).
+	FileReadyToUse = "ready-to-use"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.

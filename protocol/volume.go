@@ -158,6 +158,10 @@ type VolumeSpec struct {
 	// Attributes are the creation pod's /pav/volume-attributes
 	// (ParseVolumeAttributes), beside the class's parameters.
 	Attributes map[string]string
+	// VolumeAttributesClassName: the claim's VolumeAttributesClass the
+	// volume was created with ("" for none), which the PV controller copies
+	// into the claim's status.currentVolumeAttributesClassName.
+	VolumeAttributesClassName string
 }
 
 // BuildVolume makes the PV for a provisioned claim, bound to it, following
@@ -212,6 +216,9 @@ func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
 				VolumeAttributes: volumeAttributes(s.Class.Parameters, s.Attributes),
 			}},
 		},
+	}
+	if s.VolumeAttributesClassName != "" {
+		pv.Spec.VolumeAttributesClassName = &s.VolumeAttributesClassName
 	}
 	return pv, nil
 }

@@ -32,7 +32,7 @@ type Compiled struct {
 	Provisioner *v1alpha1.PavProvisioner
 
 	validation, creation, deletion, staging, unstaging, expansion, capacity *section
-	snapshotCreation, snapshotDeletion                                      *section
+	snapshotCreation, snapshotDeletion, modification                        *section
 }
 
 var specPath = field.NewPath("spec")
@@ -80,7 +80,7 @@ func Warnings(p *v1alpha1.PavProvisioner) field.ErrorList {
 // sections are c's present sections.
 func (c *Compiled) sections() []*section {
 	var out []*section
-	for _, s := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion} {
+	for _, s := range []*section{c.validation, c.creation, c.deletion, c.staging, c.unstaging, c.expansion, c.modification} {
 		if s != nil {
 			out = append(out, s)
 		}
@@ -154,6 +154,9 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 		if s.VolumeExpansion != nil {
 			errs = append(errs, field.Forbidden(specPath.Child("volumeExpansion"), "may only be specified if provisioningModes contains Dynamic"))
 		}
+		if s.VolumeModification != nil {
+			errs = append(errs, field.Forbidden(specPath.Child("volumeModification"), "may only be specified if provisioningModes contains Dynamic"))
+		}
 	}
 
 	errs = append(errs, validateTopology(s)...)
@@ -182,6 +185,9 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	}
 	if v := s.VolumeExpansion; v != nil {
 		sources = append(sources, sectionSource{"volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.expansion})
+	}
+	if v := s.VolumeModification; v != nil {
+		sources = append(sources, sectionSource{"volumeModification", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.modification})
 	}
 	if v := s.StorageCapacity; v != nil {
 		sources = append(sources, sectionSource{"storageCapacity", v1alpha1.Section{}, map[string]*v1alpha1.Value{
@@ -382,6 +388,8 @@ func (s *section) phase() protocol.Phase {
 		return protocol.PhaseStaging
 	case "spec.volumeExpansion":
 		return protocol.PhaseExpansion
+	case "spec.volumeModification":
+		return protocol.PhaseModification
 	case "spec.storageCapacity":
 		return protocol.PhaseCapacity
 	case "spec.snapshotCreation":

@@ -25,12 +25,14 @@ import (
 // them): templates test them with "is defined".
 var (
 	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
-	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology")
+	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology", "vac", "mutableParams")
 	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
 	creationVarNames  = concat(dynamicVarNames, "defaultHandle")
 	deletionVarNames  = concat(creationVarNames, "pv", "handle")
 	expansionVarNames = concat(creationVarNames, "pv", "handle", "capacity")
-	stagingVarNames   = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node"}
+	// modificationVarNames: expansion's, plus the class the volume has now.
+	modificationVarNames = concat(expansionVarNames, "currentVac", "currentMutableParams")
+	stagingVarNames      = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node"}
 )
 
 func concat(a []string, more ...string) []string { return append(slices.Clone(a), more...) }
@@ -54,6 +56,8 @@ func ContextVariables(phase protocol.Phase, modes []v1alpha1.ProvisioningMode) [
 		names = deletionVarNames
 	case protocol.PhaseExpansion:
 		names = expansionVarNames
+	case protocol.PhaseModification:
+		names = modificationVarNames
 	case protocol.PhaseStaging, protocol.PhaseUnstaging:
 		names = stagingVarNames
 	}
@@ -92,6 +96,15 @@ type DynamicRequest struct {
 	// snapshotHandle.
 	SourceSnapshot *snapshotv1.VolumeSnapshot
 	SourceContent  *snapshotv1.VolumeSnapshotContent
+	// VolumeAttributesClass, when the claim names one (a PaV-Go addition):
+	// the class a new volume is created with, or that a modification gives
+	// the volume; templates see it as vac and its parameters as
+	// mutableParams (CSI's mutable_parameters; {} without a class).
+	VolumeAttributesClass *storagev1.VolumeAttributesClass
+	// CurrentVolumeAttributesClass, for a modification: the class the
+	// volume has now (nil: none); templates see currentVac and
+	// currentMutableParams.
+	CurrentVolumeAttributesClass *storagev1.VolumeAttributesClass
 	// Topology, for a provisioner with spec.topologyKeys (a PaV-Go
 	// addition): what external-provisioner would pass to CreateVolume;
 	// templates see requisiteTopology and preferredTopology (none when nil).
@@ -136,6 +149,7 @@ var (
 	pvGVK    = corev1.SchemeGroupVersion.WithKind("PersistentVolume")
 	nodeGVK  = corev1.SchemeGroupVersion.WithKind("Node")
 	classGVK = storagev1.SchemeGroupVersion.WithKind("StorageClass")
+	vacGVK   = storagev1.SchemeGroupVersion.WithKind("VolumeAttributesClass")
 )
 
 // toMap converts a typed object into the JSON-like form the API server
@@ -287,6 +301,9 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 		vars["requisiteTopology"] = segmentList(r.Topology.Requisite)
 		vars["preferredTopology"] = segmentList(r.Topology.Preferred)
 	}
+	if vars["vac"], vars["mutableParams"], err = vacVars(r.VolumeAttributesClass); err != nil {
+		return nil, err
+	}
 	if r.SourcePVC != nil && r.SourcePV != nil {
 		if vars["sourcePvc"], err = toMap(r.SourcePVC, pvcGVK); err != nil {
 			return nil, err
@@ -354,6 +371,33 @@ func expansionVars(r DynamicRequest) (map[string]interface{}, error) {
 	capacity := r.PV.Spec.Capacity[corev1.ResourceStorage]
 	vars["capacity"] = capacity.Value()
 	return vars, nil
+}
+
+// modificationVars is the context of volumeModification: expansion's (vac
+// and mutableParams are the new class) plus currentVac and
+// currentMutableParams, the class the volume has now.
+func modificationVars(r DynamicRequest) (map[string]interface{}, error) {
+	vars, err := expansionVars(r)
+	if err != nil {
+		return nil, err
+	}
+	if vars["currentVac"], vars["currentMutableParams"], err = vacVars(r.CurrentVolumeAttributesClass); err != nil {
+		return nil, err
+	}
+	return vars, nil
+}
+
+// vacVars are a VolumeAttributesClass as templates see it (none without
+// one) and its parameters ({} without one).
+func vacVars(vac *storagev1.VolumeAttributesClass) (obj, params interface{}, err error) {
+	if vac == nil {
+		return nil, map[string]interface{}{}, nil
+	}
+	m, err := toMap(vac, vacGVK)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, stringMap(vac.Parameters), nil
 }
 
 // staticVars is the volumeValidation context of static provisioning.

@@ -9,7 +9,9 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
@@ -49,6 +51,8 @@ func TestDynamicContext(t *testing.T) {
 				"selectedNodeName":     nil,
 				"requisiteTopology":    nil,
 				"preferredTopology":    nil,
+				"vac":                  nil,
+				"mutableParams":        map[string]interface{}{},
 			},
 		},
 		{
@@ -60,7 +64,7 @@ func TestDynamicContext(t *testing.T) {
 				pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1.5k")
 				pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2M")}
 				sc.Parameters = nil
-				return DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: "node-7", Topology: &Topology{
+				return DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: "node-7", VolumeAttributesClass: testVAC("gold", "iops", "3000"), Topology: &Topology{
 					Requisite: []protocol.Segment{{"zone": "a"}, {"zone": "b"}},
 					Preferred: []protocol.Segment{{"zone": "b"}, {"zone": "a"}},
 				}}
@@ -74,6 +78,7 @@ func TestDynamicContext(t *testing.T) {
 				"selectedNodeName":     "node-7",
 				"requisiteTopology":    []interface{}{map[string]interface{}{"zone": "a"}, map[string]interface{}{"zone": "b"}},
 				"preferredTopology":    []interface{}{map[string]interface{}{"zone": "b"}, map[string]interface{}{"zone": "a"}},
+				"mutableParams":        map[string]interface{}{"iops": "3000"},
 			},
 		},
 	}
@@ -84,7 +89,7 @@ func TestDynamicContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "sc", "pvc", "selectedNodeName", "requisiteTopology", "preferredTopology"}); !reflect.DeepEqual(got, want) {
+			if got, want := keys(vars), sortedCopy([]string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity", "params", "sc", "pvc", "selectedNodeName", "requisiteTopology", "preferredTopology", "vac", "mutableParams"}); !reflect.DeepEqual(got, want) {
 				t.Errorf("variables %v, want %v", got, want)
 			}
 			for k, w := range tt.want {
@@ -98,6 +103,9 @@ func TestDynamicContext(t *testing.T) {
 			}
 			if md := pvc["metadata"].(map[string]interface{}); md["name"] != "claim" || md["uid"] != "1111-2222" {
 				t.Errorf("pvc metadata %v", md)
+			}
+			if vac, ok := vars["vac"].(map[string]interface{}); ok && (vac["kind"] != "VolumeAttributesClass" || vac["driverName"] != "test") {
+				t.Errorf("vac %v", vac)
 			}
 			sc := vars["sc"].(map[string]interface{})
 			if sc["apiVersion"] != "storage.k8s.io/v1" || sc["kind"] != "StorageClass" || sc["provisioner"] != "test" {
@@ -253,7 +261,7 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 	full := DynamicRequest{PVC: testPVC(), Class: testClass(), SelectedNodeName: "n", PV: pv, Handle: "h",
 		SourcePVC: testPVC(), SourcePV: pv,
 		SourceSnapshot: &snapshotv1.VolumeSnapshot{}, SourceContent: &snapshotv1.VolumeSnapshotContent{},
-		Topology: &Topology{}}
+		Topology: &Topology{}, VolumeAttributesClass: testVAC("new", "tier", "fast"), CurrentVolumeAttributesClass: testVAC("old", "tier", "slow")}
 	staging := StagingRequest{PVC: testPVC(), PV: pv, Node: testNode()}
 	for _, tc := range []struct {
 		phase protocol.Phase
@@ -265,6 +273,7 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 		{protocol.PhaseCreation, nil, func() (map[string]interface{}, error) { return creationVars(full) }},
 		{protocol.PhaseDeletion, nil, func() (map[string]interface{}, error) { return deletionVars(full) }},
 		{protocol.PhaseExpansion, nil, func() (map[string]interface{}, error) { return expansionVars(full) }},
+		{protocol.PhaseModification, nil, func() (map[string]interface{}, error) { return modificationVars(full) }},
 		{protocol.PhaseStaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
 		{protocol.PhaseUnstaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
 	} {
@@ -279,5 +288,33 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 	both := ContextVariables(protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic, v1alpha1.Static})
 	if !slices.Contains(both, "pvc") || !slices.Contains(both, "pv") {
 		t.Errorf("validation with both modes: %v, want both contexts' names", both)
+	}
+}
+
+func testVAC(name, key, value string) *storagev1.VolumeAttributesClass {
+	return &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: name}, DriverName: "test", Parameters: map[string]string{key: value}}
+}
+
+func TestModificationContext(t *testing.T) {
+	r := DynamicRequest{PVC: testPVC(), Class: testClass(), PV: testPV(), VolumeAttributesClass: testVAC("gold", "iops", "3000")}
+	vars, err := modificationVars(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := vars["mutableParams"], map[string]interface{}{"iops": "3000"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("mutableParams = %v, want %v", got, want)
+	}
+	if vars["currentVac"] != nil || !reflect.DeepEqual(vars["currentMutableParams"], map[string]interface{}{}) {
+		t.Errorf("without a current class: currentVac %v, currentMutableParams %v; want none and {}", vars["currentVac"], vars["currentMutableParams"])
+	}
+	r.CurrentVolumeAttributesClass = testVAC("silver", "iops", "1000")
+	if vars, err = modificationVars(r); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := vars["currentMutableParams"], map[string]interface{}{"iops": "1000"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("currentMutableParams = %v, want %v", got, want)
+	}
+	if md := vars["currentVac"].(map[string]interface{})["metadata"].(map[string]interface{}); md["name"] != "silver" {
+		t.Errorf("currentVac metadata %v", md)
 	}
 }

@@ -48,6 +48,10 @@ type CreationConfig struct {
 	PodTemplate  *corev1.PodTemplateSpec    `json:"-"`
 	NodeAffinity *corev1.VolumeNodeAffinity `json:"nodeAffinity,omitempty"`
 	Evaluated    map[string]interface{}     `json:"-"`
+	// VolumeAttributesClassName is not a field of the section: the
+	// VolumeAttributesClass the creation context had (vac), which the PV
+	// records; set by the controller, recorded with the rest.
+	VolumeAttributesClassName string `json:"volumeAttributesClassName,omitempty"`
 }
 
 // PodConfig is an evaluated section that only holds a pod template
@@ -212,6 +216,29 @@ func (c *Compiled) Expansion(ctx context.Context, r DynamicRequest, get PVCGette
 		return nil, true, err
 	}
 	raw, v, err := c.evaluate(ctx, c.expansion, vars, get)
+	if err != nil {
+		return nil, true, err
+	}
+	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, true, nil
+}
+
+// Modification evaluates spec.volumeModification (a PaV-Go addition) for
+// giving r.PV the parameters of r.VolumeAttributesClass: the expansion
+// context plus currentVac and currentMutableParams (the class r.PV has
+// now). ok is false if the provisioner has no volumeModification section
+// (it cannot modify volumes).
+func (c *Compiled) Modification(ctx context.Context, r DynamicRequest, get PVCGetter) (cfg *PodConfig, ok bool, err error) {
+	if c.modification == nil {
+		return nil, false, nil
+	}
+	if r.PV == nil || r.VolumeAttributesClass == nil {
+		return nil, true, fmt.Errorf("no PersistentVolume or VolumeAttributesClass to modify it to")
+	}
+	vars, err := modificationVars(r)
+	if err != nil {
+		return nil, true, err
+	}
+	raw, v, err := c.evaluate(ctx, c.modification, vars, get)
 	if err != nil {
 		return nil, true, err
 	}

@@ -133,8 +133,20 @@ spec:
 		{name: "dynamic-only sections", doc: strings.Replace(withSection(`
 volumeCreation: {capacity: 1Gi}
 volumeDeletion: {}
+volumeModification: {}
 `), "[Dynamic, Static]", "[Static]", 1),
-			want: []string{"spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic", "spec.volumeDeletion: Forbidden"}},
+			want: []string{"spec.volumeCreation: Forbidden: may only be specified if provisioningModes contains Dynamic", "spec.volumeDeletion: Forbidden", "spec.volumeModification: Forbidden"}},
+		{name: "modification section", doc: withSection(`
+volumeModification:
+  podTemplate:
+    spec:
+      containers: [{name: c, image: img, args: ["{{ handle }}", "{{ currentMutableParams.iops | default('') }}", "{{ mutableParams.iops }}"]}]
+`)},
+		{name: "bad modification section", doc: withSection(`
+volumeModification:
+  podTemplate: {spec: {containers: [{name: c}]}}
+  capacity: 1Gi
+`), want: []string{"spec.volumeModification.capacity", "spec.volumeModification.podTemplate.spec.containers[0].image"}},
 		{name: "bad name", doc: strings.Replace(minimal, "name: test", "name: Test_1", 1),
 			want: []string{`metadata.name: Invalid value: "Test_1"`}},
 		{name: "long name", doc: strings.Replace(minimal, "name: test", "name: "+strings.Repeat("a", 64), 1),

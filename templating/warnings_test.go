@@ -17,6 +17,13 @@ func TestWarningsNameUnknownVariables(t *testing.T) {
           - name: c
             image: "{{ params.image }}"
             command: ["{{ capacity }}", "{% set x = 1 %}{{ x }}{{ frobnicate }}", "{{ node.metadata.name }}"]
+  volumeModification:
+    podTemplate:
+      spec:
+        containers:
+          - name: c
+            image: img
+            command: ["{{ currentMutableParams.a }}{{ mutableParams.b }}{{ vac.metadata.name }}{{ currentVac }}", "{{ newParams }}"]
 `)
 	if errs := Validate(p); len(errs) > 0 {
 		t.Fatalf("unknown names must not be errors: %v", errs)
@@ -30,6 +37,7 @@ func TestWarningsNameUnknownVariables(t *testing.T) {
 		"spec.volumeExpansion.podTemplate.spec.containers[0].command[1]: template line 1, column 26: 'frobnicate' is not a variable of volumeExpansion's context",
 		// node is staging's, not expansion's
 		"spec.volumeExpansion.podTemplate.spec.containers[0].command[2]: template line 1, column 4: 'node' is not a variable of volumeExpansion's context",
+		"spec.volumeModification.podTemplate.spec.containers[0].command[1]: template line 1, column 4: 'newParams' is not a variable of volumeModification's context",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -43,8 +43,12 @@ PavProvisioner, values evaluated), or with --pods the complete pods PaV would
 create.
 
 Phases: validation (dynamic with --pvc, static with only --pv), creation,
-deletion, expansion (need --pvc; expansion's new size is the claim's request,
-its current size the PV's capacity, from --pv), staging, unstaging (need
+deletion, expansion, modification (need --pvc; expansion's new size is the
+claim's request, its current size the PV's capacity, from --pv;
+modification's new class is the claim's spec.volumeAttributesClassName, its
+current one the claim's status.currentVolumeAttributesClassName or the PV's
+spec.volumeAttributesClassName, both VolumeAttributesClasses from --objects,
+which creation gets too), staging, unstaging (need
 --pvc or --pv), snapshot-creation (needs --pvc or --pv, or a
 VolumeSnapshotContent in --objects), snapshot-deletion (needs a
 VolumeSnapshotContent with a snapshot handle in --objects).
@@ -96,6 +100,7 @@ type renderWorld struct {
 	snapshots       []*snapshotv1.VolumeSnapshot
 	contents        []*snapshotv1.VolumeSnapshotContent
 	snapshotClasses []*snapshotv1.VolumeSnapshotClass
+	vacs            []*storagev1.VolumeAttributesClass
 }
 
 func (w *renderWorld) load(path string) error {
@@ -127,6 +132,9 @@ func (w *renderWorld) load(path string) error {
 		case "VolumeSnapshotClass":
 			o := &snapshotv1.VolumeSnapshotClass{}
 			w.snapshotClasses, target = append(w.snapshotClasses, o), o
+		case "VolumeAttributesClass":
+			o := &storagev1.VolumeAttributesClass{}
+			w.vacs, target = append(w.vacs, o), o
 		default:
 			continue // e.g. the client pods of a usage example
 		}
@@ -263,7 +271,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	var podTemplate *corev1.PodTemplateSpec
 	noPod := "" // why there is no pod despite a template
 	switch phase {
-	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion:
+	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification:
 		if pvc == nil && !(phase == protocol.PhaseValidation && pv != nil) {
 			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == protocol.PhaseValidation])
 		}
@@ -288,6 +296,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			return err
 		}
 		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
+		if r.VolumeAttributesClass, err = w.attributesClass(pvc.Spec.VolumeAttributesClassName); err != nil {
+			return err
+		}
 		var extra map[string]string
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
 			return protocol.ClaimPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, pvc, sc, extra)
@@ -310,6 +321,9 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				return errors.New(errorLines(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+			if r.VolumeAttributesClass != nil {
+				cfg.VolumeAttributesClassName = r.VolumeAttributesClass.Name
+			}
 			// The controller records the evaluation on the creation pod.
 			recorded, err := json.Marshal(cfg)
 			if err != nil {
@@ -322,7 +336,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				return errors.New(errorLines(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		case protocol.PhaseExpansion:
+		case protocol.PhaseExpansion, protocol.PhaseModification:
 			if pv == nil {
 				pv = w.volumeOf(pvc)
 			}
@@ -332,6 +346,13 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				}
 			}
 			r.PV = pv
+			if phase == protocol.PhaseModification {
+				section, podTemplate, pod, err = renderModification(ctx, compiled, w, r, o.kubeletDir, get)
+				if err != nil {
+					return err
+				}
+				break
+			}
 			cfg, ok, err := compiled.Expansion(ctx, r, get)
 			if !ok {
 				return fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", prov.Name)
@@ -469,7 +490,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
 var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
-	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion}
+	protocol.PhaseExpansion, protocol.PhaseModification, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion}
 
 var phaseList = func() string {
 	s := make([]string, len(renderPhases))
@@ -491,6 +512,52 @@ func marshaller(format string) (func(interface{}) ([]byte, error), error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown output format %q: use yaml or json", format)
+}
+
+// attributesClass is the VolumeAttributesClass of --objects named *name;
+// nil for none, an error if --objects lacks it.
+func (w *renderWorld) attributesClass(name *string) (*storagev1.VolumeAttributesClass, error) {
+	if name == nil || *name == "" {
+		return nil, nil
+	}
+	for _, v := range w.vacs {
+		if v.Name == *name {
+			return v, nil
+		}
+	}
+	return nil, fmt.Errorf("the claim names VolumeAttributesClass %q: give it in --objects", *name)
+}
+
+// renderModification evaluates volumeModification for giving r.PV the
+// class the claim names (r.VolumeAttributesClass), from the class it has
+// now: the claim's status.currentVolumeAttributesClassName, else the PV's.
+func renderModification(ctx context.Context, compiled *templating.Compiled, w *renderWorld, r templating.DynamicRequest, kubeletDir string,
+	get templating.PVCGetter) (section interface{}, tmpl *corev1.PodTemplateSpec, pod func(*corev1.PodTemplateSpec) (*corev1.Pod, error), err error) {
+	prov := compiled.Provisioner
+	if r.VolumeAttributesClass == nil {
+		return nil, nil, nil, fmt.Errorf("phase %s needs a claim with spec.volumeAttributesClassName (the class to modify the volume to)", protocol.PhaseModification)
+	}
+	current := r.PVC.Status.CurrentVolumeAttributesClassName
+	if current == nil {
+		current = r.PV.Spec.VolumeAttributesClassName
+	}
+	if r.CurrentVolumeAttributesClass, err = w.attributesClass(current); err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, ok, err := compiled.Modification(ctx, r, get)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("PavProvisioner %s has no spec.volumeModification: it cannot modify volumes", prov.Name)
+	}
+	if err != nil {
+		return nil, nil, nil, errors.New(errorLines(err))
+	}
+	claim := &corev1.ObjectReference{Namespace: r.PVC.Namespace, Name: r.PVC.Name, UID: r.PVC.UID}
+	target := r.VolumeAttributesClass.Name
+	pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+		return protocol.VolumePod(tmpl, prov.Name, protocol.PodDirRoot(kubeletDir), protocol.PhaseModification, r.PV.Name, claim,
+			map[string]string{protocol.AnnotationModificationTarget: target}), nil
+	}
+	return cfg.Evaluated, cfg.PodTemplate, pod, nil
 }
 
 // volumeOf is the PV of --objects (or the --pv file) the claim is bound to.

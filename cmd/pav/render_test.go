@@ -206,6 +206,62 @@ func TestRenderJSONAndExpansionPod(t *testing.T) {
 	}
 }
 
+// Modification sees the claim's new class and its current one (from
+// --objects), and its pod records the new class; creation sees the class too.
+func TestRenderModification(t *testing.T) {
+	dir := t.TempDir()
+	pvc := filepath.Join(dir, "pvc.yaml")
+	objects := filepath.Join(dir, "objects.yaml")
+	writeFile(t, pvc, `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: claim, namespace: ns}
+spec:
+  storageClassName: echo-class
+  volumeAttributesClassName: gold
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+status:
+  currentVolumeAttributesClassName: silver
+`)
+	writeFile(t, objects, `apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata: {name: gold}
+driverName: echo
+parameters: {iops: "3000"}
+---
+apiVersion: storage.k8s.io/v1
+kind: VolumeAttributesClass
+metadata: {name: silver}
+driverName: echo
+parameters: {iops: "1000"}
+`)
+	args := []string{"--phase", "modification", "--pvc", pvc, "--pv", "testdata/pv.yaml", "--objects", objects}
+	m, stderr, err := render(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if got, want := argsAt(t, m), []string{"static-handle", "1000", "3000", "gold"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("args %q, want %q", got, want)
+	}
+	out, stderr, err := run(t, newRenderCmd, append([]string{"-f", "testdata/provisioner.yaml", "--pods", "-o", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal([]byte(out), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels[protocol.LabelPhase] != string(protocol.PhaseModification) || pod.Annotations[protocol.AnnotationModificationTarget] != "gold" {
+		t.Errorf("modification pod labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if _, _, err := render(t, "--phase", "modification", "--pvc", pvc, "--pv", "testdata/pv.yaml"); err == nil || !strings.Contains(err.Error(), `VolumeAttributesClass "gold": give it in --objects`) {
+		t.Errorf("without the class: %v", err)
+	}
+	if _, _, err := render(t, "--phase", "modification", "--pvc", "testdata/pvc.yaml"); err == nil || !strings.Contains(err.Error(), "spec.volumeAttributesClassName") {
+		t.Errorf("a claim without a class: %v", err)
+	}
+}
+
 // Staging sees the mount options and fsType kubelet would pass for a
 // Filesystem volume: the PV's (from the class for a dynamic one), and the
 // staging pod records them for unstaging.
@@ -593,5 +649,12 @@ func TestKubectlPluginName(t *testing.T) {
 	asKubectlPlugin(root2, "/usr/local/bin/pav")
 	if got := root2.CommandPath(); got != "pav" {
 		t.Errorf("command path %q as pav", got)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

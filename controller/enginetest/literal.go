@@ -210,6 +210,14 @@ func (Literal) Expansion(ctx context.Context, p *v1alpha1.PavProvisioner, req te
 	return tmpl, true, err
 }
 
+func (Literal) Modification(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.DynamicRequest) (*corev1.PodTemplateSpec, bool, error) {
+	if p.Spec.VolumeModification == nil {
+		return nil, false, nil
+	}
+	tmpl, err := podTemplate(p.Spec.VolumeModification.PodTemplate, field.NewPath("spec", "volumeModification", "podTemplate"))
+	return tmpl, true, err
+}
+
 func (Literal) StorageCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.CapacityRequest) (*templating.CapacityConfig, error) {
 	sc := p.Spec.StorageCapacity
 	if sc == nil {

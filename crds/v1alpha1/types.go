@@ -97,6 +97,13 @@ type PavProvisionerSpec struct {
 	// only recorded.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	VolumeExpansion *VolumeExpansion `json:"volumeExpansion,omitempty"`
+	// PaV-Go addition: how a volume changes when its claim's
+	// spec.volumeAttributesClassName changes (dynamic provisioning only):
+	// PaV runs the modification pod and records the outcome in the claim's
+	// status as external-resizer does for a CSI driver's ControllerModifyVolume.
+	// Without it, such a change is Infeasible.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	VolumeModification *VolumeModification `json:"volumeModification,omitempty"`
 	// PaV-Go addition: how a VolumeSnapshot of one of the provisioner's
 	// volumes is taken: PaV handles the VolumeSnapshotContents whose driver
 	// is this provisioner as external-snapshotter's csi-snapshotter sidecar
@@ -340,6 +347,21 @@ type VolumeExpansion struct {
 	Section `json:"-"`
 	// PodTemplateSpec of the volume expansion pod, which grows the volume
 	// and may write its new capacity to /pav/capacity. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// VolumeModification: how a dynamically provisioned volume takes the
+// parameters of another VolumeAttributesClass (a PaV-Go addition). Without a
+// pod template the new class is only recorded.
+//
+// +kubebuilder:validation:Type=""
+type VolumeModification struct {
+	Section `json:"-"`
+	// PodTemplateSpec of the volume modification pod, which gives the
+	// volume the new class's parameters, or writes /pav/infeasible if it
+	// never can. May contain templates.
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	PodTemplate *Value `json:"podTemplate,omitempty"`
@@ -592,6 +614,16 @@ func (v *VolumeExpansion) UnmarshalJSON(data []byte) error {
 
 func (v VolumeExpansion) MarshalJSON() ([]byte, error) {
 	type fields VolumeExpansion
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *VolumeModification) UnmarshalJSON(data []byte) error {
+	type fields VolumeModification
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v VolumeModification) MarshalJSON() ([]byte, error) {
+	type fields VolumeModification
 	return marshalSection(v.Section, fields(v))
 }
 

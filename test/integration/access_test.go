@@ -282,12 +282,16 @@ func TestAccess(t *testing.T) {
 	_, err = ctrl.CoreV1().Pods(tenantNS).Patch(ctx, held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	allowed("controller lets its pod go", err)
 	waitGone(t, admin, tenantNS, held.Name)
+	modification := creation.DeepCopy()
+	modification.Name, modification.Labels[protocol.LabelPhase] = "modification", string(protocol.PhaseModification)
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, modification, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	allowed("controller creates a modification pod", err)
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied("controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
+	denied("controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	denied("controller creates a staging pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
+	denied("controller creates a staging pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -636,7 +640,7 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 		want   string
 	}{
 		{"pav-reserved-pods", tenant, forged, "reserved to PaV"},
-		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods"},
+		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods"},
 		{"pav-node-scope", node, stagingOnOtherNode, "only pods on its own node"},
 		{"pav-pod-confinement", ctrl, inKubeSystem, "may not run pods in namespace kube-system"},
 	}

@@ -173,14 +173,24 @@ func (e *env) class(p *v1alpha1.PavProvisioner, mutate func(*storagev1.StorageCl
 
 func (e *env) claim(name, class, size string) *corev1.PersistentVolumeClaim {
 	e.t.Helper()
-	pvc, err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Create(e.Ctx, &corev1.PersistentVolumeClaim{
+	return e.claimWith(name, class, size, nil)
+}
+
+// claimWith is claim with mutate (if not nil) applied before it is created.
+func (e *env) claimWith(name, class, size string, mutate func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+	e.t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: &class,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
-	}, metav1.CreateOptions{})
+	}
+	if mutate != nil {
+		mutate(pvc)
+	}
+	pvc, err := e.Client.CoreV1().PersistentVolumeClaims(e.Namespace).Create(e.Ctx, pvc, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -9,3 +9,5 @@ type CSINodeExpansion interface{}
 type CSIStorageCapacityExpansion interface{}
 
 type StorageClassExpansion interface{}
+
+type VolumeAttributesClassExpansion interface{}

@@ -16,6 +16,7 @@ type StorageV1Interface interface {
 	CSINodesGetter
 	CSIStorageCapacitiesGetter
 	StorageClassesGetter
+	VolumeAttributesClassesGetter
 }
 
 // StorageV1Client is used to interact with features provided by the storage.k8s.io group.
@@ -37,6 +38,10 @@ func (c *StorageV1Client) CSIStorageCapacities(namespace string) CSIStorageCapac
 
 func (c *StorageV1Client) StorageClasses() StorageClassInterface {
 	return newStorageClasses(c)
+}
+
+func (c *StorageV1Client) VolumeAttributesClasses() VolumeAttributesClassInterface {
+	return newVolumeAttributesClasses(c)
 }
 
 // NewForConfig creates a new StorageV1Client for the given config.

@@ -28,6 +28,10 @@ func (c *FakeStorageV1) StorageClasses() v1.StorageClassInterface {
 	return newFakeStorageClasses(c)
 }
 
+func (c *FakeStorageV1) VolumeAttributesClasses() v1.VolumeAttributesClassInterface {
+	return newFakeVolumeAttributesClasses(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeStorageV1) RESTClient() rest.Interface {
