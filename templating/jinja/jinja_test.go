@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nikolalohinski/gonja/v2/exec"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -201,8 +202,8 @@ func TestConcurrentRender(t *testing.T) {
 
 func TestToJSONMatchesPythonFloats(t *testing.T) {
 	for f, want := range map[float64]string{1: "1.0", 0.1: "0.1", 1e16: "1e+16", 1e15: "1000000000000000.0", 1.5e-5: "1.5e-05", -2.5: "-2.5", 123456.789: "123456.789"} {
-		if got := pythonFloat(f); got != want {
-			t.Errorf("pythonFloat(%v) = %q, want %q", f, got, want)
+		if got := exec.PyFloatString(f); got != want {
+			t.Errorf("PyFloatString(%v) = %q, want %q", f, got, want)
 		}
 	}
 	out, err := ToJSON(map[string]interface{}{"k": "a\nb"})

@@ -910,6 +910,10 @@ func (l *Lexer) lexExpression() lexFn {
 			l.emit(Not)
 		case isAlphaNumeric(r):
 			return l.lexIdentifier
+		default:
+			// PaV: as Jinja, a character that starts no token is an error
+			// (upstream glued it to the next token: `0 #% 0` was a modulo).
+			return l.errorf(`unexpected char %q`, r)
 		}
 	}
 }

@@ -1,40 +1,31 @@
-package jinja
+package exec
 
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
-// filterArith evaluates `left <op> right` with Python's semantics. Its
-// arguments are the operator, the right operand and whether that operand is
-// a tuple literal. Errors (division by zero, overflow, bad operands) fail the
-// render.
-func filterArith(e *exec.Evaluator, left *exec.Value, params *exec.VarArgs) *exec.Value {
-	if left.IsError() {
-		return left
-	}
-	if len(params.Args) != 3 {
-		return exec.AsValue(fmt.Errorf("internal: arithmetic needs an operator and an operand"))
-	}
-	op, right, tuple := params.Args[0].String(), params.Args[1], params.Args[2].IsTrue()
-	if right.IsError() {
-		return right
-	}
-	v, err := arith(op, left, right, tuple)
-	if err != nil {
-		return fatal(e, nil, err.Error())
-	}
-	return exec.AsValue(v)
+// Python's semantics for Jinja's operators and the values they print (PaV):
+// gonja's differ (float powers, truncating division, +Inf on division by
+// zero, silent int64 wrap-around, 'a' + 1 = "a1", undefined + 3 = 3, 1 < 'a'
+// and none < 1 true).
+
+// Limits bound what one operation may build (PaV); zero is no bound.
+type Limits struct {
+	StringBytes int // a string built by +, *, ~ or %
+	ListItems   int // a list built by + or *
+	Width       int // a width or precision of a % conversion
 }
 
-// isInt: Python ints, which include bools.
-func isInt(v *exec.Value) bool { return v.IsInteger() || v.IsBool() }
-func isNum(v *exec.Value) bool { return v.IsNumber() || v.IsBool() }
-func asInt(v *exec.Value) int64 {
+func exceeds(n int64, limit int) bool { return limit > 0 && n > int64(limit) }
+
+// IsInt: Python ints, which include bools.
+func IsInt(v *Value) bool { return v.IsInteger() || v.IsBool() }
+func IsNum(v *Value) bool { return v.IsNumber() || v.IsBool() }
+func AsInt(v *Value) int64 {
 	if v.IsBool() {
 		if v.Bool() {
 			return 1
@@ -43,15 +34,15 @@ func asInt(v *exec.Value) int64 {
 	}
 	return toInt64(v.Interface())
 }
-func asFloat(v *exec.Value) float64 {
-	if isInt(v) {
-		return float64(asInt(v))
+func AsFloat(v *Value) float64 {
+	if IsInt(v) {
+		return float64(AsInt(v))
 	}
 	return v.Float()
 }
 
-// pyType names a value's Python type for error messages.
-func pyType(v *exec.Value) string {
+// PyType names a value's Python type for error messages.
+func PyType(v *Value) string {
 	switch {
 	case v.IsNil():
 		return "NoneType (or undefined)"
@@ -73,7 +64,7 @@ func pyType(v *exec.Value) string {
 
 // otherType names what is neither none, a number, a string, a list nor a
 // mapping, as Python would (never a Go type: templates' authors see it).
-func otherType(v *exec.Value) string {
+func otherType(v *Value) string {
 	if v.IsCallable() {
 		return "function"
 	}
@@ -82,13 +73,13 @@ func otherType(v *exec.Value) string {
 
 var errOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")
 
-func arith(op string, l, r *exec.Value, tuple bool) (interface{}, error) {
+func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error) {
 	if op == "%" && l.IsString() {
-		return pyFormat(l.String(), r, tuple)
+		return PyFormat(l.String(), r, tuple, lim)
 	}
 	switch op {
 	case "<", "<=", ">", ">=":
-		c, err := pyOrder(op, l, r)
+		c, err := PyOrder(op, l, r)
 		if err != nil {
 			return nil, err
 		}
@@ -96,39 +87,39 @@ func arith(op string, l, r *exec.Value, tuple bool) (interface{}, error) {
 	case "+":
 		switch {
 		case l.IsString() && r.IsString():
-			if len(l.String())+len(r.String()) > maxOutputBytes {
+			if exceeds(int64(len(l.String())+len(r.String())), lim.StringBytes) {
 				return nil, fmt.Errorf("string too long")
 			}
 			return l.String() + r.String(), nil
 		case l.IsList() && r.IsList():
-			if l.Len()+r.Len() > maxListItems {
-				return nil, fmt.Errorf("list too long (more than %d items)", maxListItems)
+			if exceeds(int64(l.Len()+r.Len()), lim.ListItems) {
+				return nil, fmt.Errorf("list too long (more than %d items)", lim.ListItems)
 			}
 			out := make([]interface{}, 0, l.Len()+r.Len())
-			for _, v := range []*exec.Value{l, r} {
+			for _, v := range []*Value{l, r} {
 				for i := 0; i < v.Len(); i++ {
 					out = append(out, v.Index(i).Interface())
 				}
 			}
 			return out, nil
 		case l.IsString() && !l.IsNil():
-			return nil, fmt.Errorf("can only concatenate str (not %q) to str", pyType(r))
+			return nil, fmt.Errorf("can only concatenate str (not %q) to str", PyType(r))
 		}
 	case "*":
 		switch {
-		case (l.IsString() || l.IsList()) && isInt(r):
-			return repeat(l, asInt(r))
-		case isInt(l) && (r.IsString() || r.IsList()):
-			return repeat(r, asInt(l))
+		case (l.IsString() || l.IsList()) && IsInt(r):
+			return repeat(l, AsInt(r), lim)
+		case IsInt(l) && (r.IsString() || r.IsList()):
+			return repeat(r, AsInt(l), lim)
 		}
 	}
-	if !isNum(l) || !isNum(r) {
-		return nil, fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, pyType(l), pyType(r))
+	if !IsNum(l) || !IsNum(r) {
+		return nil, fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, PyType(l), PyType(r))
 	}
-	if isInt(l) && isInt(r) {
-		return intArith(op, asInt(l), asInt(r))
+	if IsInt(l) && IsInt(r) {
+		return intArith(op, AsInt(l), AsInt(r))
 	}
-	a, b := asFloat(l), asFloat(r)
+	a, b := AsFloat(l), AsFloat(r)
 	switch op {
 	case "+":
 		return a + b, nil
@@ -255,19 +246,19 @@ func intArith(op string, a, b int64) (interface{}, error) {
 	return nil, fmt.Errorf("unsupported operator %s", op)
 }
 
-// repeat is Python's sequence * n, bounded by maxOutputBytes.
-func repeat(v *exec.Value, n int64) (interface{}, error) {
+// repeat is Python's sequence * n, bounded by lim.
+func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
 	if n <= 0 {
 		if v.IsString() {
 			return "", nil
 		}
 		return []interface{}{}, nil
 	}
-	limit := int64(maxOutputBytes)
+	limit := lim.StringBytes
 	if !v.IsString() {
-		limit = maxListItems
+		limit = lim.ListItems
 	}
-	if int64(v.Len())*n > limit || n > limit {
+	if exceeds(int64(v.Len())*n, limit) || exceeds(n, limit) {
 		return nil, fmt.Errorf("repetition result too large (more than %d items)", limit)
 	}
 	if v.IsString() {
@@ -282,19 +273,19 @@ func repeat(v *exec.Value, n int64) (interface{}, error) {
 	return out, nil
 }
 
-// pyFormat implements Python's printf-style `format % args` for the common
+// PyFormat implements Python's printf-style `format % args` for the common
 // conversions: %s %r %d %i %u %f %F %e %E %g %G %x %X %o %c and %%, with
 // flags, width, precision and %(name)s keys. args is a tuple's items when
 // tuple is set (or r is a list, for the format filter), a mapping for keyed
 // conversions, else the single argument.
-func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
-	var args []*exec.Value
+func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
+	var args []*Value
 	if tuple {
 		for i := 0; i < r.Len(); i++ {
 			args = append(args, r.Index(i))
 		}
 	} else {
-		args = []*exec.Value{r}
+		args = []*Value{r}
 	}
 	var b strings.Builder
 	next := 0
@@ -306,7 +297,7 @@ func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
 			continue
 		}
 		j := i + 1
-		var a *exec.Value
+		var a *Value
 		if j < len(format) && format[j] == '(' {
 			end := strings.IndexByte(format[j:], ')')
 			if end < 0 {
@@ -341,7 +332,7 @@ func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
 			b.WriteByte('%')
 			continue
 		}
-		if err := checkSpecWidth(spec); err != nil {
+		if err := checkSpecWidth(spec, lim.Width); err != nil {
 			return "", err
 		}
 		if a == nil {
@@ -353,29 +344,29 @@ func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
 		}
 		switch verb {
 		case 's', 'r', 'a':
-			s := pyStr(a)
+			s := PyStr(a)
 			if verb != 's' {
-				s = pyRepr(a)
+				s = PyRepr(a)
 			}
 			fmt.Fprintf(&b, "%"+spec+"s", s)
 		case 'd', 'i', 'u':
-			if !isNum(a) {
-				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, pyType(a))
+			if !IsNum(a) {
+				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
 			}
 			var n int64
-			if isInt(a) {
-				n = asInt(a)
+			if IsInt(a) {
+				n = AsInt(a)
 			} else {
-				f := asFloat(a)
+				f := AsFloat(a)
 				if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) >= 1<<63 {
-					return "", fmt.Errorf("cannot convert float %s to integer", pythonFloat(f))
+					return "", fmt.Errorf("cannot convert float %s to integer", PyFloatString(f))
 				}
 				n = int64(f) // Python truncates floats for %d
 			}
 			fmt.Fprintf(&b, "%"+spec+"d", n)
 		case 'f', 'F', 'e', 'E', 'g', 'G':
-			if !isNum(a) {
-				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, pyType(a))
+			if !IsNum(a) {
+				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
 			}
 			if !strings.Contains(spec, ".") {
 				spec += ".6"
@@ -384,21 +375,21 @@ func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
 			if v == 'F' {
 				v = 'f'
 			}
-			fmt.Fprintf(&b, "%"+spec+string(v), asFloat(a))
+			fmt.Fprintf(&b, "%"+spec+string(v), AsFloat(a))
 		case 'x', 'X', 'o':
-			if !isInt(a) {
-				return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, pyType(a))
+			if !IsInt(a) {
+				return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
 			}
 			if strings.Contains(spec, "#") && verb == 'o' {
 				spec = strings.ReplaceAll(spec, "#", "")
-				fmt.Fprintf(&b, "0o%"+spec+"o", asInt(a))
+				fmt.Fprintf(&b, "0o%"+spec+"o", AsInt(a))
 				continue
 			}
-			fmt.Fprintf(&b, "%"+spec+string(verb), asInt(a))
+			fmt.Fprintf(&b, "%"+spec+string(verb), AsInt(a))
 		case 'c':
 			switch {
-			case isInt(a) && asInt(a) >= 0 && asInt(a) <= 0x10ffff:
-				b.WriteRune(rune(asInt(a)))
+			case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
+				b.WriteRune(rune(AsInt(a)))
 			case a.IsString() && len([]rune(a.String())) == 1:
 				b.WriteString(a.String())
 			default:
@@ -415,37 +406,25 @@ func pyFormat(format string, r *exec.Value, tuple bool) (string, error) {
 }
 
 // checkSpecWidth bounds the width and precision of a conversion.
-func checkSpecWidth(spec string) error {
+func checkSpecWidth(spec string, width int) error {
 	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r < '0' || r > '9' }) {
-		if n, err := strconv.Atoi(part); err != nil || n > maxWidth {
+		if n, err := strconv.Atoi(part); err != nil || exceeds(int64(n), width) {
 			return fmt.Errorf("format width or precision too large")
 		}
 	}
 	return nil
 }
 
-// filterString is Jinja's string filter: Python's str(), so that none
-// inside a list or dict prints as None (gonja prints nothing).
-func filterString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	if err := params.Take(); err != nil {
-		return exec.AsValue(exec.ErrInvalidCall(err))
-	}
-	return exec.AsValue(pyStr(in))
-}
-
-// pyStr is Python's str() of a JSON-like value.
-func pyStr(v *exec.Value) string {
+// PyStr is Python's str() of a JSON-like value.
+func PyStr(v *Value) string {
 	if v.IsString() {
 		return v.String()
 	}
-	return pyRepr(v)
+	return PyRepr(v)
 }
 
-// pyRepr is Python's repr() of a JSON-like value.
-func pyRepr(v *exec.Value) string {
+// PyRepr is Python's repr() of a JSON-like value.
+func PyRepr(v *Value) string {
 	switch {
 	case v.IsNil():
 		return "None"
@@ -455,9 +434,9 @@ func pyRepr(v *exec.Value) string {
 		}
 		return "False"
 	case v.IsInteger():
-		return strconv.FormatInt(asInt(v), 10)
+		return strconv.FormatInt(AsInt(v), 10)
 	case v.IsFloat():
-		return pythonFloat(v.Float())
+		return PyFloatString(v.Float())
 	case v.IsString():
 		s := v.String()
 		q := "'"
@@ -469,7 +448,7 @@ func pyRepr(v *exec.Value) string {
 	case v.IsList():
 		parts := make([]string, v.Len())
 		for i := range parts {
-			parts[i] = pyRepr(v.Index(i))
+			parts[i] = PyRepr(v.Index(i))
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case v.IsDict():
@@ -478,11 +457,11 @@ func pyRepr(v *exec.Value) string {
 			var keys []string
 			values := map[string]string{}
 			for _, p := range d.Pairs {
-				k := pyRepr(p.Key)
+				k := PyRepr(p.Key)
 				if _, seen := values[k]; !seen {
 					keys = append(keys, k)
 				}
-				values[k] = pyRepr(p.Value)
+				values[k] = PyRepr(p.Value)
 			}
 			parts := make([]string, len(keys))
 			for i, k := range keys {
@@ -494,63 +473,215 @@ func pyRepr(v *exec.Value) string {
 		if !ok {
 			return v.String()
 		}
-		keys := pyKeys(m, v)
+		keys := PyKeys(m, v)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = pyRepr(exec.AsValue(k)) + ": " + pyRepr(exec.AsValue(m[k]))
+			parts[i] = PyRepr(AsValue(k)) + ": " + PyRepr(AsValue(m[k]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
 	return v.String()
 }
 
-// filterFormat is Jinja's format filter: Python's `value % args` (or
-// `value % kwargs` when keyword arguments are given).
-func filterFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	var s string
-	var err error
-	if len(params.KwArgs) > 0 {
-		if len(params.Args) > 0 {
-			return fatal(e, nil, "format filter: can't handle positional and keyword arguments at the same time")
-		}
-		m := map[string]interface{}{}
-		for k, v := range params.KwArgs {
-			m[k] = v.Interface()
-		}
-		s, err = pyFormat(pyStr(in), exec.AsValue(m), false)
-	} else {
-		items := make([]interface{}, len(params.Args))
-		for i, a := range params.Args {
-			items[i] = a.Interface()
-		}
-		s, err = pyFormat(pyStr(in), exec.AsValue(items), true)
-	}
-	if err != nil {
-		return fatal(e, nil, "format: "+err.Error())
-	}
-	return exec.AsValue(s)
-}
-
-// pyOrder orders l and r as Python's comparison operators do: numbers with
+// PyOrder orders l and r as Python's comparison operators do: numbers with
 // numbers (bools count), strings with strings, lists lexicographically;
 // anything else, none and undefined included, is an error (gonja compares
 // them somehow).
-func pyOrder(op string, l, r *exec.Value) (int, error) {
+func PyOrder(op string, l, r *Value) (int, error) {
 	if l.IsList() && r.IsList() {
 		for i := 0; i < l.Len() && i < r.Len(); i++ {
 			a, b := l.Index(i), r.Index(i)
 			if a.EqualValueTo(b) {
 				continue
 			}
-			return pyOrder(op, a, b)
+			return PyOrder(op, a, b)
 		}
 		return l.Len() - r.Len(), nil
 	}
-	if (l.IsString() && r.IsString()) || (isNum(l) && isNum(r)) {
-		return pyCompare(l.Interface(), r.Interface(), true)
+	if (l.IsString() && r.IsString()) || (IsNum(l) && IsNum(r)) {
+		return PyCompare(l.Interface(), r.Interface(), true)
 	}
-	return 0, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, pyType(l), pyType(r))
+	return 0, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, PyType(l), PyType(r))
+}
+
+// TypeName names a value's type as Jinja's messages do.
+func TypeName(v *Value) string {
+	switch {
+	case v.IsNil():
+		return "'None'"
+	case v.IsDict():
+		return "'dict object'"
+	case v.IsList():
+		return "'list object'"
+	case v.IsString():
+		return "'str object'"
+	case v.IsBool():
+		return "'bool object'"
+	case v.IsInteger():
+		return "'int object'"
+	case v.IsFloat():
+		return "'float object'"
+	}
+	return fmt.Sprintf("'%s object'", otherType(v))
+}
+
+// PyCompare orders two JSON-like scalars as Python's < does (strings
+// lower-cased unless caseSensitive); other mixes are an error.
+func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
+	va, vb := AsValue(a), AsValue(b)
+	switch {
+	case va.IsString() && vb.IsString():
+		x, y := va.String(), vb.String()
+		if !caseSensitive {
+			x, y = strings.ToLower(x), strings.ToLower(y)
+		}
+		return strings.Compare(x, y), nil
+	case IsNum(va) && IsNum(vb):
+		if IsInt(va) && IsInt(vb) {
+			x, y := AsInt(va), AsInt(vb)
+			switch {
+			case x < y:
+				return -1, nil
+			case x > y:
+				return 1, nil
+			}
+			return 0, nil
+		}
+		x, y := AsFloat(va), AsFloat(vb)
+		switch {
+		case x < y:
+			return -1, nil
+		case x > y:
+			return 1, nil
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", PyType(va), PyType(vb))
+}
+
+// PyFloatString prints f as Python's repr/str does: the shortest digits that
+// round-trip, scientific notation when the exponent is < -4 or >= 16, and a
+// ".0" on integral values.
+func PyFloatString(f float64) string {
+	if math.IsInf(f, 1) {
+		return "inf"
+	}
+	if math.IsInf(f, -1) {
+		return "-inf"
+	}
+	if math.IsNaN(f) {
+		return "nan"
+	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, expPart, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expPart)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// MethodArgs binds positional and keyword arguments to names, Python-style;
+// missing optional ones are nil.
+func MethodArgs(method string, a *VarArgs, min, max int, names ...string) ([]*Value, error) {
+	out := make([]*Value, len(names))
+	if len(a.Args) > max {
+		return nil, fmt.Errorf("%s() takes at most %d arguments (%d given)", method, max, len(a.Args))
+	}
+	copy(out, a.Args)
+	for k, v := range a.KwArgs {
+		found := false
+		for i, n := range names {
+			if n == k && i < max {
+				if out[i] != nil {
+					return nil, fmt.Errorf("%s() got multiple values for argument '%s'", method, k)
+				}
+				out[i], found = v, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", method, k)
+		}
+	}
+	for i := 0; i < min; i++ {
+		if out[i] == nil {
+			return nil, fmt.Errorf("%s() missing required argument '%s'", method, names[i])
+		}
+	}
+	return out, nil
+}
+
+// PyKeys lists a dict's keys in the order Python would: insertion order for a
+// dict built by the template (a literal), sorted for the objects PaV passes
+// in, whose maps the API server serializes with sorted keys.
+func PyKeys(self map[string]any, v *Value) []string {
+	d, ok := dictLiteral(v)
+	if !ok {
+		keys := make([]string, 0, len(self))
+		for k := range self {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	seen := map[string]bool{}
+	keys := make([]string, 0, len(d.Pairs))
+	for _, p := range d.Pairs {
+		if k := p.Key.String(); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// dictLiteral returns the ordered pairs of a dict a template built.
+func dictLiteral(v *Value) (*Dict, bool) {
+	switch x := v.Interface().(type) {
+	case Dict:
+		return &x, true
+	case *Dict:
+		return x, x != nil
+	}
+	return nil, false
+}
+
+func toInt64(v interface{}) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int8:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	case uint:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	}
+	return 0
 }
