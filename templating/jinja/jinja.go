@@ -488,8 +488,8 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	if in.IsUndefined() {
-		return fatal(e, "tojson: value is undefined (%s)", in.UndefinedReason())
+	if reason := undefinedIn(in); reason != "" {
+		return fatal(e, "tojson: value is undefined (%s)", reason)
 	}
 	p, err := exec.MethodArgs("tojson", params, 0, 1, "indent")
 	if err != nil {

@@ -261,7 +261,7 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 var methods = func() exec.Methods {
 	m := builtins.Methods
 	str := map[string]exec.Method[string]{}
-	for _, name := range []string{"capitalize", "capwords", "casefold", "center", "count", "encode", "endswith",
+	for _, name := range []string{"capitalize", "casefold", "center", "count", "encode", "endswith",
 		"expandtabs", "find", "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
 		"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip",
 		"partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",

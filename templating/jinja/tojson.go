@@ -205,3 +205,27 @@ func writeJSONString(b *strings.Builder, s string) {
 	}
 	b.WriteByte('"')
 }
+
+// undefinedIn says why v, or an item of it, is undefined, or "" if none is:
+// JSON has no undefined.
+func undefinedIn(v *exec.Value) string {
+	switch {
+	case v.IsUndefined():
+		return v.UndefinedReason()
+	case v.IsList():
+		for i := 0; i < v.Len(); i++ {
+			if r := undefinedIn(v.Index(i)); r != "" {
+				return r
+			}
+		}
+	case v.IsDict():
+		for _, k := range v.Keys() {
+			if item, ok := v.GetItem(k.Interface()); ok {
+				if r := undefinedIn(item); r != "" {
+					return r
+				}
+			}
+		}
+	}
+	return ""
+}

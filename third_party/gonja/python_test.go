@@ -70,6 +70,7 @@ func TestPythonFiltersAndTests(t *testing.T) {
 		"{{ [2, 'a'] | sort }}":                  "'<' not supported between instances of 'str' and 'int'",
 		"{{ [1, 2] | select('nosuch') | list }}": "no test named 'nosuch'",
 		"{{ 1 is lt 'a' }}":                      "'<' not supported between instances of 'int' and 'str'",
+		"{{ 'abcd e' | wordwrap(3) }}":           "cutting words longer than the width is not supported",
 	})
 }
 
@@ -82,16 +83,22 @@ func TestPythonMethods(t *testing.T) {
 	}, nil)
 }
 
-// A macro whose body mentions varargs or kwargs takes extra arguments, and
-// a character that starts no token is a syntax error, as in Jinja.
+// A macro whose body mentions varargs or kwargs takes extra arguments; a
+// character that starts no token, and an operator where `is` wants a test's
+// name, are syntax errors, as in Jinja.
 func TestImplicitMacroArgumentsAndUnexpectedCharacters(t *testing.T) {
 	checkJinja(t, map[string]string{
 		"{% macro m() %}{{ varargs | length }}{{ kwargs | length }}{% endmacro %}{{ m(1, 2, a=3) }}": "21",
 	}, nil)
 	checkJinjaFails(t, map[string]string{
-		"{{ 0 #% 0 }}": "unexpected char '#'",
-		"{{ 0 ; 0 }}":  "unexpected char ';'",
+		"{{ 0 #% 0 }}":    "unexpected char '#'",
+		"{{ 0 ; 0 }}":     "unexpected char ';'",
+		"{{ 3 is == 3 }}": "expected a test name after 'is'",
+		"{{ 1 is < 2 }}":  "expected a test name after 'is'",
 	})
+	checkJinja(t, map[string]string{
+		"{{ 1 is in [1] }}|{{ [1, 2] | select('==', 2) | first }}": "True|2",
+	}, nil)
 }
 
 // Hooks: Finalize sees every {{ }} value, Enter and Exit every loop

@@ -16,7 +16,8 @@ func init() {
 	for name, f := range map[string]exec.FilterFunction{
 		"default": filterPyDefault, "d": filterPyDefault, "dictsort": filterPyDictSort, "urlencode": filterPyURLEncode,
 		"round": filterPyRound, "string": filterPyString, "format": filterPyFormat, "sum": filterPySum,
-		"int": filterPyInt(filterInteger), "sort": filterSortChecked(filterSort),
+		"int": filterPyInt(filterInteger), "sort": filterSortChecked(filterSort), "pprint": filterPyPPrint,
+		"wordwrap": filterPyWordwrap, "items": filterPyItems,
 		"select": filterSelectChecked("select", filterSelect), "reject": filterSelectChecked("reject", filterReject),
 		"selectattr": filterSelectChecked("selectattr", filterSelectAttr), "rejectattr": filterSelectChecked("rejectattr", filterRejectAttr),
 	} {
@@ -25,6 +26,7 @@ func init() {
 	for name, t := range map[string]exec.TestFunction{
 		"defined": testPyDefined, "undefined": testPyUndefined, "none": testPyNone,
 		"sequence": testPySequence, "filter": testPyFilter, "test": testPyTest,
+		"true": testPyTrue, "false": testPyFalse, "escaped": testPyEscaped,
 	} {
 		must(Tests.Replace(name, t))
 	}
@@ -490,4 +492,86 @@ func testPyNone(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error
 		return false, in.Interface().(error)
 	}
 	return in.IsNil() && !in.IsUndefined(), nil
+}
+
+// testPyTrue and testPyFalse are Jinja's: the value is the boolean itself
+// (gonja's asked whether it was truthy).
+func testPyTrue(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	return in.IsBool() && in.Bool(), nil
+}
+
+func testPyFalse(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	return in.IsBool() && !in.Bool(), nil
+}
+
+// testPyEscaped is Jinja's escaped: the value is markup (safe, or escaped
+// by a filter).
+func testPyEscaped(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.Safe, nil
+}
+
+// filterPyPPrint is pprint for the short values templates print: Python's
+// repr() (gonja's dumped Go structures).
+func filterPyPPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	return exec.AsValue(exec.PyRepr(in))
+}
+
+// filterPyWordwrap is Jinja's wordwrap(width=79, break_long_words=true,
+// wrapstring=None, break_on_hyphens=true) on gonja's, which breaks lines
+// only between words: a word longer than the width is an error unless
+// break_long_words is false (Jinja would cut it), and wrapstring joins the
+// lines.
+func filterPyWordwrap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	p, err := exec.MethodArgs("wordwrap", params, 0, 4, "width", "break_long_words", "wrapstring", "break_on_hyphens")
+	if err != nil {
+		return raise(e, "filter wordwrap: "+err.Error())
+	}
+	args := exec.NewVarArgs()
+	width := int64(79)
+	if p[0] != nil {
+		args.Args = append(args.Args, p[0])
+		width = exec.AsInt(p[0])
+	}
+	if p[1] == nil || p[1].IsTrue() {
+		for _, word := range strings.Fields(in.String()) {
+			if int64(len([]rune(word))) > width && width > 0 {
+				return raise(e, "filter wordwrap: cutting words longer than the width is not supported (pass break_long_words=false)")
+			}
+		}
+	}
+	out := filterWordwrap(e, in, args)
+	if p[2] != nil && !p[2].IsNil() && out.IsString() {
+		return exec.AsValue(strings.ReplaceAll(out.String(), "\n", p[2].String()))
+	}
+	return out
+}
+
+// filterPyItems is Jinja's items: a mapping's (key, value) pairs in Python's
+// order (exec.PyKeys), as pairs a for loop unpacks; nothing for undefined.
+func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if len(params.Args) > 0 || len(params.KwArgs) > 0 {
+		return raise(e, "filter items takes no arguments")
+	}
+	if in.IsUndefined() {
+		return exec.AsValue([]any{})
+	}
+	m, ok := in.ToGoSimpleType(false).(map[string]any)
+	if !in.IsDict() || !ok {
+		return raise(e, "Can only get item pairs from a mapping.")
+	}
+	keys := exec.PyKeys(m, in)
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = []any{k, m[k]}
+	}
+	return exec.AsValue(out)
 }

@@ -1061,6 +1061,9 @@ func ToValue(data any) *Value {
 	// into the execution context (e.g. in a for-loop)
 	if val.Type() == typeOfValuePtr {
 		tmpValue := val.Interface().(*Value)
+		if tmpValue.IsUndefined() { // PaV: an item stays undefined
+			return tmpValue
+		}
 		val = tmpValue.Val
 		isSafe = tmpValue.Safe
 	}

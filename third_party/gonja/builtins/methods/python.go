@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
@@ -46,6 +47,55 @@ var pyStrMethods = map[string]exec.Method[string]{
 	"index":  indexMethod(false),
 	"rindex": indexMethod(true),
 	"count":  countMethod,
+	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("expandtabs", a, 0, 1, "tabsize")
+		if err != nil {
+			return nil, err
+		}
+		size := int64(8)
+		if p[0] != nil {
+			if !exec.IsInt(p[0]) {
+				return nil, fmt.Errorf("expandtabs(): tabsize must be an integer")
+			}
+			size = exec.AsInt(p[0])
+		}
+		return expandTabs(s, size), nil
+	},
+	"format_map": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if len(a.Args) != 1 || len(a.KwArgs) != 0 || !a.Args[0].IsDict() {
+			return nil, fmt.Errorf("format_map() takes exactly one mapping")
+		}
+		kwargs := map[string]any{}
+		for _, k := range a.Args[0].Keys() {
+			v, _ := a.Args[0].GetItem(k.Interface())
+			kwargs[k.String()] = v.Interface()
+		}
+		return pystring.PyString(s).Format(nil, kwargs)
+	},
+}
+
+// expandTabs is Python's str.expandtabs: each tab advances to the next
+// multiple of size columns, counted from the last newline.
+func expandTabs(s string, size int64) string {
+	var b strings.Builder
+	col := int64(0)
+	for _, r := range s {
+		switch r {
+		case '\t':
+			if size > 0 {
+				n := size - col%size
+				b.WriteString(strings.Repeat(" ", int(n)))
+				col += n
+			}
+		case '\n', '\r':
+			b.WriteRune(r)
+			col = 0
+		default:
+			b.WriteRune(r)
+			col++
+		}
+	}
+	return b.String()
 }
 
 // countMethod is Python's str.count(sub[, start[, end]]): non-overlapping
