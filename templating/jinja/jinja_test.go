@@ -37,10 +37,9 @@ func testFunctions() *Functions {
 }
 
 // knownDivergences are golden cases where PaV does not do what Jinja does:
-// deliberately (the first three), or because gonja's parser or runtime lacks
-// the construct and PaV's fork (third_party/gonja) does not add it yet (the
-// others; each fails cleanly, so a template relying on it is rejected, not
-// mis-rendered).
+// deliberately. A construct gonja's parser or runtime lacked would be
+// listed here too until PaV's fork (third_party/gonja) added it, as long as
+// it fails cleanly (a template relying on it is rejected, not mis-rendered).
 // For each, the test asserts PaV's own behaviour instead: the render must
 // fail with an error containing errContains. If one starts to render, the
 // test fails, and the entry must be reconsidered.
@@ -56,10 +55,6 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 	"string-multiply-huge": {
 		reason:      "as center-huge: sequence repetition is capped at maxOutputBytes items",
 		errContains: "repetition result too large",
-	},
-	"macro-missing-arg-undefined": {
-		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
-		errContains: "expression evaluated to none",
 	},
 }
 

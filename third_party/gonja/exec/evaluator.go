@@ -29,6 +29,8 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 	switch n := node.(type) {
 	case *nodes.None:
 		return AsValue(nil)
+	case *nodes.Undefined:
+		return Undefined(n.Reason)
 	case *nodes.String:
 		return AsValue(n.Val)
 	case *nodes.Integer:

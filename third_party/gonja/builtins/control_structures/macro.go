@@ -140,9 +140,10 @@ func parseSignature(p *parser.Parser, args *parser.Parser, macro *nodes.Macro) e
 						Location: argName,
 						Error:    fmt.Errorf("parameter \"%s\" was not provided", argName.Val),
 					}
-				} else {
-					arg.Value = &nodes.None{
+				} else { // PaV: undefined, as in Jinja (upstream: none)
+					arg.Value = &nodes.Undefined{
 						Location: argName,
+						Reason:   fmt.Sprintf("parameter '%s' was not provided", argName.Val),
 					}
 				}
 				macro.Kwargs = append(macro.Kwargs, arg)
