@@ -320,48 +320,20 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 
 	n := value.Len()
 
-	// --- step ---
-	step := 1
-	if node.Step != nil {
-		stepValue := e.Eval(node.Step)
-		if stepValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice step %s`, node.Step))
-		}
-		if !stepValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice step is not an integer: %s`, stepValue))
-		}
-		step = stepValue.Integer()
-		if step == 0 {
-			return AsValue(errors.New("slice step cannot be zero"))
-		}
+	step, _, errValue := e.sliceIndex(node.Step, value, "step", 1)
+	if errValue != nil {
+		return errValue
 	}
-
-	// --- start ---
-	var start int
-	startProvided := node.Start != nil
-	if startProvided {
-		startValue := e.Eval(node.Start)
-		if startValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice start %s`, node.Start))
-		}
-		if !startValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice start is not an integer: %s`, startValue))
-		}
-		start = startValue.Integer()
+	if step == 0 {
+		return AsValue(errors.New("slice step cannot be zero"))
 	}
-
-	// --- end ---
-	var end int
-	endProvided := node.End != nil
-	if endProvided {
-		endValue := e.Eval(node.End)
-		if endValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice end %s`, node.End))
-		}
-		if !endValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice end is not an integer: %s`, endValue))
-		}
-		end = endValue.Integer()
+	start, startProvided, errValue := e.sliceIndex(node.Start, value, "start", 0)
+	if errValue != nil {
+		return errValue
+	}
+	end, endProvided, errValue := e.sliceIndex(node.End, value, "end", 0)
+	if errValue != nil {
+		return errValue
 	}
 
 	// Fast path: step == 1 → use the existing Slice() method (preserves prior behavior).
@@ -386,6 +358,12 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 	// --- general case: emulate Python's slice with start/stop/step (incl. negative step) ---
 	start, end = pythonSliceBounds(n, start, end, step, startProvided, endProvided)
 
+	return sliceStep(value, start, end, step)
+}
+
+// sliceStep is value[start:end:step] with bounds already resolved.
+func sliceStep(value *Value, start, end, step int) *Value {
+	n := value.Len()
 	// Materialise the underlying sequence into items, then walk by `step`.
 	isString := value.getResolvedValue().Kind() == reflect.String
 	var srcRunes []rune
@@ -440,6 +418,21 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 		}
 	}
 	return AsValue(out)
+}
+
+// sliceIndex evaluates a slice's start, end or step (what), dflt when absent.
+func (e *Evaluator) sliceIndex(n nodes.Expression, value *Value, what string, dflt int) (int, bool, *Value) {
+	if n == nil {
+		return dflt, false, nil
+	}
+	v := e.Eval(n)
+	if v.IsError() {
+		return 0, true, AsValue(errors.Wrapf(value, `unable to evaluate slice %s %s`, what, n))
+	}
+	if !v.IsInteger() {
+		return 0, true, AsValue(errors.Errorf(`slice %s is not an integer: %s`, what, v))
+	}
+	return v.Integer(), true, nil
 }
 
 // pythonSliceBounds returns (start, stop) indices following Python's slice

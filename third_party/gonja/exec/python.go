@@ -84,33 +84,9 @@ func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error
 			return nil, err
 		}
 		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0, nil
-	case "+":
-		switch {
-		case l.IsString() && r.IsString():
-			if exceeds(int64(len(l.String())+len(r.String())), lim.StringBytes) {
-				return nil, fmt.Errorf("string too long")
-			}
-			return l.String() + r.String(), nil
-		case l.IsList() && r.IsList():
-			if exceeds(int64(l.Len()+r.Len()), lim.ListItems) {
-				return nil, fmt.Errorf("list too long (more than %d items)", lim.ListItems)
-			}
-			out := make([]interface{}, 0, l.Len()+r.Len())
-			for _, v := range []*Value{l, r} {
-				for i := 0; i < v.Len(); i++ {
-					out = append(out, v.Index(i).Interface())
-				}
-			}
-			return out, nil
-		case l.IsString() && !l.IsNil():
-			return nil, fmt.Errorf("can only concatenate str (not %q) to str", PyType(r))
-		}
-	case "*":
-		switch {
-		case (l.IsString() || l.IsList()) && IsInt(r):
-			return repeat(l, AsInt(r), lim)
-		case IsInt(l) && (r.IsString() || r.IsList()):
-			return repeat(r, AsInt(l), lim)
+	case "+", "*":
+		if v, done, err := seqArith(op, l, r, lim); done {
+			return v, err
 		}
 	}
 	if !IsNum(l) || !IsNum(r) {
@@ -119,7 +95,44 @@ func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error
 	if IsInt(l) && IsInt(r) {
 		return intArith(op, AsInt(l), AsInt(r))
 	}
-	a, b := AsFloat(l), AsFloat(r)
+	return floatArith(op, AsFloat(l), AsFloat(r))
+}
+
+// seqArith is + and * of strings and lists: joined or repeated; done is
+// false for numbers.
+func seqArith(op string, l, r *Value, lim Limits) (v interface{}, done bool, err error) {
+	switch {
+	case op == "*" && (l.IsString() || l.IsList()) && IsInt(r):
+		v, err = repeat(l, AsInt(r), lim)
+		return v, true, err
+	case op == "*" && IsInt(l) && (r.IsString() || r.IsList()):
+		v, err = repeat(r, AsInt(l), lim)
+		return v, true, err
+	case op == "*":
+		return nil, false, nil
+	case l.IsString() && r.IsString():
+		if exceeds(int64(len(l.String())+len(r.String())), lim.StringBytes) {
+			return nil, true, fmt.Errorf("string too long")
+		}
+		return l.String() + r.String(), true, nil
+	case l.IsList() && r.IsList():
+		if exceeds(int64(l.Len()+r.Len()), lim.ListItems) {
+			return nil, true, fmt.Errorf("list too long (more than %d items)", lim.ListItems)
+		}
+		out := make([]interface{}, 0, l.Len()+r.Len())
+		for _, v := range []*Value{l, r} {
+			for i := 0; i < v.Len(); i++ {
+				out = append(out, v.Index(i).Interface())
+			}
+		}
+		return out, true, nil
+	case l.IsString() && !l.IsNil():
+		return nil, true, fmt.Errorf("can only concatenate str (not %q) to str", PyType(r))
+	}
+	return nil, false, nil
+}
+
+func floatArith(op string, a, b float64) (interface{}, error) {
 	switch op {
 	case "+":
 		return a + b, nil
@@ -147,19 +160,23 @@ func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error
 		}
 		return m, nil
 	case "**":
-		if a == 0 && b < 0 {
-			return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
-		}
-		if a < 0 && b != math.Trunc(b) {
-			return nil, fmt.Errorf("negative number cannot be raised to a fractional power (the result is complex)")
-		}
-		res := math.Pow(a, b)
-		if math.IsInf(res, 0) {
-			return nil, fmt.Errorf("numerical result out of range")
-		}
-		return res, nil
+		return floatPow(a, b)
 	}
 	return nil, fmt.Errorf("unsupported operator %s", op)
+}
+
+func floatPow(a, b float64) (interface{}, error) {
+	if a == 0 && b < 0 {
+		return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+	}
+	if a < 0 && b != math.Trunc(b) {
+		return nil, fmt.Errorf("negative number cannot be raised to a fractional power (the result is complex)")
+	}
+	res := math.Pow(a, b)
+	if math.IsInf(res, 0) {
+		return nil, fmt.Errorf("numerical result out of range")
+	}
+	return res, nil
 }
 
 func intArith(op string, a, b int64) (interface{}, error) {
@@ -177,73 +194,84 @@ func intArith(op string, a, b int64) (interface{}, error) {
 		}
 		return s, nil
 	case "*":
-		if a == 0 || b == 0 {
-			return int64(0), nil
-		}
-		p := a * b
-		if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
-			return nil, errOverflow
-		}
-		return p, nil
+		return intMul(a, b)
 	case "/":
 		if b == 0 {
 			return nil, fmt.Errorf("division by zero")
 		}
 		return float64(a) / float64(b), nil
-	case "//":
-		if b == 0 {
-			return nil, fmt.Errorf("integer division or modulo by zero")
-		}
-		if a == math.MinInt64 && b == -1 {
-			return nil, errOverflow
-		}
-		q := a / b
-		if (a%b != 0) && ((a < 0) != (b < 0)) {
-			q--
-		}
-		return q, nil
-	case "%":
-		if b == 0 {
-			return nil, fmt.Errorf("integer division or modulo by zero")
-		}
+	case "//", "%":
+		return intDivMod(op, a, b)
+	case "**":
+		return intPow(a, b)
+	}
+	return nil, fmt.Errorf("unsupported operator %s", op)
+}
+
+func intMul(a, b int64) (int64, error) {
+	if a == 0 || b == 0 {
+		return 0, nil
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		return 0, errOverflow
+	}
+	return p, nil
+}
+
+// intDivMod is Python's // and %: rounded toward negative infinity.
+func intDivMod(op string, a, b int64) (int64, error) {
+	if b == 0 {
+		return 0, fmt.Errorf("integer division or modulo by zero")
+	}
+	if op == "%" {
 		if b == -1 {
-			return int64(0), nil
+			return 0, nil
 		}
 		m := a % b
 		if m != 0 && ((m < 0) != (b < 0)) {
 			m += b
 		}
 		return m, nil
-	case "**":
-		if b < 0 {
-			if a == 0 {
-				return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
-			}
-			return math.Pow(float64(a), float64(b)), nil
-		}
-		switch a {
-		case 0, 1:
-			if b == 0 {
-				return int64(1), nil
-			}
-			return a, nil
-		case -1:
-			if b%2 == 0 {
-				return int64(1), nil
-			}
-			return int64(-1), nil
-		}
-		result := int64(1)
-		for ; b > 0; b-- { // |a| >= 2: overflows within 64 steps
-			r, err := intArith("*", result, a)
-			if err != nil {
-				return nil, err
-			}
-			result = r.(int64)
-		}
-		return result, nil
 	}
-	return nil, fmt.Errorf("unsupported operator %s", op)
+	if a == math.MinInt64 && b == -1 {
+		return 0, errOverflow
+	}
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q, nil
+}
+
+func intPow(a, b int64) (interface{}, error) {
+	if b < 0 {
+		if a == 0 {
+			return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+		}
+		return math.Pow(float64(a), float64(b)), nil
+	}
+	switch a {
+	case 0, 1:
+		if b == 0 {
+			return int64(1), nil
+		}
+		return a, nil
+	case -1:
+		if b%2 == 0 {
+			return int64(1), nil
+		}
+		return int64(-1), nil
+	}
+	result := int64(1)
+	for ; b > 0; b-- { // |a| >= 2: overflows within 64 steps
+		r, err := intMul(result, a)
+		if err != nil {
+			return nil, err
+		}
+		result = r
+	}
+	return result, nil
 }
 
 // repeat is Python's sequence * n, bounded by lim.
@@ -296,37 +324,12 @@ func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
 			b.WriteByte(c)
 			continue
 		}
-		j := i + 1
-		var a *Value
-		if j < len(format) && format[j] == '(' {
-			end := strings.IndexByte(format[j:], ')')
-			if end < 0 {
-				return "", fmt.Errorf("incomplete format key")
-			}
-			key := format[j+1 : j+end]
-			if !r.IsDict() {
-				return "", fmt.Errorf("format requires a mapping")
-			}
-			v, ok := r.GetItem(key)
-			if !ok {
-				return "", fmt.Errorf("format key %q not found", key)
-			}
-			a, keyed = v, true
-			j += end + 1
+		j, a, spec, err := formatSpec(format, i, r)
+		if err != nil {
+			return "", err
 		}
-		for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
-			j++
-		}
-		if j >= len(format) {
-			return "", fmt.Errorf("incomplete format")
-		}
-		spec, verb := format[i+1:j], format[j]
-		if k := strings.IndexByte(spec, ')'); k >= 0 {
-			spec = spec[k+1:]
-		}
-		if strings.Contains(spec, "*") {
-			return "", fmt.Errorf("* width is not supported")
-		}
+		keyed = keyed || a != nil
+		verb := format[j]
 		i = j
 		if verb == '%' {
 			b.WriteByte('%')
@@ -342,67 +345,116 @@ func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
 			a = args[next]
 			next++
 		}
-		switch verb {
-		case 's', 'r', 'a':
-			s := PyStr(a)
-			if verb != 's' {
-				s = PyRepr(a)
-			}
-			fmt.Fprintf(&b, "%"+spec+"s", s)
-		case 'd', 'i', 'u':
-			if !IsNum(a) {
-				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
-			}
-			var n int64
-			if IsInt(a) {
-				n = AsInt(a)
-			} else {
-				f := AsFloat(a)
-				if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) >= 1<<63 {
-					return "", fmt.Errorf("cannot convert float %s to integer", PyFloatString(f))
-				}
-				n = int64(f) // Python truncates floats for %d
-			}
-			fmt.Fprintf(&b, "%"+spec+"d", n)
-		case 'f', 'F', 'e', 'E', 'g', 'G':
-			if !IsNum(a) {
-				return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
-			}
-			if !strings.Contains(spec, ".") {
-				spec += ".6"
-			}
-			v := verb
-			if v == 'F' {
-				v = 'f'
-			}
-			fmt.Fprintf(&b, "%"+spec+string(v), AsFloat(a))
-		case 'x', 'X', 'o':
-			if !IsInt(a) {
-				return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
-			}
-			if strings.Contains(spec, "#") && verb == 'o' {
-				spec = strings.ReplaceAll(spec, "#", "")
-				fmt.Fprintf(&b, "0o%"+spec+"o", AsInt(a))
-				continue
-			}
-			fmt.Fprintf(&b, "%"+spec+string(verb), AsInt(a))
-		case 'c':
-			switch {
-			case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
-				b.WriteRune(rune(AsInt(a)))
-			case a.IsString() && len([]rune(a.String())) == 1:
-				b.WriteString(a.String())
-			default:
-				return "", fmt.Errorf("%%c requires an int or a unicode character")
-			}
-		default:
-			return "", fmt.Errorf("unsupported format character '%c'", verb)
+		if err := formatOne(&b, spec, verb, a); err != nil {
+			return "", err
 		}
 	}
 	if !keyed && next < len(args) {
 		return "", fmt.Errorf("not all arguments converted during string formatting")
 	}
 	return b.String(), nil
+}
+
+// formatSpec reads the conversion starting at format[i] ('%'): the index
+// of its verb, its keyed argument (nil for a positional one) and its flags,
+// width and precision.
+func formatSpec(format string, i int, r *Value) (verbAt int, keyed *Value, spec string, err error) {
+	j := i + 1
+	if j < len(format) && format[j] == '(' {
+		end := strings.IndexByte(format[j:], ')')
+		if end < 0 {
+			return 0, nil, "", fmt.Errorf("incomplete format key")
+		}
+		key := format[j+1 : j+end]
+		if !r.IsDict() {
+			return 0, nil, "", fmt.Errorf("format requires a mapping")
+		}
+		v, ok := r.GetItem(key)
+		if !ok {
+			return 0, nil, "", fmt.Errorf("format key %q not found", key)
+		}
+		keyed = v
+		j += end + 1
+	}
+	for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
+		j++
+	}
+	if j >= len(format) {
+		return 0, nil, "", fmt.Errorf("incomplete format")
+	}
+	spec = format[i+1 : j]
+	if k := strings.IndexByte(spec, ')'); k >= 0 {
+		spec = spec[k+1:]
+	}
+	if strings.Contains(spec, "*") {
+		return 0, nil, "", fmt.Errorf("* width is not supported")
+	}
+	return j, keyed, spec, nil
+}
+
+// formatOne writes one conversion of a.
+func formatOne(b *strings.Builder, spec string, verb byte, a *Value) error {
+	switch verb {
+	case 's', 'r', 'a':
+		s := PyStr(a)
+		if verb != 's' {
+			s = PyRepr(a)
+		}
+		fmt.Fprintf(b, "%"+spec+"s", s)
+	case 'd', 'i', 'u':
+		n, err := formatInt(verb, a)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "%"+spec+"d", n)
+	case 'f', 'F', 'e', 'E', 'g', 'G':
+		if !IsNum(a) {
+			return fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
+		}
+		if !strings.Contains(spec, ".") {
+			spec += ".6"
+		}
+		if verb == 'F' {
+			verb = 'f'
+		}
+		fmt.Fprintf(b, "%"+spec+string(verb), AsFloat(a))
+	case 'x', 'X', 'o':
+		if !IsInt(a) {
+			return fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
+		}
+		if strings.Contains(spec, "#") && verb == 'o' {
+			fmt.Fprintf(b, "0o%"+strings.ReplaceAll(spec, "#", "")+"o", AsInt(a))
+			return nil
+		}
+		fmt.Fprintf(b, "%"+spec+string(verb), AsInt(a))
+	case 'c':
+		switch {
+		case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
+			b.WriteRune(rune(AsInt(a)))
+		case a.IsString() && len([]rune(a.String())) == 1:
+			b.WriteString(a.String())
+		default:
+			return fmt.Errorf("%%c requires an int or a unicode character")
+		}
+	default:
+		return fmt.Errorf("unsupported format character '%c'", verb)
+	}
+	return nil
+}
+
+// formatInt is the integer of a %d conversion: Python truncates floats.
+func formatInt(verb byte, a *Value) (int64, error) {
+	if !IsNum(a) {
+		return 0, fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
+	}
+	if IsInt(a) {
+		return AsInt(a), nil
+	}
+	f := AsFloat(a)
+	if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) >= 1<<63 {
+		return 0, fmt.Errorf("cannot convert float %s to integer", PyFloatString(f))
+	}
+	return int64(f), nil
 }
 
 // checkSpecWidth bounds the width and precision of a conversion.
