@@ -501,7 +501,8 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 			return s.fail(reasonProvisioningFailed, "%v", err)
 		}
 	}
-	pod, err := protocol.ClaimPod(tmpl, s.p.Name, s.c.podDirRoot(), phase, s.pvc, s.class, annotations)
+	pod, err := protocol.ClaimPod(protocol.PodBase{Template: tmpl, Provisioner: s.p.Name, Root: s.c.podDirRoot()},
+		protocol.ClaimPodSpec{Phase: phase, PVC: s.pvc, Class: s.class, Extra: annotations})
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}

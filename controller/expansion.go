@@ -159,8 +159,9 @@ func (s *claimSync) expand(ctx context.Context) error {
 		return s.grown(ctx, pv, want)
 	}
 	claim := &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
-	squatter, err := s.c.createPod(ctx, protocol.VolumePod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseExpansion, pv.Name, claim,
-		map[string]string{protocol.AnnotationExpansionTarget: want.String()}))
+	squatter, err := s.c.createPod(ctx, protocol.VolumePod(protocol.PodBase{Template: tmpl, Provisioner: s.p.Name, Root: s.c.podDirRoot()},
+		protocol.VolumePodSpec{Phase: protocol.PhaseExpansion, PVName: pv.Name, Claim: claim,
+			Extra: map[string]string{protocol.AnnotationExpansionTarget: want.String()}}))
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseExpansion))
 	}

@@ -273,8 +273,9 @@ func (s *claimSync) startModification(ctx context.Context, pv *corev1.Persistent
 		return err
 	}
 	claim := &corev1.ObjectReference{Namespace: s.pvc.Namespace, Name: s.pvc.Name, UID: s.pvc.UID}
-	squatter, err := s.c.createPod(ctx, protocol.VolumePod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseModification, pv.Name, claim,
-		map[string]string{protocol.AnnotationModificationTarget: vac.Name}))
+	squatter, err := s.c.createPod(ctx, protocol.VolumePod(protocol.PodBase{Template: tmpl, Provisioner: s.p.Name, Root: s.c.podDirRoot()},
+		protocol.VolumePodSpec{Phase: protocol.PhaseModification, PVName: pv.Name, Claim: claim,
+			Extra: map[string]string{protocol.AnnotationModificationTarget: vac.Name}}))
 	if squatter != nil {
 		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseModification))
 	}

@@ -172,7 +172,8 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
 		claim.UID = pv.Spec.ClaimRef.UID
 	}
-	squatter, err := c.createPod(ctx, protocol.VolumePod(tmpl, p.Name, c.podDirRoot(), protocol.PhaseDeletion, name, claim, nil))
+	squatter, err := c.createPod(ctx, protocol.VolumePod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: c.podDirRoot()},
+		protocol.VolumePodSpec{Phase: protocol.PhaseDeletion, PVName: name, Claim: claim}))
 	if squatter != nil {
 		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseDeletion))
 	}

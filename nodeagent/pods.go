@@ -72,8 +72,9 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	if tmpl == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s has no spec.volumeStaging.podTemplate", p.Name)
 	}
-	pod, err := protocol.StagingPod(tmpl, p.Name, templating.StagingRevision(p), s.root, s.node, id, pv, pvc, protocol.Publication{
-		TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType})
+	pod, err := protocol.StagingPod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: s.root}, protocol.StagingPodSpec{
+		Revision: templating.StagingRevision(p), Node: s.node, StagingID: id, PV: pv, PVC: pvc,
+		Publication: protocol.Publication{TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType}})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}

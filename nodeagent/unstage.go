@@ -107,8 +107,9 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 		pod = nil
 	}
 	if pod == nil {
-		built := protocol.UnstagingPod(tmpl, p.Name, s.root, s.node, id, req.PV, req.PVC,
-			stagingPod.Annotations[protocol.AnnotationTargetPath], req.ReadOnly)
+		built := protocol.UnstagingPod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: s.root}, protocol.UnstagingPodSpec{
+			Node: s.node, StagingID: id, PV: req.PV, PVC: req.PVC,
+			TargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath], ReadOnly: req.ReadOnly})
 		dir, err := podHostDir(built, s.root)
 		if err != nil {
 			return status.Errorf(codes.Internal, "%v", err)

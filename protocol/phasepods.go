@@ -14,50 +14,94 @@ import (
 // process that runs it and by `pav render --pods`, so that a render shows the
 // pod PaV creates (but for the random suffix of its host directory).
 
+// PodBase is what every pod of a phase starts from: the template the phase's
+// section evaluated to, the provisioner, and the root of the pods' /pav
+// directories on the nodes (PodDirRoot of the kubelet directory).
+type PodBase struct {
+	Template    *corev1.PodTemplateSpec
+	Provisioner string
+	Root        string
+}
+
+// ClaimPodSpec is a claim pod's own part (ClaimPod).
+type ClaimPodSpec struct {
+	Phase Phase
+	PVC   *corev1.PersistentVolumeClaim
+	Class *storagev1.StorageClass // nil when not known
+	Extra map[string]string       // the phase's own annotations
+}
+
+// VolumePodSpec is a volume pod's own part (VolumePod).
+type VolumePodSpec struct {
+	Phase  Phase
+	PVName string
+	Claim  *corev1.ObjectReference
+	Extra  map[string]string // the phase's own annotations
+}
+
+// StagingPodSpec is a staging pod's own part (StagingPod).
+type StagingPodSpec struct {
+	Revision  string // the provisioner's staging revision (templating.StagingRevision)
+	Node      string
+	StagingID string
+	PV        *corev1.PersistentVolume
+	PVC       *corev1.PersistentVolumeClaim
+	Publication
+}
+
+// UnstagingPodSpec is an unstaging pod's own part (UnstagingPod).
+type UnstagingPodSpec struct {
+	Node       string
+	StagingID  string
+	PV         *corev1.PersistentVolume
+	PVC        *corev1.PersistentVolumeClaim
+	TargetPath string
+	ReadOnly   bool
+}
+
 // ClaimPod is a validation, creation or deletion pod for a claim that has no
-// PV yet (the deletion pod reverts a failed or abandoned creation), with its
-// /pav under root (PodDirRoot of the nodes' kubelet directory). It records
-// the claim and, when known, the StorageClass the attempt started with, so
-// that a class changed or deleted mid-attempt does not change the attempt;
-// extra adds the phase's own annotations (the creation pod's
+// PV yet (the deletion pod reverts a failed or abandoned creation). It
+// records the claim and, when known, the StorageClass the attempt started
+// with, so that a class changed or deleted mid-attempt does not change the
+// attempt; Extra adds the phase's own annotations (the creation pod's
 // AnnotationCreationConfig). It holds FinalizerResult, as VolumePod does.
-func ClaimPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, extra map[string]string) (*corev1.Pod, error) {
-	ann := map[string]string{AnnotationClaim: pvc.Namespace + "/" + pvc.Name}
-	if class != nil {
-		snap, err := ClassSnapshot(class)
+func ClaimPod(b PodBase, s ClaimPodSpec) (*corev1.Pod, error) {
+	ann := map[string]string{AnnotationClaim: s.PVC.Namespace + "/" + s.PVC.Name}
+	if s.Class != nil {
+		snap, err := ClassSnapshot(s.Class)
 		if err != nil {
-			return nil, fmt.Errorf("recording StorageClass %s on the %s pod: %w", class.Name, phase, err)
+			return nil, fmt.Errorf("recording StorageClass %s on the %s pod: %w", s.Class.Name, s.Phase, err)
 		}
 		ann[AnnotationClassSnapshot] = snap
 	}
-	maps.Copy(ann, extra)
-	name := PodName(phase, string(pvc.UID))
-	pod := BuildPod(tmpl, PodOptions{
-		Provisioner: provisioner,
-		Phase:       phase,
+	maps.Copy(ann, s.Extra)
+	name := PodName(s.Phase, string(s.PVC.UID))
+	pod := BuildPod(b.Template, PodOptions{
+		Provisioner: b.Provisioner,
+		Phase:       s.Phase,
 		Name:        name,
-		ClaimUID:    string(pvc.UID),
-		HostDir:     NewHostDir(root, name),
+		ClaimUID:    string(s.PVC.UID),
+		HostDir:     NewHostDir(b.Root, name),
 		Annotations: ann,
 	})
 	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
 	return pod, nil
 }
 
-// VolumePod is a deletion or expansion pod for the existing PV pvName of the
-// claim claimNamespace/claimName (which may be gone), with its /pav under
-// root; extra adds the phase's own annotations (the expansion target).
-func VolumePod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, pvName string, claim *corev1.ObjectReference, extra map[string]string) *corev1.Pod {
-	ann := map[string]string{AnnotationClaim: claim.Namespace + "/" + claim.Name}
-	maps.Copy(ann, extra)
-	name := PodName(phase, pvName)
-	pod := BuildPod(tmpl, PodOptions{
-		Provisioner: provisioner,
-		Phase:       phase,
+// VolumePod is a deletion or expansion pod for the existing PV PVName of
+// Claim (which may be gone); Extra adds the phase's own annotations (the
+// expansion target).
+func VolumePod(b PodBase, s VolumePodSpec) *corev1.Pod {
+	ann := map[string]string{AnnotationClaim: s.Claim.Namespace + "/" + s.Claim.Name}
+	maps.Copy(ann, s.Extra)
+	name := PodName(s.Phase, s.PVName)
+	pod := BuildPod(b.Template, PodOptions{
+		Provisioner: b.Provisioner,
+		Phase:       s.Phase,
 		Name:        name,
-		Volume:      pvName,
-		ClaimUID:    string(claim.UID),
-		HostDir:     NewHostDir(root, name),
+		Volume:      s.PVName,
+		ClaimUID:    string(s.Claim.UID),
+		HostDir:     NewHostDir(b.Root, name),
 		Annotations: ann,
 	})
 	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
@@ -101,37 +145,36 @@ func SnapshotPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase P
 	return pod
 }
 
-// StagingPod is the staging pod for publishing pv (of claim pvc) as pub
-// asks on node, whose node plugin keeps pod directories under root; revision
-// is the provisioner's staging revision it is made from (templating.StagingRevision).
-// It records copies of pv and pvc, for an unstaging that runs when they are
-// gone, and holds FinalizerStaging until the node plugin has unstaged.
-func StagingPod(tmpl *corev1.PodTemplateSpec, provisioner, revision, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, pub Publication) (*corev1.Pod, error) {
-	claimSnap, err := ClaimSnapshot(pvc)
+// StagingPod is the staging pod for publishing PV (of claim PVC) as its
+// Publication asks on Node. It records copies of the PV and claim, for an
+// unstaging that runs when they are gone, and holds FinalizerStaging until
+// the node plugin has unstaged.
+func StagingPod(b PodBase, s StagingPodSpec) (*corev1.Pod, error) {
+	claimSnap, err := ClaimSnapshot(s.PVC)
 	if err != nil {
-		return nil, fmt.Errorf("recording claim %s/%s on the staging pod: %w", pvc.Namespace, pvc.Name, err)
+		return nil, fmt.Errorf("recording claim %s/%s on the staging pod: %w", s.PVC.Namespace, s.PVC.Name, err)
 	}
-	volumeSnap, err := VolumeSnapshot(pv)
+	volumeSnap, err := VolumeSnapshot(s.PV)
 	if err != nil {
-		return nil, fmt.Errorf("recording PersistentVolume %s on the staging pod: %w", pv.Name, err)
+		return nil, fmt.Errorf("recording PersistentVolume %s on the staging pod: %w", s.PV.Name, err)
 	}
 	ann := map[string]string{
-		AnnotationTargetPath:     pub.TargetPath,
-		AnnotationReadOnly:       strconv.FormatBool(pub.ReadOnly),
+		AnnotationTargetPath:     s.TargetPath,
+		AnnotationReadOnly:       strconv.FormatBool(s.ReadOnly),
 		AnnotationClaimSnapshot:  claimSnap,
 		AnnotationVolumeSnapshot: volumeSnap,
 	}
-	if revision != "" {
-		ann[AnnotationStagingRevision] = revision
+	if s.Revision != "" {
+		ann[AnnotationStagingRevision] = s.Revision
 	}
-	if len(pub.MountOptions) > 0 {
-		b, _ := json.Marshal(pub.MountOptions) // a list of strings always encodes
-		ann[AnnotationMountOptions] = string(b)
+	if len(s.MountOptions) > 0 {
+		opts, _ := json.Marshal(s.MountOptions) // a list of strings always encodes
+		ann[AnnotationMountOptions] = string(opts)
 	}
-	if pub.FSType != "" {
-		ann[AnnotationFSType] = pub.FSType
+	if s.FSType != "" {
+		ann[AnnotationFSType] = s.FSType
 	}
-	pod := nodePod(tmpl, provisioner, PhaseStaging, root, node, stagingID, pv.Name, pvc, ann)
+	pod := nodePod(b, PhaseStaging, s.Node, s.StagingID, s.PV.Name, s.PVC, ann)
 	pod.Finalizers = append(pod.Finalizers, FinalizerStaging)
 	return pod, nil
 }
@@ -163,25 +206,25 @@ func PublicationOf(stagingPod *corev1.Pod) Publication {
 
 // UnstagingPod is the unstaging pod that follows the staging pod of the same
 // staging ID: same volume, claim, node and target path.
-func UnstagingPod(tmpl *corev1.PodTemplateSpec, provisioner, root, node, stagingID string, pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim, targetPath string, readOnly bool) *corev1.Pod {
-	return nodePod(tmpl, provisioner, PhaseUnstaging, root, node, stagingID, pv.Name, pvc, map[string]string{
-		AnnotationTargetPath: targetPath,
-		AnnotationReadOnly:   strconv.FormatBool(readOnly),
+func UnstagingPod(b PodBase, s UnstagingPodSpec) *corev1.Pod {
+	return nodePod(b, PhaseUnstaging, s.Node, s.StagingID, s.PV.Name, s.PVC, map[string]string{
+		AnnotationTargetPath: s.TargetPath,
+		AnnotationReadOnly:   strconv.FormatBool(s.ReadOnly),
 	})
 }
 
-func nodePod(tmpl *corev1.PodTemplateSpec, provisioner string, phase Phase, root, node, stagingID, pvName string, pvc *corev1.PersistentVolumeClaim, ann map[string]string) *corev1.Pod {
+func nodePod(b PodBase, phase Phase, node, stagingID, pvName string, pvc *corev1.PersistentVolumeClaim, ann map[string]string) *corev1.Pod {
 	ann[AnnotationClaim] = pvc.Namespace + "/" + pvc.Name
 	name := PodName(phase, stagingID)
-	return BuildPod(tmpl, PodOptions{
-		Provisioner: provisioner,
+	return BuildPod(b.Template, PodOptions{
+		Provisioner: b.Provisioner,
 		Phase:       phase,
 		Name:        name,
 		Volume:      pvName,
 		ClaimUID:    string(pvc.UID),
 		StagingID:   stagingID,
 		NodeName:    node,
-		HostDir:     NewHostDir(root, name),
+		HostDir:     NewHostDir(b.Root, name),
 		Annotations: ann,
 	})
 }

@@ -305,7 +305,8 @@ func TestPublicationRoundTrip(t *testing.T) {
 		{TargetPath: "/t", ReadOnly: true, MountOptions: []string{"noatime", `context="a,b"`}, FSType: "ext4"},
 		{TargetPath: "/t"},
 	} {
-		pod, err := StagingPod(&corev1.PodTemplateSpec{}, "prov", "", "/root", "node", "id", pv, pvc, pub)
+		pod, err := StagingPod(PodBase{Template: &corev1.PodTemplateSpec{}, Provisioner: "prov", Root: "/root"},
+			StagingPodSpec{Node: "node", StagingID: "id", PV: pv, PVC: pvc, Publication: pub})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,325 +167,442 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	phase, marshal, err := checkRenderOptions(o)
+	if err != nil {
+		return err
+	}
+	r, err := newRenderer(ctx, stderr, o)
+	if err != nil {
+		return err
+	}
+	out, err := r.render(phase)
+	if err != nil {
+		return err
+	}
+	return r.print(stdout, marshal, phase, out)
+}
+
+// checkRenderOptions checks the flags that need no file, and returns the
+// phase and the printer of -o.
+func checkRenderOptions(o *renderOptions) (protocol.Phase, func(interface{}) ([]byte, error), error) {
 	phase := protocol.Phase(o.phase)
 	switch {
 	case phase == "":
-		return errors.New("--phase is required (" + phaseList + ")")
+		return "", nil, errors.New("--phase is required (" + phaseList + ")")
 	case !slices.Contains(renderPhases, phase):
-		return fmt.Errorf("unknown phase %q: use %s", o.phase, phaseList)
+		return "", nil, fmt.Errorf("unknown phase %q: use %s", o.phase, phaseList)
 	}
 	marshal, err := marshaller(o.output)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if o.kubeletDir == "" {
 		o.kubeletDir = protocol.DefaultKubeletDir
 	}
 	if err := protocol.CheckKubeletDir(o.kubeletDir); err != nil {
-		return fmt.Errorf("--kubelet-dir: %w", err)
+		return "", nil, fmt.Errorf("--kubelet-dir: %w", err)
 	}
 	if o.file == "" {
-		return errors.New("-f FILE (the PavProvisioner) is required")
+		return "", nil, errors.New("-f FILE (the PavProvisioner) is required")
 	}
+	return phase, marshal, nil
+}
+
+// renderer is one render: the provisioner and the objects it sees.
+type renderer struct {
+	ctx      context.Context
+	stderr   io.Writer
+	o        *renderOptions
+	prov     *v1alpha1.PavProvisioner
+	compiled *templating.Compiled
+	w        *renderWorld
+	pvc      *corev1.PersistentVolumeClaim // --pvc, defaulted
+	pv       *corev1.PersistentVolume      // --pv
+	claims   []*corev1.PersistentVolumeClaim
+}
+
+// rendered is a phase's evaluated section, and the pod PaV would create for it.
+type rendered struct {
+	section     interface{}
+	podTemplate *corev1.PodTemplateSpec
+	pod         func(protocol.PodBase) (*corev1.Pod, error)
+	noPod       string // why there is no pod despite a template
+}
+
+func newRenderer(ctx context.Context, stderr io.Writer, o *renderOptions) (*renderer, error) {
 	prov, err := loadProvisioner(o.file)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	compiled, err := templating.Compile(prov)
 	if err != nil {
-		return fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, errorLines(err))
+		return nil, fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, errorLines(err))
 	}
-
-	// Gather the objects.
-	w := &renderWorld{}
+	r := &renderer{ctx: ctx, stderr: stderr, o: o, prov: prov, compiled: compiled, w: &renderWorld{}}
 	// Objects of the files given for --pvc, --sc, --pv and --node count too
 	// (e.g. a usage example holding a StorageClass, a PVC and a pod).
 	for _, f := range append(append([]string{}, o.objects...), nonEmpty(o.pvc, o.sc, o.pv, o.node)...) {
-		if err := w.load(f); err != nil {
-			return err
+		if err := r.w.load(f); err != nil {
+			return nil, err
 		}
 	}
-	var pvc *corev1.PersistentVolumeClaim
-	var pv *corev1.PersistentVolume
 	if o.pvc != "" {
-		if pvc, err = one(o.pvc, "PersistentVolumeClaim", func(w *renderWorld) []*corev1.PersistentVolumeClaim { return w.pvcs }); err != nil {
-			return err
+		if r.pvc, err = one(o.pvc, "PersistentVolumeClaim", func(w *renderWorld) []*corev1.PersistentVolumeClaim { return w.pvcs }); err != nil {
+			return nil, err
 		}
-		defaultClaim(pvc)
+		defaultClaim(r.pvc)
 	}
 	if o.pv != "" {
-		if pv, err = one(o.pv, "PersistentVolume", func(w *renderWorld) []*corev1.PersistentVolume { return w.pvs }); err != nil {
-			return err
+		if r.pv, err = one(o.pv, "PersistentVolume", func(w *renderWorld) []*corev1.PersistentVolume { return w.pvs }); err != nil {
+			return nil, err
 		}
-	}
-	class := func() (*storagev1.StorageClass, error) {
-		if o.sc != "" {
-			return one(o.sc, "StorageClass", func(w *renderWorld) []*storagev1.StorageClass { return w.classes })
-		}
-		name := ""
-		if pvc.Spec.StorageClassName != nil {
-			name = *pvc.Spec.StorageClassName
-		}
-		for _, c := range w.classes {
-			if c.Name == name {
-				return c, nil
-			}
-		}
-		if name == "" {
-			name = "default"
-		}
-		bind := storagev1.VolumeBindingImmediate
-		if o.selectedNode != "" {
-			bind = storagev1.VolumeBindingWaitForFirstConsumer
-		}
-		reclaim := corev1.PersistentVolumeReclaimDelete
-		return &storagev1.StorageClass{
-			TypeMeta:          metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
-			ObjectMeta:        metav1.ObjectMeta{Name: name, UID: fakeUID("StorageClass/" + name)},
-			Provisioner:       prov.Name,
-			ReclaimPolicy:     &reclaim,
-			VolumeBindingMode: &bind,
-		}, nil
 	}
 	// get_pvc sees the claim and the PVCs of --objects.
-	claims := append([]*corev1.PersistentVolumeClaim{}, w.pvcs...)
-	if pvc != nil {
-		claims = append([]*corev1.PersistentVolumeClaim{pvc}, claims...)
+	r.claims = append([]*corev1.PersistentVolumeClaim{}, r.w.pvcs...)
+	if r.pvc != nil {
+		r.claims = append([]*corev1.PersistentVolumeClaim{r.pvc}, r.claims...)
 	}
-	get := func(_ context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-		for _, c := range claims {
-			ns := c.Namespace
-			if ns == "" {
-				ns = metav1.NamespaceDefault
-			}
-			if c.Name == name && ns == namespace {
-				return c, nil
-			}
-		}
-		return nil, fmt.Errorf("persistentvolumeclaims %q not found in namespace %q", name, namespace)
-	}
+	return r, nil
+}
 
-	var section interface{}
-	// pod builds the pod PaV creates for the evaluated template.
-	var pod func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error)
-	var podTemplate *corev1.PodTemplateSpec
-	noPod := "" // why there is no pod despite a template
+// render evaluates the phase.
+func (r *renderer) render(phase protocol.Phase) (*rendered, error) {
 	switch phase {
-	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification:
-		if pvc == nil && !(phase == protocol.PhaseValidation && pv != nil) {
-			return fmt.Errorf("phase %s needs --pvc (dynamic provisioning)%s", phase, map[bool]string{true: " or --pv (static provisioning)", false: ""}[phase == protocol.PhaseValidation])
-		}
-		if pvc == nil { // static validation
-			cfg, err := compiled.StaticValidation(ctx, templating.StaticRequest{PV: pv}, get)
-			if err != nil {
-				return errors.New(errorLines(err))
-			}
-			if vr, err := templating.StaticVolumeRequest(pv); err != nil {
-				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
-			} else if err := cfg.Check(vr); err != nil {
-				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
-			}
-			// PaV checks a static volume's modes and capacities when staging
-			// it but runs no validation pod for it (the spec leaves that
-			// unimplemented), so there is no pod to show.
-			section, noPod = cfg.Evaluated, "PaV runs no validation pod for a statically provisioned volume"
-			break
-		}
-		sc, err := class()
-		if err != nil {
-			return err
-		}
-		r := templating.DynamicRequest{PVC: pvc, Class: sc, SelectedNodeName: o.selectedNode}
-		if r.VolumeAttributesClass, err = w.attributesClass(pvc.Spec.VolumeAttributesClassName); err != nil {
-			return err
-		}
-		var extra map[string]string
-		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-			return protocol.ClaimPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, pvc, sc, extra)
-		}
-		switch phase {
-		case protocol.PhaseValidation:
-			cfg, err := compiled.DynamicValidation(ctx, r, get)
-			if err != nil {
-				return errors.New(errorLines(err))
-			}
-			if vr, err := templating.DynamicVolumeRequest(pvc); err != nil {
-				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
-			} else if err := cfg.Check(vr); err != nil {
-				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
-			}
-			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		case protocol.PhaseCreation:
-			cfg, err := compiled.Creation(ctx, r, get)
-			if err != nil {
-				return errors.New(errorLines(err))
-			}
-			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-			if r.VolumeAttributesClass != nil {
-				cfg.VolumeAttributesClassName = r.VolumeAttributesClass.Name
-			}
-			// The controller records the evaluation on the creation pod.
-			recorded, err := json.Marshal(cfg)
-			if err != nil {
-				return err
-			}
-			extra = map[string]string{protocol.AnnotationCreationConfig: string(recorded)}
-		case protocol.PhaseDeletion:
-			cfg, err := compiled.Deletion(ctx, r, get)
-			if err != nil {
-				return errors.New(errorLines(err))
-			}
-			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		case protocol.PhaseExpansion, protocol.PhaseModification:
-			if pv == nil {
-				pv = w.volumeOf(pvc)
-			}
-			if pv == nil {
-				if pv, err = defaultVolume(pvc, sc, prov.Name); err != nil {
-					return err
-				}
-			}
-			r.PV = pv
-			if phase == protocol.PhaseModification {
-				section, podTemplate, pod, err = renderModification(ctx, compiled, w, r, o.kubeletDir, get)
-				if err != nil {
-					return err
-				}
-				break
-			}
-			cfg, ok, err := compiled.Expansion(ctx, r, get)
-			if !ok {
-				return fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", prov.Name)
-			}
-			if err != nil {
-				return errors.New(errorLines(err))
-			}
-			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-			want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-			claim := &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
-			pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-				return protocol.VolumePod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, pv.Name, claim,
-					map[string]string{protocol.AnnotationExpansionTarget: want.String()}), nil
-			}
-		}
+	case protocol.PhaseValidation:
+		return r.validation()
+	case protocol.PhaseCreation:
+		return r.creation()
+	case protocol.PhaseDeletion:
+		return r.deletion()
+	case protocol.PhaseExpansion:
+		return r.expansion()
+	case protocol.PhaseModification:
+		return r.modification()
 	case protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion:
-		r, err := snapshotRequest(w, phase, pvc, pv, prov.Name, o.selectedNode, class)
-		if err != nil {
-			return err
-		}
-		var cfg *templating.PodConfig
-		if phase == protocol.PhaseSnapshotCreation {
-			var ok bool
-			if cfg, ok, err = compiled.SnapshotCreation(ctx, r, get); err == nil && !ok {
-				return fmt.Errorf("PavProvisioner %s has no spec.snapshotCreation", prov.Name)
-			}
-		} else {
-			cfg, err = compiled.SnapshotDeletion(ctx, r, get)
-		}
-		if err != nil {
-			return errors.New(errorLines(err))
-		}
-		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-			return protocol.SnapshotPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, r.Content.Name, string(r.Content.UID)), nil
-		}
-	default: // staging, unstaging
-		if pvc == nil && pv == nil {
-			return fmt.Errorf("phase %s needs --pvc or --pv", phase)
-		}
-		if pv == nil {
-			pv = w.volumeOf(pvc)
-		}
-		if pv == nil {
-			sc, err := class()
-			if err != nil {
-				return err
-			}
-			if pv, err = defaultVolume(pvc, sc, prov.Name); err != nil {
-				return err
-			}
-		}
-		if pvc == nil {
-			pvc = defaultClaimOf(pv)
-			claims = append(claims, pvc)
-		}
-		node, err := func() (*corev1.Node, error) {
-			if o.node != "" {
-				return one(o.node, "Node", func(w *renderWorld) []*corev1.Node { return w.nodes })
-			}
-			if len(w.nodes) == 1 {
-				return w.nodes[0], nil
-			}
-			return &corev1.Node{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-				ObjectMeta: metav1.ObjectMeta{Name: "node", UID: fakeUID("Node/node"), Labels: map[string]string{corev1.LabelHostname: "node"}},
-			}, nil
-		}()
-		if err != nil {
-			return err
-		}
-		r := templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: o.readOnly}
-		if pv.Spec.VolumeMode == nil || *pv.Spec.VolumeMode == corev1.PersistentVolumeFilesystem {
-			// What kubelet passes when it mounts the volume.
-			r.MountOptions = pv.Spec.MountOptions
-			if pv.Spec.CSI != nil {
-				r.FSType = pv.Spec.CSI.FSType
-			}
-		}
-		var cfg *templating.PodConfig
-		if phase == protocol.PhaseStaging {
-			cfg, err = compiled.Staging(ctx, r, get)
-		} else {
-			cfg, err = compiled.Unstaging(ctx, r, get)
-		}
-		if err != nil {
-			return errors.New(errorLines(err))
-		}
-		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
-		targetPath := o.targetPath
-		if targetPath == "" {
-			targetPath = o.kubeletDir + "/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + pv.Name + "/mount"
-		}
-		handle := ""
-		if pv.Spec.CSI != nil {
-			handle = pv.Spec.CSI.VolumeHandle
-		}
-		id := protocol.StagingID(handle, targetPath)
-		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-			if phase == protocol.PhaseStaging {
-				return protocol.StagingPod(tmpl, prov.Name, templating.StagingRevision(prov), protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, protocol.Publication{
-					TargetPath: targetPath, ReadOnly: o.readOnly, MountOptions: r.MountOptions, FSType: r.FSType})
-			}
-			return protocol.UnstagingPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), node.Name, id, pv, pvc, targetPath, o.readOnly), nil
-		}
+		return r.snapshot(phase)
 	}
+	return r.staging(phase)
+}
 
-	if !o.pods {
-		out, err := marshal(section)
+// print writes the evaluated section, or with --pods the pod PaV creates.
+func (r *renderer) print(stdout io.Writer, marshal func(interface{}) ([]byte, error), phase protocol.Phase, out *rendered) error {
+	v := out.section
+	if r.o.pods {
+		switch {
+		case out.noPod != "":
+			fmt.Fprintf(r.stderr, "no pod: %s\n", out.noPod)
+			return nil
+		case out.podTemplate == nil:
+			fmt.Fprintf(r.stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, r.prov.Name)
+			return nil
+		}
+		pod, err := out.pod(protocol.PodBase{Template: out.podTemplate, Provisioner: r.prov.Name, Root: protocol.PodDirRoot(r.o.kubeletDir)})
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(out)
-		return err
+		v = pod
 	}
-	if noPod != "" {
-		fmt.Fprintf(stderr, "no pod: %s\n", noPod)
-		return nil
-	}
-	if podTemplate == nil {
-		fmt.Fprintf(stderr, "no pod: the %s phase of PavProvisioner %s has no pod template\n", phase, prov.Name)
-		return nil
-	}
-	built, err := pod(podTemplate)
+	b, err := marshal(v)
 	if err != nil {
 		return err
 	}
-	out, err := marshal(built)
-	if err != nil {
-		return err
-	}
-	_, err = stdout.Write(out)
+	_, err = stdout.Write(b)
 	return err
+}
+
+// getPVC is get_pvc over the claim and the PVCs of --objects.
+func (r *renderer) getPVC(_ context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	for _, c := range r.claims {
+		ns := c.Namespace
+		if ns == "" {
+			ns = metav1.NamespaceDefault
+		}
+		if c.Name == name && ns == namespace {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("persistentvolumeclaims %q not found in namespace %q", name, namespace)
+}
+
+// class is the StorageClass of --sc, or of --objects named by the claim, or
+// a default one of the provisioner.
+func (r *renderer) class() (*storagev1.StorageClass, error) {
+	if r.o.sc != "" {
+		return one(r.o.sc, "StorageClass", func(w *renderWorld) []*storagev1.StorageClass { return w.classes })
+	}
+	name := ""
+	if r.pvc.Spec.StorageClassName != nil {
+		name = *r.pvc.Spec.StorageClassName
+	}
+	for _, c := range r.w.classes {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	if name == "" {
+		name = "default"
+	}
+	bind := storagev1.VolumeBindingImmediate
+	if r.o.selectedNode != "" {
+		bind = storagev1.VolumeBindingWaitForFirstConsumer
+	}
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	return &storagev1.StorageClass{
+		TypeMeta:          metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta:        metav1.ObjectMeta{Name: name, UID: fakeUID("StorageClass/" + name)},
+		Provisioner:       r.prov.Name,
+		ReclaimPolicy:     &reclaim,
+		VolumeBindingMode: &bind,
+	}, nil
+}
+
+// dynamic is the request of a dynamic phase: the claim and its class.
+func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, error) {
+	if r.pvc == nil {
+		return templating.DynamicRequest{}, fmt.Errorf("phase %s needs --pvc (dynamic provisioning)", phase)
+	}
+	sc, err := r.class()
+	if err != nil {
+		return templating.DynamicRequest{}, err
+	}
+	vac, err := r.w.attributesClass(r.pvc.Spec.VolumeAttributesClassName)
+	if err != nil {
+		return templating.DynamicRequest{}, err
+	}
+	return templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}, nil
+}
+
+// claimPod builds the phase's pod for the claim of req, as the controller does.
+func (r *renderer) claimPod(phase protocol.Phase, req templating.DynamicRequest, extra map[string]string) func(protocol.PodBase) (*corev1.Pod, error) {
+	return func(b protocol.PodBase) (*corev1.Pod, error) {
+		return protocol.ClaimPod(b, protocol.ClaimPodSpec{Phase: phase, PVC: req.PVC, Class: req.Class, Extra: extra})
+	}
+}
+
+// warnRejected warns when PaV would reject the volume request vr.
+func (r *renderer) warnRejected(what string, cfg *templating.ValidationConfig, vr templating.VolumeRequest, err error) {
+	if err == nil {
+		err = cfg.Check(vr)
+	}
+	if err != nil {
+		fmt.Fprintf(r.stderr, "warning: PaV would reject this %s: %v\n", what, err)
+	}
+}
+
+func (r *renderer) validation() (*rendered, error) {
+	if r.pvc == nil && r.pv != nil {
+		return r.staticValidation()
+	}
+	if r.pvc == nil {
+		return nil, fmt.Errorf("phase %s needs --pvc (dynamic provisioning) or --pv (static provisioning)", protocol.PhaseValidation)
+	}
+	req, err := r.dynamic(protocol.PhaseValidation)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.compiled.DynamicValidation(r.ctx, req, r.getPVC)
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	vr, err := templating.DynamicVolumeRequest(r.pvc)
+	r.warnRejected("claim", cfg, vr, err)
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseValidation, req, nil)}, nil
+}
+
+func (r *renderer) staticValidation() (*rendered, error) {
+	cfg, err := r.compiled.StaticValidation(r.ctx, templating.StaticRequest{PV: r.pv}, r.getPVC)
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	vr, err := templating.StaticVolumeRequest(r.pv)
+	r.warnRejected("PersistentVolume", cfg, vr, err)
+	// PaV checks a static volume's modes and capacities when staging it
+	// but runs no validation pod for it (the spec leaves that
+	// unimplemented), so there is no pod to show.
+	return &rendered{section: cfg.Evaluated, noPod: "PaV runs no validation pod for a statically provisioned volume"}, nil
+}
+
+func (r *renderer) creation() (*rendered, error) {
+	req, err := r.dynamic(protocol.PhaseCreation)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.compiled.Creation(r.ctx, req, r.getPVC)
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	if req.VolumeAttributesClass != nil {
+		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
+	}
+	// The controller records the evaluation on the creation pod.
+	recorded, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	extra := map[string]string{protocol.AnnotationCreationConfig: string(recorded)}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseCreation, req, extra)}, nil
+}
+
+func (r *renderer) deletion() (*rendered, error) {
+	req, err := r.dynamic(protocol.PhaseDeletion)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := r.compiled.Deletion(r.ctx, req, r.getPVC)
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseDeletion, req, nil)}, nil
+}
+
+// expansion's new size is the claim's request, its current size the PV's
+// capacity.
+func (r *renderer) expansion() (*rendered, error) {
+	req, err := r.dynamic(protocol.PhaseExpansion)
+	if err != nil {
+		return nil, err
+	}
+	if req.PV, err = r.volume(req.Class); err != nil {
+		return nil, err
+	}
+	cfg, ok, err := r.compiled.Expansion(r.ctx, req, r.getPVC)
+	if !ok {
+		return nil, fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", r.prov.Name)
+	}
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	want := r.pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	claim := &corev1.ObjectReference{Namespace: r.pvc.Namespace, Name: r.pvc.Name, UID: r.pvc.UID}
+	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
+		return protocol.VolumePod(b, protocol.VolumePodSpec{Phase: protocol.PhaseExpansion, PVName: req.PV.Name, Claim: claim,
+			Extra: map[string]string{protocol.AnnotationExpansionTarget: want.String()}}), nil
+	}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: pod}, nil
+}
+
+// volume is the PV of --pv, or the claim's in --objects, or the one PaV
+// would create for the claim in class sc (nil: the claim's class).
+func (r *renderer) volume(sc *storagev1.StorageClass) (*corev1.PersistentVolume, error) {
+	if r.pv != nil {
+		return r.pv, nil
+	}
+	if pv := r.w.volumeOf(r.pvc); pv != nil {
+		return pv, nil
+	}
+	if sc == nil {
+		var err error
+		if sc, err = r.class(); err != nil {
+			return nil, err
+		}
+	}
+	return defaultVolume(r.pvc, sc, r.prov.Name)
+}
+
+func (r *renderer) snapshot(phase protocol.Phase) (*rendered, error) {
+	req, err := r.snapshotRequest(phase)
+	if err != nil {
+		return nil, err
+	}
+	var cfg *templating.PodConfig
+	if phase == protocol.PhaseSnapshotCreation {
+		var ok bool
+		if cfg, ok, err = r.compiled.SnapshotCreation(r.ctx, req, r.getPVC); err == nil && !ok {
+			return nil, fmt.Errorf("PavProvisioner %s has no spec.snapshotCreation", r.prov.Name)
+		}
+	} else {
+		cfg, err = r.compiled.SnapshotDeletion(r.ctx, req, r.getPVC)
+	}
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
+		return protocol.SnapshotPod(b.Template, b.Provisioner, b.Root, phase, req.Content.Name, string(req.Content.UID)), nil
+	}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: pod}, nil
+}
+
+// staging renders the staging or unstaging phase.
+func (r *renderer) staging(phase protocol.Phase) (*rendered, error) {
+	req, err := r.stagingRequest(phase)
+	if err != nil {
+		return nil, err
+	}
+	var cfg *templating.PodConfig
+	if phase == protocol.PhaseStaging {
+		cfg, err = r.compiled.Staging(r.ctx, req, r.getPVC)
+	} else {
+		cfg, err = r.compiled.Unstaging(r.ctx, req, r.getPVC)
+	}
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	targetPath := r.o.targetPath
+	if targetPath == "" {
+		targetPath = r.o.kubeletDir + "/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + req.PV.Name + "/mount"
+	}
+	handle := ""
+	if req.PV.Spec.CSI != nil {
+		handle = req.PV.Spec.CSI.VolumeHandle
+	}
+	id := protocol.StagingID(handle, targetPath)
+	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
+		if phase == protocol.PhaseStaging {
+			return protocol.StagingPod(b, protocol.StagingPodSpec{Revision: templating.StagingRevision(r.prov), Node: req.Node.Name,
+				StagingID: id, PV: req.PV, PVC: req.PVC, Publication: protocol.Publication{
+					TargetPath: targetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountOptions, FSType: req.FSType}})
+		}
+		return protocol.UnstagingPod(b, protocol.UnstagingPodSpec{Node: req.Node.Name, StagingID: id, PV: req.PV, PVC: req.PVC,
+			TargetPath: targetPath, ReadOnly: req.ReadOnly}), nil
+	}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: pod}, nil
+}
+
+// stagingRequest gathers a staging's volume, claim and node; with kubelet's
+// mount options and fsType for a Filesystem volume.
+func (r *renderer) stagingRequest(phase protocol.Phase) (templating.StagingRequest, error) {
+	if r.pvc == nil && r.pv == nil {
+		return templating.StagingRequest{}, fmt.Errorf("phase %s needs --pvc or --pv", phase)
+	}
+	pv := r.pv
+	if pv == nil {
+		var err error
+		if pv, err = r.volume(nil); err != nil {
+			return templating.StagingRequest{}, err
+		}
+	}
+	pvc := r.pvc
+	if pvc == nil {
+		pvc = defaultClaimOf(pv)
+		r.claims = append(r.claims, pvc)
+	}
+	node, err := r.node()
+	if err != nil {
+		return templating.StagingRequest{}, err
+	}
+	req := templating.StagingRequest{PVC: pvc, PV: pv, Node: node, ReadOnly: r.o.readOnly}
+	if pv.Spec.VolumeMode == nil || *pv.Spec.VolumeMode == corev1.PersistentVolumeFilesystem {
+		// What kubelet passes when it mounts the volume.
+		req.MountOptions = pv.Spec.MountOptions
+		if pv.Spec.CSI != nil {
+			req.FSType = pv.Spec.CSI.FSType
+		}
+	}
+	return req, nil
+}
+
+// node is the Node of --node, or the one of --objects, or a default one.
+func (r *renderer) node() (*corev1.Node, error) {
+	if r.o.node != "" {
+		return one(r.o.node, "Node", func(w *renderWorld) []*corev1.Node { return w.nodes })
+	}
+	if len(r.w.nodes) == 1 {
+		return r.w.nodes[0], nil
+	}
+	return &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "node", UID: fakeUID("Node/node"), Labels: map[string]string{corev1.LabelHostname: "node"}},
+	}, nil
 }
 
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
@@ -528,36 +645,41 @@ func (w *renderWorld) attributesClass(name *string) (*storagev1.VolumeAttributes
 	return nil, fmt.Errorf("the claim names VolumeAttributesClass %q: give it in --objects", *name)
 }
 
-// renderModification evaluates volumeModification for giving r.PV the
-// class the claim names (r.VolumeAttributesClass), from the class it has
-// now: the claim's status.currentVolumeAttributesClassName, else the PV's.
-func renderModification(ctx context.Context, compiled *templating.Compiled, w *renderWorld, r templating.DynamicRequest, kubeletDir string,
-	get templating.PVCGetter) (section interface{}, tmpl *corev1.PodTemplateSpec, pod func(*corev1.PodTemplateSpec) (*corev1.Pod, error), err error) {
-	prov := compiled.Provisioner
-	if r.VolumeAttributesClass == nil {
-		return nil, nil, nil, fmt.Errorf("phase %s needs a claim with spec.volumeAttributesClassName (the class to modify the volume to)", protocol.PhaseModification)
+// modification evaluates volumeModification for giving the claim's volume
+// the class the claim names, from the class it has now: the claim's
+// status.currentVolumeAttributesClassName, else the PV's.
+func (r *renderer) modification() (*rendered, error) {
+	req, err := r.dynamic(protocol.PhaseModification)
+	if err != nil {
+		return nil, err
 	}
-	current := r.PVC.Status.CurrentVolumeAttributesClassName
+	if req.VolumeAttributesClass == nil {
+		return nil, fmt.Errorf("phase %s needs a claim with spec.volumeAttributesClassName (the class to modify the volume to)", protocol.PhaseModification)
+	}
+	if req.PV, err = r.volume(req.Class); err != nil {
+		return nil, err
+	}
+	current := req.PVC.Status.CurrentVolumeAttributesClassName
 	if current == nil {
-		current = r.PV.Spec.VolumeAttributesClassName
+		current = req.PV.Spec.VolumeAttributesClassName
 	}
-	if r.CurrentVolumeAttributesClass, err = w.attributesClass(current); err != nil {
-		return nil, nil, nil, err
+	if req.CurrentVolumeAttributesClass, err = r.w.attributesClass(current); err != nil {
+		return nil, err
 	}
-	cfg, ok, err := compiled.Modification(ctx, r, get)
+	cfg, ok, err := r.compiled.Modification(r.ctx, req, r.getPVC)
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("PavProvisioner %s has no spec.volumeModification: it cannot modify volumes", prov.Name)
+		return nil, fmt.Errorf("PavProvisioner %s has no spec.volumeModification: it cannot modify volumes", r.prov.Name)
 	}
 	if err != nil {
-		return nil, nil, nil, errors.New(errorLines(err))
+		return nil, errors.New(errorLines(err))
 	}
-	claim := &corev1.ObjectReference{Namespace: r.PVC.Namespace, Name: r.PVC.Name, UID: r.PVC.UID}
-	target := r.VolumeAttributesClass.Name
-	pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
-		return protocol.VolumePod(tmpl, prov.Name, protocol.PodDirRoot(kubeletDir), protocol.PhaseModification, r.PV.Name, claim,
-			map[string]string{protocol.AnnotationModificationTarget: target}), nil
+	claim := &corev1.ObjectReference{Namespace: req.PVC.Namespace, Name: req.PVC.Name, UID: req.PVC.UID}
+	target := req.VolumeAttributesClass.Name
+	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
+		return protocol.VolumePod(b, protocol.VolumePodSpec{Phase: protocol.PhaseModification, PVName: req.PV.Name, Claim: claim,
+			Extra: map[string]string{protocol.AnnotationModificationTarget: target}}), nil
 	}
-	return cfg.Evaluated, cfg.PodTemplate, pod, nil
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: pod}, nil
 }
 
 // volumeOf is the PV of --objects (or the --pv file) the claim is bound to.
@@ -684,75 +806,97 @@ func nonEmpty(s ...string) []string {
 // as the snapshot-controller makes one for a VolumeSnapshot), its
 // VolumeSnapshot and class from --objects, and the volume and claim (a
 // default volume records selectedNode, --selected-node).
-func snapshotRequest(w *renderWorld, phase protocol.Phase, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, driver, selectedNode string, class func() (*storagev1.StorageClass, error)) (templating.SnapshotRequest, error) {
-	var r templating.SnapshotRequest
-	switch {
-	case len(w.contents) == 1:
-		r.Content = w.contents[0]
-	case len(w.contents) > 1:
-		return r, fmt.Errorf("phase %s: want at most one VolumeSnapshotContent in --objects, found %d", phase, len(w.contents))
+func (r *renderer) snapshotRequest(phase protocol.Phase) (templating.SnapshotRequest, error) {
+	var req templating.SnapshotRequest
+	switch n := len(r.w.contents); {
+	case n == 1:
+		req.Content = r.w.contents[0]
+	case n > 1:
+		return req, fmt.Errorf("phase %s: want at most one VolumeSnapshotContent in --objects, found %d", phase, n)
 	case phase == protocol.PhaseSnapshotDeletion:
-		return r, fmt.Errorf("phase %s needs a VolumeSnapshotContent (with its snapshot handle) in --objects", phase)
-	case pv == nil && pvc == nil:
-		return r, fmt.Errorf("phase %s needs --pvc or --pv (the volume), or a VolumeSnapshotContent in --objects", phase)
+		return req, fmt.Errorf("phase %s needs a VolumeSnapshotContent (with its snapshot handle) in --objects", phase)
+	case r.pv == nil && r.pvc == nil:
+		return req, fmt.Errorf("phase %s needs --pvc or --pv (the volume), or a VolumeSnapshotContent in --objects", phase)
 	}
-	if pv == nil && pvc != nil {
-		for _, v := range w.pvs {
-			if pvc.Spec.VolumeName != "" && v.Name == pvc.Spec.VolumeName {
-				pv = v
-			}
-		}
-		if pv == nil {
-			sc, err := class()
-			if err != nil {
-				return r, err
-			}
-			if pv, err = defaultVolume(pvc, sc, driver); err != nil {
-				return r, err
-			}
-			if selectedNode != "" {
-				// as PaV records it on the PVs it creates
-				metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, selectedNode)
-			}
-		}
+	pv, err := r.snapshotVolume()
+	if err != nil {
+		return req, err
 	}
-	if r.Content == nil {
-		handle := pv.Spec.CSI.VolumeHandle
-		r.Content = &snapshotv1.VolumeSnapshotContent{
-			TypeMeta:   metav1.TypeMeta{APIVersion: snapshotv1.SchemeGroupVersion.String(), Kind: "VolumeSnapshotContent"},
-			ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + string(fakeUID("VolumeSnapshot/snapshot")), UID: fakeUID("VolumeSnapshotContent/snapshot")},
-			Spec: snapshotv1.VolumeSnapshotContentSpec{
-				Driver: driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-				Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &handle},
-				VolumeSnapshotRef: corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "snapshot", UID: fakeUID("VolumeSnapshot/snapshot")},
-			},
-		}
+	if req.Content == nil {
+		req.Content = defaultContent(pv.Spec.CSI.VolumeHandle, r.prov.Name)
 	}
-	ref := r.Content.Spec.VolumeSnapshotRef
-	for _, s := range w.snapshots {
-		if s.Name == ref.Name && (s.Namespace == ref.Namespace || s.Namespace == "" && ref.Namespace == metav1.NamespaceDefault) {
-			r.Snapshot = s
-		}
-	}
-	if n := r.Content.Spec.VolumeSnapshotClassName; n != nil {
-		for _, c := range w.snapshotClasses {
-			if c.Name == *n {
-				r.ClassParameters = c.Parameters
-			}
-		}
-	}
-	if pv == nil && r.Content.Spec.Source.VolumeHandle != nil {
-		for _, v := range w.pvs {
-			if v.Spec.CSI != nil && v.Spec.CSI.VolumeHandle == *r.Content.Spec.Source.VolumeHandle {
-				pv = v
-			}
-		}
+	req.Snapshot, req.ClassParameters = r.w.snapshotOf(req.Content)
+	if pv == nil && req.Content.Spec.Source.VolumeHandle != nil {
+		pv = r.w.volumeWithHandle(*req.Content.Spec.Source.VolumeHandle)
 	}
 	if phase == protocol.PhaseSnapshotCreation {
-		r.PV, r.PVC = pv, pvc
-		if r.PVC == nil && pv != nil {
-			r.PVC = defaultClaimOf(pv)
+		req.PV, req.PVC = pv, r.pvc
+		if req.PVC == nil && pv != nil {
+			req.PVC = defaultClaimOf(pv)
 		}
 	}
-	return r, nil
+	return req, nil
+}
+
+// snapshotVolume is the volume of --pv, or the claim's (a default one
+// records the selected node, as PaV does on the PVs it creates); nil
+// without either.
+func (r *renderer) snapshotVolume() (*corev1.PersistentVolume, error) {
+	if r.pv != nil || r.pvc == nil {
+		return r.pv, nil
+	}
+	if pv := r.w.volumeOf(r.pvc); pv != nil {
+		return pv, nil
+	}
+	pv, err := r.volume(nil)
+	if err == nil && r.o.selectedNode != "" {
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, r.o.selectedNode)
+	}
+	return pv, err
+}
+
+// defaultContent is the content the snapshot-controller makes for a
+// VolumeSnapshot "snapshot" of the volume with handle.
+func defaultContent(handle, driver string) *snapshotv1.VolumeSnapshotContent {
+	return &snapshotv1.VolumeSnapshotContent{
+		TypeMeta:   metav1.TypeMeta{APIVersion: snapshotv1.SchemeGroupVersion.String(), Kind: "VolumeSnapshotContent"},
+		ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + string(fakeUID("VolumeSnapshot/snapshot")), UID: fakeUID("VolumeSnapshotContent/snapshot")},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{
+			Driver: driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+			Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &handle},
+			VolumeSnapshotRef: corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "snapshot", UID: fakeUID("VolumeSnapshot/snapshot")},
+		},
+	}
+}
+
+// snapshotOf is the VolumeSnapshot and the class parameters of content,
+// from --objects.
+func (w *renderWorld) snapshotOf(content *snapshotv1.VolumeSnapshotContent) (*snapshotv1.VolumeSnapshot, map[string]string) {
+	var snap *snapshotv1.VolumeSnapshot
+	var params map[string]string
+	ref := content.Spec.VolumeSnapshotRef
+	for _, s := range w.snapshots {
+		if s.Name == ref.Name && (s.Namespace == ref.Namespace || s.Namespace == "" && ref.Namespace == metav1.NamespaceDefault) {
+			snap = s
+		}
+	}
+	if n := content.Spec.VolumeSnapshotClassName; n != nil {
+		for _, c := range w.snapshotClasses {
+			if c.Name == *n {
+				params = c.Parameters
+			}
+		}
+	}
+	return snap, params
+}
+
+// volumeWithHandle is the PV of --objects with the CSI volume handle.
+func (w *renderWorld) volumeWithHandle(handle string) *corev1.PersistentVolume {
+	var found *corev1.PersistentVolume
+	for _, v := range w.pvs {
+		if v.Spec.CSI != nil && v.Spec.CSI.VolumeHandle == handle {
+			found = v
+		}
+	}
+	return found
 }

@@ -1,20 +1,18 @@
-// Package jinja evaluates PaV's Jinja dialect on top of gonja, correcting gonja
-// where it differs from Jinja 3 in ways PaV's spec depends on:
+// Package jinja is PaV's Jinja environment on PaV's fork of gonja
+// (third_party/gonja, where Jinja 3's semantics live, each change listed in
+// its PAV.md), configured as the original PaV configured Jinja:
 //
 //   - trim_blocks and lstrip_blocks on; a single trailing newline is dropped, as
 //     Jinja does by default;
 //   - every `{{ }}` expression must evaluate to a string or a number (booleans
 //     count as numbers, as in Python); undefined, none, lists and maps are errors
-//     (PaV's finalize rule, which gonja lacks: we wrap each expression in an
-//     internal filter at compile time);
+//     (PaV's finalize rule, gonja's Hooks.Finalize);
 //   - unknown filters, tests and functions are rejected at compile time;
 //   - include/import/extends are not available (a template must not read files
 //     of the process evaluating it);
 //   - |tojson prints exactly what Jinja prints, |tobash is PaV's filter;
-//   - comparisons, ~, sum, sort, int, select/reject and the sequence, filter,
-//     test and lt/le/gt/ge tests follow Python's semantics (see filters.go);
-//   - macros take varargs/kwargs when their body mentions them, as in Jinja;
 //   - get_pvc() errors propagate even through `default`, `is defined` or `or`;
+//   - the limits of limits.go (an immutable sandbox, bounded work and output);
 //   - each render gets its own deep copy of the variables; panics become errors.
 package jinja
 
@@ -30,7 +28,6 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
-	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
 	"github.com/nikolalohinski/gonja/v2/tokens"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,7 +39,6 @@ type Template struct {
 	literal bool
 	tpl     *exec.Template
 	loader  loaders.Loader
-	exprs   []nodes.Expression // referenced by the filters prepare inserted
 	free    []Name
 }
 
@@ -96,82 +92,28 @@ var pavControlStructures = func() *exec.ControlStructureSet {
 	return exec.NewControlStructureSet(allowed)
 }()
 
-// Internal filters and tests inserted by prepare. Their names are not
-// identifiers, so no template can use them directly.
-const (
-	finalizeFilter = "__pav finalize"
-	arithFilter    = "__pav arith"
-	checkFilter    = "__pav check"
-	iterFilter     = "__pav iter"
-	enterFilter    = "__pav enter"
-	exitFilter     = "__pav exit"
-	defaultFilter  = "__pav default"
-	tojsonFilter   = "__pav tojson"
-	equalFilter    = "__pav equal"
-	concatFilter   = "__pav concat"
-	definedTest    = "__pav defined"
-	undefinedTest  = "__pav undefined"
-	noneTest       = "__pav none"
-	stateVar       = "__pav state"
-)
-
-var internalFilters = map[string]bool{
-	finalizeFilter: true, arithFilter: true, checkFilter: true, iterFilter: true,
-	enterFilter: true, exitFilter: true, defaultFilter: true, tojsonFilter: true,
-	equalFilter: true, concatFilter: true,
-}
-
 var filters = func() *exec.FilterSet {
 	fs := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 	must(fs.Replace("tojson", filterToJSON))
-	must(fs.Replace("default", filterDefault))
-	must(fs.Replace("d", filterDefault))
-	must(fs.Replace("format", filterFormat))
-	must(fs.Replace("dictsort", filterDictSort))
-	must(fs.Replace("urlencode", filterURLEncode))
-	must(fs.Replace("round", filterRound))
-	must(fs.Replace("string", filterString))
 	must(fs.Replace("replace", filterReplace))
 	must(fs.Replace("join", joinFilter(gonjaFilter(fs, "join"))))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
 		must(fs.Replace(name, boundedFilter(name, gonjaFilter(fs, name))))
 	}
 	must(fs.Register("tobash", filterToBash))
-	must(fs.Register(finalizeFilter, filterFinalize))
-	must(fs.Register(arithFilter, filterArith))
-	must(fs.Register(checkFilter, filterCheckDefined))
-	must(fs.Register(iterFilter, filterIter))
-	must(fs.Register(enterFilter, filterEnter))
-	must(fs.Register(exitFilter, filterExit))
-	must(fs.Register(defaultFilter, filterDefault))
-	must(fs.Register(tojsonFilter, filterToJSONAware))
-	must(fs.Register(equalFilter, filterEqual))
-	must(fs.Register(concatFilter, filterConcat))
-	must(fs.Replace("int", filterInt(fs)))
-	must(fs.Replace("sum", filterSum))
-	must(fs.Replace("sort", filterSortChecked(fs)))
-	for _, name := range []string{"select", "reject", "selectattr", "rejectattr"} {
-		must(fs.Replace(name, filterSelectChecked(name, fs)))
-	}
 	return fs
 }()
 
-var tests = func() *exec.TestSet {
-	ts := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
-	must(ts.Register(definedTest, testDefined))
-	must(ts.Register(undefinedTest, testUndefined))
-	must(ts.Register(noneTest, testNone))
-	must(ts.Replace("sequence", testSequence))
-	must(ts.Replace("filter", testFilter))
-	must(ts.Replace("test", testTest))
-	for name, op := range map[string]string{"lt": "<", "<": "<", "le": "<=", "<=": "<=", "gt": ">", ">": ">", "ge": ">=", ">=": ">=",
-		"lessthan": "<", "greaterthan": ">"} {
-		if ts.Exists(name) {
-			must(ts.Replace(name, testOrder(op)))
-		}
+// gonjaFilter returns gonja's own filter name, which a limit wraps.
+func gonjaFilter(fs *exec.FilterSet, name string) exec.FilterFunction {
+	f, ok := fs.Get(name)
+	if !ok {
+		panic("gonja lacks filter " + name)
 	}
-	return ts
-}()
+	return f
+}
+
+var tests = exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
 
 // globals are Jinja's global functions (gonja adds gettext, and a `gonja`
 // variable, which Jinja lacks).
@@ -257,14 +199,14 @@ func Compile(source string) (t *Template, err error) {
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	exprs, free, err := prepare(tpl.Root())
+	free, err := check(tpl.Root())
 	if err != nil {
 		return nil, err
 	}
 	if time.Now().After(deadline) {
 		return nil, compileOvertime()
 	}
-	return &Template{source: source, tpl: tpl, loader: shifted, exprs: exprs, free: free}, nil
+	return &Template{source: source, tpl: tpl, loader: shifted, free: free}, nil
 }
 
 // parse runs gonja's parser, which panics on some truncated sources
@@ -287,7 +229,7 @@ func jinjaLiteral(s string) string {
 }
 
 // FreeNames are the names the template reads without binding them itself:
-// the variables it expects from its context (see prepare's freeNames).
+// the variables it expects from its context (see check's freeNames).
 func (t *Template) FreeNames() []Name { return t.free }
 
 // IsLiteral reports whether the source has no Jinja syntax at all.
@@ -300,12 +242,11 @@ func (t *Template) LiteralText() string { return t.source }
 // workSlots bounds the compiles and renders running at once.
 var workSlots = make(chan struct{}, maxConcurrentWork)
 
-// renderState carries what a render's filters and functions report back.
+// renderState is a render's count of its work.
 type renderState struct {
-	fatal error              // an error no Jinja construct may swallow (get_pvc, finalize)
-	exprs []nodes.Expression // the template's, see prepare
-	steps int                // loop iterations and macro calls so far
-	depth int                // current nesting of loop bodies and macro calls
+	fatal error // the first of its limits it passed
+	steps int   // loop iterations and macro calls so far
+	depth int   // current nesting of loop bodies and macro calls
 	// deadline of the render (zero: none); see maxRenderTime
 	deadline time.Time
 }
@@ -331,13 +272,18 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 			out, yaml, err = "", false, &Error{Message: fmt.Sprintf("evaluation failed: %v", r)}
 		}
 	}()
-	state := &renderState{exprs: t.exprs, deadline: time.Now().Add(maxRenderTime)}
+	state := &renderState{deadline: time.Now().Add(maxRenderTime)}
 	data := globals()
 	for k, v := range vars {
 		data[k] = runtime.DeepCopyJSONValue(v)
 	}
-	data[stateVar] = state
-	data["get_pvc"] = getPVCFunction(state, fns)
+	data["get_pvc"] = getPVCFunction(fns)
+	hooks := &exec.Hooks{
+		Finalize: finalize,
+		Enter:    state.enter,
+		Exit:     state.exit,
+		Limits:   exec.Limits{StringBytes: maxOutputBytes, ListItems: maxListItems, Width: maxWidth},
+	}
 
 	ctx := exec.NewContext(data)
 	env := &exec.Environment{
@@ -346,8 +292,9 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 		Tests:             tests,
 		ControlStructures: pavControlStructures,
 		Methods:           methods,
+		Hooks:             hooks,
 		Interrupt: func() error {
-			if overtime(state) {
+			if state.fatal != nil || overtime(state) {
 				return state.fatal
 			}
 			return nil
@@ -355,6 +302,9 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	}
 	buf := &limitedWriter{state: state}
 	renderErr := exec.NewRenderer(env, buf, pavConfig, t.loader, t.tpl).Execute()
+	if err := hooks.Raised(); err != nil {
+		return "", false, asError(err)
+	}
 	if state.fatal != nil {
 		return "", false, state.fatal
 	}
@@ -371,12 +321,12 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	return string(buf.buf), yaml, nil
 }
 
-func getPVCFunction(state *renderState, fns *Functions) func(*exec.Evaluator, *exec.VarArgs) (map[string]interface{}, error) {
-	return func(_ *exec.Evaluator, args *exec.VarArgs) (map[string]interface{}, error) {
+func getPVCFunction(fns *Functions) func(*exec.Evaluator, *exec.VarArgs) (map[string]interface{}, error) {
+	return func(e *exec.Evaluator, args *exec.VarArgs) (map[string]interface{}, error) {
 		var name, namespace *exec.Value
 		pos := args.Args
 		if len(pos) > 2 {
-			return nil, fail(state, "get_pvc() takes 2 arguments (name, namespace), got %d", len(pos))
+			return nil, fatalErr(e, "get_pvc() takes 2 arguments (name, namespace), got %d", len(pos))
 		}
 		if len(pos) > 0 {
 			name = pos[0]
@@ -391,65 +341,59 @@ func getPVCFunction(state *renderState, fns *Functions) func(*exec.Evaluator, *e
 			case k == "namespace" && namespace == nil:
 				namespace = v
 			default:
-				return nil, fail(state, "get_pvc() got an unexpected or repeated argument %q", k)
+				return nil, fatalErr(e, "get_pvc() got an unexpected or repeated argument %q", k)
 			}
 		}
 		if name == nil || namespace == nil || !name.IsString() || !namespace.IsString() {
-			return nil, fail(state, "get_pvc(name, namespace) needs two string arguments")
+			return nil, fatalErr(e, "get_pvc(name, namespace) needs two string arguments")
 		}
 		if fns == nil || fns.GetPVC == nil {
-			return nil, fail(state, "get_pvc() is not available here")
+			return nil, fatalErr(e, "get_pvc() is not available here")
 		}
 		pvc, err := fns.GetPVC(name.String(), namespace.String())
 		if err != nil {
-			err = &Error{Message: fmt.Sprintf("get_pvc(%q, %q): %v", name.String(), namespace.String(), err)}
-			state.fail(err)
-			return nil, err
+			return nil, fatalErr(e, "get_pvc(%q, %q): %v", name.String(), namespace.String(), err)
 		}
 		return pvc, nil
 	}
 }
 
-func fail(state *renderState, format string, args ...interface{}) error {
-	err := &Error{Message: fmt.Sprintf(format, args...)}
-	state.fail(err)
-	return err
+// fatal fails the render with an error no Jinja construct can swallow.
+func fatal(e *exec.Evaluator, format string, args ...interface{}) *exec.Value {
+	return e.Raise(&Error{Message: fmt.Sprintf(format, args...)})
 }
 
-func stateOf(e *exec.Evaluator) *renderState {
-	if v, ok := e.Environment.Context.Get(stateVar); ok {
-		if s, ok := v.(*renderState); ok {
-			return s
-		}
-	}
-	return &renderState{}
+func fatalErr(e *exec.Evaluator, format string, args ...interface{}) error {
+	return fatal(e, format, args...).Interface().(error)
 }
 
-// filterFinalize is PaV's finalize rule, applied to every {{ }} expression.
-// Its two arguments are the expression's line and column.
-func filterFinalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
+// asError is err as an *Error.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
 	}
-	line, col := 0, 0
-	if len(params.Args) >= 2 {
-		line, col = params.Args[0].Integer(), params.Args[1].Integer()
-	}
+	return &Error{Message: err.Error()}
+}
+
+// finalize is PaV's finalize rule, applied to every {{ }} expression
+// starting at start.
+func finalize(in *exec.Value, start *tokens.Token) *exec.Value {
 	text, err := scalarString(in)
-	if err != nil {
-		msg := "expression " + err.Error()
-		if in.IsNil() && len(params.Args) >= 3 {
-			if reason := undefinedReason(e, exprOf(e, params.Args[2])); reason != "" {
-				msg = "expression is undefined: " + reason
-			} else {
-				msg = "expression evaluated to none (expressions must evaluate to a string or a number)"
-			}
-		}
-		ferr := &Error{Line: line, Column: col, Message: msg}
-		stateOf(e).fail(ferr)
-		return exec.AsValue(ferr)
+	if err == nil {
+		return exec.AsSafeValue(text)
 	}
-	return exec.AsSafeValue(text)
+	ferr := &Error{Message: "expression " + err.Error()}
+	switch {
+	case in.IsUndefined():
+		ferr.Message = "expression is undefined: " + in.UndefinedReason()
+	case in.IsNil():
+		ferr.Message = "expression evaluated to none (expressions must evaluate to a string or a number)"
+	}
+	if start != nil {
+		ferr.Line, ferr.Column = start.Line, start.Col
+	}
+	return exec.AsValue(ferr)
 }
 
 // scalarString prints a string or number as Python's str() does, else errors.
@@ -465,41 +409,15 @@ func scalarString(in *exec.Value) (string, error) {
 		}
 		return "False", nil
 	case in.IsInteger():
-		return strconv.FormatInt(toInt64(in.Interface()), 10), nil
+		return strconv.FormatInt(exec.AsInt(in), 10), nil
 	case in.IsFloat():
-		return pythonFloat(in.Float()), nil
+		return exec.PyFloatString(in.Float()), nil
 	case in.IsList():
 		return "", errors.New("evaluated to a list (expressions must evaluate to a string or a number; use |tojson)")
 	case in.IsDict():
 		return "", errors.New("evaluated to a mapping (expressions must evaluate to a string or a number; use |tojson)")
 	}
-	return "", fmt.Errorf("evaluated to a %s (expressions must evaluate to a string or a number)", otherType(in))
-}
-
-func toInt64(v interface{}) int64 {
-	switch n := v.(type) {
-	case int:
-		return int64(n)
-	case int8:
-		return int64(n)
-	case int16:
-		return int64(n)
-	case int32:
-		return int64(n)
-	case int64:
-		return n
-	case uint:
-		return int64(n)
-	case uint8:
-		return int64(n)
-	case uint16:
-		return int64(n)
-	case uint32:
-		return int64(n)
-	case uint64:
-		return int64(n)
-	}
-	return 0
+	return "", fmt.Errorf("evaluated to a %s (expressions must evaluate to a string or a number)", exec.PyType(in))
 }
 
 // filterToBash quotes a string or number as one shell word (shlex.quote per
@@ -520,9 +438,7 @@ func filterToBash(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	} else {
 		what = describe(in)
 	}
-	err := &Error{Message: "filter tobash expects a string or a number, got " + what}
-	stateOf(e).fail(err)
-	return exec.AsValue(err)
+	return fatal(e, "filter tobash expects a string or a number, got %s", what)
 }
 
 func describe(in *exec.Value) string {
@@ -532,7 +448,7 @@ func describe(in *exec.Value) string {
 	case in.IsDict():
 		return "a mapping"
 	}
-	return "a " + otherType(in)
+	return "a " + exec.PyType(in)
 }
 
 // ToBash is the |tobash filter on a string.
@@ -572,17 +488,20 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	p, err := methodArgs("tojson", params, 0, 1, "indent")
+	if reason := undefinedIn(in); reason != "" {
+		return fatal(e, "tojson: value is undefined (%s)", reason)
+	}
+	p, err := exec.MethodArgs("tojson", params, 0, 1, "indent")
 	if err != nil {
-		return fatal(e, nil, "filter tojson: "+err.Error())
+		return fatal(e, "filter tojson: %v", err)
 	}
 	var indent *string
 	switch {
 	case p[0] == nil || p[0].IsNil():
-	case isInt(p[0]):
-		n := asInt(p[0])
+	case exec.IsInt(p[0]):
+		n := exec.AsInt(p[0])
 		if n > maxWidth {
-			return fatal(e, nil, fmt.Sprintf("filter tojson: indent %d too large", n))
+			return fatal(e, "filter tojson: indent %d too large", n)
 		}
 		s := strings.Repeat(" ", int(max(n, 0)))
 		indent = &s
@@ -590,13 +509,11 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		s := p[0].String()
 		indent = &s
 	default:
-		return fatal(e, nil, "filter tojson: indent must be an integer or a string")
+		return fatal(e, "filter tojson: indent must be an integer or a string")
 	}
 	out, err := toJSONIndent(in.ToGoSimpleType(false), indent)
 	if err != nil {
-		ferr := &Error{Message: "tojson: " + err.Error()}
-		stateOf(e).fail(ferr)
-		return exec.AsValue(ferr)
+		return fatal(e, "tojson: %v", err)
 	}
 	return exec.AsSafeValue(out)
 }

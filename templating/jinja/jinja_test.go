@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nikolalohinski/gonja/v2/exec"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -36,10 +37,9 @@ func testFunctions() *Functions {
 }
 
 // knownDivergences are golden cases where PaV does not do what Jinja does:
-// deliberately (the first three), or because gonja's parser or runtime lacks
-// the construct and PaV's fork (third_party/gonja) does not add it yet (the
-// others; each fails cleanly, so a template relying on it is rejected, not
-// mis-rendered).
+// deliberately. A construct gonja's parser or runtime lacked would be
+// listed here too until PaV's fork (third_party/gonja) added it, as long as
+// it fails cleanly (a template relying on it is rejected, not mis-rendered).
 // For each, the test asserts PaV's own behaviour instead: the render must
 // fail with an error containing errContains. If one starts to render, the
 // test fails, and the entry must be reconsidered.
@@ -55,10 +55,6 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 	"string-multiply-huge": {
 		reason:      "as center-huge: sequence repetition is capped at maxOutputBytes items",
 		errContains: "repetition result too large",
-	},
-	"macro-missing-arg-undefined": {
-		reason:      "gonja binds a macro parameter the caller omits (and that has no default) to none, not undefined, so default() keeps it",
-		errContains: "expression evaluated to none",
 	},
 }
 
@@ -201,8 +197,8 @@ func TestConcurrentRender(t *testing.T) {
 
 func TestToJSONMatchesPythonFloats(t *testing.T) {
 	for f, want := range map[float64]string{1: "1.0", 0.1: "0.1", 1e16: "1e+16", 1e15: "1000000000000000.0", 1.5e-5: "1.5e-05", -2.5: "-2.5", 123456.789: "123456.789"} {
-		if got := pythonFloat(f); got != want {
-			t.Errorf("pythonFloat(%v) = %q, want %q", f, got, want)
+		if got := exec.PyFloatString(f); got != want {
+			t.Errorf("PyFloatString(%v) = %q, want %q", f, got, want)
 		}
 	}
 	out, err := ToJSON(map[string]interface{}{"k": "a\nb"})

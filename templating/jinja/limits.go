@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -61,26 +60,22 @@ func overtime(s *renderState) bool {
 	return true
 }
 
-// step filters run at the start and end of every loop iteration and macro call.
-func filterEnter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
-	s := stateOf(e)
+// enter and exit run around every loop iteration's and macro call's body.
+func (s *renderState) enter() error {
 	s.steps++
 	s.depth++
 	switch {
 	case s.steps > maxSteps:
-		return fatal(e, nil, fmt.Sprintf("template runs more than %d loop iterations and macro calls", maxSteps))
+		s.fail(&Error{Message: fmt.Sprintf("template runs more than %d loop iterations and macro calls", maxSteps)})
 	case s.depth > maxDepth:
-		return fatal(e, nil, fmt.Sprintf("macro calls and loops nested deeper than %d levels (infinite recursion?)", maxDepth))
-	case overtime(s):
-		return exec.AsValue(s.fatal)
+		s.fail(&Error{Message: fmt.Sprintf("macro calls and loops nested deeper than %d levels (infinite recursion?)", maxDepth)})
+	default:
+		overtime(s)
 	}
-	return in
+	return s.fatal
 }
 
-func filterExit(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
-	stateOf(e).depth--
-	return in
-}
+func (s *renderState) exit() { s.depth-- }
 
 // rangeFunction is Jinja's range() as a list, limited like Jinja's sandbox.
 // (gonja's streams a channel from a goroutine that leaks when the loop stops early.)
@@ -90,10 +85,10 @@ func rangeFunction(e *exec.Evaluator, params *exec.VarArgs) (interface{}, error)
 	}
 	var n [3]int64
 	for i, a := range params.Args {
-		if i >= 3 || !isInt(a) {
+		if i >= 3 || !exec.IsInt(a) {
 			return nil, fatalErr(e, "range() takes 1 to 3 integer arguments")
 		}
-		n[i] = asInt(a)
+		n[i] = exec.AsInt(a)
 	}
 	start, stop, step := int64(0), int64(0), int64(1)
 	switch len(params.Args) {
@@ -116,7 +111,7 @@ func rangeFunction(e *exec.Evaluator, params *exec.VarArgs) (interface{}, error)
 		count = (start-stop-1)/(-step) + 1
 	}
 	if count < 0 || count > maxRange {
-		return nil, fatalErr(e, fmt.Sprintf("range too big: the sandbox blocks ranges larger than %d items", maxRange))
+		return nil, fatalErr(e, "range too big: the sandbox blocks ranges larger than %d items", maxRange)
 	}
 	out := make([]interface{}, count)
 	for i := range out {
@@ -125,22 +120,16 @@ func rangeFunction(e *exec.Evaluator, params *exec.VarArgs) (interface{}, error)
 	return out, nil
 }
 
-func fatalErr(e *exec.Evaluator, msg string) error {
-	err := &Error{Message: msg}
-	stateOf(e).fail(err)
-	return err
-}
-
 // lipsumFunction is gonja's lipsum with bounded arguments.
 func lipsumFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	for _, a := range append(append([]*exec.Value{}, params.Args...), mapValues(params.KwArgs)...) {
-		if isInt(a) && (asInt(a) > 1000 || asInt(a) < 0) {
-			return fatal(e, nil, "lipsum(): arguments too large")
+		if exec.IsInt(a) && (exec.AsInt(a) > 1000 || exec.AsInt(a) < 0) {
+			return fatal(e, "lipsum(): arguments too large")
 		}
 	}
 	v, ok := builtins.GlobalFunctions.Get("lipsum")
 	if !ok {
-		return fatal(e, nil, "lipsum() is not available")
+		return fatal(e, "lipsum() is not available")
 	}
 	return v.(func(*exec.Evaluator, *exec.VarArgs) *exec.Value)(e, params)
 }
@@ -149,11 +138,11 @@ func lipsumFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 // raises an error).
 func cyclerFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	if len(params.Args) == 0 {
-		return fatal(e, nil, "cycler(): at least one item has to be provided")
+		return fatal(e, "cycler(): at least one item has to be provided")
 	}
 	v, ok := builtins.GlobalFunctions.Get("cycler")
 	if !ok {
-		return fatal(e, nil, "cycler() is not available")
+		return fatal(e, "cycler() is not available")
 	}
 	return v.(func(*exec.Evaluator, *exec.VarArgs) *exec.Value)(e, params)
 }
@@ -172,22 +161,19 @@ func mapValues(m map[string]*exec.Value) []*exec.Value {
 // every line of the input (indent(60000) of 100000 lines is 6 GB).
 func boundedFilter(name string, f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-		if s := stateOf(e); overtime(s) {
-			return exec.AsValue(s.fatal)
-		}
 		widest := int64(0)
 		for _, a := range append(append([]*exec.Value{}, params.Args...), mapValues(params.KwArgs)...) {
-			if isInt(a) && (asInt(a) > maxWidth || asInt(a) < -maxWidth) {
-				return fatal(e, nil, fmt.Sprintf("filter %s: argument %d too large", name, asInt(a)))
+			if exec.IsInt(a) && (exec.AsInt(a) > maxWidth || exec.AsInt(a) < -maxWidth) {
+				return fatal(e, "filter %s: argument %d too large", name, exec.AsInt(a))
 			}
-			if isInt(a) {
-				widest = max(widest, asInt(a))
+			if exec.IsInt(a) {
+				widest = max(widest, exec.AsInt(a))
 			}
 		}
 		if in.IsString() {
 			str := in.String()
 			if int64(len(str))+widest*int64(strings.Count(str, "\n")+1) > maxOutputBytes {
-				return fatal(e, nil, fmt.Sprintf("filter %s: result would be longer than %d bytes", name, maxOutputBytes))
+				return fatal(e, "filter %s: result would be longer than %d bytes", name, maxOutputBytes)
 			}
 		}
 		return f(e, in, params)
@@ -213,21 +199,22 @@ func joinFilter(f exec.FilterFunction) exec.FilterFunction {
 				}
 			}
 			if size > maxOutputBytes {
-				return fatal(e, nil, fmt.Sprintf("filter join: result would be longer than %d bytes", maxOutputBytes))
+				return fatal(e, "filter join: result would be longer than %d bytes", maxOutputBytes)
 			}
 		}
 		return f(e, in, params)
 	}
 }
 
-// filterReplace is the replace filter with the bounds of str.replace.
+// filterReplace is the replace filter: str.replace, with its bounds.
 func filterReplace(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
-	out, err := strMethods["replace"](in.String(), in, params)
+	replace, _ := methods.Str.Get("replace")
+	out, err := replace(in.String(), in, params)
 	if err != nil {
-		return fatal(e, nil, "filter "+err.Error())
+		return fatal(e, "filter %v", err)
 	}
 	return exec.AsValue(out)
 }
@@ -270,18 +257,16 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 
 // methods is gonja's set of Python methods as ImmutableSandboxedEnvironment
 // allows them: methods that modify a list or dict are unsafe (PaV's data is
-// shared by every template of a provisioner), padding widths are bounded.
+// shared by every template of a provisioner), widths and results bounded.
 var methods = func() exec.Methods {
 	m := builtins.Methods
 	str := map[string]exec.Method[string]{}
-	for _, name := range []string{"capitalize", "capwords", "casefold", "center", "count", "encode", "endswith",
+	for _, name := range []string{"capitalize", "casefold", "center", "count", "encode", "endswith",
 		"expandtabs", "find", "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
 		"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip",
 		"partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
 		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill"} {
-		if f, ok := strMethods[name]; ok {
-			str[name] = f
-		} else if f, ok := m.Str.Get(name); ok {
+		if f, ok := m.Str.Get(name); ok {
 			str[name] = boundedMethod(name, f)
 		}
 	}
@@ -294,10 +279,6 @@ var methods = func() exec.Methods {
 	for _, name := range []string{"clear", "pop", "popitem", "setdefault", "update"} {
 		dict[name] = unsafeMethod[map[string]any]("dict", name)
 	}
-	// gonja's keys/values/items sort the keys; Python keeps insertion order.
-	dict["keys"] = dictView(func(_ map[string]any, k string) any { return k })
-	dict["values"] = dictView(func(self map[string]any, k string) any { return self[k] })
-	dict["items"] = dictView(func(self map[string]any, k string) any { return []any{k, self[k]} })
 	list := map[string]exec.Method[[]any]{}
 	for _, name := range []string{"copy", "count", "index"} {
 		if f, ok := m.List.Get(name); ok {
@@ -317,61 +298,19 @@ var methods = func() exec.Methods {
 	}
 }()
 
-// dictView is a dict method returning one element per key, in Python's
-// order (see pyKeys).
-func dictView(elem func(self map[string]any, key string) any) exec.Method[map[string]any] {
-	return func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
-		if err := args.Take(); err != nil {
-			return nil, exec.ErrInvalidCall(err)
-		}
-		keys := pyKeys(self, v)
-		out := make([]any, len(keys))
-		for i, k := range keys {
-			out[i] = elem(self, k)
-		}
-		return out, nil
-	}
-}
-
-// pyKeys lists a dict's keys in the order Python would: insertion order for a
-// dict built by the template (a literal), sorted for the objects PaV passes
-// in, whose maps the API server serializes with sorted keys.
-func pyKeys(self map[string]any, v *exec.Value) []string {
-	d, ok := dictLiteral(v)
-	if !ok {
-		keys := make([]string, 0, len(self))
-		for k := range self {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		return keys
-	}
-	seen := map[string]bool{}
-	keys := make([]string, 0, len(d.Pairs))
-	for _, p := range d.Pairs {
-		if k := p.Key.String(); !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// dictLiteral returns the ordered pairs of a dict a template built.
-func dictLiteral(v *exec.Value) (*exec.Dict, bool) {
-	switch x := v.Interface().(type) {
-	case exec.Dict:
-		return &x, true
-	case *exec.Dict:
-		return x, x != nil
-	}
-	return nil, false
-}
-
 func unsafeMethod[T any](typ, name string) exec.Method[T] {
 	return func(T, *exec.Value, *exec.VarArgs) (any, error) {
 		return nil, fmt.Errorf("access to attribute '%s' of '%s' object is unsafe", name, typ)
 	}
+}
+
+// replaceGrowth bounds what str.replace(old, new) adds to s.
+func replaceGrowth(s string, args *exec.VarArgs) int64 {
+	old, repl := args.Args[0], args.Args[1]
+	if !old.IsString() || !repl.IsString() {
+		return 0
+	}
+	return int64(strings.Count(s, old.String())) * int64(len(repl.String()))
 }
 
 func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
@@ -379,9 +318,12 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 		if (name == "format" || name == "format_map") && int64(len(self))+formatWidths(self) > maxOutputBytes {
 			return nil, fmt.Errorf("%s(): field widths too large", name)
 		}
+		if name == "replace" && len(args.Args) >= 2 && int64(len(self))+replaceGrowth(self, args) > maxOutputBytes {
+			return nil, fmt.Errorf("replace(): result too large")
+		}
 		for _, a := range append(append([]*exec.Value{}, args.Args...), mapValues(args.KwArgs)...) {
-			if isInt(a) && asInt(a) > maxWidth {
-				return nil, fmt.Errorf("%s(): argument %d too large", name, asInt(a))
+			if exec.IsInt(a) && exec.AsInt(a) > maxWidth {
+				return nil, fmt.Errorf("%s(): argument %d too large", name, exec.AsInt(a))
 			}
 		}
 		return f(self, v, args)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
 // ToJSON prints v as Jinja's |tojson does: json.dumps(v, sort_keys=True) with
@@ -163,7 +165,7 @@ func writeJSONFloat(b *strings.Builder, f float64) {
 	case math.IsInf(f, -1):
 		b.WriteString("-Infinity")
 	default:
-		b.WriteString(pythonFloat(f))
+		b.WriteString(exec.PyFloatString(f))
 	}
 }
 
@@ -204,38 +206,26 @@ func writeJSONString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// pythonFloat prints f as Python's repr/str does: the shortest digits that
-// round-trip, scientific notation when the exponent is < -4 or >= 16, and a
-// ".0" on integral values.
-func pythonFloat(f float64) string {
-	if math.IsInf(f, 1) {
-		return "inf"
-	}
-	if math.IsInf(f, -1) {
-		return "-inf"
-	}
-	if math.IsNaN(f) {
-		return "nan"
-	}
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0.0"
+// undefinedIn says why v, or an item of it, is undefined, or "" if none is:
+// JSON has no undefined.
+func undefinedIn(v *exec.Value) string {
+	switch {
+	case v.IsUndefined():
+		return v.UndefinedReason()
+	case v.IsList():
+		for i := 0; i < v.Len(); i++ {
+			if r := undefinedIn(v.Index(i)); r != "" {
+				return r
+			}
 		}
-		return "0.0"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
-	mant, expPart, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expPart)
-	if exp < -4 || exp >= 16 {
-		sign := "+"
-		if exp < 0 {
-			sign, exp = "-", -exp
+	case v.IsDict():
+		for _, k := range v.Keys() {
+			if item, ok := v.GetItem(k.Interface()); ok {
+				if r := undefinedIn(item); r != "" {
+					return r
+				}
+			}
 		}
-		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
 	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.ContainsAny(s, ".") {
-		s += ".0"
-	}
-	return s
+	return ""
 }

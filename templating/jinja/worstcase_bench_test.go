@@ -8,7 +8,7 @@ import (
 )
 
 // worstCase is one of the costliest templates per byte for gonja's parser
-// and PaV's rewrite: a left-deep chain of binary operators, size bytes long.
+// and PaV's check: a left-deep chain of binary operators, size bytes long.
 func worstCase(kind string, size int) string {
 	switch kind {
 	case "plus":

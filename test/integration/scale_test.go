@@ -395,8 +395,9 @@ func (e *env) stageVolumes(cl *fakeCluster, node, kubeletDir string, n int) {
 			return err
 		}
 		target := filepath.Join(kubeletDir, "pods", string(client.UID), "volumes/kubernetes.io~csi", pv.Name, "mount")
-		staging, err := protocol.StagingPod(tmpl, pv.Spec.CSI.Driver, "", root, node,
-			protocol.StagingID(pv.Spec.CSI.VolumeHandle, target), pv, pvc, protocol.Publication{TargetPath: target})
+		staging, err := protocol.StagingPod(protocol.PodBase{Template: tmpl, Provisioner: pv.Spec.CSI.Driver, Root: root}, protocol.StagingPodSpec{
+			Node: node, StagingID: protocol.StagingID(pv.Spec.CSI.VolumeHandle, target), PV: pv, PVC: pvc,
+			Publication: protocol.Publication{TargetPath: target}})
 		if err != nil {
 			return err
 		}

@@ -83,10 +83,10 @@ func TestInTakesAnArithmeticRightOperand(t *testing.T) {
 
 // A conditional expression is an expression like any other: in
 // parentheses, lists, arguments and set; without else it is undefined
-// (none here: gonja has one nil for both) when its condition is false.
+// when its condition is false.
 func TestConditionalExpressionsAnywhere(t *testing.T) {
 	checkJinja(t, map[string]string{
-		"{{ (1 if false) is none }}":                                         "True",
+		"{{ (1 if false) is none }}|{{ (1 if false) is defined }}":           "False|False",
 		"{{ (1 if true) }}|{{ (1 if false else 2) + 1 }}":                    "1|3",
 		"{{ [3 if false] | length }}":                                        "1",
 		"{{ 1 if false else 2 if false else 3 }}":                            "3",

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 	"github.com/pkg/errors"
 )
 
@@ -20,15 +21,83 @@ type Environment struct {
 	// filter call is executed, and at the end (PaV); its error ends the
 	// rendering. Once it fails it should keep failing, as a deadline does.
 	Interrupt func() error
+	// Hooks, when set, are PaV's additions to a rendering; environments
+	// inherited from this one share them.
+	Hooks *Hooks
 }
 
-// interrupted is Interrupt's answer, nil without one.
+// Hooks are what an embedder adds to a rendering, as Jinja's environment
+// options do (PaV). Use one Hooks per rendering: it records the rendering's
+// first Python exception.
+type Hooks struct {
+	// Finalize, when set, turns the value of every {{ }} into what is
+	// written, as Jinja's finalize; start is the {{ token.
+	Finalize func(v *Value, start *tokens.Token) *Value
+	// Enter, when set, is called before the body of each loop iteration
+	// and macro call; its error ends the rendering. Exit is called after.
+	Enter func() error
+	Exit  func()
+	// Limits bound the strings and lists operators build.
+	Limits Limits
+
+	raised error
+}
+
+// Raised is the first error raised in the rendering (Raise), or nil.
+func (h *Hooks) Raised() error {
+	if h == nil {
+		return nil
+	}
+	return h.raised
+}
+
+// Raise fails the rendering with err, as a Python exception does: no
+// construct of the template swallows it (the items of a list, a test, a
+// filter or `or` would otherwise ignore or replace an error value). It
+// returns err as a value for the caller to return.
+func (e *Evaluator) Raise(err error) *Value {
+	if h := e.Environment.Hooks; h != nil && h.raised == nil {
+		h.raised = err
+	}
+	return AsValue(err)
+}
+
+// interrupted is Interrupt's answer, or the error raised, nil without one.
 func (env *Environment) interrupted() error {
+	if err := env.Hooks.Raised(); err != nil {
+		return err
+	}
 	if env.Interrupt == nil {
 		return nil
 	}
 	return env.Interrupt()
 }
+
+// limits are the Hooks' limits, none without hooks.
+func (env *Environment) limits() Limits {
+	if env.Hooks == nil {
+		return Limits{}
+	}
+	return env.Hooks.Limits
+}
+
+// enter runs the Enter hook around body.
+func (env *Environment) enter(body func() error) error {
+	h := env.Hooks
+	if h == nil || h.Enter == nil {
+		return body()
+	}
+	if err := h.Enter(); err != nil {
+		return err
+	}
+	if h.Exit != nil {
+		defer h.Exit()
+	}
+	return body()
+}
+
+// Enter runs body as the body of a loop iteration or a macro call (Hooks.Enter).
+func (r *Renderer) Enter(body func() error) error { return r.Environment.enter(body) }
 
 type FilterSet struct {
 	filters map[string]FilterFunction
@@ -284,6 +353,15 @@ func (m *MethodSet[I]) Get(name string) (Method[I], bool) {
 	defer m.lock.Unlock()
 	method, existing := m.methods[name]
 	return method, existing
+}
+
+// With is a copy of the set where over's methods replace or add to its own (PaV).
+func (m *MethodSet[I]) With(over map[string]Method[I]) *MethodSet[I] {
+	m.lock.Lock()
+	defer m.lock.Unlock()
+	all := maps.Clone(m.methods)
+	maps.Copy(all, over)
+	return NewMethodSet(all)
 }
 
 func (m *MethodSet[I]) Exists(name string) bool {

@@ -1,9 +1,8 @@
 package exec
 
 import (
-	"math"
+	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/pkg/errors"
 
@@ -30,6 +29,8 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 	switch n := node.(type) {
 	case *nodes.None:
 		return AsValue(nil)
+	case *nodes.Undefined:
+		return Undefined(n.Reason)
 	case *nodes.String:
 		return AsValue(n.Val)
 	case *nodes.Integer:
@@ -80,7 +81,7 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 		case condition.IsTrue():
 			return e.Eval(n.Expression)
 		case n.Alternative == nil:
-			return AsValue(nil)
+			return Undefined("the inline if has no else branch")
 		}
 		return e.Eval(n.Alternative)
 	default:
@@ -93,9 +94,12 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 		left  *Value
 		right *Value
 	)
+	// An operand's error is returned as is (PaV): wrapping it with the
+	// operand's text at every level of a long chain (1 + 1 + ...) made
+	// messages, and the time to build them, cubic in its length.
 	left = e.Eval(node.Left)
 	if left.IsError() {
-		return AsValue(errors.Wrapf(left, `Unable to evaluate left parameter %s`, node.Left))
+		return left
 	}
 
 	switch node.Operator.Token.Val {
@@ -104,70 +108,11 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 	default:
 		right = e.Eval(node.Right)
 		if right.IsError() {
-			return AsValue(errors.Wrapf(right, `Unable to evaluate right parameter %s`, node.Right))
+			return right
 		}
 	}
 
 	switch node.Operator.Token.Type {
-	case tokens.Addition:
-		if left.IsList() {
-			if !right.IsList() {
-				return AsValue(errors.Wrapf(right, `Unable to concatenate list to %s`, node.Right))
-			}
-
-			v := &Value{Val: reflect.ValueOf([]any{})}
-
-			for ix := 0; ix < left.getResolvedValue().Len(); ix++ {
-				v.Val = reflect.Append(v.Val, left.getResolvedValue().Index(ix))
-			}
-
-			for ix := 0; ix < right.getResolvedValue().Len(); ix++ {
-				v.Val = reflect.Append(v.Val, right.getResolvedValue().Index(ix))
-			}
-
-			return v
-		}
-		if left.IsFloat() || right.IsFloat() {
-			// Result will be a float
-			return AsValue(left.Float() + right.Float())
-		}
-
-		if left.IsString() || right.IsString() {
-			return AsValue(left.String() + right.String())
-		}
-
-		// Result will be an integer
-		return AsValue(left.Integer() + right.Integer())
-	case tokens.Subtraction:
-		if left.IsFloat() || right.IsFloat() {
-			// Result will be a float
-			return AsValue(left.Float() - right.Float())
-		}
-		// Result will be an integer
-		return AsValue(left.Integer() - right.Integer())
-	case tokens.Multiply:
-		if left.IsFloat() || right.IsFloat() {
-			// Result will be float
-			return AsValue(left.Float() * right.Float())
-		}
-		if left.IsString() {
-			return AsValue(strings.Repeat(left.String(), right.Integer()))
-		}
-		// Result will be int
-		return AsValue(left.Integer() * right.Integer())
-	case tokens.Division:
-		// Float division
-		return AsValue(left.Float() / right.Float())
-	case tokens.FloorDivision:
-		// Int division
-		return AsValue(int(left.Float() / right.Float()))
-	case tokens.Modulo:
-		// Result will be int
-		return AsValue(left.Integer() % right.Integer())
-	case tokens.Power:
-		return AsValue(math.Pow(left.Float(), right.Float()))
-	case tokens.Tilde:
-		return AsValue(strings.Join([]string{left.String(), right.String()}, ""))
 	case tokens.And:
 		// Python/Jinja2 semantics: `x and y` returns x if x is falsy,
 		// otherwise y. The result is the operand value, not a coerced bool,
@@ -178,7 +123,7 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 		}
 		right = e.Eval(node.Right)
 		if right.IsError() {
-			return AsValue(errors.Wrapf(right, `Unable to evaluate right parameter %s`, node.Right))
+			return right
 		}
 		return right
 	case tokens.Or:
@@ -190,52 +135,52 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 		}
 		right = e.Eval(node.Right)
 		if right.IsError() {
-			return AsValue(errors.Wrapf(right, `Unable to evaluate right parameter %s`, node.Right))
+			return right
 		}
 		return right
-	case tokens.LowerThanOrEqual:
-		if left.IsFloat() || right.IsFloat() {
-			return AsValue(left.Float() <= right.Float())
-		}
-		if left.IsString() || right.IsString() {
-			return AsValue(left.String() <= right.String())
-		}
-		return AsValue(left.Integer() <= right.Integer())
-	case tokens.GreaterThanOrEqual:
-		if left.IsFloat() || right.IsFloat() {
-			return AsValue(left.Float() >= right.Float())
-		}
-		if left.IsString() || right.IsString() {
-			return AsValue(left.String() >= right.String())
-		}
-		return AsValue(left.Integer() >= right.Integer())
 	case tokens.Equals:
 		return AsValue(left.EqualValueTo(right))
-	case tokens.GreaterThan:
-		if left.IsFloat() || right.IsFloat() {
-			return AsValue(left.Float() > right.Float())
-		}
-		if left.IsString() || right.IsString() {
-			return AsValue(left.String() > right.String())
-		}
-
-		return AsValue(left.Integer() > right.Integer())
-	case tokens.LowerThan:
-		if left.IsFloat() || right.IsFloat() {
-			return AsValue(left.Float() < right.Float())
-		}
-		if left.IsString() || right.IsString() {
-			return AsValue(left.String() < right.String())
-		}
-
-		return AsValue(left.Integer() < right.Integer())
 	case tokens.Ne:
 		return AsValue(!left.EqualValueTo(right))
 	case tokens.In:
 		return AsValue(right.Contains(left))
-	default:
+	case tokens.Tilde:
+		return e.concat(left, right)
+	}
+	op, ok := arithOperators[node.Operator.Token.Type]
+	if !ok {
 		return AsValue(errors.Errorf(`Unknown operator "%s"`, node.Operator.Token))
 	}
+	// PaV: Python's semantics; `%` with a tuple literal formats its items.
+	_, tuple := node.Right.(*nodes.Tuple)
+	v, err := PyArith(op, left, right, tuple, e.Environment.limits())
+	if err != nil {
+		return e.Raise(err)
+	}
+	return AsValue(v)
+}
+
+// arithOperators are the operators PyArith evaluates, by token type.
+var arithOperators = map[tokens.Type]string{
+	tokens.Power: "**", tokens.FloorDivision: "//", tokens.Modulo: "%", tokens.Division: "/",
+	tokens.Addition: "+", tokens.Subtraction: "-", tokens.Multiply: "*", tokens.LowerThan: "<",
+	tokens.LowerThanOrEqual: "<=", tokens.GreaterThan: ">", tokens.GreaterThanOrEqual: ">=",
+}
+
+// concat is `left ~ right`: Python's str() of both operands, undefined
+// printing as "" (PaV; gonja printed none as "" too, Jinja prints None).
+func (e *Evaluator) concat(left, right *Value) *Value {
+	str := func(v *Value) string {
+		if v.IsUndefined() {
+			return ""
+		}
+		return PyStr(v)
+	}
+	l, r := str(left), str(right)
+	if exceeds(int64(len(l)+len(r)), e.Environment.limits().StringBytes) {
+		return e.Raise(errors.New("string too long"))
+	}
+	return AsValue(l + r)
 }
 
 func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
@@ -307,6 +252,9 @@ func (e *Evaluator) evalName(node *nodes.Name) *Value {
 	if !ok && e.Config.StrictUndefined {
 		return AsValue(errors.Errorf(`Unable to evaluate name "%s"`, node.Name.Val))
 	}
+	if !ok {
+		return Undefined(fmt.Sprintf("'%s' is undefined", node.Name.Val))
+	}
 	return ToValue(val)
 }
 
@@ -314,6 +262,9 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 	value := e.Eval(node.Node)
 	if value.IsError() {
 		return AsValue(errors.Wrapf(value, `unable to evaluate target %s`, node.Node))
+	}
+	if value.IsUndefined() { // PaV: an error in Jinja (of none: undefined)
+		return e.Raise(errors.New(value.UndefinedReason()))
 	}
 	if node.Arg == nil {
 		if e.Config.StrictUndefined {
@@ -336,6 +287,9 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 		return AsValue(errors.Wrapf(value, `argument %s does not evaluate to string or integer in: %s`, node.Arg, node.Node))
 	}
 
+	if value.IsNil() {
+		return missing(value, key)
+	}
 	item, found := value.GetItem(key)
 	if !found && argument.IsString() {
 		item, found = value.GetAttribute(argument.String())
@@ -347,7 +301,7 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 		if e.Config.StrictUndefined {
 			return AsValue(errors.Errorf(`unable to evaluate %s: item '%s' not found`, node, node.Arg))
 		}
-		return AsValue(nil)
+		return missing(value, key)
 	}
 	return item
 }
@@ -357,54 +311,29 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 	if value.IsError() {
 		return AsValue(errors.Wrapf(value, `unable to evaluate target %s`, node.Node))
 	}
+	if value.IsUndefined() {
+		return e.Raise(errors.New(value.UndefinedReason()))
+	}
 	if !value.CanSlice() {
 		return AsValue(errors.Wrapf(value, `can not slice %s`, node.Node))
 	}
 
 	n := value.Len()
 
-	// --- step ---
-	step := 1
-	if node.Step != nil {
-		stepValue := e.Eval(node.Step)
-		if stepValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice step %s`, node.Step))
-		}
-		if !stepValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice step is not an integer: %s`, stepValue))
-		}
-		step = stepValue.Integer()
-		if step == 0 {
-			return AsValue(errors.New("slice step cannot be zero"))
-		}
+	step, _, errValue := e.sliceIndex(node.Step, value, "step", 1)
+	if errValue != nil {
+		return errValue
 	}
-
-	// --- start ---
-	var start int
-	startProvided := node.Start != nil
-	if startProvided {
-		startValue := e.Eval(node.Start)
-		if startValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice start %s`, node.Start))
-		}
-		if !startValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice start is not an integer: %s`, startValue))
-		}
-		start = startValue.Integer()
+	if step == 0 {
+		return AsValue(errors.New("slice step cannot be zero"))
 	}
-
-	// --- end ---
-	var end int
-	endProvided := node.End != nil
-	if endProvided {
-		endValue := e.Eval(node.End)
-		if endValue.IsError() {
-			return AsValue(errors.Wrapf(value, `unable to evaluate slice end %s`, node.End))
-		}
-		if !endValue.IsInteger() {
-			return AsValue(errors.Errorf(`slice end is not an integer: %s`, endValue))
-		}
-		end = endValue.Integer()
+	start, startProvided, errValue := e.sliceIndex(node.Start, value, "start", 0)
+	if errValue != nil {
+		return errValue
+	}
+	end, endProvided, errValue := e.sliceIndex(node.End, value, "end", 0)
+	if errValue != nil {
+		return errValue
 	}
 
 	// Fast path: step == 1 → use the existing Slice() method (preserves prior behavior).
@@ -429,6 +358,12 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 	// --- general case: emulate Python's slice with start/stop/step (incl. negative step) ---
 	start, end = pythonSliceBounds(n, start, end, step, startProvided, endProvided)
 
+	return sliceStep(value, start, end, step)
+}
+
+// sliceStep is value[start:end:step] with bounds already resolved.
+func sliceStep(value *Value, start, end, step int) *Value {
+	n := value.Len()
 	// Materialise the underlying sequence into items, then walk by `step`.
 	isString := value.getResolvedValue().Kind() == reflect.String
 	var srcRunes []rune
@@ -483,6 +418,21 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 		}
 	}
 	return AsValue(out)
+}
+
+// sliceIndex evaluates a slice's start, end or step (what), dflt when absent.
+func (e *Evaluator) sliceIndex(n nodes.Expression, value *Value, what string, dflt int) (int, bool, *Value) {
+	if n == nil {
+		return dflt, false, nil
+	}
+	v := e.Eval(n)
+	if v.IsError() {
+		return 0, true, AsValue(errors.Wrapf(value, `unable to evaluate slice %s %s`, what, n))
+	}
+	if !v.IsInteger() {
+		return 0, true, AsValue(errors.Errorf(`slice %s is not an integer: %s`, what, v))
+	}
+	return v.Integer(), true, nil
 }
 
 // pythonSliceBounds returns (start, stop) indices following Python's slice
@@ -552,6 +502,15 @@ func (e *Evaluator) evalGetAttribute(node *nodes.GetAttribute) *Value {
 	if value.IsError() {
 		return AsValue(errors.Wrapf(value, `Unable to evaluate target %s`, node.Node))
 	}
+	if value.IsUndefined() { // PaV: an error in Jinja (of none: undefined)
+		return e.Raise(errors.New(value.UndefinedReason()))
+	}
+	if value.IsNil() {
+		if node.Attribute != "" {
+			return missing(value, node.Attribute)
+		}
+		return missing(value, node.Index)
+	}
 
 	if node.Attribute != "" {
 		attr, found := value.GetAttribute(node.Attribute)
@@ -565,7 +524,7 @@ func (e *Evaluator) evalGetAttribute(node *nodes.GetAttribute) *Value {
 			if e.Config.StrictUndefined {
 				return AsValue(errors.Errorf(`Unable to evaluate %s: attribute '%s' not found`, node, node.Attribute))
 			}
-			return AsValue(nil)
+			return missing(value, node.Attribute)
 		}
 		return attr
 	} else {
@@ -577,7 +536,7 @@ func (e *Evaluator) evalGetAttribute(node *nodes.GetAttribute) *Value {
 			if e.Config.StrictUndefined {
 				return AsValue(errors.Errorf(`Unable to evaluate %s: item %d not found`, node, node.Index))
 			}
-			return AsValue(nil)
+			return missing(value, node.Index)
 		}
 		return item
 	}
@@ -682,4 +641,13 @@ func (e *Evaluator) evalParams(node *nodes.Call, fn *Value) ([]reflect.Value, er
 	}
 
 	return parameters, nil
+}
+
+// missing is the undefined value of an attribute or item that value lacks,
+// which says so in Jinja's words (PaV).
+func missing(value *Value, key any) *Value {
+	if name, ok := key.(string); ok {
+		return Undefined(fmt.Sprintf("%s has no attribute '%s'", TypeName(value), name))
+	}
+	return Undefined(fmt.Sprintf("%s has no element %v", TypeName(value), key))
 }

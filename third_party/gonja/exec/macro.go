@@ -164,7 +164,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			sub.Environment.Context.Set("caller", params.caller)
 		}
 
-		err := sub.ExecuteWrapper(node.Wrapper)
+		err := sub.Enter(func() error { return sub.ExecuteWrapper(node.Wrapper) })
 		if err != nil {
 			return AsValue(errors.Wrapf(err, `Unable to execute macro '%s'`, node.Name))
 		}

@@ -46,6 +46,7 @@ func (r *Renderer) Inherit() *Renderer {
 			ControlStructures: r.Environment.ControlStructures,
 			Methods:           r.Environment.Methods,
 			Interrupt:         r.Environment.Interrupt,
+			Hooks:             r.Environment.Hooks,
 		},
 		Template: r.Template,
 		RootNode: r.RootNode,
@@ -84,6 +85,12 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 		return nil, err
 	case *nodes.Output:
 		value := r.Eval(n.Expression)
+		if h := r.Environment.Hooks; h != nil && h.Finalize != nil && !value.IsError() {
+			value = h.Finalize(value, n.Start)
+			if value.IsError() {
+				return nil, r.Evaluator().Raise(value.Unwrap()).Unwrap()
+			}
+		}
 		if value.IsError() {
 			return nil, errors.Wrapf(value, `Unable to render expression at line %d: %s`, n.Expression.Position().Line, n.Expression)
 		}

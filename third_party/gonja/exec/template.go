@@ -75,6 +75,7 @@ func (t *Template) Execute(wr io.Writer, data *Context) error {
 		Context:           t.environment.Context.Inherit().Update(data),
 		Methods:           t.environment.Methods,
 		Interrupt:         t.environment.Interrupt,
+		Hooks:             t.environment.Hooks,
 	}, wr, t.config, t.loader, t)
 
 	err := renderer.Execute()

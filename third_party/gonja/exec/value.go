@@ -20,6 +20,29 @@ const jinjaTag = "jinja"
 type Value struct {
 	Val  reflect.Value
 	Safe bool // used to indicate whether a Value needs explicit escaping in the template
+	// undefined says why the value is undefined (PaV): gonja's nil is both
+	// Jinja's none and its undefined, which Jinja tells apart.
+	undefined string
+}
+
+// Undefined is Jinja's undefined (PaV): nil like none for everything else
+// (IsNil), but not none for `is defined`, default, `==` and for loops.
+// reason says why, in Jinja's words ("'x' is undefined").
+func Undefined(reason string) *Value {
+	return &Value{undefined: reason}
+}
+
+// IsUndefined reports whether v is Jinja's undefined, not none.
+func (v *Value) IsUndefined() bool {
+	return v.undefined != "" && !v.Val.IsValid()
+}
+
+// UndefinedReason says why v is undefined, or "" for any other value.
+func (v *Value) UndefinedReason() string {
+	if !v.IsUndefined() {
+		return ""
+	}
+	return v.undefined
 }
 
 type AttributeGetter interface {
@@ -131,6 +154,15 @@ func (v *Value) IsError() bool {
 	}
 	_, ok := v.Interface().(error)
 	return ok
+}
+
+// Unwrap is the error v holds, so that errors.As finds it through the
+// values that wrap it (PaV).
+func (v *Value) Unwrap() error {
+	if err, ok := v.Interface().(error); ok && v.IsError() {
+		return err
+	}
+	return nil
 }
 
 func (v *Value) Error() string {
@@ -889,9 +921,9 @@ func (v *Value) EqualValueTo(other *Value) bool {
 		return v.Float() == other.Float()
 	}
 
-	// Both nil → equal.
+	// Both nil: undefined equals only undefined, none only none (PaV).
 	if v.IsNil() && other.IsNil() {
-		return true
+		return v.IsUndefined() == other.IsUndefined()
 	}
 	if v.IsNil() || other.IsNil() {
 		return false
@@ -1029,6 +1061,9 @@ func ToValue(data any) *Value {
 	// into the execution context (e.g. in a for-loop)
 	if val.Type() == typeOfValuePtr {
 		tmpValue := val.Interface().(*Value)
+		if tmpValue.IsUndefined() { // PaV: an item stays undefined
+			return tmpValue
+		}
 		val = tmpValue.Val
 		isSafe = tmpValue.Safe
 	}

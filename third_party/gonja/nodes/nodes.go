@@ -247,6 +247,16 @@ func (n *None) String() string {
 	return n.Location.Val
 }
 
+// Undefined is an undefined value where the parser makes one (PaV): a macro
+// parameter the call did not provide. Reason says so.
+type Undefined struct {
+	Location *tokens.Token
+	Reason   string
+}
+
+func (n *Undefined) Position() *tokens.Token { return n.Location }
+func (n *Undefined) String() string          { return n.Location.Val }
+
 type List struct {
 	Location *tokens.Token
 	Val      []Expression

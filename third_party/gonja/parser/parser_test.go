@@ -871,22 +871,6 @@ var _ = Context("parser", func() {
 			},
 		},
 		{
-			"is an == test",
-			[]string{"{{ 3 is == 3 }}", "{{ 3 is ==(3) }}"},
-			[]types.GomegaMatcher{
-				MatchNodeOutput(
-					MatchTestExpressionNode(
-						MatchIntegerNode(3),
-						MatchTestCall(
-							"==",
-							[]types.GomegaMatcher{PointTo(MatchIntegerNode(3))},
-							nil,
-						),
-					),
-				),
-			},
-		},
-		{
 			"is an inline if condition",
 			[]string{"{{ 'foo' if 2 is odd }}"},
 			[]types.GomegaMatcher{

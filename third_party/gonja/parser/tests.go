@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"fmt"
 	log "github.com/sirupsen/logrus"
 
 	"github.com/nikolalohinski/gonja/v2/logging"
@@ -28,10 +29,15 @@ func (p *Parser) ParseTest(expr nodes.Expression) (nodes.Expression, error) {
 		tokens.In,
 		tokens.Is,
 	) != nil {
-		_ = p.Match(tokens.Is) // ignore the is keyword entirely if present
+		is := p.Match(tokens.Is)
 
 		not := p.Match(tokens.Not)
 		ident := p.Next()
+		if is != nil && ident.Type != tokens.Name && ident.Type != tokens.In {
+			// PaV: as in Jinja, `is` takes a test's name; the tests named
+			// by operators (`==`, `<`, ...) are for select and reject.
+			return nil, p.Error(fmt.Sprintf("expected a test name after 'is', got '%s'", ident.Val), ident)
+		}
 
 		test := &nodes.TestCall{
 			Token:  ident,

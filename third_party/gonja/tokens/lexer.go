@@ -788,130 +788,149 @@ func (l *Lexer) lexExpression() lexFn {
 		case r == '"' || r == '\'':
 			l.backup()
 			return l.lexString
-		case r == ',':
-			l.emit(Comma)
-		case r == '|':
-			l.emit(Pipe)
-		case r == '+':
-			if l.hasPrefix(l.Config.BlockEndString) {
-				l.backup()
-				return l.lexBlockEnd
-			} else {
-				l.emit(Addition)
+		}
+		if next, done := l.lexOperator(r); done {
+			if next != nil {
+				return next
 			}
-		case r == '-':
-			if l.hasPrefix(l.Config.BlockEndString) {
-				l.backup()
-				return l.lexBlockEnd
-			} else if l.hasPrefix(l.Config.VariableEndString) {
-				l.backup()
-				return l.lexVariableEnd
-			} else {
-				l.emit(Subtraction)
+			continue
+		}
+		if next, done := l.lexKeyword(r); done {
+			if next != nil {
+				return next
 			}
-		case r == '~':
-			l.emit(Tilde)
-		case r == ':':
-			l.emit(Colon)
-		case r == '.':
-			l.emit(Dot)
-		case r == '%':
-			l.emit(Modulo)
-		case r == '/':
-			if l.accept("/") {
-				l.emit(FloorDivision)
-			} else {
-				l.emit(Division)
-			}
-		case r == '<':
-			if l.accept("=") {
-				l.emit(LowerThanOrEqual)
-			} else {
-				l.emit(LowerThan)
-			}
-		case r == '>':
-			if l.accept("=") {
-				l.emit(GreaterThanOrEqual)
-			} else {
-				l.emit(GreaterThan)
-			}
-		case r == '*':
-			if l.accept("*") {
-				l.emit(Power)
-			} else {
-				l.emit(Multiply)
-			}
-		case r == '!':
-			if l.accept("=") {
-				l.emit(Ne)
-			} else {
-				// l.emit(Not)
-				l.errorf(`Unexpected "!"`)
-			}
-		case r == '=':
-			if l.accept("=") {
-				l.emit(Equals)
-			} else {
-				l.emit(Assign)
-			}
-		case r == '(':
-			l.emit(LeftParenthesis)
-			l.pushDelimiter(')')
-		case r == '{':
-			l.emit(LeftBrace)
-			l.pushDelimiter('}')
-		case r == '[':
-			l.emit(LeftBracket)
-			l.pushDelimiter(']')
-		case r == ')':
-			if !l.popDelimiter(')') {
-				return nil
-			}
-			l.emit(RightParenthesis)
-		case r == '}':
-			if !l.popDelimiter('}') {
-				return nil
-			}
-			l.emit(RightBrace)
-		case r == ']':
-			if !l.popDelimiter(']') {
-				return nil
-			}
-			l.emit(RightBracket)
-		// in
-		case r == 'i' && l.accept("n"):
-			if !isSpace(l.peek()) {
-				return l.lexIdentifier
-			}
-			l.emit(In)
-		// is
-		case r == 'i' && l.accept("s"):
-			if !isSpace(l.peek()) {
-				return l.lexIdentifier
-			}
-			l.emit(Is)
-		// and
-		case r == 'a' && l.accept("n"):
-			if !(l.accept("d") && isSpace(l.peek())) {
-				return l.lexIdentifier
-			}
-			l.emit(And)
-		// or
-		case r == 'o' && l.accept("r"):
-			if !isSpace(l.peek()) {
-				return l.lexIdentifier
-			}
-			l.emit(Or)
-		// not
-		case r == 'n' && l.accept("o"):
-			if !(l.accept("t") && (isSpace(l.peek()) || l.peek() == '(')) {
-				return l.lexIdentifier
-			}
-			l.emit(Not)
-		case isAlphaNumeric(r):
+			continue
+		}
+		if isAlphaNumeric(r) {
 			return l.lexIdentifier
 		}
+		// PaV: as Jinja, a character that starts no token is an error
+		// (upstream glued it to the next token: `0 #% 0` was a modulo).
+		return l.errorf(`unexpected char %q`, r)
 	}
+}
+
+// singleCharTokens are the operators and punctuation of one character that
+// never start a longer token.
+var singleCharTokens = map[rune]Type{',': Comma, '|': Pipe, '~': Tilde, ':': Colon, '.': Dot, '%': Modulo}
+
+// twoCharTokens are the tokens of one character that may be followed by a
+// second: the token without it, the second, and the token with it.
+var twoCharTokens = map[rune]struct {
+	one    Type
+	second string
+	two    Type
+}{
+	'/': {Division, "/", FloorDivision},
+	'<': {LowerThan, "=", LowerThanOrEqual},
+	'>': {GreaterThan, "=", GreaterThanOrEqual},
+	'*': {Multiply, "*", Power},
+	'=': {Assign, "=", Equals},
+}
+
+// lexOperator lexes an operator, punctuation or bracket starting with r:
+// done tells whether r starts one; next is where lexing goes on, nil for
+// the rest of the expression.
+func (l *Lexer) lexOperator(r rune) (next lexFn, done bool) {
+	if t, ok := singleCharTokens[r]; ok {
+		l.emit(t)
+		return nil, true
+	}
+	if t, ok := twoCharTokens[r]; ok {
+		if l.accept(t.second) {
+			l.emit(t.two)
+		} else {
+			l.emit(t.one)
+		}
+		return nil, true
+	}
+	switch r {
+	case '+', '-':
+		return l.lexSign(r), true
+	case '!':
+		if !l.accept("=") {
+			l.errorf(`Unexpected "!"`)
+			return stopLexing, true
+		}
+		l.emit(Ne)
+		return nil, true
+	case '(', '{', '[', ')', '}', ']':
+		return l.lexBracket(r), true
+	}
+	return nil, false
+}
+
+// stopLexing ends the lexing.
+func stopLexing() lexFn { return nil }
+
+// lexSign lexes + or -, which may start the end of a tag (`+%}`, `-}}`);
+// nil for the rest of the expression.
+func (l *Lexer) lexSign(r rune) lexFn {
+	if l.hasPrefix(l.Config.BlockEndString) {
+		l.backup()
+		return l.lexBlockEnd
+	}
+	if r == '-' && l.hasPrefix(l.Config.VariableEndString) {
+		l.backup()
+		return l.lexVariableEnd
+	}
+	if r == '+' {
+		l.emit(Addition)
+	} else {
+		l.emit(Subtraction)
+	}
+	return nil
+}
+
+// lexBracket lexes a bracket, checking that each closes the last opened;
+// nil for the rest of the expression.
+func (l *Lexer) lexBracket(r rune) lexFn {
+	switch r {
+	case '(':
+		l.emit(LeftParenthesis)
+		l.pushDelimiter(')')
+	case '{':
+		l.emit(LeftBrace)
+		l.pushDelimiter('}')
+	case '[':
+		l.emit(LeftBracket)
+		l.pushDelimiter(']')
+	default:
+		if !l.popDelimiter(r) {
+			return stopLexing
+		}
+		l.emit(map[rune]Type{')': RightParenthesis, '}': RightBrace, ']': RightBracket}[r])
+	}
+	return nil
+}
+
+// lexKeyword lexes the operators that are words (in, is, and, or, not)
+// starting with r: done tells whether r may start one; next is
+// lexIdentifier when the word turned out to be a name, nil when the
+// operator was emitted.
+func (l *Lexer) lexKeyword(r rune) (next lexFn, done bool) {
+	switch {
+	case r == 'i' && l.accept("n"):
+		return l.keyword(In, isSpace(l.peek())), true
+	case r == 'i' && l.accept("s"):
+		return l.keyword(Is, isSpace(l.peek())), true
+	case r == 'a' && l.accept("n"):
+		return l.keyword(And, l.accept("d") && isSpace(l.peek())), true
+	case r == 'o' && l.accept("r"):
+		return l.keyword(Or, isSpace(l.peek())), true
+	case r == 'n' && l.accept("o"):
+		return l.keyword(Not, l.accept("t") && (isSpace(l.peek()) || l.peek() == '(')), true
+	}
+	return nil, false
+}
+
+// keyword emits t if the word read is the whole keyword, else lexes a name.
+func (l *Lexer) keyword(t Type, whole bool) lexFn {
+	if !whole {
+		return l.lexIdentifier
+	}
+	l.emit(t)
+	return nil
 }
 
 func (l *Lexer) lexSpace() lexFn {

@@ -75,6 +75,7 @@ func callParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, 
 		return nil, err
 	}
 	cs.Caller.Wrapper = wrapper
+	takeImplicitArgs(cs.Caller)
 	if !endargs.End() {
 		return nil, endargs.Error("endcall takes no arguments", nil)
 	}

@@ -126,8 +126,13 @@ func (li *LoopInfos) Call(va *exec.VarArgs) *exec.Value {
 
 func (fcs *ForControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) (forError error) {
 	obj := r.Eval(fcs.ObjectEvaluator)
-	if obj.IsError() {
+	switch {
+	case obj.IsError():
 		return obj
+	case obj.IsUndefined(): // PaV: as in Jinja, undefined iterates as empty, none is an error
+		obj = exec.AsValue([]any{})
+	case obj.IsNil():
+		return r.Evaluator().Raise(errors.New("'NoneType' object is not iterable"))
 	}
 	return fcs.renderIterable(r, obj, 1)
 }
@@ -249,7 +254,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		loop.revindex0 = length - (idx + 1)
 
 		if idx == 0 {
-			loop.PrevItem = exec.AsValue(nil)
+			loop.PrevItem = exec.Undefined("there is no previtem") // PaV: as Jinja's
 		} else {
 			pp := items.Pairs[idx-1]
 			if pp.Value != nil {
@@ -260,7 +265,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		}
 
 		if idx == length-1 {
-			loop.NextItem = exec.AsValue(nil)
+			loop.NextItem = exec.Undefined("there is no nextitem")
 		} else {
 			np := items.Pairs[idx+1]
 			if np.Value != nil {
@@ -270,7 +275,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			}
 		}
 
-		err := sub.ExecuteWrapper(fcs.BodyWrapper)
+		err := sub.Enter(func() error { return sub.ExecuteWrapper(fcs.BodyWrapper) })
 		if err != nil {
 			// Unwrap through any error wrapping (e.g. errors.Wrapf) added by
 			// intermediate control structures like {% if %}.

@@ -57,6 +57,7 @@ func macroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure,
 		return nil, err
 	}
 	macro.Wrapper = wrapper
+	takeImplicitArgs(macro)
 
 	if !endargs.End() {
 		return nil, endargs.Error("Arguments not allowed here.", nil)
@@ -65,6 +66,24 @@ func macroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure,
 	p.Template.Macros[macro.Name] = macro
 
 	return &MacroControlStructure{macro}, nil
+}
+
+// takeImplicitArgs lets a macro take extra positional (keyword) arguments
+// when its body refers to varargs (kwargs), as in Jinja (PaV); gonja wants
+// them declared as *varargs (**kwargs).
+func takeImplicitArgs(macro *nodes.Macro) {
+	(&nodes.Walker{Visit: func(n nodes.Node) {
+		name, ok := n.(*nodes.Name)
+		if !ok || name.Name == nil {
+			return
+		}
+		switch {
+		case name.Name.Val == "varargs" && macro.VarArgsName == "":
+			macro.VarArgsName = "varargs"
+		case name.Name.Val == "kwargs" && macro.KwArgsName == "":
+			macro.KwArgsName = "kwargs"
+		}
+	}}).Walk(macro.Wrapper)
 }
 
 // parseSignature parses a macro's parameters after its '(' through the
@@ -121,9 +140,10 @@ func parseSignature(p *parser.Parser, args *parser.Parser, macro *nodes.Macro) e
 						Location: argName,
 						Error:    fmt.Errorf("parameter \"%s\" was not provided", argName.Val),
 					}
-				} else {
-					arg.Value = &nodes.None{
+				} else { // PaV: undefined, as in Jinja (upstream: none)
+					arg.Value = &nodes.Undefined{
 						Location: argName,
+						Reason:   fmt.Sprintf("parameter '%s' was not provided", argName.Val),
 					}
 				}
 				macro.Kwargs = append(macro.Kwargs, arg)

@@ -5,9 +5,9 @@ import "github.com/nikolalohinski/gonja/v2/exec"
 
 var All = exec.Methods{
 	Bool:  boolMethods,
-	Str:   strMethods,
+	Str:   strMethods.With(pyStrMethods),
 	Int:   intMethods,
 	Float: floatMethods,
-	Dict:  dictMethods,
+	Dict:  dictMethods.With(pyDictMethods),
 	List:  listMethods,
 }

@@ -1,4 +1,4 @@
-package jinja
+package methods
 
 import (
 	"fmt"
@@ -6,25 +6,26 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
-// strMethods replace gonja's versions of Python str methods whose defaults or
+// pyStrMethods replace gonja's versions of Python str methods whose defaults or
 // results differ from Python's (replace without count, center/ljust/rjust
 // without fillchar, split/rsplit without separator or with maxsplit,
 // strip/lstrip/rstrip without chars, index/rindex missing).
-var strMethods = map[string]exec.Method[string]{
+var pyStrMethods = map[string]exec.Method[string]{
 	"replace": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		p, err := methodArgs("replace", a, 2, 3, "old", "new", "count")
+		p, err := exec.MethodArgs("replace", a, 2, 3, "old", "new", "count")
 		if err != nil {
 			return nil, err
 		}
 		count := int64(-1)
 		if p[2] != nil {
-			if !isInt(p[2]) {
+			if !exec.IsInt(p[2]) {
 				return nil, fmt.Errorf("replace(): count must be an integer")
 			}
-			count = asInt(p[2])
+			count = exec.AsInt(p[2])
 		}
 		if !p[0].IsString() || !p[1].IsString() {
 			return nil, fmt.Errorf("replace() arguments must be strings")
@@ -33,13 +34,6 @@ var strMethods = map[string]exec.Method[string]{
 			count = -1
 		}
 		old, repl := p[0].String(), p[1].String()
-		n := strings.Count(s, old)
-		if count >= 0 && int64(n) > count {
-			n = int(count)
-		}
-		if len(s)+n*len(repl) > maxOutputBytes {
-			return nil, fmt.Errorf("replace(): result too large")
-		}
 		return strings.Replace(s, old, repl, int(count)), nil
 	},
 	"center": padMethod("center"),
@@ -53,17 +47,66 @@ var strMethods = map[string]exec.Method[string]{
 	"index":  indexMethod(false),
 	"rindex": indexMethod(true),
 	"count":  countMethod,
+	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("expandtabs", a, 0, 1, "tabsize")
+		if err != nil {
+			return nil, err
+		}
+		size := int64(8)
+		if p[0] != nil {
+			if !exec.IsInt(p[0]) {
+				return nil, fmt.Errorf("expandtabs(): tabsize must be an integer")
+			}
+			size = exec.AsInt(p[0])
+		}
+		return expandTabs(s, size), nil
+	},
+	"format_map": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if len(a.Args) != 1 || len(a.KwArgs) != 0 || !a.Args[0].IsDict() {
+			return nil, fmt.Errorf("format_map() takes exactly one mapping")
+		}
+		kwargs := map[string]any{}
+		for _, k := range a.Args[0].Keys() {
+			v, _ := a.Args[0].GetItem(k.Interface())
+			kwargs[k.String()] = v.Interface()
+		}
+		return pystring.PyString(s).Format(nil, kwargs)
+	},
+}
+
+// expandTabs is Python's str.expandtabs: each tab advances to the next
+// multiple of size columns, counted from the last newline.
+func expandTabs(s string, size int64) string {
+	var b strings.Builder
+	col := int64(0)
+	for _, r := range s {
+		switch r {
+		case '\t':
+			if size > 0 {
+				n := size - col%size
+				b.WriteString(strings.Repeat(" ", int(n)))
+				col += n
+			}
+		case '\n', '\r':
+			b.WriteRune(r)
+			col = 0
+		default:
+			b.WriteRune(r)
+			col++
+		}
+	}
+	return b.String()
 }
 
 // countMethod is Python's str.count(sub[, start[, end]]): non-overlapping
 // occurrences in s[start:end] (gonja's counts only up to the first match).
 func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-	p, err := methodArgs("count", a, 1, 3, "sub", "start", "end")
+	p, err := exec.MethodArgs("count", a, 1, 3, "sub", "start", "end")
 	if err != nil {
 		return nil, err
 	}
 	if !p[0].IsString() {
-		return nil, fmt.Errorf("count() argument must be str, not %s", pyType(p[0]))
+		return nil, fmt.Errorf("count() argument must be str, not %s", exec.PyType(p[0]))
 	}
 	r := []rune(s)
 	n := int64(len(r))
@@ -71,10 +114,10 @@ func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		if v == nil || v.IsNil() {
 			return dflt, nil
 		}
-		if !isInt(v) {
+		if !exec.IsInt(v) {
 			return 0, fmt.Errorf("slice indices must be integers or None")
 		}
-		i := asInt(v)
+		i := exec.AsInt(v)
 		if i < 0 {
 			i += n
 		}
@@ -101,43 +144,13 @@ func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 	return int64(strings.Count(string(r[start:end]), p[0].String())), nil
 }
 
-// methodArgs binds positional and keyword arguments to names, Python-style;
-// missing optional ones are nil.
-func methodArgs(method string, a *exec.VarArgs, min, max int, names ...string) ([]*exec.Value, error) {
-	out := make([]*exec.Value, len(names))
-	if len(a.Args) > max {
-		return nil, fmt.Errorf("%s() takes at most %d arguments (%d given)", method, max, len(a.Args))
-	}
-	copy(out, a.Args)
-	for k, v := range a.KwArgs {
-		found := false
-		for i, n := range names {
-			if n == k && i < max {
-				if out[i] != nil {
-					return nil, fmt.Errorf("%s() got multiple values for argument '%s'", method, k)
-				}
-				out[i], found = v, true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", method, k)
-		}
-	}
-	for i := 0; i < min; i++ {
-		if out[i] == nil {
-			return nil, fmt.Errorf("%s() missing required argument '%s'", method, names[i])
-		}
-	}
-	return out, nil
-}
-
 func padMethod(name string) exec.Method[string] {
 	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		p, err := methodArgs(name, a, 1, 2, "width", "fillchar")
+		p, err := exec.MethodArgs(name, a, 1, 2, "width", "fillchar")
 		if err != nil {
 			return nil, err
 		}
-		if !isInt(p[0]) {
+		if !exec.IsInt(p[0]) {
 			return nil, fmt.Errorf("%s(): width must be an integer", name)
 		}
 		fill := " "
@@ -147,10 +160,7 @@ func padMethod(name string) exec.Method[string] {
 			}
 			fill = p[1].String()
 		}
-		width := asInt(p[0])
-		if width > maxWidth {
-			return nil, fmt.Errorf("%s(): argument %d too large", name, width)
-		}
+		width := exec.AsInt(p[0])
 		marg := int(width) - utf8.RuneCountInString(s)
 		if marg <= 0 {
 			return s, nil
@@ -172,16 +182,16 @@ func splitMethod(right bool) exec.Method[string] {
 		name = "rsplit"
 	}
 	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		p, err := methodArgs(name, a, 0, 2, "sep", "maxsplit")
+		p, err := exec.MethodArgs(name, a, 0, 2, "sep", "maxsplit")
 		if err != nil {
 			return nil, err
 		}
 		max := int64(-1)
 		if p[1] != nil {
-			if !isInt(p[1]) {
+			if !exec.IsInt(p[1]) {
 				return nil, fmt.Errorf("%s(): maxsplit must be an integer", name)
 			}
-			max = asInt(p[1])
+			max = exec.AsInt(p[1])
 		}
 		var parts []string
 		if p[0] == nil || p[0].IsNil() {
@@ -264,7 +274,7 @@ func reverse(s []string) {
 
 func stripMethod(name string) exec.Method[string] {
 	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		p, err := methodArgs(name, a, 0, 1, "chars")
+		p, err := exec.MethodArgs(name, a, 0, 1, "chars")
 		if err != nil {
 			return nil, err
 		}
@@ -300,5 +310,28 @@ func indexMethod(right bool) exec.Method[string] {
 			return nil, fmt.Errorf("substring not found")
 		}
 		return int64(utf8.RuneCountInString(s[:i])), nil
+	}
+}
+
+// pyDictMethods keep Python's order of keys (gonja's sort them): see exec.PyKeys.
+var pyDictMethods = map[string]exec.Method[map[string]any]{
+	"keys":   dictView(func(_ map[string]any, k string) any { return k }),
+	"values": dictView(func(self map[string]any, k string) any { return self[k] }),
+	"items":  dictView(func(self map[string]any, k string) any { return []any{k, self[k]} }),
+}
+
+// dictView is a dict method returning one element per key, in Python's
+// order (see pyKeys).
+func dictView(elem func(self map[string]any, key string) any) exec.Method[map[string]any] {
+	return func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+		if err := args.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		keys := exec.PyKeys(self, v)
+		out := make([]any, len(keys))
+		for i, k := range keys {
+			out[i] = elem(self, k)
+		}
+		return out, nil
 	}
 }

@@ -1,0 +1,577 @@
+package builtins
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// Python's semantics for Jinja's filters and tests where gonja's differ (PaV).
+func init() {
+	for name, f := range map[string]exec.FilterFunction{
+		"default": filterPyDefault, "d": filterPyDefault, "dictsort": filterPyDictSort, "urlencode": filterPyURLEncode,
+		"round": filterPyRound, "string": filterPyString, "format": filterPyFormat, "sum": filterPySum,
+		"int": filterPyInt(filterInteger), "sort": filterSortChecked(filterSort), "pprint": filterPyPPrint,
+		"wordwrap": filterPyWordwrap, "items": filterPyItems,
+		"select": filterSelectChecked("select", filterSelect), "reject": filterSelectChecked("reject", filterReject),
+		"selectattr": filterSelectChecked("selectattr", filterSelectAttr), "rejectattr": filterSelectChecked("rejectattr", filterRejectAttr),
+	} {
+		must(Filters.Replace(name, f))
+	}
+	for name, t := range map[string]exec.TestFunction{
+		"defined": testPyDefined, "undefined": testPyUndefined, "none": testPyNone,
+		"sequence": testPySequence, "filter": testPyFilter, "test": testPyTest,
+		"true": testPyTrue, "false": testPyFalse, "escaped": testPyEscaped,
+	} {
+		must(Tests.Replace(name, t))
+	}
+	for name, op := range map[string]string{"lt": "<", "<": "<", "le": "<=", "<=": "<=", "gt": ">", ">": ">", "ge": ">=", ">=": ">=",
+		"lessthan": "<", "greaterthan": ">"} {
+		if Tests.Exists(name) {
+			must(Tests.Replace(name, testOrder(op)))
+		}
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// raise fails the rendering (exec.Evaluator.Raise) with msg.
+func raise(e *exec.Evaluator, msg string) *exec.Value {
+	return e.Raise(errors.New(msg))
+}
+
+// filterPyDictSort is Jinja's dictsort(value, case_sensitive=false, by='key',
+// reverse=false): the mapping's (key, value) pairs, sorted. gonja's returns
+// pairs a for loop cannot unpack.
+func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	p, err := exec.MethodArgs("dictsort", params, 0, 3, "case_sensitive", "by", "reverse")
+	if err != nil {
+		return raise(e, "filter dictsort: "+err.Error())
+	}
+	m, ok := in.ToGoSimpleType(false).(map[string]interface{})
+	if !in.IsDict() || !ok {
+		return raise(e, "filter dictsort expects a mapping, got "+exec.PyType(in))
+	}
+	caseSensitive := p[0] != nil && p[0].IsTrue()
+	byValue := false
+	if p[1] != nil {
+		switch p[1].String() {
+		case "key":
+		case "value":
+			byValue = true
+		default:
+			return raise(e, "filter dictsort: you can only sort by either 'key' or 'value'")
+		}
+	}
+	reverse := p[2] != nil && p[2].IsTrue()
+	pairs := make([][2]interface{}, 0, len(m))
+	for k, v := range m {
+		pairs = append(pairs, [2]interface{}{k, v})
+	}
+	idx := 0
+	if byValue {
+		idx = 1
+	}
+	var cmpErr error
+	sort.SliceStable(pairs, func(i, j int) bool {
+		c, err := exec.PyCompare(pairs[i][idx], pairs[j][idx], caseSensitive)
+		if err != nil && cmpErr == nil {
+			cmpErr = err
+		}
+		if c == 0 && byValue { // equal values: Python keeps insertion order; we use the key
+			c, _ = exec.PyCompare(pairs[i][0], pairs[j][0], true)
+		}
+		if reverse {
+			return c > 0
+		}
+		return c < 0
+	})
+	if cmpErr != nil {
+		return raise(e, "filter dictsort: "+cmpErr.Error())
+	}
+	out := make([]interface{}, len(pairs))
+	for i, kv := range pairs {
+		out[i] = []interface{}{kv[0], kv[1]}
+	}
+	return exec.AsValue(out)
+}
+
+// filterPyURLEncode is Jinja's urlencode: a string (or other scalar) is quoted
+// with only "/" left safe; a mapping or a list of pairs becomes a query
+// string (mapping keys sorted, as Go maps have no order).
+func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if len(params.Args) > 0 || len(params.KwArgs) > 0 {
+		return raise(e, "filter urlencode takes no arguments")
+	}
+	switch {
+	case in.IsDict():
+		m, ok := in.ToGoSimpleType(false).(map[string]interface{})
+		if !ok {
+			return raise(e, "filter urlencode: unsupported mapping")
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = urlQuote(k, true) + "=" + urlQuote(exec.PyStr(exec.AsValue(m[k])), true)
+		}
+		return exec.AsValue(strings.Join(parts, "&"))
+	case in.IsList():
+		parts := make([]string, in.Len())
+		for i := range parts {
+			kv := in.Index(i)
+			if !kv.IsList() || kv.Len() != 2 {
+				return raise(e, "filter urlencode: a list must hold (key, value) pairs")
+			}
+			parts[i] = urlQuote(exec.PyStr(kv.Index(0)), true) + "=" + urlQuote(exec.PyStr(kv.Index(1)), true)
+		}
+		return exec.AsValue(strings.Join(parts, "&"))
+	case in.IsNil():
+		return raise(e, "filter urlencode: value is undefined or none")
+	}
+	return exec.AsValue(urlQuote(exec.PyStr(in), false))
+}
+
+// urlQuote is Python's urllib.parse.quote(s, safe="/"), or with safe="" and
+// spaces as "+" for query strings.
+func urlQuote(s string, forQS bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '_', c == '.', c == '-', c == '~', c == '/' && !forQS:
+			b.WriteByte(c)
+		case c == ' ' && forQS:
+			b.WriteByte('+')
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// filterPyRound is Jinja's round(value, precision=0, method='common'):
+// Python's round() (half to even, an int stays an int) or floor/ceil scaled
+// by 10**precision (always a float).
+func filterPyRound(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	p, err := exec.MethodArgs("round", params, 0, 2, "precision", "method")
+	if err != nil {
+		return raise(e, "filter round: "+err.Error())
+	}
+	if !exec.IsNum(in) {
+		return raise(e, "filter round expects a number, got "+exec.PyType(in))
+	}
+	precision := int64(0)
+	if p[0] != nil {
+		if !exec.IsInt(p[0]) {
+			return raise(e, "filter round: precision must be an integer")
+		}
+		precision = exec.AsInt(p[0])
+	}
+	if precision > 400 || precision < -400 {
+		return raise(e, fmt.Sprintf("filter round: precision %d too large", precision))
+	}
+	method := "common"
+	if p[1] != nil {
+		method = p[1].String()
+	}
+	switch method {
+	case "common":
+		if exec.IsInt(in) {
+			return exec.AsValue(roundInt(exec.AsInt(in), precision))
+		}
+		return exec.AsValue(roundFloat(in.Float(), precision))
+	case "floor", "ceil":
+		scale := math.Pow(10, float64(precision))
+		f := math.Floor
+		if method == "ceil" {
+			f = math.Ceil
+		}
+		return exec.AsValue(f(exec.AsFloat(in)*scale) / scale)
+	}
+	return raise(e, "filter round: method must be common, ceil or floor")
+}
+
+// roundFloat is Python's round(x, n) on a float: correctly rounded, ties to even.
+func roundFloat(x float64, n int64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	if n >= 0 {
+		r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'f', int(n), 64), 64)
+		if err != nil {
+			return x
+		}
+		return r
+	}
+	scale := math.Pow(10, float64(-n))
+	return math.RoundToEven(x/scale) * scale
+}
+
+// roundInt is Python's round(i, n) on an int: unchanged unless n < 0.
+func roundInt(i, n int64) int64 {
+	if n >= 0 {
+		return i
+	}
+	if n < -18 {
+		return 0
+	}
+	m := int64(1)
+	for ; n < 0; n++ {
+		m *= 10
+	}
+	q, r := i/m, i%m
+	if r < 0 {
+		q, r = q-1, r+m
+	}
+	if 2*r > m || (2*r == m && q%2 != 0) {
+		q++
+	}
+	return q * m
+}
+
+// filterInt is Jinja's int: as gonja's, except that a boolean is 1 or 0
+// (Python's int(True)); gonja's gives the default.
+func filterPyInt(f exec.FilterFunction) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsBool() {
+			if in.Bool() {
+				return exec.AsValue(int64(1))
+			}
+			return exec.AsValue(int64(0))
+		}
+		return f(e, in, params)
+	}
+}
+
+// filterPySum is Jinja's sum(iterable, attribute=None, start=0): Python's +
+// over the items (gonja's adds float64s, skips non-numbers, and turns 1.0
+// into 1). A missing attribute is undefined, which cannot be added.
+func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	p, err := exec.MethodArgs("sum", params, 0, 2, "attribute", "start")
+	if err != nil {
+		return raise(e, "filter sum: "+err.Error())
+	}
+	if !in.IsList() && !in.IsDict() && !in.IsString() {
+		return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyType(in)))
+	}
+	acc := exec.AsValue(int64(0))
+	if p[1] != nil {
+		acc = p[1]
+	}
+	var failure string
+	in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
+		if p[0] != nil && !p[0].IsNil() {
+			for _, part := range strings.Split(p[0].String(), ".") {
+				v, found := exec.AsValue(nil), false
+				if item.IsDict() {
+					v, found = item.Get(part)
+				} else if i, err := strconv.Atoi(part); err == nil && item.IsList() && i >= 0 && i < item.Len() {
+					v, found = item.Index(i), true
+				}
+				if !found {
+					failure = fmt.Sprintf("'%s object' has no attribute '%s'", exec.TypeName(item), part)
+					return false
+				}
+				item = v
+			}
+		}
+		v, err := exec.PyArith("+", acc, item, false, exec.Limits{})
+		if err != nil {
+			failure = err.Error()
+			return false
+		}
+		acc = exec.AsValue(v)
+		return true
+	}, func() {})
+	if failure != "" {
+		return raise(e, "filter sum: "+failure)
+	}
+	return acc
+}
+
+// filterSortChecked is gonja's sort, except that sorting strings together
+// with numbers is an error, as in Python (gonja orders them somehow).
+func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr && in.IsList() {
+			var str, num *exec.Value
+			for i := 0; i < in.Len(); i++ {
+				switch v := in.Index(i); {
+				case v.IsString():
+					str = v
+				case exec.IsNum(v):
+					num = v
+				}
+			}
+			if str != nil && num != nil {
+				return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of 'str' and '%s'", exec.PyType(num)))
+			}
+		}
+		return f(e, in, params)
+	}
+}
+
+// filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
+// except that an unknown test is an error, as in Jinja (gonja selects
+// nothing).
+func filterSelectChecked(name string, f exec.FilterFunction) exec.FilterFunction {
+	testArg := 0
+	if strings.HasSuffix(name, "attr") {
+		testArg = 1
+	}
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		if len(params.Args) > testArg {
+			test := params.Args[testArg].String()
+			if !params.Args[testArg].IsString() || !e.Environment.Tests.Exists(test) {
+				return raise(e, fmt.Sprintf("filter %s: no test named '%s'", name, test))
+			}
+		}
+		return f(e, in, params)
+	}
+}
+
+// testPySequence is Jinja's sequence test: anything with a length and items,
+// so strings and mappings too (gonja's accepts only lists).
+func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsList() || in.IsString() || in.IsDict(), nil
+}
+
+// testPyFilter and testPyTest are Jinja's `filter` and `test` tests: whether a
+// filter (test) of that name exists.
+func testPyFilter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsString() && e.Environment.Filters.Exists(in.String()), nil
+}
+
+func testPyTest(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsString() && e.Environment.Tests.Exists(in.String()), nil
+}
+
+// testOrder is Jinja's lt/le/gt/ge test: Python's comparison (gonja's
+// compares only numbers, and is false for anything else). Its error is
+// fatal: select and reject would otherwise take it for false.
+func testOrder(op string) exec.TestFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+		if in.IsError() {
+			return false, in.Interface().(error)
+		}
+		if len(params.Args) != 1 || len(params.KwArgs) != 0 {
+			return false, fmt.Errorf("test %s takes exactly one argument", op)
+		}
+		v, err := exec.PyArith(op, in, params.Args[0], false, exec.Limits{})
+		if err != nil {
+			e.Raise(err)
+			return false, err
+		}
+		return v.(bool), nil
+	}
+}
+
+// filterPyString is Jinja's string filter: Python's str(), so that none
+// inside a list or dict prints as None (gonja prints nothing).
+func filterPyString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	return exec.AsValue(exec.PyStr(in))
+}
+
+// filterPyFormat is Jinja's format filter: Python's `value % args` (or
+// `value % kwargs` when keyword arguments are given).
+func filterPyFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	var limits exec.Limits
+	if e.Environment.Hooks != nil {
+		limits = e.Environment.Hooks.Limits
+	}
+	var s string
+	var err error
+	if len(params.KwArgs) > 0 {
+		if len(params.Args) > 0 {
+			return raise(e, "format filter: can't handle positional and keyword arguments at the same time")
+		}
+		m := map[string]interface{}{}
+		for k, v := range params.KwArgs {
+			m[k] = v.Interface()
+		}
+		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(m), false, limits)
+	} else {
+		items := make([]interface{}, len(params.Args))
+		for i, a := range params.Args {
+			items[i] = a.Interface()
+		}
+		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(items), true, limits)
+	}
+	if err != nil {
+		return raise(e, "format: "+err.Error())
+	}
+	return exec.AsValue(s)
+}
+
+// filterPyDefault is Jinja's default(value, default_value=”, boolean=false):
+// it replaces an undefined (with boolean, any falsy) value but, unlike
+// gonja's, keeps none and never hides an error.
+func filterPyDefault(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	p, err := exec.MethodArgs("default", params, 0, 2, "default_value", "boolean")
+	if err != nil {
+		return raise(e, "filter default: "+err.Error())
+	}
+	def := exec.AsValue("")
+	if p[0] != nil {
+		def = p[0]
+	}
+	if in.IsUndefined() || (p[1] != nil && p[1].IsTrue() && !in.IsTrue()) {
+		return def
+	}
+	return in
+}
+
+// testPyDefined, testPyUndefined and testPyNone tell undefined from none.
+func testPyDefined(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return !in.IsUndefined(), nil
+}
+
+func testPyUndefined(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+	d, err := testPyDefined(e, in, params)
+	return !d, err
+}
+
+func testPyNone(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.IsNil() && !in.IsUndefined(), nil
+}
+
+// testPyTrue and testPyFalse are Jinja's: the value is the boolean itself
+// (gonja's asked whether it was truthy).
+func testPyTrue(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	return in.IsBool() && in.Bool(), nil
+}
+
+func testPyFalse(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	return in.IsBool() && !in.Bool(), nil
+}
+
+// testPyEscaped is Jinja's escaped: the value is markup (safe, or escaped
+// by a filter).
+func testPyEscaped(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+	if in.IsError() {
+		return false, in.Interface().(error)
+	}
+	return in.Safe, nil
+}
+
+// filterPyPPrint is pprint for the short values templates print: Python's
+// repr() (gonja's dumped Go structures).
+func filterPyPPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	return exec.AsValue(exec.PyRepr(in))
+}
+
+// filterPyWordwrap is Jinja's wordwrap(width=79, break_long_words=true,
+// wrapstring=None, break_on_hyphens=true) on gonja's, which breaks lines
+// only between words: a word longer than the width is an error unless
+// break_long_words is false (Jinja would cut it), and wrapstring joins the
+// lines.
+func filterPyWordwrap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	p, err := exec.MethodArgs("wordwrap", params, 0, 4, "width", "break_long_words", "wrapstring", "break_on_hyphens")
+	if err != nil {
+		return raise(e, "filter wordwrap: "+err.Error())
+	}
+	args := exec.NewVarArgs()
+	width := int64(79)
+	if p[0] != nil {
+		args.Args = append(args.Args, p[0])
+		width = exec.AsInt(p[0])
+	}
+	if p[1] == nil || p[1].IsTrue() {
+		for _, word := range strings.Fields(in.String()) {
+			if int64(len([]rune(word))) > width && width > 0 {
+				return raise(e, "filter wordwrap: cutting words longer than the width is not supported (pass break_long_words=false)")
+			}
+		}
+	}
+	out := filterWordwrap(e, in, args)
+	if p[2] != nil && !p[2].IsNil() && out.IsString() {
+		return exec.AsValue(strings.ReplaceAll(out.String(), "\n", p[2].String()))
+	}
+	return out
+}
+
+// filterPyItems is Jinja's items: a mapping's (key, value) pairs in Python's
+// order (exec.PyKeys), as pairs a for loop unpacks; nothing for undefined.
+func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if len(params.Args) > 0 || len(params.KwArgs) > 0 {
+		return raise(e, "filter items takes no arguments")
+	}
+	if in.IsUndefined() {
+		return exec.AsValue([]any{})
+	}
+	m, ok := in.ToGoSimpleType(false).(map[string]any)
+	if !in.IsDict() || !ok {
+		return raise(e, "Can only get item pairs from a mapping.")
+	}
+	keys := exec.PyKeys(m, in)
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = []any{k, m[k]}
+	}
+	return exec.AsValue(out)
+}

@@ -1,0 +1,739 @@
+package exec
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Python's semantics for Jinja's operators and the values they print (PaV):
+// gonja's differ (float powers, truncating division, +Inf on division by
+// zero, silent int64 wrap-around, 'a' + 1 = "a1", undefined + 3 = 3, 1 < 'a'
+// and none < 1 true).
+
+// Limits bound what one operation may build (PaV); zero is no bound.
+type Limits struct {
+	StringBytes int // a string built by +, *, ~ or %
+	ListItems   int // a list built by + or *
+	Width       int // a width or precision of a % conversion
+}
+
+func exceeds(n int64, limit int) bool { return limit > 0 && n > int64(limit) }
+
+// IsInt: Python ints, which include bools.
+func IsInt(v *Value) bool { return v.IsInteger() || v.IsBool() }
+func IsNum(v *Value) bool { return v.IsNumber() || v.IsBool() }
+func AsInt(v *Value) int64 {
+	if v.IsBool() {
+		if v.Bool() {
+			return 1
+		}
+		return 0
+	}
+	return toInt64(v.Interface())
+}
+func AsFloat(v *Value) float64 {
+	if IsInt(v) {
+		return float64(AsInt(v))
+	}
+	return v.Float()
+}
+
+// PyType names a value's Python type for error messages.
+func PyType(v *Value) string {
+	switch {
+	case v.IsNil():
+		return "NoneType (or undefined)"
+	case v.IsBool():
+		return "bool"
+	case v.IsInteger():
+		return "int"
+	case v.IsFloat():
+		return "float"
+	case v.IsString():
+		return "str"
+	case v.IsList():
+		return "list"
+	case v.IsDict():
+		return "dict"
+	}
+	return otherType(v)
+}
+
+// otherType names what is neither none, a number, a string, a list nor a
+// mapping, as Python would (never a Go type: templates' authors see it).
+func otherType(v *Value) string {
+	if v.IsCallable() {
+		return "function"
+	}
+	return "object"
+}
+
+var errOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")
+
+func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error) {
+	if op == "%" && l.IsString() {
+		return PyFormat(l.String(), r, tuple, lim)
+	}
+	switch op {
+	case "<", "<=", ">", ">=":
+		c, err := PyOrder(op, l, r)
+		if err != nil {
+			return nil, err
+		}
+		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0, nil
+	case "+", "*":
+		if v, done, err := seqArith(op, l, r, lim); done {
+			return v, err
+		}
+	}
+	if !IsNum(l) || !IsNum(r) {
+		return nil, fmt.Errorf("unsupported operand type(s) for %s: '%s' and '%s'", op, PyType(l), PyType(r))
+	}
+	if IsInt(l) && IsInt(r) {
+		return intArith(op, AsInt(l), AsInt(r))
+	}
+	return floatArith(op, AsFloat(l), AsFloat(r))
+}
+
+// seqArith is + and * of strings and lists: joined or repeated; done is
+// false for numbers.
+func seqArith(op string, l, r *Value, lim Limits) (v interface{}, done bool, err error) {
+	switch {
+	case op == "*" && (l.IsString() || l.IsList()) && IsInt(r):
+		v, err = repeat(l, AsInt(r), lim)
+		return v, true, err
+	case op == "*" && IsInt(l) && (r.IsString() || r.IsList()):
+		v, err = repeat(r, AsInt(l), lim)
+		return v, true, err
+	case op == "*":
+		return nil, false, nil
+	case l.IsString() && r.IsString():
+		if exceeds(int64(len(l.String())+len(r.String())), lim.StringBytes) {
+			return nil, true, fmt.Errorf("string too long")
+		}
+		return l.String() + r.String(), true, nil
+	case l.IsList() && r.IsList():
+		if exceeds(int64(l.Len()+r.Len()), lim.ListItems) {
+			return nil, true, fmt.Errorf("list too long (more than %d items)", lim.ListItems)
+		}
+		out := make([]interface{}, 0, l.Len()+r.Len())
+		for _, v := range []*Value{l, r} {
+			for i := 0; i < v.Len(); i++ {
+				out = append(out, v.Index(i).Interface())
+			}
+		}
+		return out, true, nil
+	case l.IsString() && !l.IsNil():
+		return nil, true, fmt.Errorf("can only concatenate str (not %q) to str", PyType(r))
+	}
+	return nil, false, nil
+}
+
+func floatArith(op string, a, b float64) (interface{}, error) {
+	switch op {
+	case "+":
+		return a + b, nil
+	case "-":
+		return a - b, nil
+	case "*":
+		return a * b, nil
+	case "/":
+		if b == 0 {
+			return nil, fmt.Errorf("division by zero")
+		}
+		return a / b, nil
+	case "//":
+		if b == 0 {
+			return nil, fmt.Errorf("float floor division by zero")
+		}
+		return math.Floor(a / b), nil
+	case "%":
+		if b == 0 {
+			return nil, fmt.Errorf("float modulo")
+		}
+		m := math.Mod(a, b)
+		if m != 0 && ((m < 0) != (b < 0)) {
+			m += b
+		}
+		return m, nil
+	case "**":
+		return floatPow(a, b)
+	}
+	return nil, fmt.Errorf("unsupported operator %s", op)
+}
+
+func floatPow(a, b float64) (interface{}, error) {
+	if a == 0 && b < 0 {
+		return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+	}
+	if a < 0 && b != math.Trunc(b) {
+		return nil, fmt.Errorf("negative number cannot be raised to a fractional power (the result is complex)")
+	}
+	res := math.Pow(a, b)
+	if math.IsInf(res, 0) {
+		return nil, fmt.Errorf("numerical result out of range")
+	}
+	return res, nil
+}
+
+func intArith(op string, a, b int64) (interface{}, error) {
+	switch op {
+	case "+":
+		s := a + b
+		if (s > a) != (b > 0) {
+			return nil, errOverflow
+		}
+		return s, nil
+	case "-":
+		s := a - b
+		if (s < a) != (b > 0) {
+			return nil, errOverflow
+		}
+		return s, nil
+	case "*":
+		return intMul(a, b)
+	case "/":
+		if b == 0 {
+			return nil, fmt.Errorf("division by zero")
+		}
+		return float64(a) / float64(b), nil
+	case "//", "%":
+		return intDivMod(op, a, b)
+	case "**":
+		return intPow(a, b)
+	}
+	return nil, fmt.Errorf("unsupported operator %s", op)
+}
+
+func intMul(a, b int64) (int64, error) {
+	if a == 0 || b == 0 {
+		return 0, nil
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		return 0, errOverflow
+	}
+	return p, nil
+}
+
+// intDivMod is Python's // and %: rounded toward negative infinity.
+func intDivMod(op string, a, b int64) (int64, error) {
+	if b == 0 {
+		return 0, fmt.Errorf("integer division or modulo by zero")
+	}
+	if op == "%" {
+		if b == -1 {
+			return 0, nil
+		}
+		m := a % b
+		if m != 0 && ((m < 0) != (b < 0)) {
+			m += b
+		}
+		return m, nil
+	}
+	if a == math.MinInt64 && b == -1 {
+		return 0, errOverflow
+	}
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q, nil
+}
+
+func intPow(a, b int64) (interface{}, error) {
+	if b < 0 {
+		if a == 0 {
+			return nil, fmt.Errorf("0.0 cannot be raised to a negative power")
+		}
+		return math.Pow(float64(a), float64(b)), nil
+	}
+	switch a {
+	case 0, 1:
+		if b == 0 {
+			return int64(1), nil
+		}
+		return a, nil
+	case -1:
+		if b%2 == 0 {
+			return int64(1), nil
+		}
+		return int64(-1), nil
+	}
+	result := int64(1)
+	for ; b > 0; b-- { // |a| >= 2: overflows within 64 steps
+		r, err := intMul(result, a)
+		if err != nil {
+			return nil, err
+		}
+		result = r
+	}
+	return result, nil
+}
+
+// repeat is Python's sequence * n, bounded by lim.
+func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
+	if n <= 0 {
+		if v.IsString() {
+			return "", nil
+		}
+		return []interface{}{}, nil
+	}
+	limit := lim.StringBytes
+	if !v.IsString() {
+		limit = lim.ListItems
+	}
+	if exceeds(int64(v.Len())*n, limit) || exceeds(n, limit) {
+		return nil, fmt.Errorf("repetition result too large (more than %d items)", limit)
+	}
+	if v.IsString() {
+		return strings.Repeat(v.String(), int(n)), nil
+	}
+	out := make([]interface{}, 0, int64(v.Len())*n)
+	for k := int64(0); k < n; k++ {
+		for i := 0; i < v.Len(); i++ {
+			out = append(out, v.Index(i).Interface())
+		}
+	}
+	return out, nil
+}
+
+// PyFormat implements Python's printf-style `format % args` for the common
+// conversions: %s %r %d %i %u %f %F %e %E %g %G %x %X %o %c and %%, with
+// flags, width, precision and %(name)s keys. args is a tuple's items when
+// tuple is set (or r is a list, for the format filter), a mapping for keyed
+// conversions, else the single argument.
+func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
+	var args []*Value
+	if tuple {
+		for i := 0; i < r.Len(); i++ {
+			args = append(args, r.Index(i))
+		}
+	} else {
+		args = []*Value{r}
+	}
+	var b strings.Builder
+	next := 0
+	keyed := false
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		j, a, spec, err := formatSpec(format, i, r)
+		if err != nil {
+			return "", err
+		}
+		keyed = keyed || a != nil
+		verb := format[j]
+		i = j
+		if verb == '%' {
+			b.WriteByte('%')
+			continue
+		}
+		if err := checkSpecWidth(spec, lim.Width); err != nil {
+			return "", err
+		}
+		if a == nil {
+			if next >= len(args) {
+				return "", fmt.Errorf("not enough arguments for format string")
+			}
+			a = args[next]
+			next++
+		}
+		if err := formatOne(&b, spec, verb, a); err != nil {
+			return "", err
+		}
+	}
+	if !keyed && next < len(args) {
+		return "", fmt.Errorf("not all arguments converted during string formatting")
+	}
+	return b.String(), nil
+}
+
+// formatSpec reads the conversion starting at format[i] ('%'): the index
+// of its verb, its keyed argument (nil for a positional one) and its flags,
+// width and precision.
+func formatSpec(format string, i int, r *Value) (verbAt int, keyed *Value, spec string, err error) {
+	j := i + 1
+	if j < len(format) && format[j] == '(' {
+		end := strings.IndexByte(format[j:], ')')
+		if end < 0 {
+			return 0, nil, "", fmt.Errorf("incomplete format key")
+		}
+		key := format[j+1 : j+end]
+		if !r.IsDict() {
+			return 0, nil, "", fmt.Errorf("format requires a mapping")
+		}
+		v, ok := r.GetItem(key)
+		if !ok {
+			return 0, nil, "", fmt.Errorf("format key %q not found", key)
+		}
+		keyed = v
+		j += end + 1
+	}
+	for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
+		j++
+	}
+	if j >= len(format) {
+		return 0, nil, "", fmt.Errorf("incomplete format")
+	}
+	spec = format[i+1 : j]
+	if k := strings.IndexByte(spec, ')'); k >= 0 {
+		spec = spec[k+1:]
+	}
+	if strings.Contains(spec, "*") {
+		return 0, nil, "", fmt.Errorf("* width is not supported")
+	}
+	return j, keyed, spec, nil
+}
+
+// formatOne writes one conversion of a.
+func formatOne(b *strings.Builder, spec string, verb byte, a *Value) error {
+	switch verb {
+	case 's', 'r', 'a':
+		s := PyStr(a)
+		if verb != 's' {
+			s = PyRepr(a)
+		}
+		fmt.Fprintf(b, "%"+spec+"s", s)
+	case 'd', 'i', 'u':
+		n, err := formatInt(verb, a)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "%"+spec+"d", n)
+	case 'f', 'F', 'e', 'E', 'g', 'G':
+		if !IsNum(a) {
+			return fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
+		}
+		if !strings.Contains(spec, ".") {
+			spec += ".6"
+		}
+		if verb == 'F' {
+			verb = 'f'
+		}
+		fmt.Fprintf(b, "%"+spec+string(verb), AsFloat(a))
+	case 'x', 'X', 'o':
+		if !IsInt(a) {
+			return fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
+		}
+		if strings.Contains(spec, "#") && verb == 'o' {
+			fmt.Fprintf(b, "0o%"+strings.ReplaceAll(spec, "#", "")+"o", AsInt(a))
+			return nil
+		}
+		fmt.Fprintf(b, "%"+spec+string(verb), AsInt(a))
+	case 'c':
+		switch {
+		case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
+			b.WriteRune(rune(AsInt(a)))
+		case a.IsString() && len([]rune(a.String())) == 1:
+			b.WriteString(a.String())
+		default:
+			return fmt.Errorf("%%c requires an int or a unicode character")
+		}
+	default:
+		return fmt.Errorf("unsupported format character '%c'", verb)
+	}
+	return nil
+}
+
+// formatInt is the integer of a %d conversion: Python truncates floats.
+func formatInt(verb byte, a *Value) (int64, error) {
+	if !IsNum(a) {
+		return 0, fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
+	}
+	if IsInt(a) {
+		return AsInt(a), nil
+	}
+	f := AsFloat(a)
+	if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) >= 1<<63 {
+		return 0, fmt.Errorf("cannot convert float %s to integer", PyFloatString(f))
+	}
+	return int64(f), nil
+}
+
+// checkSpecWidth bounds the width and precision of a conversion.
+func checkSpecWidth(spec string, width int) error {
+	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r < '0' || r > '9' }) {
+		if n, err := strconv.Atoi(part); err != nil || exceeds(int64(n), width) {
+			return fmt.Errorf("format width or precision too large")
+		}
+	}
+	return nil
+}
+
+// PyStr is Python's str() of a JSON-like value.
+func PyStr(v *Value) string {
+	if v.IsString() {
+		return v.String()
+	}
+	return PyRepr(v)
+}
+
+// PyRepr is Python's repr() of a JSON-like value.
+func PyRepr(v *Value) string {
+	switch {
+	case v.IsNil():
+		return "None"
+	case v.IsBool():
+		if v.Bool() {
+			return "True"
+		}
+		return "False"
+	case v.IsInteger():
+		return strconv.FormatInt(AsInt(v), 10)
+	case v.IsFloat():
+		return PyFloatString(v.Float())
+	case v.IsString():
+		s := v.String()
+		q := "'"
+		if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+			q = `"`
+		}
+		r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`, q, `\`+q)
+		return q + r.Replace(s) + q
+	case v.IsList():
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = PyRepr(v.Index(i))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case v.IsDict():
+		if d, ok := dictLiteral(v); ok {
+			// A repeated key keeps its first place and takes its last value.
+			var keys []string
+			values := map[string]string{}
+			for _, p := range d.Pairs {
+				k := PyRepr(p.Key)
+				if _, seen := values[k]; !seen {
+					keys = append(keys, k)
+				}
+				values[k] = PyRepr(p.Value)
+			}
+			parts := make([]string, len(keys))
+			for i, k := range keys {
+				parts[i] = k + ": " + values[k]
+			}
+			return "{" + strings.Join(parts, ", ") + "}"
+		}
+		m, ok := v.Interface().(map[string]interface{})
+		if !ok {
+			return v.String()
+		}
+		keys := PyKeys(m, v)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = PyRepr(AsValue(k)) + ": " + PyRepr(AsValue(m[k]))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return v.String()
+}
+
+// PyOrder orders l and r as Python's comparison operators do: numbers with
+// numbers (bools count), strings with strings, lists lexicographically;
+// anything else, none and undefined included, is an error (gonja compares
+// them somehow).
+func PyOrder(op string, l, r *Value) (int, error) {
+	if l.IsList() && r.IsList() {
+		for i := 0; i < l.Len() && i < r.Len(); i++ {
+			a, b := l.Index(i), r.Index(i)
+			if a.EqualValueTo(b) {
+				continue
+			}
+			return PyOrder(op, a, b)
+		}
+		return l.Len() - r.Len(), nil
+	}
+	if (l.IsString() && r.IsString()) || (IsNum(l) && IsNum(r)) {
+		return PyCompare(l.Interface(), r.Interface(), true)
+	}
+	return 0, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, PyType(l), PyType(r))
+}
+
+// TypeName names a value's type as Jinja's messages do.
+func TypeName(v *Value) string {
+	switch {
+	case v.IsNil():
+		return "'None'"
+	case v.IsDict():
+		return "'dict object'"
+	case v.IsList():
+		return "'list object'"
+	case v.IsString():
+		return "'str object'"
+	case v.IsBool():
+		return "'bool object'"
+	case v.IsInteger():
+		return "'int object'"
+	case v.IsFloat():
+		return "'float object'"
+	}
+	return fmt.Sprintf("'%s object'", otherType(v))
+}
+
+// PyCompare orders two JSON-like scalars as Python's < does (strings
+// lower-cased unless caseSensitive); other mixes are an error.
+func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
+	va, vb := AsValue(a), AsValue(b)
+	switch {
+	case va.IsString() && vb.IsString():
+		x, y := va.String(), vb.String()
+		if !caseSensitive {
+			x, y = strings.ToLower(x), strings.ToLower(y)
+		}
+		return strings.Compare(x, y), nil
+	case IsNum(va) && IsNum(vb):
+		if IsInt(va) && IsInt(vb) {
+			x, y := AsInt(va), AsInt(vb)
+			switch {
+			case x < y:
+				return -1, nil
+			case x > y:
+				return 1, nil
+			}
+			return 0, nil
+		}
+		x, y := AsFloat(va), AsFloat(vb)
+		switch {
+		case x < y:
+			return -1, nil
+		case x > y:
+			return 1, nil
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", PyType(va), PyType(vb))
+}
+
+// PyFloatString prints f as Python's repr/str does: the shortest digits that
+// round-trip, scientific notation when the exponent is < -4 or >= 16, and a
+// ".0" on integral values.
+func PyFloatString(f float64) string {
+	if math.IsInf(f, 1) {
+		return "inf"
+	}
+	if math.IsInf(f, -1) {
+		return "-inf"
+	}
+	if math.IsNaN(f) {
+		return "nan"
+	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, expPart, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expPart)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// MethodArgs binds positional and keyword arguments to names, Python-style;
+// missing optional ones are nil.
+func MethodArgs(method string, a *VarArgs, min, max int, names ...string) ([]*Value, error) {
+	out := make([]*Value, len(names))
+	if len(a.Args) > max {
+		return nil, fmt.Errorf("%s() takes at most %d arguments (%d given)", method, max, len(a.Args))
+	}
+	copy(out, a.Args)
+	for k, v := range a.KwArgs {
+		found := false
+		for i, n := range names {
+			if n == k && i < max {
+				if out[i] != nil {
+					return nil, fmt.Errorf("%s() got multiple values for argument '%s'", method, k)
+				}
+				out[i], found = v, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", method, k)
+		}
+	}
+	for i := 0; i < min; i++ {
+		if out[i] == nil {
+			return nil, fmt.Errorf("%s() missing required argument '%s'", method, names[i])
+		}
+	}
+	return out, nil
+}
+
+// PyKeys lists a dict's keys in the order Python would: insertion order for a
+// dict built by the template (a literal), sorted for the objects PaV passes
+// in, whose maps the API server serializes with sorted keys.
+func PyKeys(self map[string]any, v *Value) []string {
+	d, ok := dictLiteral(v)
+	if !ok {
+		keys := make([]string, 0, len(self))
+		for k := range self {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	seen := map[string]bool{}
+	keys := make([]string, 0, len(d.Pairs))
+	for _, p := range d.Pairs {
+		if k := p.Key.String(); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// dictLiteral returns the ordered pairs of a dict a template built.
+func dictLiteral(v *Value) (*Dict, bool) {
+	switch x := v.Interface().(type) {
+	case Dict:
+		return &x, true
+	case *Dict:
+		return x, x != nil
+	}
+	return nil, false
+}
+
+func toInt64(v interface{}) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int8:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case int64:
+		return n
+	case uint:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	case uint64:
+		return int64(n)
+	}
+	return 0
+}

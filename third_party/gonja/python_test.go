@@ -1,0 +1,163 @@
+package gonja_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nikolalohinski/gonja/v2"
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/tokens"
+)
+
+var pyVars = map[string]any{"x": 1, "d": map[string]any{"k": "v"}, "n": nil}
+
+// Undefined is not none: Jinja tells them apart in tests, default, ==, ~,
+// for loops and attribute access.
+func TestUndefinedIsNotNone(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ x is defined }}|{{ missing is defined }}|{{ n is none }}|{{ missing is none }}|{{ missing is undefined }}":          "True|False|True|False|True",
+		"{{ missing == n }}|{{ missing == missing2 }}|{{ n == n }}|{{ missing != n }}":                                          "False|True|True|True",
+		"{{ missing ~ 'a' }}|{{ n ~ 'a' }}|{{ 'a' ~ missing ~ 'b' }}":                                                           "a|Nonea|ab",
+		"{{ missing | default('d') }}|{{ n | default('d') is none }}|{{ '' | default('d', true) }}|{{ d.nope | default('e') }}": "d|True|d|e",
+		"{% for i in missing %}{{ i }}{% else %}empty{% endfor %}":                                                              "empty",
+		"{{ n.a is defined }}|{{ d.k.a is defined }}":                                                                           "False|False",
+		"{% for i in [1, 2] %}{{ loop.previtem is defined }}{{ loop.nextitem is defined }} {% endfor %}":                        "FalseTrue TrueFalse ",
+	}, pyVars)
+	checkPythonFails(t, map[string]string{
+		"{% for i in n %}{{ i }}{% endfor %}": "'NoneType' object is not iterable",
+		"{{ missing.a }}":                     "'missing' is undefined",
+		"{{ missing[0] }}":                    "'missing' is undefined",
+	})
+}
+
+// Operators have Python's semantics.
+func TestPythonArithmetic(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 7 // -2 }}|{{ 7 % -3 }}|{{ 2 ** 10 }}|{{ 1 / 2 }}|{{ 2 ** -1 }}|{{ -7.5 // 2 }}|{{ True + 1 }}":                  "-4|-2|1024|0.5|0.5|-4.0|2",
+		"{{ '%s-%03d' % ('a', 7) }}|{{ '%(k)s' % d }}|{{ '%.2f' % 1.005 }}|{{ 'ab' * 2 }}|{{ ([1] * 2 + [2]) | join(',') }}": "a-007|v|1.00|abab|1,1,2",
+	}, pyVars)
+	checkPythonFails(t, map[string]string{
+		"{{ 'a' + 1 }}":    `can only concatenate str (not "int") to str`,
+		"{{ 1 < 'a' }}":    "'<' not supported between instances of 'int' and 'str'",
+		"{{ n < 1 }}":      "'<' not supported between instances of 'NoneType",
+		"{{ 1 / 0 }}":      "division by zero",
+		"{{ 1 // 0 }}":     "integer division or modulo by zero",
+		"{{ '%d' % 'a' }}": "%d format: a real number is required, not str",
+		// an error inside a list is not lost (Hooks record it)
+		"{{ [1 + 'a'] | length }}":      "unsupported operand type(s) for +",
+		"{{ 9223372036854775807 + 1 }}": "integer overflow",
+		// Limits
+		"{{ 'ab' * 6 }}":            "repetition result too large",
+		"{{ 'abcdef' ~ 'abcdef' }}": "string too long",
+		"{{ '%20s' % 'a' }}":        "format width or precision too large",
+	})
+}
+
+// Filters and tests have Python's semantics.
+func TestPythonFiltersAndTests(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'b': 1, 'a': 2} | dictsort | first | first }}|{{ {'a': 1, 'b': 0} | dictsort(by='value') | first | first }}":                           "a|b",
+		"{{ {'a b': 'c/d'} | urlencode }}|{{ 'a b/c' | urlencode }}":                                                                                "a+b=c%2Fd|a%20b/c",
+		"{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 1.25 | round(1) }}|{{ 12345 | round(-2) }}|{{ 2.1 | round(0, 'ceil') }}":                            "2.0|4.0|1.2|12300|3.0",
+		"{{ [1, n, 'a'] | string }}|{{ '%s=%s' | format('a', 1) }}|{{ [1, 2.5] | sum }}|{{ [[1], [2]] | sum(start=[]) | length }}|{{ True | int }}": "[1, None, 'a']|a=1|3.5|2|1",
+		"{{ 'ab' is sequence }}|{{ {} is sequence }}|{{ 'upper' is filter }}|{{ 'odd' is test }}|{{ 1 is lt 2 }}|{{ 'a' is gt 'b' }}":               "True|True|True|True|True|False",
+	}, pyVars)
+	checkPythonFails(t, map[string]string{
+		"{{ [2, 'a'] | sort }}":                  "'<' not supported between instances of 'str' and 'int'",
+		"{{ [1, 2] | select('nosuch') | list }}": "no test named 'nosuch'",
+		"{{ 1 is lt 'a' }}":                      "'<' not supported between instances of 'int' and 'str'",
+		"{{ 'abcd e' | wordwrap(3) }}":           "cutting words longer than the width is not supported",
+	})
+}
+
+// str and dict methods have Python's defaults and order.
+func TestPythonMethods(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'a b  c'.split() | join(',') }}|{{ 'a,b,c'.rsplit(',', 1) | join('/') }}|{{ 'xxaxx'.strip('x') }}|{{ 'a'.center(5, '*') }}": "a,b,c|a,b/c|a|**a**",
+		"{{ 'aaa'.replace('a', 'b', 2) }}|{{ 'aXa'.count('a') }}|{{ 'abc'.index('c') }}":                                                "bba|2|2",
+		"{{ {'b': 1, 'a': 2}.keys() | join(',') }}|{{ {'b': 1, 'a': 2}.values() | join(',') }}":                                         "b,a|1,2",
+	}, nil)
+}
+
+// A macro whose body mentions varargs or kwargs takes extra arguments; a
+// character that starts no token, and an operator where `is` wants a test's
+// name, are syntax errors, as in Jinja.
+func TestImplicitMacroArgumentsAndUnexpectedCharacters(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro m() %}{{ varargs | length }}{{ kwargs | length }}{% endmacro %}{{ m(1, 2, a=3) }}": "21",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 0 #% 0 }}":    "unexpected char '#'",
+		"{{ 0 ; 0 }}":     "unexpected char ';'",
+		"{{ 3 is == 3 }}": "expected a test name after 'is'",
+		"{{ 1 is < 2 }}":  "expected a test name after 'is'",
+	})
+	checkJinja(t, map[string]string{
+		"{{ 1 is in [1] }}|{{ [1, 2] | select('==', 2) | first }}": "True|2",
+	}, nil)
+}
+
+// Hooks: Finalize sees every {{ }} value, Enter and Exit every loop
+// iteration and macro call, and an error raised ends the rendering.
+func TestHooks(t *testing.T) {
+	var entered, depth, deepest int
+	hooks := &exec.Hooks{
+		Finalize: func(v *exec.Value, start *tokens.Token) *exec.Value {
+			if v.IsUndefined() {
+				return exec.AsValue(errors.New("undefined at column " + string(rune('0'+start.Col))))
+			}
+			return exec.AsValue("<" + v.String() + ">")
+		},
+		Enter: func() error { entered++; depth++; deepest = max(deepest, depth); return nil },
+		Exit:  func() { depth-- },
+	}
+	out, err := renderWith(hooks, "{% macro m() %}{% for i in [1, 2] %}{{ i }}{% endfor %}{% endmacro %}{{ m() }}")
+	if err != nil || out != "<<1><2>>" || entered != 3 || depth != 0 || deepest != 2 {
+		t.Errorf("got %q, %v, entered %d, depth %d, deepest %d; want <<1><2>>, 3 entered, back to 0, 2 deep", out, err, entered, depth, deepest)
+	}
+	if _, err := renderWith(&exec.Hooks{Finalize: hooks.Finalize}, "{{ missing }}"); err == nil || !strings.Contains(err.Error(), "undefined at column 1") {
+		t.Errorf("finalize's error: %v", err)
+	}
+}
+
+// checkPythonFails checks that each source fails with an error containing
+// the given text, as Jinja's does, rendered with Hooks (and small Limits).
+func checkPythonFails(t *testing.T, cases map[string]string) {
+	t.Helper()
+	for src, want := range cases {
+		hooks := &exec.Hooks{Limits: exec.Limits{StringBytes: 10, ListItems: 10, Width: 10}}
+		out, err := renderWith(hooks, src)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q = %q, %v; Jinja fails with %q", src, out, err, want)
+		}
+	}
+}
+
+func renderWith(hooks *exec.Hooks, src string) (string, error) {
+	loader, err := loaders.NewShiftedLoader("t", strings.NewReader(src), gonja.DefaultLoader)
+	if err != nil {
+		return "", err
+	}
+	env := &exec.Environment{
+		Context:           exec.NewContext(pyVars),
+		Filters:           builtins.Filters,
+		Tests:             builtins.Tests,
+		ControlStructures: builtins.ControlStructures,
+		Methods:           builtins.Methods,
+		Hooks:             hooks,
+	}
+	tpl, err := exec.NewTemplate("t", gonja.DefaultConfig, loader, env)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = tpl.Execute(&out, nil)
+	if err == nil {
+		err = hooks.Raised()
+	}
+	return out.String(), err
+}
