@@ -47,7 +47,10 @@ deletion, expansion (need --pvc; expansion's new size is the claim's request,
 its current size the PV's capacity, from --pv), staging, unstaging (need
 --pvc or --pv), snapshot-creation (needs --pvc or --pv, or a
 VolumeSnapshotContent in --objects), snapshot-deletion (needs a
-VolumeSnapshotContent with a snapshot handle in --objects).
+VolumeSnapshotContent with a snapshot handle in --objects), capacity
+(spec.storageCapacity, for the StorageClass of --sc, of --pvc or the one
+in --objects, measured on the node of --node: its topology segment is its
+values of spec.topologyKeys, and it is the segment's nodeName).
 VolumeSnapshots and VolumeSnapshotClasses in --objects are used for the
 content they belong to.
 
@@ -76,7 +79,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.pvc, "pvc", "", "file holding the PersistentVolumeClaim")
 	f.StringVar(&o.sc, "sc", "", "file holding the StorageClass")
 	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
-	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging)")
+	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging, capacity)")
 	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes); repeatable")
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
@@ -215,7 +218,10 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			return one(o.sc, "StorageClass", func(w *renderWorld) []*storagev1.StorageClass { return w.classes })
 		}
 		name := ""
-		if pvc.Spec.StorageClassName != nil {
+		switch {
+		case pvc == nil && len(w.classes) == 1: // capacity: the class of --objects
+			return w.classes[0], nil
+		case pvc != nil && pvc.Spec.StorageClassName != nil:
 			name = *pvc.Spec.StorageClassName
 		}
 		for _, c := range w.classes {
@@ -368,6 +374,30 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
 			return protocol.SnapshotPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), phase, r.Content.Name, string(r.Content.UID)), nil
 		}
+	case protocol.PhaseCapacity:
+		if prov.Spec.StorageCapacity == nil {
+			return fmt.Errorf("PavProvisioner %s has no spec.storageCapacity", prov.Name)
+		}
+		sc, err := class()
+		if err != nil {
+			return err
+		}
+		node, err := renderNode(o, w)
+		if err != nil {
+			return err
+		}
+		seg, missing := protocol.NodeSegment(prov.Spec.TopologyKeys, node.Labels)
+		if missing != "" {
+			return fmt.Errorf("%s (give --node a Node with the label)", protocol.MissingTopologyLabel(node.Name, prov.Name, missing))
+		}
+		cfg, err := compiled.StorageCapacity(ctx, templating.CapacityRequest{Class: sc, Segment: seg, NodeName: node.Name})
+		if err != nil {
+			return errors.New(errorLines(err))
+		}
+		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
+		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
+			return protocol.CapacityPod(tmpl, prov.Name, protocol.PodDirRoot(o.kubeletDir), protocol.CapacityKey(sc.Name, seg), node.Name), nil
+		}
 	default: // staging, unstaging
 		if pvc == nil && pv == nil {
 			return fmt.Errorf("phase %s needs --pvc or --pv", phase)
@@ -388,18 +418,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			pvc = defaultClaimOf(pv)
 			claims = append(claims, pvc)
 		}
-		node, err := func() (*corev1.Node, error) {
-			if o.node != "" {
-				return one(o.node, "Node", func(w *renderWorld) []*corev1.Node { return w.nodes })
-			}
-			if len(w.nodes) == 1 {
-				return w.nodes[0], nil
-			}
-			return &corev1.Node{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-				ObjectMeta: metav1.ObjectMeta{Name: "node", UID: fakeUID("Node/node"), Labels: map[string]string{corev1.LabelHostname: "node"}},
-			}, nil
-		}()
+		node, err := renderNode(o, w)
 		if err != nil {
 			return err
 		}
@@ -469,7 +488,23 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
 var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
-	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion}
+	protocol.PhaseExpansion, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion,
+	protocol.PhaseCapacity}
+
+// renderNode is the Node of --node, else the one Node of --objects, else a
+// Node named "node" (labelled with its hostname).
+func renderNode(o *renderOptions, w *renderWorld) (*corev1.Node, error) {
+	if o.node != "" {
+		return one(o.node, "Node", func(w *renderWorld) []*corev1.Node { return w.nodes })
+	}
+	if len(w.nodes) == 1 {
+		return w.nodes[0], nil
+	}
+	return &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "node", UID: fakeUID("Node/node"), Labels: map[string]string{corev1.LabelHostname: "node"}},
+	}, nil
+}
 
 var phaseList = func() string {
 	s := make([]string, len(renderPhases))
