@@ -211,7 +211,7 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 	if apierrors.IsNotFound(err) {
 		// Nothing can evaluate its deletion any more: let the record go.
 		logger.Info("PavProvisioner is gone: the inline volume is forgotten without its deletion pod")
-		return s.deletePod(ctx, created)
+		return s.releasePod(ctx, created)
 	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "looking up PavProvisioner %s: %v", driver, err)
@@ -243,20 +243,39 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 		if !protocol.Succeeded(last) {
 			msg := protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil)
 			// Removed, so that the next call (kubelet retries) runs a new one.
-			if err := s.deletePod(ctx, last); err != nil {
+			if err := s.releasePod(ctx, last); err != nil {
 				logger.Error(err, "Deleting failed deletion pod")
 			}
 			return status.Errorf(codes.Internal, "deletion pod %s/%s of inline volume %s failed: %s", last.Namespace, last.Name, volumeID, msg)
 		}
-		if err := s.deletePod(ctx, last); err != nil {
+		if err := s.releasePod(ctx, last); err != nil {
 			return err
 		}
 	}
-	if err := s.deletePod(ctx, created); err != nil {
+	if err := s.releasePod(ctx, created); err != nil {
 		return err
 	}
 	logger.V(1).Info("Inline volume deleted")
 	return nil
+}
+
+// releasePod removes FinalizerResult from an inline volume's pod and
+// deletes it, reading it afresh for each try: the collector may have
+// annotated it since the cache's copy.
+func (s *Stager) releasePod(ctx context.Context, pod *corev1.Pod) error {
+	for attempt := 0; ; attempt++ {
+		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+		if err != nil || live == nil || live.UID != pod.UID {
+			return err
+		}
+		err = protocol.DeletePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), live)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 3 {
+			return status.Errorf(codes.Unavailable, "%v", err)
+		}
+	}
 }
 
 // inlinePVOf is the PersistentVolume staging saw for the inline volume of
