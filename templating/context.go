@@ -25,11 +25,13 @@ import (
 // them): templates test them with "is defined".
 var (
 	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
-	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology", "inlinePod")
+	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology")
 	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
-	creationVarNames  = concat(dynamicVarNames, "defaultHandle")
+	// inlinePod: creation and deletion of CSI inline ephemeral volumes
+	// (which run no validation and are never expanded).
+	creationVarNames  = concat(dynamicVarNames, "defaultHandle", "inlinePod")
 	deletionVarNames  = concat(creationVarNames, "pv", "handle")
-	expansionVarNames = concat(creationVarNames, "pv", "handle", "capacity")
+	expansionVarNames = concat(dynamicVarNames, "defaultHandle", "pv", "handle", "capacity")
 	stagingVarNames   = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node", "inlinePod"}
 )
 

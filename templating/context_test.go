@@ -249,7 +249,8 @@ func TestVolumeRequestsRefuseOverflowingSizes(t *testing.T) {
 
 // ContextVariables names exactly what the contexts hold when everything is
 // known (a clone, a restore, a topology, a volume with a handle), together
-// with what an inline volume's hold instead (inlinePod).
+// with what an inline volume's creation, deletion and staging hold instead
+// (inlinePod).
 func TestContextVariablesMatchContexts(t *testing.T) {
 	pv := testPV()
 	full := DynamicRequest{PVC: testPVC(), Class: testClass(), SelectedNodeName: "n", PV: pv, Handle: "h",
@@ -290,11 +291,11 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 		modes []v1alpha1.ProvisioningMode
 		build func() (map[string]interface{}, error)
 	}{
-		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, union(dynamicVars, inline)},
+		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, func() (map[string]interface{}, error) { return dynamicVars(full) }},
 		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Static}, func() (map[string]interface{}, error) { return staticVars(StaticRequest{PV: pv}) }},
 		{protocol.PhaseCreation, nil, union(creationVars, inline)},
 		{protocol.PhaseDeletion, nil, union(deletionVars, DynamicRequest{Inline: &iv, PV: inlinePV, Handle: "csi-1"})},
-		{protocol.PhaseExpansion, nil, union(expansionVars, DynamicRequest{Inline: &iv, PV: inlinePV})},
+		{protocol.PhaseExpansion, nil, func() (map[string]interface{}, error) { return expansionVars(full) }},
 		{protocol.PhaseStaging, nil, bothStagings},
 		{protocol.PhaseUnstaging, nil, bothStagings},
 	} {
