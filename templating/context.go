@@ -24,9 +24,9 @@ import (
 // (sourcePvc when cloning, pv and handle when deleting a volume that has
 // them): templates test them with "is defined".
 var (
-	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
-	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology")
-	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
+	requestVarNames = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
+	dynamicVarNames = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology")
+	staticVarNames  = concat(requestVarNames, "params", "handle", "pv")
 	// inlinePod: creation and deletion of CSI inline ephemeral volumes
 	// (which run no validation and are never expanded).
 	creationVarNames  = concat(dynamicVarNames, "defaultHandle", "inlinePod")
