@@ -295,6 +295,18 @@ func TestDesiredCSIDriver(t *testing.T) {
 	if !csiDriverMatches(d, desiredCSIDriver(p)) {
 		t.Error("a desired CSIDriver does not match itself")
 	}
+	// Inline volumes add the Ephemeral mode, which kubelet checks before
+	// it publishes a pod's csi: volume; the field is immutable, so the
+	// CSIDriver no longer matches and is replaced.
+	inline := p.DeepCopy()
+	inline.Spec.InlineVolumes = true
+	e := desiredCSIDriver(inline)
+	if !slices.Equal(e.Spec.VolumeLifecycleModes, []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}) {
+		t.Errorf("inline volumes: lifecycle modes %v", e.Spec.VolumeLifecycleModes)
+	}
+	if csiDriverMatches(d, e) {
+		t.Error("turning inline volumes on keeps the CSIDriver without the Ephemeral mode")
+	}
 }
 
 // The CSIDriver carries the provisioner's fsGroupPolicy (default

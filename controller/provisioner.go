@@ -38,6 +38,10 @@ func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 	f, t := false, true
 	policy := p.FSGroupPolicy()
 	capacity := p.Spec.StorageCapacity != nil
+	modes := []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
+	if p.Spec.InlineVolumes {
+		modes = append(modes, storagev1.VolumeLifecycleEphemeral)
+	}
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   p.Name,
@@ -55,7 +59,7 @@ func desiredCSIDriver(p *v1alpha1.PavProvisioner) *storagev1.CSIDriver {
 			RequiresRepublish:    &f,
 			StorageCapacity:      &capacity,
 			FSGroupPolicy:        &policy,
-			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+			VolumeLifecycleModes: modes,
 		},
 	}
 }

@@ -86,14 +86,27 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 	clients := map[string]map[types.UID]bool{} // namespace → UIDs of its pods on this node
 	for _, obj := range s.pods.List() {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Labels[protocol.LabelPhase] != string(protocol.PhaseStaging) {
+		if !ok {
 			continue
 		}
-		target := pod.Annotations[protocol.AnnotationTargetPath]
-		client, ok := clientPodUID(target)
-		ns, _, hasClaim := strings.Cut(pod.Annotations[protocol.AnnotationClaim], "/")
-		if !ok || !hasClaim {
-			continue // not a staging this node plugin made
+		var target, ns string
+		var client types.UID
+		switch protocol.Phase(pod.Labels[protocol.LabelPhase]) {
+		case protocol.PhaseStaging:
+			target = pod.Annotations[protocol.AnnotationTargetPath]
+			var hasClaim bool
+			client, ok = clientPodUID(target)
+			ns, _, hasClaim = strings.Cut(pod.Annotations[protocol.AnnotationClaim], "/")
+			ok = ok && hasClaim
+		case protocol.PhaseInlineCreation:
+			var v protocol.InlineVolume
+			v, ok = protocol.InlineOf(pod)
+			ns, client = v.PodNamespace, types.UID(v.PodUID)
+		default:
+			ok = false
+		}
+		if !ok {
+			continue // not a staging or an inline volume this node plugin made
 		}
 		if clients[ns] == nil {
 			uids, err := s.podsOnNode(ctx, ns)
@@ -109,6 +122,14 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 		id := pod.Labels[protocol.LabelStagingID]
 		gone[id] = true
 		if !goneBefore[id] {
+			continue
+		}
+		if target == "" {
+			s.abandoned.start(id, func() {
+				if err := s.deleteAbandonedInline(ctx, pod); err != nil {
+					logger.Error(err, "Deleting an inline volume whose pod is gone", "pod", klog.KObj(pod))
+				}
+			})
 			continue
 		}
 		s.abandoned.start(id, func() {

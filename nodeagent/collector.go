@@ -60,6 +60,10 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseSnapshotCreation: true,
 	protocol.PhaseSnapshotDeletion: true,
 	protocol.PhaseModification:     true,
+
+	// read by this node plugin itself (inline.go), as the controller would
+	protocol.PhaseInlineCreation: true,
+	protocol.PhaseInlineDeletion: true,
 }
 
 // NewCollector registers on podInformer, which must only see PaV pods bound

@@ -22,6 +22,11 @@ type Engine interface {
 	// Unstaging evaluates spec.volumeUnstaging; nil without a pod template.
 	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
 
+	// Creation and Deletion evaluate spec.volumeCreation and
+	// spec.volumeDeletion for a CSI inline ephemeral volume (r.Inline).
+	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error)
+	Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error)
+
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)
 }

@@ -18,13 +18,22 @@ import (
 // findPV finds the PV kubelet means: CSI requests carry the volume handle,
 // not the PV name. Several static PVs may share a handle; then the client
 // pod's claims decide.
+// An inline volume has none: kubelet's publish makes sure it exists and
+// gets the one made up for it (inlineVolume), a republish that does not come
+// from kubelet the one its staging pod recorded.
 func (s *Stager) findPV(ctx context.Context, driver, handle string, vctx map[string]string) (*corev1.PersistentVolume, error) {
+	if isInlineRequest(vctx) {
+		return s.inlineVolume(ctx, driver, handle, vctx)
+	}
 	objs, err := s.pvs.ByIndex(pvsByHandle, driver+"/"+handle)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	switch len(objs) {
 	case 0:
+		if pv := s.stagedInlinePV(driver, handle); pv != nil {
+			return pv, nil
+		}
 		return nil, status.Errorf(codes.NotFound, "no PersistentVolume with spec.csi.driver %q and volumeHandle %q", driver, handle)
 	case 1:
 		return objs[0].(*corev1.PersistentVolume), nil

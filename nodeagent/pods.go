@@ -35,30 +35,9 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	if err != nil {
 		return nil, err
 	}
-	// The cache holds only what finds PVs; templates and the staging pod's
-	// snapshot need the whole PV.
-	pv, err := s.kube.CoreV1().PersistentVolumes().Get(ctx, cached.Name, metav1.GetOptions{})
+	pv, pvc, err := s.stagedObjects(ctx, p, driver, cached)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "getting PersistentVolume %s: %v", cached.Name, err)
-	}
-	if pv.UID != cached.UID {
-		return nil, status.Errorf(codes.Unavailable, "PersistentVolume %s was replaced (kubelet will call again)", cached.Name)
-	}
-	if pv.Annotations[protocol.AnnotationProvisionedBy] != driver {
-		if !p.HasMode(v1alpha1.Static) {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"PersistentVolume %s was not provisioned by PavProvisioner %s, which does not support static provisioning (provisioningModes lacks Static)", pv.Name, p.Name)
-		}
-		if err := s.engine.CheckStatic(ctx, p, pv); err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not valid for PavProvisioner %s: %v", pv.Name, p.Name, err)
-		}
-	}
-	if pv.Spec.ClaimRef == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not bound to a claim", pv.Name)
-	}
-	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(pv.Spec.ClaimRef.Namespace).Get(ctx, pv.Spec.ClaimRef.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "getting claim %s/%s of PersistentVolume %s: %v", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Name, err)
+		return nil, err
 	}
 	node, err := s.kube.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
 	if err != nil {
@@ -90,6 +69,40 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
 	return s.createPod(ctx, pod, dir)
+}
+
+// stagedObjects are the PV and claim a staging pod is made for: read from
+// the API (the cache holds only what finds PVs; templates and the staging
+// pod's snapshot need the whole PV), or for an inline volume the made-up
+// ones.
+func (s *Stager) stagedObjects(ctx context.Context, p *v1alpha1.PavProvisioner, driver string, cached *corev1.PersistentVolume) (*corev1.PersistentVolume, *corev1.PersistentVolumeClaim, error) {
+	if v, ok := protocol.InlineOf(cached); ok {
+		return cached, protocol.InlineClaim(v), nil
+	}
+	pv, err := s.kube.CoreV1().PersistentVolumes().Get(ctx, cached.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Unavailable, "getting PersistentVolume %s: %v", cached.Name, err)
+	}
+	if pv.UID != cached.UID {
+		return nil, nil, status.Errorf(codes.Unavailable, "PersistentVolume %s was replaced (kubelet will call again)", cached.Name)
+	}
+	if pv.Annotations[protocol.AnnotationProvisionedBy] != driver {
+		if !p.HasMode(v1alpha1.Static) {
+			return nil, nil, status.Errorf(codes.FailedPrecondition,
+				"PersistentVolume %s was not provisioned by PavProvisioner %s, which does not support static provisioning (provisioningModes lacks Static)", pv.Name, p.Name)
+		}
+		if err := s.engine.CheckStatic(ctx, p, pv); err != nil {
+			return nil, nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not valid for PavProvisioner %s: %v", pv.Name, p.Name, err)
+		}
+	}
+	if pv.Spec.ClaimRef == nil {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "PersistentVolume %s is not bound to a claim", pv.Name)
+	}
+	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(pv.Spec.ClaimRef.Namespace).Get(ctx, pv.Spec.ClaimRef.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "getting claim %s/%s of PersistentVolume %s: %v", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Name, err)
+	}
+	return pv, pvc, nil
 }
 
 // createPod creates a PaV pod, or finds the one an earlier attempt (maybe by

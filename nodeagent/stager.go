@@ -504,6 +504,9 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	} else if err := s.removeUnstagingPods(ctx, id); err != nil {
 		return err
 	}
+	if err := s.deleteInline(ctx, driver, volumeID); err != nil {
+		return err
+	}
 	if err := unpublishTarget(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}

@@ -37,6 +37,10 @@ type literalEngine struct {
 	mu            sync.Mutex
 	stagingReqs   []templating.StagingRequest
 	unstagingReqs []templating.StagingRequest
+	// inline volumes' creation and deletion
+	creation, deletion *corev1.PodTemplateSpec
+	capacity           *resource.Quantity
+	inlineReqs         []templating.DynamicRequest
 }
 
 func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {
@@ -55,6 +59,20 @@ func (e *literalEngine) Unstaging(_ context.Context, _ *v1alpha1.PavProvisioner,
 	defer e.mu.Unlock()
 	e.unstagingReqs = append(e.unstagingReqs, req)
 	return e.unstaging, nil
+}
+
+func (e *literalEngine) Creation(_ context.Context, _ *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inlineReqs = append(e.inlineReqs, r)
+	return &templating.CreationConfig{PodTemplate: e.creation, Capacity: e.capacity}, nil
+}
+
+func (e *literalEngine) Deletion(_ context.Context, _ *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inlineReqs = append(e.inlineReqs, r)
+	return e.deletion, nil
 }
 
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}

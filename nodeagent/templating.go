@@ -69,4 +69,24 @@ func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisi
 	return u.PodTemplate, nil
 }
 
+func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	return c.Creation(ctx, r, e.getPVC)
+}
+
+func (e *templatingEngine) Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.Deletion(ctx, r, e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return d.PodTemplate, nil
+}
+
 func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }

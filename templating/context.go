@@ -24,15 +24,17 @@ import (
 // (sourcePvc when cloning, pv and handle when deleting a volume that has
 // them): templates test them with "is defined".
 var (
-	requestVarNames   = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
-	dynamicVarNames   = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology", "vac", "mutableParams")
-	staticVarNames    = concat(requestVarNames, "params", "handle", "pv")
-	creationVarNames  = concat(dynamicVarNames, "defaultHandle")
+	requestVarNames = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
+	dynamicVarNames = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology", "vac", "mutableParams")
+	staticVarNames  = concat(requestVarNames, "params", "handle", "pv")
+	// inlinePod: creation and deletion of CSI inline ephemeral volumes
+	// (which run no validation and are never expanded).
+	creationVarNames  = concat(dynamicVarNames, "defaultHandle", "inlinePod")
 	deletionVarNames  = concat(creationVarNames, "pv", "handle")
-	expansionVarNames = concat(creationVarNames, "pv", "handle", "capacity")
+	expansionVarNames = concat(dynamicVarNames, "defaultHandle", "pv", "handle", "capacity")
 	// modificationVarNames: expansion's, plus the class the volume has now.
 	modificationVarNames = concat(expansionVarNames, "currentVac", "currentMutableParams")
-	stagingVarNames      = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node"}
+	stagingVarNames      = []string{"volumeMode", "accessModes", "capacity", "params", "handle", "readOnly", "mountOptions", "fsType", "pvc", "pv", "node", "inlinePod"}
 )
 
 func concat(a []string, more ...string) []string { return append(slices.Clone(a), more...) }
@@ -109,6 +111,9 @@ type DynamicRequest struct {
 	// addition): what external-provisioner would pass to CreateVolume;
 	// templates see requisiteTopology and preferredTopology (none when nil).
 	Topology *Topology
+	// Inline, for a CSI inline ephemeral volume (a PaV-Go addition), in
+	// place of PVC and Class: see inlineVars.
+	Inline *protocol.InlineVolume
 }
 
 // Topology is CSI's TopologyRequirement: segments the volume must be
@@ -274,6 +279,9 @@ func requestVars(r VolumeRequest) map[string]interface{} {
 // dynamicVars is the volumeValidation context of dynamic provisioning, plus
 // PaV-Go's selectedNodeName, requisiteTopology and preferredTopology.
 func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
+	if r.Inline != nil {
+		return inlineVars(r), nil
+	}
 	if r.PVC == nil {
 		return nil, fmt.Errorf("no PersistentVolumeClaim")
 	}
@@ -327,13 +335,37 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	return vars, nil
 }
 
-// creationVars is the context of volumeCreation and volumeDeletion.
+// inlineVars is the creation context of a CSI inline ephemeral volume,
+// which has no claim, class or PV: an empty request for a Filesystem
+// ReadWriteOncePod volume (requestedMinCapacity 0, no maximum), the
+// volume's attributes as params, the pod's node as selectedNodeName, and
+// inlinePod (the pod's name, namespace, uid and serviceAccountName); pvc,
+// sc, topology and the sources are undefined.
+func inlineVars(r DynamicRequest) map[string]interface{} {
+	vars := requestVars(VolumeRequest{VolumeMode: corev1.PersistentVolumeFilesystem, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}})
+	vars["params"] = stringMap(r.Inline.Attributes)
+	vars["selectedNodeName"] = r.SelectedNodeName
+	vars["requisiteTopology"], vars["preferredTopology"] = nil, nil
+	vars["inlinePod"] = inlinePodVar(*r.Inline)
+	return vars
+}
+
+func inlinePodVar(v protocol.InlineVolume) map[string]interface{} {
+	return map[string]interface{}{"name": v.PodName, "namespace": v.PodNamespace, "uid": v.PodUID, "serviceAccountName": v.ServiceAccount}
+}
+
+// creationVars is the context of volumeCreation and volumeDeletion; an
+// inline volume's default handle is kubelet's volume ID.
 func creationVars(r DynamicRequest) (map[string]interface{}, error) {
 	vars, err := dynamicVars(r)
 	if err != nil {
 		return nil, err
 	}
-	vars["defaultHandle"] = protocol.VolumeName(r.PVC)
+	if r.Inline != nil {
+		vars["defaultHandle"] = r.Inline.VolumeID
+	} else {
+		vars["defaultHandle"] = protocol.VolumeName(r.PVC)
+	}
 	return vars, nil
 }
 
@@ -456,7 +488,11 @@ func stagingVars(r StagingRequest) (map[string]interface{}, error) {
 		vars["handle"] = csi.VolumeHandle
 	}
 	var err error
-	if vars["pvc"], err = toMap(r.PVC, pvcGVK); err != nil {
+	// An inline volume's claim and PV are made up (protocol.InlinePV):
+	// templates see inlinePod instead of pvc, and pv as made up.
+	if v, ok := protocol.InlineOf(r.PV); ok {
+		vars["inlinePod"] = inlinePodVar(v)
+	} else if vars["pvc"], err = toMap(r.PVC, pvcGVK); err != nil {
 		return nil, err
 	}
 	if vars["pv"], err = toMap(r.PV, pvGVK); err != nil {

@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -255,7 +256,9 @@ func TestVolumeRequestsRefuseOverflowingSizes(t *testing.T) {
 }
 
 // ContextVariables names exactly what the contexts hold when everything is
-// known (a clone, a restore, a topology, a volume with a handle).
+// known (a clone, a restore, a topology, a volume with a handle), together
+// with what an inline volume's creation, deletion and staging hold instead
+// (inlinePod).
 func TestContextVariablesMatchContexts(t *testing.T) {
 	pv := testPV()
 	full := DynamicRequest{PVC: testPVC(), Class: testClass(), SelectedNodeName: "n", PV: pv, Handle: "h",
@@ -263,6 +266,34 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 		SourceSnapshot: &snapshotv1.VolumeSnapshot{}, SourceContent: &snapshotv1.VolumeSnapshotContent{},
 		Topology: &Topology{}, VolumeAttributesClass: testVAC("new", "tier", "fast"), CurrentVolumeAttributesClass: testVAC("old", "tier", "slow")}
 	staging := StagingRequest{PVC: testPVC(), PV: pv, Node: testNode()}
+	iv := protocol.InlineVolume{VolumeID: "csi-1", PodNamespace: "ns", PodName: "p", PodUID: "u"}
+	inline := DynamicRequest{Inline: &iv, SelectedNodeName: "n"}
+	inlinePV, err := protocol.InlinePV("d", iv, resource.MustParse("0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inlineStaging := StagingRequest{PVC: protocol.InlineClaim(iv), PV: inlinePV, Node: testNode()}
+	bothStagings := func() (map[string]interface{}, error) {
+		vars, err := stagingVars(staging)
+		if err != nil {
+			return nil, err
+		}
+		more, err := stagingVars(inlineStaging)
+		maps.Copy(vars, more)
+		return vars, err
+	}
+	// union adds the names of an inline volume's context.
+	union := func(build func(DynamicRequest) (map[string]interface{}, error), r DynamicRequest) func() (map[string]interface{}, error) {
+		return func() (map[string]interface{}, error) {
+			vars, err := build(full)
+			if err != nil {
+				return nil, err
+			}
+			more, err := build(r)
+			maps.Copy(vars, more)
+			return vars, err
+		}
+	}
 	for _, tc := range []struct {
 		phase protocol.Phase
 		modes []v1alpha1.ProvisioningMode
@@ -270,12 +301,12 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 	}{
 		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, func() (map[string]interface{}, error) { return dynamicVars(full) }},
 		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Static}, func() (map[string]interface{}, error) { return staticVars(StaticRequest{PV: pv}) }},
-		{protocol.PhaseCreation, nil, func() (map[string]interface{}, error) { return creationVars(full) }},
-		{protocol.PhaseDeletion, nil, func() (map[string]interface{}, error) { return deletionVars(full) }},
+		{protocol.PhaseCreation, nil, union(creationVars, inline)},
+		{protocol.PhaseDeletion, nil, union(deletionVars, DynamicRequest{Inline: &iv, PV: inlinePV, Handle: "csi-1"})},
 		{protocol.PhaseExpansion, nil, func() (map[string]interface{}, error) { return expansionVars(full) }},
 		{protocol.PhaseModification, nil, func() (map[string]interface{}, error) { return modificationVars(full) }},
-		{protocol.PhaseStaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
-		{protocol.PhaseUnstaging, nil, func() (map[string]interface{}, error) { return stagingVars(staging) }},
+		{protocol.PhaseStaging, nil, bothStagings},
+		{protocol.PhaseUnstaging, nil, bothStagings},
 	} {
 		vars, err := tc.build()
 		if err != nil {
@@ -316,5 +347,45 @@ func TestModificationContext(t *testing.T) {
 	}
 	if md := vars["currentVac"].(map[string]interface{})["metadata"].(map[string]interface{}); md["name"] != "silver" {
 		t.Errorf("currentVac metadata %v", md)
+	}
+}
+
+// An inline volume's creation context: its attributes as params, kubelet's
+// volume ID as defaultHandle, the pod's node and the pod; no claim or class.
+// Its staging context: inlinePod in place of pvc, the made-up pv.
+func TestInlineContexts(t *testing.T) {
+	iv := protocol.InlineVolume{VolumeID: "csi-abc", Attributes: map[string]string{"size": "5"}, PodNamespace: "ns", PodName: "p", PodUID: "u", ServiceAccount: "sa"}
+	vars, err := creationVars(DynamicRequest{Inline: &iv, SelectedNodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := map[string]interface{}{"name": "p", "namespace": "ns", "uid": "u", "serviceAccountName": "sa"}
+	for k, want := range map[string]interface{}{
+		"params": map[string]interface{}{"size": "5"}, "defaultHandle": "csi-abc", "selectedNodeName": "n1", "inlinePod": pod,
+		"requestedVolumeMode": "Filesystem", "requestedAccessModes": []interface{}{"ReadWriteOncePod"}, "requestedMinCapacity": int64(0),
+	} {
+		if !reflect.DeepEqual(vars[k], want) {
+			t.Errorf("%s = %#v, want %#v", k, vars[k], want)
+		}
+	}
+	for _, k := range []string{"pvc", "sc", "sourcePvc"} {
+		if _, ok := vars[k]; ok {
+			t.Errorf("%s is defined", k)
+		}
+	}
+	pv, err := protocol.InlinePV("d", iv, resource.MustParse("1Gi"), map[string]string{"endpoint": "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, err := stagingVars(StagingRequest{PVC: protocol.InlineClaim(iv), PV: pv, Node: testNode()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := staging["pvc"]; ok {
+		t.Error("pvc is defined in an inline volume's staging context")
+	}
+	if !reflect.DeepEqual(staging["inlinePod"], pod) || staging["handle"] != "csi-abc" || staging["capacity"] != int64(1<<30) ||
+		!reflect.DeepEqual(staging["params"], map[string]interface{}{"size": "5", "endpoint": "e"}) {
+		t.Errorf("staging context: inlinePod %v handle %v capacity %v params %v", staging["inlinePod"], staging["handle"], staging["capacity"], staging["params"])
 	}
 }

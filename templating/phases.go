@@ -261,6 +261,8 @@ type CapacityRequest struct {
 type CapacityConfig struct {
 	Capacity    *resource.Quantity
 	PodTemplate *corev1.PodTemplateSpec
+	// Evaluated is the section as evaluated, fields named as in the spec.
+	Evaluated map[string]interface{}
 }
 
 // StorageCapacity evaluates spec.storageCapacity; nil if the provisioner has
@@ -277,11 +279,11 @@ func (c *Compiled) StorageCapacity(ctx context.Context, r CapacityRequest) (*Cap
 	if vars["sc"], err = toMap(r.Class, classGVK); err != nil {
 		return nil, err
 	}
-	_, v, err := c.evaluate(ctx, c.capacity, vars, nil)
+	raw, v, err := c.evaluate(ctx, c.capacity, vars, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &CapacityConfig{Capacity: v.Capacity, PodTemplate: v.PodTemplate}, nil
+	return &CapacityConfig{Capacity: v.Capacity, PodTemplate: v.PodTemplate, Evaluated: raw}, nil
 }
 
 // Staging evaluates spec.volumeStaging; the result always has a pod template.

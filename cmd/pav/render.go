@@ -51,7 +51,10 @@ spec.volumeAttributesClassName, both VolumeAttributesClasses from --objects,
 which creation gets too), staging, unstaging (need
 --pvc or --pv), snapshot-creation (needs --pvc or --pv, or a
 VolumeSnapshotContent in --objects), snapshot-deletion (needs a
-VolumeSnapshotContent with a snapshot handle in --objects).
+VolumeSnapshotContent with a snapshot handle in --objects), capacity
+(spec.storageCapacity, for the StorageClass of --sc, of --pvc or the one
+in --objects, measured on the node of --node: its topology segment is its
+values of spec.topologyKeys, and it is the segment's nodeName).
 VolumeSnapshots and VolumeSnapshotClasses in --objects are used for the
 content they belong to.
 
@@ -80,7 +83,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.pvc, "pvc", "", "file holding the PersistentVolumeClaim")
 	f.StringVar(&o.sc, "sc", "", "file holding the StorageClass")
 	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
-	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging)")
+	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging, capacity)")
 	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes); repeatable")
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
@@ -280,6 +283,8 @@ func (r *renderer) render(phase protocol.Phase) (*rendered, error) {
 		return r.modification()
 	case protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion:
 		return r.snapshot(phase)
+	case protocol.PhaseCapacity:
+		return r.capacity()
 	}
 	return r.staging(phase)
 }
@@ -331,7 +336,10 @@ func (r *renderer) class() (*storagev1.StorageClass, error) {
 		return one(r.o.sc, "StorageClass", func(w *renderWorld) []*storagev1.StorageClass { return w.classes })
 	}
 	name := ""
-	if r.pvc.Spec.StorageClassName != nil {
+	switch {
+	case r.pvc == nil && len(r.w.classes) == 1: // capacity: the class of --objects
+		return r.w.classes[0], nil
+	case r.pvc != nil && r.pvc.Spec.StorageClassName != nil:
 		name = *r.pvc.Spec.StorageClassName
 	}
 	for _, c := range r.w.classes {
@@ -605,9 +613,38 @@ func (r *renderer) node() (*corev1.Node, error) {
 	}, nil
 }
 
+// capacity evaluates storageCapacity for the class of --sc (or the one of
+// --objects) in the segment of the node of --node.
+func (r *renderer) capacity() (*rendered, error) {
+	if r.prov.Spec.StorageCapacity == nil {
+		return nil, fmt.Errorf("PavProvisioner %s has no spec.storageCapacity", r.prov.Name)
+	}
+	sc, err := r.class()
+	if err != nil {
+		return nil, err
+	}
+	node, err := r.node()
+	if err != nil {
+		return nil, err
+	}
+	seg, missing := protocol.NodeSegment(r.prov.Spec.TopologyKeys, node.Labels)
+	if missing != "" {
+		return nil, fmt.Errorf("%s (give --node a Node with the label)", protocol.MissingTopologyLabel(node.Name, r.prov.Name, missing))
+	}
+	cfg, err := r.compiled.StorageCapacity(r.ctx, templating.CapacityRequest{Class: sc, Segment: seg, NodeName: node.Name})
+	if err != nil {
+		return nil, errors.New(errorLines(err))
+	}
+	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
+		return protocol.CapacityPod(b.Template, b.Provisioner, b.Root, protocol.CapacityKey(sc.Name, seg), node.Name), nil
+	}
+	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: pod}, nil
+}
+
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
 var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
-	protocol.PhaseExpansion, protocol.PhaseModification, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion}
+	protocol.PhaseExpansion, protocol.PhaseModification, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion,
+	protocol.PhaseCapacity}
 
 var phaseList = func() string {
 	s := make([]string, len(renderPhases))

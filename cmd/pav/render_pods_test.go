@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
@@ -277,4 +279,77 @@ func withoutHostDir(pod *corev1.Pod) *corev1.Pod {
 		}
 	}
 	return pod
+}
+
+// A provisioner that measures capacity per node with a pod that depends on
+// the class, the segment and the node.
+const capacityProvisioner = `
+apiVersion: pav.albertofaria.github.io/v1alpha1
+kind: PavProvisioner
+metadata:
+  name: measured
+spec:
+  provisioningModes: [Dynamic]
+  topologyKeys: [kubernetes.io/hostname]
+  storageCapacity:
+    podTemplate:
+      spec:
+        containers:
+          - name: df
+            image: img
+            args: ["{{ params.path }}", "{{ sc.metadata.name }}", "{{ topology['kubernetes.io/hostname'] }}", "{{ nodeName }}"]
+  volumeCreation:
+    capacity: "{{ requestedMinCapacity }}"
+  volumeStaging:
+    podTemplate:
+      spec:
+        containers: [{name: stage, image: img}]
+`
+
+// TestRenderCapacityPodIsPaVs runs the controller on a fake cluster and
+// checks that `pav render --pods --phase capacity` prints the capacity pod
+// it creates for the same class and node.
+func TestRenderCapacityPodIsPaVs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	write, _, _ := renderFiles(t)
+	provFile := filepath.Join(filepath.Dir(write("x.yaml", nil)), "measured.yaml")
+	if err := os.WriteFile(provFile, []byte(capacityProvisioner), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov, err := loadProvisioner(provFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov.UID = "prov-uid"
+	class := &storagev1.StorageClass{
+		TypeMeta:    metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta:  metav1.ObjectMeta{Name: "measured-class", UID: "class-uid"},
+		Provisioner: prov.Name, Parameters: map[string]string{"path": "/srv/volumes"},
+	}
+	node := &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{corev1.LabelHostname: "node-1"}},
+	}
+	kube := fake.NewSimpleClientset(class, node)
+	// The fake API server sets no creation time, so the controller deletes
+	// the pod at once as overdue: record it as created.
+	createdPods := make(chan *corev1.Pod, 10)
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		createdPods <- a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
+		return false, nil, nil
+	})
+	ctrl, err := controller.New(controller.Config{Kube: kube, Pav: pavfake.NewSimpleClientset(prov), Engine: controller.NewTemplatingEngine(kube)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ctrl.Run(ctx) }()
+
+	var created *corev1.Pod
+	select {
+	case created = <-createdPods:
+	case <-ctx.Done():
+		t.Fatal("PaV created no capacity pod")
+	}
+	checkRendered(t, created, "-f", provFile, "--phase", "capacity", "--sc", write("sc.yaml", class), "--node", write("node.yaml", node))
 }

@@ -45,6 +45,7 @@ func fullProvisioner() *PavProvisioner {
 			PodLogsInEvents:    true,
 			TopologyKeys:       []string{"k"},
 			StorageCapacity:    &StorageCapacity{Capacity: value("cc"), PodTemplate: value("cpt"), RefreshPeriod: &metav1.Duration{Duration: time.Minute}},
+			InlineVolumes:      true,
 		},
 		Status: PavProvisionerStatus{ObservedGeneration: 2, Stagings: 3, OutdatedStagings: 1, Conditions: []metav1.Condition{
 			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now}}},

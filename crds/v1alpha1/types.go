@@ -142,6 +142,12 @@ type PavProvisionerSpec struct {
 	// the scheduler places WaitForFirstConsumer claims only on nodes with
 	// room. Needs topologyKeys.
 	StorageCapacity *StorageCapacity `json:"storageCapacity,omitempty"`
+	// PaV-Go addition: CSI inline ephemeral volumes, opt-in. A pod's own
+	// `csi:` volume naming the provisioner is created (volumeCreation's pod,
+	// on the pod's node), staged, unstaged and deleted (volumeDeletion's
+	// pod) by the node plugin, with the volume's attributes as params; the
+	// CSIDriver then lists the Ephemeral lifecycle mode.
+	InlineVolumes bool `json:"inlineVolumes,omitempty"`
 }
 
 // StorageCapacity says how PaV measures the free space of one topology

@@ -439,7 +439,21 @@ func TestAccess(t *testing.T) {
 	creationOnA := creation.DeepCopy()
 	creationOnA.Name, creationOnA.Spec.NodeName = "creation-a", "node-a"
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
-	denied("node plugin creates a creation pod", err, "only staging and unstaging pods")
+	denied("node plugin creates a creation pod", err, "only staging and unstaging pods and inline volumes' creation and deletion pods")
+	inlineOnA, err := protocol.InlinePod(&corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS}, Spec: creation.Spec},
+		"host-directory", protocol.PodDirRoot(protocol.DefaultKubeletDir), "node-a", protocol.PhaseInlineCreation, protocol.InlineVolume{VolumeID: "csi-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnA, metav1.CreateOptions{})
+	allowed("node plugin of node-a creates an inline volume's creation pod on node-a", err)
+	inlineOnB := inlineOnA.DeepCopy()
+	inlineOnB.Name, inlineOnB.Spec.NodeName = "inline-b", "node-b"
+	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
+	denied("node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
+	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
+	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
+	allowed("node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
 	denied("node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
 	denied("node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")

@@ -41,6 +41,12 @@ func (e *literalEngine) Staging(context.Context, *v1alpha1.PavProvisioner, templ
 func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.unstaging, nil
 }
+func (e *literalEngine) Creation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*templating.CreationConfig, error) {
+	return &templating.CreationConfig{}, nil
+}
+func (e *literalEngine) Deletion(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*corev1.PodTemplateSpec, error) {
+	return nil, nil
+}
 func (e *literalEngine) Forget(*v1alpha1.PavProvisioner) {}
 
 func shPod(ns, script string, privileged bool) *corev1.PodTemplateSpec {
