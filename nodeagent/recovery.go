@@ -210,49 +210,27 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	}
 	driver := pod.Labels[protocol.LabelProvisioner]
 	if dir, err := podHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
-		for _, older := range s.olderStagings(id, pod) { // a replacement finished but for this
-			if err := s.teardown(ctx, driver, older); err != nil {
-				return err
-			}
+		if err := s.tearDownOlder(ctx, driver, id, pod); err != nil { // a replacement finished but for this
+			return err
 		}
 	}
 	p, err := s.provisioner(driver)
 	if err != nil {
 		return err
 	}
-	recoveryOff := p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Recovery == v1alpha1.RecoveryNone
-	rec, err := recoveryOf(pod)
-	if err != nil {
+	recorded, finished, err := s.recordedRecovery(ctx, pod)
+	if err != nil || finished {
 		return err
-	}
-	if rec != nil {
-		// The cache may not show yet that a recovery just finished.
-		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
-		if err != nil || live == nil || live.UID != pod.UID {
-			return err
-		}
-		if _, recovering := live.Annotations[protocol.AnnotationRecovering]; !recovering {
-			return nil
-		}
 	}
 	req, err := s.republishRequest(pod)
 	if err != nil {
 		return err
 	}
-	opts := publishOptions{rec: rec, shared: pod.Annotations[protocol.AnnotationShared] == "true"}
-	if rec == nil {
-		// Where the node sees the volume: a client's own staging publishes it
-		// at its target; a shared one serves it from its /pav/volume.
-		seen := req.TargetPath
-		if opts.shared {
-			dir, err := podHostDir(pod, s.root)
-			if err != nil {
-				return err
-			}
-			seen = filepath.Join(dir, protocol.FileVolume)
-		}
+	opts := publishOptions{rec: recorded, shared: pod.Annotations[protocol.AnnotationShared] == "true"}
+	if recorded == nil {
+		recoveryOff := p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Recovery == v1alpha1.RecoveryNone
 		if !recoveryOff {
-			if opts.rec, err = s.lost(ctx, pod, seen); err != nil {
+			if opts.rec, err = s.lost(ctx, pod, s.seenAt(pod, req, opts.shared)); err != nil {
 				return err
 			}
 		}
@@ -263,6 +241,53 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			return nil
 		}
 	}
+	return s.restageAndReplace(ctx, driver, id, pod, req, opts, recorded != nil)
+}
+
+// recordedRecovery is the recovery a staging pod records, if it is still
+// under way (finished: the live pod no longer records it, the cache lags).
+func (s *Stager) recordedRecovery(ctx context.Context, pod *corev1.Pod) (rec *recoveryRecord, finished bool, err error) {
+	if rec, err = recoveryOf(pod); err != nil || rec == nil {
+		return nil, false, err
+	}
+	live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+	if err != nil || live == nil || live.UID != pod.UID {
+		return nil, true, err
+	}
+	if _, recovering := live.Annotations[protocol.AnnotationRecovering]; !recovering {
+		return nil, true, nil
+	}
+	return rec, false, nil
+}
+
+// seenAt is where the node sees a staging's volume: a client's own staging
+// publishes it at its target; a shared one serves it from its /pav/volume.
+func (s *Stager) seenAt(pod *corev1.Pod, req *pavcsi.PublishRequest, shared bool) string {
+	if !shared {
+		return req.TargetPath
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return "" // nothing is seen there: nothing to recover
+	}
+	return filepath.Join(dir, protocol.FileVolume)
+}
+
+// tearDownOlder tears down the staging pods of id other than pod.
+func (s *Stager) tearDownOlder(ctx context.Context, driver, id string, pod *corev1.Pod) error {
+	for _, older := range s.olderStagings(id, pod) {
+		if err := s.teardown(ctx, driver, older); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restageAndReplace carries out the recovery opts.rec records (resumed: it
+// was recorded by an earlier attempt): the old staging stopped and a new one
+// started if not done yet, the new one waited for, and the volume replaced
+// where the clients see it.
+func (s *Stager) restageAndReplace(ctx context.Context, driver, id string, pod *corev1.Pod, req *pavcsi.PublishRequest, opts publishOptions, resumed bool) error {
 	clients, err := s.podsOnThisNode(ctx, opts.rec.Clients)
 	if err != nil {
 		return err
@@ -271,27 +296,27 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeRecoveryFailed, "%s failed (retried with backoff): %v", what, err)
 		return err
 	}
-	if rec != nil && servingStopped(pod, s.exits) && len(clients) == 0 {
+	stopped := servingStopped(pod, s.exits)
+	if resumed && stopped && len(clients) == 0 {
 		// The clients went while no node plugin ran: nothing to recover.
 		return s.teardown(ctx, driver, pod)
 	}
-	if rec == nil || servingStopped(pod, s.exits) {
-		if rec == nil {
-			s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
-				req.VolumeID, pod.Namespace, pod.Name, describePod(pod))
-			// Recorded on the old pod first: a node plugin restarted from
-			// here on finds the recovery there.
-			if err := s.recordRecovery(ctx, pod, opts.rec); err != nil {
-				return err
-			}
+	if !resumed {
+		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
+			req.VolumeID, pod.Namespace, pod.Name, describePod(pod))
+		// Recorded on the old pod first: a node plugin restarted from here
+		// on finds the recovery there.
+		if err := s.recordRecovery(ctx, pod, opts.rec); err != nil {
+			return err
 		}
+	}
+	if !resumed || stopped {
 		if err := s.restage(ctx, driver, id, pod, req, opts); err != nil {
 			return failed("staging the volume again", err)
 		}
 	}
-	// Stages anew, or finds the new staging pod a previous attempt made and
-	// waits until it serves; binds it at the target if the old volume is
-	// still there.
+	// Finds the new staging pod and waits until it serves; binds it at the
+	// target if the old volume is still there.
 	if err := s.publish(ctx, driver, req, opts); err != nil {
 		return failed("staging the volume again", err)
 	}
@@ -302,10 +327,8 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if err != nil {
 		return failed("replacing the volume where its clients see it", err)
 	}
-	for _, older := range s.olderStagings(id, pod) {
-		if err := s.teardown(ctx, driver, older); err != nil {
-			return err
-		}
+	if err := s.tearDownOlder(ctx, driver, id, pod); err != nil {
+		return err
 	}
 	if err := s.patchAnnotations(ctx, pod, map[string]interface{}{protocol.AnnotationRecovering: nil}); err != nil {
 		return err

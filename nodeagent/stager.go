@@ -327,30 +327,8 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if err != nil {
 		return err
 	}
-	if pod != nil && pod.DeletionTimestamp != nil {
-		// A previous attempt failed and its unstaging did not finish: finish it first.
-		logger.Info("Finishing the unstaging of a previous staging pod", "pod", klog.KObj(pod))
-		if err := s.teardown(ctx, driver, pod); err != nil {
-			return err
-		}
-		pod = nil
-	}
-	if pod == nil {
-		// No new staging for a provisioner being deleted (as in the original
-		// PaV): the client pod stays Pending with this message. A staging that
-		// exists already is answered as before (kubelet may call again).
-		if prov, err := s.provisioner(driver); err == nil && prov.DeletionTimestamp != nil {
-			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is staged", driver)
-		}
-		if req.SingleWriter {
-			if err := s.checkSingleWriter(pv.Name, id); err != nil {
-				return err
-			}
-		}
-		if pod, err = s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), ""); err != nil {
-			return err
-		}
-		logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))
+	if pod, err = s.stagingPodFor(ctx, driver, id, pod, pv, req, opts); err != nil {
+		return err
 	}
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {
@@ -415,6 +393,40 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
 		"block", req.Block, "duration", time.Since(start))
 	return nil
+}
+
+// stagingPodFor is the staging pod a publish waits for: pod (found), or a
+// new one if there is none or only one whose unstaging a failed attempt left
+// unfinished (finished first).
+func (s *Stager) stagingPodFor(ctx context.Context, driver, id string, pod *corev1.Pod, pv *corev1.PersistentVolume, req *pavcsi.PublishRequest, opts publishOptions) (*corev1.Pod, error) {
+	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
+	if pod != nil && pod.DeletionTimestamp != nil {
+		logger.Info("Finishing the unstaging of a previous staging pod", "pod", klog.KObj(pod))
+		if err := s.teardown(ctx, driver, pod); err != nil {
+			return nil, err
+		}
+		pod = nil
+	}
+	if pod != nil {
+		return pod, nil
+	}
+	// No new staging for a provisioner being deleted (as in the original
+	// PaV): the client pod stays Pending with this message. A staging that
+	// exists already is answered as before (kubelet may call again).
+	if prov, err := s.provisioner(driver); err == nil && prov.DeletionTimestamp != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is staged", driver)
+	}
+	if req.SingleWriter {
+		if err := s.checkSingleWriter(pv.Name, id); err != nil {
+			return nil, err
+		}
+	}
+	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "")
+	if err != nil {
+		return nil, err
+	}
+	logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))
+	return pod, nil
 }
 
 // checkTarget refuses, with ALREADY_EXISTS as CSI requires, a publish at a
