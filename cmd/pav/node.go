@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	goflag "flag"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
@@ -16,6 +15,8 @@ import (
 )
 
 type nodeOptions struct {
+	logging *logsapi.LoggingConfiguration
+
 	kubeconfig  string
 	nodeName    string
 	kubeletDir  string
@@ -35,6 +36,9 @@ func init() {
 		Short: "Run PaV's node plugin: a CSI driver for every PavProvisioner, staging and unstaging volumes on this node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyLogging(o.logging); err != nil {
+				return err
+			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			return runNode(ctx, o)
@@ -53,9 +57,7 @@ func init() {
 		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
 	f.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0,
 		"most PaV volumes of each PavProvisioner that pods on this node may use, reported to kubelet (CSI max_volumes_per_node, CSINode allocatable count) for the scheduler to enforce (0: no limit)")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	f.AddGoFlagSet(klogFlags)
+	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
 
