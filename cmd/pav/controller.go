@@ -129,6 +129,10 @@ func runController(ctx context.Context, o controllerOptions) error {
 	if len(o.webhookNames) > 0 && o.webhookCA == "" {
 		return fmt.Errorf("--webhook-client-names needs --webhook-client-ca")
 	}
+	// Before any client, queue or elector: client-go takes its metrics
+	// providers once, for what is made afterwards.
+	reg := newRegistry()
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
@@ -138,9 +142,6 @@ func runController(ctx context.Context, o controllerOptions) error {
 		return err
 	}
 	engine := controller.NewTemplatingEngine(client)
-
-	reg := newRegistry()
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	// The reconcilers, their informers and caches exist only on the leader:
 	// a standby builds them when it takes over (and exits when it loses the
 	// lead), so it holds nothing but the webhook meanwhile.

@@ -62,6 +62,8 @@ func init() {
 }
 
 func runNode(ctx context.Context, o nodeOptions) error {
+	reg := newRegistry() // before any client or queue, as for the controller
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
@@ -71,8 +73,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := newRegistry()
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	return nodeagent.Run(ctx, nodeagent.Config{
 		Registry:          reg,
 		NodeName:          o.nodeName,
