@@ -7,59 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/albertofaria/pav/internal/metricstest"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/third_party/leaderelection"
 	"github.com/albertofaria/pav/third_party/leaderelection/resourcelock"
 )
 
-// scrape returns the value of the series name{labels} in reg, and whether
-// it is there (a histogram's value is its count).
-func scrape(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			return value(m), true
-		}
-	}
-	return 0, false
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return 0
-}
+var scrape = metricstest.Scrape
 
 // TestBuildInfo: pav_build_info carries the version, commit and Go version.
 func TestBuildInfo(t *testing.T) {
