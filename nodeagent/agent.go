@@ -131,6 +131,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Recorder:  broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
 		Processes: processes, Recovery: true,
 	})
+	reg.MustRegister(newAbnormalVolumes(stager.health))
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
 	// This node's CSINode: driver registrations are paced and confirmed there.
 	csiNodeInformer := kubeclient.NewInformer(kube, kube.StorageV1().CSINodes(), &storagev1.CSINode{}, 0,
