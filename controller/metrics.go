@@ -34,20 +34,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "operations_total",
+			Name: "pav_controller_operations_total",
 			Help: "Provisioning and deletion attempts by result.",
 		}, []string{"provisioner", "operation", "result"}),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "operation_duration_seconds",
+			Name:    "pav_controller_operation_duration_seconds",
 			Help:    "Time from claim creation until its volume was provisioned.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"provisioner", "operation"}),
 		pods: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "pods_total",
+			Name: "pav_controller_pods_total",
 			Help: "Validation, creation and deletion pods that finished, by result.",
 		}, []string{"provisioner", "phase", "result"}),
 		podDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "pod_duration_seconds",
+			Name:    "pav_controller_pod_duration_seconds",
 			Help:    "Time from a PaV pod's creation until it was done (terminated and results collected).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"provisioner", "phase"}),
