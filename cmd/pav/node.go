@@ -27,6 +27,7 @@ type nodeOptions struct {
 	workers     int
 	runtime     string
 	maxVolumes  int64
+	preflight   bool
 }
 
 func init() {
@@ -57,6 +58,8 @@ func init() {
 		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
 	f.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0,
 		"most PaV volumes of each PavProvisioner that pods on this node may use, reported to kubelet (CSI max_volumes_per_node, CSINode allocatable count) for the scheduler to enforce (0: no limit)")
+	f.BoolVar(&o.preflight, "preflight", true,
+		"check at start that the kernel has the system calls the node plugin uses and that --kubelet-dir is a shared mount (mountPropagation: Bidirectional); if not, say why in the log, in an Event on the Node and in /readyz, and stay not ready (false: for a node plugin that serves no real kubelet, as in tests)")
 	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
@@ -85,5 +88,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		RuntimeEndpoint:   o.runtime,
 		Workers:           o.workers,
 		MaxVolumesPerNode: o.maxVolumes,
+		SkipPreflight:     !o.preflight,
 	})
 }
