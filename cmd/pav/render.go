@@ -179,13 +179,15 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 	if o.file == "" {
 		return errors.New("-f FILE (the PavProvisioner) is required")
 	}
-	prov, err := loadProvisioner(o.file)
+	prov, doc, err := loadProvisioner(o.file)
 	if err != nil {
 		return err
 	}
+	// Each problem at its place in the file, as pav validate reports it.
+	problems := func(err error) string { return doc.problemLines(o.file, err) }
 	compiled, err := templating.Compile(prov)
 	if err != nil {
-		return fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, errorLines(err))
+		return fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, problems(err))
 	}
 
 	// Gather the objects.
@@ -270,7 +272,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		if pvc == nil { // static validation
 			cfg, err := compiled.StaticValidation(ctx, templating.StaticRequest{PV: pv}, get)
 			if err != nil {
-				return errors.New(errorLines(err))
+				return errors.New(problems(err))
 			}
 			if vr, err := templating.StaticVolumeRequest(pv); err != nil {
 				fmt.Fprintf(stderr, "warning: PaV would reject this PersistentVolume: %v\n", err)
@@ -296,7 +298,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		case protocol.PhaseValidation:
 			cfg, err := compiled.DynamicValidation(ctx, r, get)
 			if err != nil {
-				return errors.New(errorLines(err))
+				return errors.New(problems(err))
 			}
 			if vr, err := templating.DynamicVolumeRequest(pvc); err != nil {
 				fmt.Fprintf(stderr, "warning: PaV would reject this claim: %v\n", err)
@@ -307,7 +309,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		case protocol.PhaseCreation:
 			cfg, err := compiled.Creation(ctx, r, get)
 			if err != nil {
-				return errors.New(errorLines(err))
+				return errors.New(problems(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 			// The controller records the evaluation on the creation pod.
@@ -319,7 +321,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 		case protocol.PhaseDeletion:
 			cfg, err := compiled.Deletion(ctx, r, get)
 			if err != nil {
-				return errors.New(errorLines(err))
+				return errors.New(problems(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 		case protocol.PhaseExpansion:
@@ -337,7 +339,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 				return fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", prov.Name)
 			}
 			if err != nil {
-				return errors.New(errorLines(err))
+				return errors.New(problems(err))
 			}
 			section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 			want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -362,7 +364,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			cfg, err = compiled.SnapshotDeletion(ctx, r, get)
 		}
 		if err != nil {
-			return errors.New(errorLines(err))
+			return errors.New(problems(err))
 		}
 		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 		pod = func(tmpl *corev1.PodTemplateSpec) (*corev1.Pod, error) {
@@ -418,7 +420,7 @@ func runRender(ctx context.Context, stdout, stderr io.Writer, o *renderOptions) 
 			cfg, err = compiled.Unstaging(ctx, r, get)
 		}
 		if err != nil {
-			return errors.New(errorLines(err))
+			return errors.New(problems(err))
 		}
 		section, podTemplate = cfg.Evaluated, cfg.PodTemplate
 		targetPath := o.targetPath
@@ -503,11 +505,11 @@ func (w *renderWorld) volumeOf(pvc *corev1.PersistentVolumeClaim) *corev1.Persis
 	return nil
 }
 
-// loadProvisioner reads the one PavProvisioner of a file.
-func loadProvisioner(path string) (*v1alpha1.PavProvisioner, error) {
+// loadProvisioner reads the one PavProvisioner of a file, and its document.
+func loadProvisioner(path string) (*v1alpha1.PavProvisioner, *document, error) {
 	docs, err := readDocuments(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var found []*document
 	for _, d := range docs {
@@ -516,17 +518,13 @@ func loadProvisioner(path string) (*v1alpha1.PavProvisioner, error) {
 		}
 	}
 	if len(found) != 1 {
-		return nil, fmt.Errorf("%s: want exactly one PavProvisioner, found %d", path, len(found))
+		return nil, nil, fmt.Errorf("%s: want exactly one PavProvisioner, found %d", path, len(found))
 	}
 	p, errs := decodeProvisioner(found[0])
 	if len(errs) > 0 {
-		lines := make([]string, len(errs))
-		for i, e := range errs {
-			lines[i] = e.Error()
-		}
-		return nil, fmt.Errorf("%s: %s:\n%s", path, found[0].where(), strings.Join(lines, "\n"))
+		return nil, nil, errors.New(found[0].problemLines(path, errs.ToAggregate()))
 	}
-	return p, nil
+	return p, found[0], nil
 }
 
 // fakeUID makes a stable UUID-shaped UID from a name, so that renders are
