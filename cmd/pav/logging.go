@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
-	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
@@ -20,7 +19,6 @@ import (
 func addLoggingFlags(fs *pflag.FlagSet) *logsapi.LoggingConfiguration {
 	c := logsapi.NewLoggingConfiguration()
 	logsapi.AddFlags(c, fs)
-	logs.AddFlags(fs, logs.SkipLoggingConfigurationFlags())
 	var klogFlags goflag.FlagSet
 	klog.InitFlags(&klogFlags)
 	klogFlags.VisitAll(func(f *goflag.Flag) {
