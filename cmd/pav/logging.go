@@ -19,6 +19,10 @@ import (
 func addLoggingFlags(fs *pflag.FlagSet) *logsapi.LoggingConfiguration {
 	c := logsapi.NewLoggingConfiguration()
 	logsapi.AddFlags(c, fs)
+	// Alpha options that need a feature gate PaV does not offer.
+	for _, name := range []string{"log-text-split-stream", "log-text-info-buffer-size", "log-json-split-stream", "log-json-info-buffer-size"} {
+		_ = fs.MarkHidden(name)
+	}
 	var klogFlags goflag.FlagSet
 	klog.InitFlags(&klogFlags)
 	klogFlags.VisitAll(func(f *goflag.Flag) {
