@@ -451,7 +451,7 @@ func TestValues(t *testing.T) {
 		"--set", "controller.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1",
 		"--set", "controller.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=kubernetes.io/hostname",
 		"--set", "node.nodeSelector.storage=yes,node.tolerations=null",
-		"--set", "logVerbosity=4",
+		"--set", "logVerbosity=4,logFormat=json",
 	)
 	ctl := find(t, objs, "Deployment", "controller-agent")
 	ds := find(t, objs, "DaemonSet", "node-agent")
@@ -461,6 +461,7 @@ func TestValues(t *testing.T) {
 			t.Errorf("%s: image %v, pull policy %v", key(o), c["image"], c["imagePullPolicy"])
 		}
 		hasArg(t, o, "--v=4")
+		hasArg(t, o, "--logging-format=json")
 	}
 	if r := get(ctl, "spec", "replicas"); r != 3.0 {
 		t.Errorf("controller replicas: %v", r)

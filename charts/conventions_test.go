@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -342,4 +343,78 @@ func TestServiceMonitor(t *testing.T) {
 	if out := renderFails(t, "--set", "metrics.serviceMonitor.enabled=true"); !strings.Contains(out, "metrics.serviceMonitor.enabled needs metrics.enabled") {
 		t.Errorf("a ServiceMonitor without metrics: %s", out)
 	}
+}
+
+// TestPrometheusRule: off by default; when on, beside the ServiceMonitor,
+// with its labels, and every alert reads only metrics PaV exports (names
+// as the Go sources declare them) in the release's namespace.
+func TestPrometheusRule(t *testing.T) {
+	for _, o := range render(t, "--set", "metrics.enabled=true,metrics.serviceMonitor.enabled=true") {
+		if str(o, "kind") == "PrometheusRule" {
+			t.Errorf("by default: %s", key(o))
+		}
+	}
+	if out := renderFails(t, "--set", "metrics.enabled=true,metrics.prometheusRule.enabled=true"); !strings.Contains(out, "metrics.prometheusRule.enabled needs metrics.serviceMonitor.enabled") {
+		t.Errorf("a PrometheusRule without a ServiceMonitor: %s", out)
+	}
+	objs := render(t, "--set", "metrics.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.prometheusRule.labels.release=prom")
+	rule := find(t, objs, "PrometheusRule", "pav")
+	if l := str(rule, "metadata", "labels", "release"); l != "prom" {
+		t.Errorf("PrometheusRule labels: %v", get(rule, "metadata", "labels"))
+	}
+	exported := exportedMetrics(t)
+	metric := regexp.MustCompile(`\b(pav|workqueue|rest_client|leader_election)_[a-z_]+\b`)
+	var alerts int
+	for _, g := range get(rule, "spec", "groups").([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			r := r.(map[string]any)
+			expr, _ := r["expr"].(string)
+			alerts++
+			names := metric.FindAllString(expr, -1)
+			if len(names) == 0 {
+				t.Errorf("alert %v reads none of PaV's metrics: %s", r["alert"], expr)
+			}
+			for _, n := range names {
+				if !exported[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")] {
+					t.Errorf("alert %v reads %s, which PaV does not export", r["alert"], n)
+				}
+			}
+			if !strings.Contains(expr, `namespace="pav"`) {
+				t.Errorf("alert %v is not scoped to the release's namespace: %s", r["alert"], expr)
+			}
+		}
+	}
+	if alerts == 0 {
+		t.Error("no alerts")
+	}
+}
+
+// exportedMetrics: the metric names declared in PaV's Go sources (each
+// metric is declared with its whole name as a string literal).
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	lit := regexp.MustCompile(`"((pav|workqueue|rest_client|leader_election)_[a-z_]+)"`)
+	names := map[string]bool{}
+	for _, dir := range []string{"../controller", "../controller/webhook", "../nodeagent", "../cmd/pav"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
+				names[m[1]] = true
+			}
+		}
+	}
+	if !names["pav_controller_operations_total"] {
+		t.Fatalf("no metric declarations found in PaV's sources: %v", names)
+	}
+	return names
 }

@@ -37,13 +37,15 @@ const (
 
 // claimSync is one sync of one claim.
 type claimSync struct {
-	ctx   context.Context
-	c     *Controller
-	key   string
-	pvc   *corev1.PersistentVolumeClaim
-	p     *v1alpha1.PavProvisioner
-	class *storagev1.StorageClass
-	pods  map[protocol.Phase]*corev1.Pod
+	ctx context.Context
+	c   *Controller
+	key string
+	pvc *corev1.PersistentVolumeClaim
+	p   *v1alpha1.PavProvisioner
+	// provName: p's name, also once p is gone (the claim's class names it).
+	provName string
+	class    *storagev1.StorageClass
+	pods     map[protocol.Phase]*corev1.Pod
 	// source and sourcePV: the claim a clone is made from, and its volume.
 	source   *corev1.PersistentVolumeClaim
 	sourcePV *corev1.PersistentVolume
@@ -109,7 +111,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		c.claimQueue.AddAfter(key, d)
 		return nil
 	}
-	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, class: class, pods: byPhase(c.claimPods(pvc))}
+	s := &claimSync{ctx: ctx, c: c, key: key, pvc: pvc, p: p, provName: provName, class: class, pods: byPhase(c.claimPods(pvc))}
 	if sc := s.attemptClass(); sc != nil {
 		s.class = c.restoreClass(sc)
 	}
@@ -177,7 +179,7 @@ func (s *claimSync) retryLater(msg string) error {
 	s.reschedule()
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
-	s.c.metrics.operation("provision", "failure", 0)
+	s.c.metrics.operation(s.provName, "provision", "failure", 0)
 	return retryScheduled{fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)}
 }
 
@@ -734,7 +736,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		if s.p.Spec.StorageCapacity != nil {
 			s.c.refreshCapacity(s.p.Name)
 		}
-		s.c.metrics.operation("provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
+		s.c.metrics.operation(s.provName, "provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
 	}
 	return s.finish(ctx)
 }

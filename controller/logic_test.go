@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/internal/metricstest"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -366,41 +367,67 @@ func TestStuckReason(t *testing.T) {
 	}
 }
 
-func TestMetricsExported(t *testing.T) {
+// TestMetricsByProvisioner: a provisioner's series start at zero when it is
+// synced; provisioning a claim counts its operation and pods under its
+// name; pods in flight are counted per provisioner and phase; a deleted
+// provisioner's series go.
+func TestMetricsByProvisioner(t *testing.T) {
+	h := newHarness(t, testObjects()...)
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.operation("provision", "success", 2*time.Second)
-	m.podDone(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{protocol.LabelPhase: "creation"},
-		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Second))}}, false)
-	families, err := reg.Gather()
-	if err != nil {
+	h.c.metrics = NewMetrics(reg)
+	h.c.metrics.registerInFlight(h.c)
+	h.refresh()
+	ctx := context.Background()
+	if err := h.c.syncProvisioner(ctx, testProvisioner); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, metric := range f.GetMetric() {
-			key := f.GetName()
-			for _, l := range metric.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			if c := metric.GetCounter(); c != nil {
-				got[key] = c.GetValue()
-			}
-			if h := metric.GetHistogram(); h != nil {
-				got[key] = float64(h.GetSampleCount())
-			}
+	prov := func(labels ...string) map[string]string {
+		m := map[string]string{"provisioner": testProvisioner}
+		for i := 0; i < len(labels); i += 2 {
+			m[labels[i]] = labels[i+1]
+		}
+		return m
+	}
+	if v, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("operation", "delete", "result", "failure")); !ok || v != 0 {
+		t.Errorf("a synced provisioner's delete failures: %v (present %v), want 0", v, ok)
+	}
+
+	if err := h.step(); err != nil { // the validation pod
+		t.Fatal(err)
+	}
+	h.refresh()
+	if v, _ := metricstest.Scrape(t, reg, "pav_controller_pods_in_flight", prov("phase", "validation")); v != 1 {
+		t.Errorf("validation pods in flight: %v, want 1", v)
+	}
+	if v, ok := metricstest.Scrape(t, reg, "pav_controller_pods_in_flight", prov("phase", "staging")); !ok || v != 0 {
+		t.Errorf("staging pods in flight: %v (present %v), want 0", v, ok)
+	}
+	for i := 0; i < 10 && !h.provisioned(); i++ {
+		if err := h.step(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for key, want := range map[string]float64{
-		"pav_controller_operations_total,operation=provision,result=success": 1,
-		"pav_controller_operations_total,operation=delete,result=failure":    0,
-		"pav_controller_operation_duration_seconds,operation=provision":      1,
-		"pav_controller_pods_total,phase=creation,result=failure":            1,
-		"pav_controller_pod_duration_seconds,phase=creation":                 1,
+	if !h.provisioned() {
+		t.Fatalf("not provisioned:\n%s", h.describe())
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"pav_controller_operations_total", prov("operation", "provision", "result", "success")},
+		{"pav_controller_operation_duration_seconds", prov("operation", "provision")},
+		{"pav_controller_pods_total", prov("phase", "validation", "result", "success")},
+		{"pav_controller_pods_total", prov("phase", "creation", "result", "success")},
+		{"pav_controller_pod_duration_seconds", prov("phase", "creation")},
 	} {
-		if v, ok := got[key]; !ok || v != want {
-			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		if v, _ := metricstest.Scrape(t, reg, c.name, c.labels); v != 1 {
+			t.Errorf("%s%v = %v, want 1", c.name, c.labels, v)
 		}
+	}
+
+	h.c.metrics.provisionerGone(testProvisioner)
+	if _, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov()); ok {
+		t.Error("a deleted provisioner's series are still exported")
 	}
 }
 

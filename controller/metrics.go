@@ -10,12 +10,16 @@ import (
 	"github.com/albertofaria/pav/protocol"
 )
 
-// Metrics are the controller's Prometheus metrics:
-//   - pav_controller_operations_total{operation,result}: provision/delete attempts;
-//   - pav_controller_operation_duration_seconds{operation}: claim creation → PV created;
-//   - pav_controller_pods_total{phase,result}: validation/creation/deletion pods finished;
-//   - pav_controller_pod_duration_seconds{phase}: pod creation → results collected;
-//   - pav_controller_pods_in_flight{phase}: PaV pods not yet done (from the cache).
+// Metrics are the controller's Prometheus metrics, each by provisioner
+// (PavProvisioners are few and created by administrators):
+//   - pav_controller_operations_total{provisioner,operation,result}: provision/delete/expand attempts;
+//   - pav_controller_operation_duration_seconds{provisioner,operation}: claim creation → PV created;
+//   - pav_controller_pods_total{provisioner,phase,result}: validation/creation/deletion/expansion pods finished;
+//   - pav_controller_pod_duration_seconds{provisioner,phase}: pod creation → results collected;
+//   - pav_controller_pods_in_flight{provisioner,phase}: PaV pods not yet done (from the cache).
+//
+// A provisioner's series start at zero when the controller first syncs it,
+// so dashboards and alerts see them at once, and go when it is deleted.
 type Metrics struct {
 	reg        prometheus.Registerer
 	operations *prometheus.CounterVec
@@ -30,34 +34,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "operations_total",
+			Name: "pav_controller_operations_total",
 			Help: "Provisioning and deletion attempts by result.",
-		}, []string{"operation", "result"}),
+		}, []string{"provisioner", "operation", "result"}),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "operation_duration_seconds",
+			Name:    "pav_controller_operation_duration_seconds",
 			Help:    "Time from claim creation until its volume was provisioned.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"operation"}),
+		}, []string{"provisioner", "operation"}),
 		pods: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "pods_total",
+			Name: "pav_controller_pods_total",
 			Help: "Validation, creation and deletion pods that finished, by result.",
-		}, []string{"phase", "result"}),
+		}, []string{"provisioner", "phase", "result"}),
 		podDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "pav", Subsystem: "controller", Name: "pod_duration_seconds",
+			Name:    "pav_controller_pod_duration_seconds",
 			Help:    "Time from a PaV pod's creation until it was done (terminated and results collected).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"phase"}),
-	}
-	// Start every series at zero so dashboards and alerts see them at once.
-	for _, op := range []string{"provision", "delete", "expand", "modify"} {
-		for _, r := range []string{"success", "failure"} {
-			m.operations.WithLabelValues(op, r)
-		}
-	}
-	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification} {
-		for _, r := range []string{"success", "failure"} {
-			m.pods.WithLabelValues(string(ph), r)
-		}
+		}, []string{"provisioner", "phase"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.operations, m.opDuration, m.pods, m.podDur)
@@ -65,10 +58,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) operation(op, result string, d time.Duration) {
-	m.operations.WithLabelValues(op, result).Inc()
+// provisionerSeen starts a live provisioner's counters at zero.
+func (m *Metrics) provisionerSeen(provisioner string) {
+	for _, op := range []string{"provision", "delete", "expand", "modify"} {
+		for _, r := range []string{"success", "failure"} {
+			m.operations.WithLabelValues(provisioner, op, r)
+		}
+	}
+	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification} {
+		for _, r := range []string{"success", "failure"} {
+			m.pods.WithLabelValues(provisioner, string(ph), r)
+		}
+	}
+}
+
+// provisionerGone drops a deleted provisioner's series.
+func (m *Metrics) provisionerGone(provisioner string) {
+	l := prometheus.Labels{"provisioner": provisioner}
+	m.operations.DeletePartialMatch(l)
+	m.opDuration.DeletePartialMatch(l)
+	m.pods.DeletePartialMatch(l)
+	m.podDur.DeletePartialMatch(l)
+}
+
+func (m *Metrics) operation(provisioner, op, result string, d time.Duration) {
+	m.operations.WithLabelValues(provisioner, op, result).Inc()
 	if d > 0 {
-		m.opDuration.WithLabelValues(op).Observe(d.Seconds())
+		m.opDuration.WithLabelValues(provisioner, op).Observe(d.Seconds())
 	}
 }
 
@@ -77,20 +93,21 @@ func (m *Metrics) podDone(pod *corev1.Pod, ok bool) {
 	if !ok {
 		result = "failure"
 	}
-	ph := string(phaseOf(pod))
-	m.pods.WithLabelValues(ph, result).Inc()
-	m.podDur.WithLabelValues(ph).Observe(time.Since(pod.CreationTimestamp.Time).Seconds())
+	ph, prov := string(phaseOf(pod)), pod.Labels[protocol.LabelProvisioner]
+	m.pods.WithLabelValues(prov, ph, result).Inc()
+	m.podDur.WithLabelValues(prov, ph).Observe(time.Since(pod.CreationTimestamp.Time).Seconds())
 }
 
-// registerInFlight exports the number of unfinished PaV pods per phase,
-// computed from the pod cache at scrape time.
+// registerInFlight exports the number of unfinished PaV pods per
+// provisioner and phase, computed from the caches at scrape time (every
+// phase of every provisioner, zero included).
 func (m *Metrics) registerInFlight(c *Controller) {
 	if m.reg == nil {
 		return
 	}
 	m.once.Do(func() {
 		m.reg.MustRegister(&inFlight{c: c, desc: prometheus.NewDesc("pav_controller_pods_in_flight",
-			"PaV pods (all phases) that have not terminated yet.", []string{"phase"}, nil)})
+			"PaV pods (all phases) that have not terminated yet.", []string{"provisioner", "phase"}, nil)})
 	})
 }
 
@@ -102,17 +119,26 @@ type inFlight struct {
 func (f *inFlight) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 
 func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
-	counts := map[protocol.Phase]int{
-		protocol.PhaseValidation: 0, protocol.PhaseCreation: 0, protocol.PhaseDeletion: 0,
-		protocol.PhaseStaging: 0, protocol.PhaseUnstaging: 0, protocol.PhaseExpansion: 0, protocol.PhaseModification: 0,
+	phases := []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
+		protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseExpansion, protocol.PhaseModification}
+	type key struct {
+		provisioner string
+		phase       protocol.Phase
+	}
+	counts := map[key]int{}
+	provisioners, _ := f.c.provisioners.List(everything)
+	for _, p := range provisioners {
+		for _, ph := range phases {
+			counts[key{p.Name, ph}] = 0
+		}
 	}
 	pods, _ := f.c.pods.List(everything)
 	for _, p := range pods {
 		if !protocol.Terminated(p) {
-			counts[phaseOf(p)]++
+			counts[key{p.Labels[protocol.LabelProvisioner], phaseOf(p)}]++
 		}
 	}
-	for ph, n := range counts {
-		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), string(ph))
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), k.provisioner, string(k.phase))
 	}
 }

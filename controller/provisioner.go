@@ -91,12 +91,14 @@ func ownedByAnyProvisioner(m metav1.Object) bool {
 func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	p := c.provisioner(name)
 	if p == nil {
+		c.metrics.provisionerGone(name)
 		// Gone: its CSIDriver must go too (garbage collection would also do it).
 		if d, err := c.csiDrivers.Get(name); err == nil && ownedByAnyProvisioner(d) {
 			return c.deleteCSIDriver(ctx, d)
 		}
 		return nil
 	}
+	c.metrics.provisionerSeen(name)
 	if p.DeletionTimestamp != nil {
 		return c.provisionerTerminating(ctx, p)
 	}

@@ -115,7 +115,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		c.recorder.Event(pv, corev1.EventTypeWarning, reasonVolumeFailedDelete, msg)
 		d := c.volumeBackoff.failed(name)
 		c.volumeQueue.AddAfter(name, d)
-		c.metrics.operation("delete", "failure", 0)
+		c.metrics.operation(provName, "delete", "failure", 0)
 		return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)}
 	}
 	if del != nil {
@@ -212,7 +212,7 @@ func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVol
 		}
 	}
 	c.volumeBackoff.succeeded(pv.Name)
-	c.metrics.operation("delete", "success", 0)
+	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], "delete", "success", 0)
 	return nil
 }
 

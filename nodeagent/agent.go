@@ -54,6 +54,9 @@ type Config struct {
 	// MaxVolumesPerNode is what every driver reports to kubelet as the
 	// most volumes it may have on this node (0: no limit).
 	MaxVolumesPerNode int64
+	// SkipPreflight: do not check the kernel and the kubelet directory's
+	// mount propagation (a node plugin that serves no real kubelet).
+	SkipPreflight bool
 }
 
 // Run runs the node plugin until ctx ends.
@@ -125,12 +128,18 @@ func Run(ctx context.Context, cfg Config) error {
 	broadcaster := kubeclient.NewEventBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName})
+	var preflight error
+	if !cfg.SkipPreflight {
+		preflight = runPreflight(cfg.KubeletDir, cfg.NodeName, recorder)
+	}
 	stager := NewStager(StagerConfig{
 		Kube: cfg.Kube, Engine: cfg.Engine, NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot,
 		Mounter: cfg.Mounter, Pods: podInformer, PVs: pvInformer, Provisioners: provInformer, Metrics: m, Exits: exits,
-		Recorder:  broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: "pav-node", Host: cfg.NodeName}),
+		Recorder:  recorder,
 		Processes: processes, Recovery: true,
 	})
+	reg.MustRegister(newAbnormalVolumes(stager.health))
 	manager := pavcsi.NewManager(cfg.KubeletDir, cfg.Version, cfg.NodeName, stager)
 	// This node's CSINode: driver registrations are paced and confirmed there.
 	csiNodeInformer := kubeclient.NewInformer(kube, kube.StorageV1().CSINodes(), &storagev1.CSINode{}, 0,
@@ -146,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var started atomic.Bool // caches synced, drivers being served
 	if cfg.HealthAddress != "" {
-		go serveHealth(ctx, cfg.HealthAddress, nodeHealth{started: &started, stager: stager, manager: manager})
+		go serveHealth(ctx, cfg.HealthAddress, nodeHealth{started: &started, stager: stager, manager: manager, preflight: preflight})
 	}
 
 	klog.InfoS("Waiting for caches", "node", cfg.NodeName)
@@ -241,6 +250,8 @@ type nodeHealth struct {
 	started *atomic.Bool
 	stager  interface{ Ready() error }
 	manager interface{ Check() error }
+	// preflight: why this node cannot serve volumes (nil: it can).
+	preflight error
 }
 
 // live is nil unless the node plugin, once started, lost what kubelet needs
@@ -257,8 +268,13 @@ func (h nodeHealth) live() error {
 	return h.manager.Check()
 }
 
-// ready is nil once caches synced and drivers are served, while live.
+// ready is nil once caches synced and drivers are served, while live, on
+// a node that passed the preflight (a restart does not change the kernel
+// or the mounts: not a liveness failure).
 func (h nodeHealth) ready() error {
+	if h.preflight != nil {
+		return h.preflight
+	}
 	if !h.started.Load() {
 		return errors.New("caches not synced yet")
 	}

@@ -24,7 +24,8 @@ func (f checkFunc) Ready() error { return f() }
 func (f checkFunc) Check() error { return f() }
 
 // The probes: alive while starting but not ready; once started, both fail
-// with the reason when a cache stopped or a driver socket is gone.
+// with the reason when a cache stopped or a driver socket is gone; a node
+// that failed the preflight is alive but never ready, and says why.
 func TestHealthProbes(t *testing.T) {
 	var stagerErr, socketErr error
 	var started atomic.Bool
@@ -42,6 +43,7 @@ func TestHealthProbes(t *testing.T) {
 		name               string
 		started            bool
 		stagerErr, sockErr error
+		preflight          error
 		healthz, readyz    int
 		reason             string
 	}{
@@ -50,8 +52,11 @@ func TestHealthProbes(t *testing.T) {
 		{name: "running", started: true, healthz: 200, readyz: 200},
 		{name: "informer stopped", started: true, stagerErr: errors.New("the pods informer stopped"), healthz: 503, readyz: 503, reason: "the pods informer stopped"},
 		{name: "socket gone", started: true, sockErr: errors.New("CSI driver p: socket /x is gone"), healthz: 503, readyz: 503, reason: "CSI driver p: socket /x is gone"},
+		{name: "preflight failed", started: true, preflight: errors.New("this node cannot serve PaV volumes: kernel 5.4.0 lacks openat2"),
+			healthz: 200, readyz: 503, reason: "this node cannot serve PaV volumes: kernel 5.4.0 lacks openat2"},
 	} {
 		started.Store(c.started)
+		h.preflight = c.preflight
 		stagerErr, socketErr = c.stagerErr, c.sockErr
 		if code, body := probe("/healthz"); code != c.healthz || (code != 200 && body != c.reason) {
 			t.Errorf("%s: /healthz %d %q, want %d", c.name, code, body, c.healthz)

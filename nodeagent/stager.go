@@ -195,7 +195,7 @@ func (s *Stager) Ready() error {
 // /pav/volume and bind-mounts it at the target path.
 func (s *Stager) Publish(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
 	start := time.Now()
-	defer func() { s.metrics.observe("publish", start, err) }()
+	defer func() { s.metrics.observe("publish", driver, start, err) }()
 	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
 	// kubelet passes a staging path for block volumes even to drivers
 	// that do not stage: only a sharing driver's publishes bind a staging.
@@ -253,7 +253,7 @@ func (s *Stager) SharedStaging(driver string) bool {
 // elsewhere.)
 func (s *Stager) Stage(ctx context.Context, driver string, req *pavcsi.PublishRequest) (err error) {
 	start := time.Now()
-	defer func() { s.metrics.observe("stage", start, err) }()
+	defer func() { s.metrics.observe("stage", driver, start, err) }()
 	defer s.locks.lock(protocol.StagingID(req.VolumeID, req.TargetPath))()
 	return s.publish(ctx, driver, req, publishOptions{shared: true})
 }
@@ -262,7 +262,7 @@ func (s *Stager) Stage(ctx context.Context, driver string, req *pavcsi.PublishRe
 // the staging pod stops and the unstaging pod runs, as for a client's own.
 func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath string) (err error) {
 	start := time.Now()
-	defer func() { s.metrics.observe("unstage", start, err) }()
+	defer func() { s.metrics.observe("unstage", driver, start, err) }()
 	id := protocol.StagingID(volumeID, stagingPath)
 	defer s.locks.lock(id)()
 	s.health.forget(id)
@@ -494,7 +494,7 @@ func (s *Stager) failStaging(ctx context.Context, driver string, pod *corev1.Pod
 // unstaging pod, remove leftover mounts and the pod's host directory.
 func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath string) (err error) {
 	start := time.Now()
-	defer func() { s.metrics.observe("unpublish", start, err) }()
+	defer func() { s.metrics.observe("unpublish", driver, start, err) }()
 	id := protocol.StagingID(volumeID, targetPath)
 	defer s.locks.lock(id)()
 	s.health.forget(id)

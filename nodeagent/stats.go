@@ -53,7 +53,7 @@ func (s *Stager) Stats(ctx context.Context, driver, volumeID, volumePath string)
 		}
 	}
 	id := protocol.StagingID(volumeID, volumePath)
-	s.health.observe(ctx, s, id, volumePath, stats)
+	s.health.observe(ctx, s, id, driver, volumePath, stats)
 	if stats.Abnormal && stats.Reason == ReasonVolumeUnreachable && s.recoveries != nil {
 		// A run-to-completion staging's volume is gone: recovery restages it.
 		if pod, err := s.findPod(ctx, protocol.PhaseStaging, id); err == nil && pod != nil {
@@ -188,19 +188,22 @@ func blockDeviceSize(path string) (int64, error) {
 }
 
 // volumeHealth remembers which stagings are abnormal, so that each cause is
-// reported once as an Event on the client pod.
+// reported once as an Event on the client pod, and counted in metrics.
 type volumeHealth struct {
 	mu       sync.Mutex
-	abnormal map[string]string // staging ID -> reason
+	abnormal map[string]abnormality // by staging ID
 }
 
-func newVolumeHealth() *volumeHealth { return &volumeHealth{abnormal: map[string]string{}} }
+// abnormality: why a staging of a driver is abnormal.
+type abnormality struct{ driver, reason string }
 
-func (h *volumeHealth) observe(ctx context.Context, s *Stager, id, volumePath string, stats *pavcsi.VolumeStats) {
+func newVolumeHealth() *volumeHealth { return &volumeHealth{abnormal: map[string]abnormality{}} }
+
+func (h *volumeHealth) observe(ctx context.Context, s *Stager, id, driver, volumePath string, stats *pavcsi.VolumeStats) {
 	h.mu.Lock()
-	was := h.abnormal[id]
+	was := h.abnormal[id].reason
 	if stats.Abnormal {
-		h.abnormal[id] = stats.Reason
+		h.abnormal[id] = abnormality{driver, stats.Reason}
 	} else {
 		delete(h.abnormal, id)
 	}
@@ -214,6 +217,17 @@ func (h *volumeHealth) observe(ctx context.Context, s *Stager, id, volumePath st
 		return
 	}
 	s.recorder.Event(pod, corev1.EventTypeWarning, stats.Reason, stats.Message)
+}
+
+// counts is how many stagings are abnormal, by driver and reason.
+func (h *volumeHealth) counts() map[abnormality]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[abnormality]int{}
+	for _, a := range h.abnormal {
+		n[a]++
+	}
+	return n
 }
 
 // forget drops what is known of a staging that ended.

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/metricstest"
 )
 
 // A volume whose file system does not answer (a hung FUSE daemon) pins at
@@ -57,5 +60,41 @@ func TestStatsOfAHungVolumePinOneThread(t *testing.T) {
 			break
 		}
 		// Answered at once: the earlier read is still returning.
+	}
+}
+
+// TestAbnormalVolumesAndOperationsMetrics: the volumes the last health
+// check found abnormal are counted by provisioner and reason until one
+// finds them well again; CSI calls are counted by provisioner.
+func TestAbnormalVolumesAndOperationsMetrics(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newAbnormalVolumes(f.stager.health))
+	f.stager.metrics = newMetrics(reg)
+	ctx := context.Background()
+	abnormal := map[string]string{"provisioner": testDriver, "reason": ReasonVolumeUnmounted}
+
+	f.stager.readStats = func(string) (*pavcsi.VolumeStats, error) {
+		return &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnmounted, Message: "gone"}, nil
+	}
+	if _, err := f.stager.Stats(ctx, testDriver, testHandle, f.target); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := metricstest.Scrape(t, reg, "pav_node_volumes_abnormal", abnormal); v != 1 {
+		t.Errorf("abnormal volumes after a failed check: %v, want 1", v)
+	}
+	f.stager.readStats = func(string) (*pavcsi.VolumeStats, error) { return &pavcsi.VolumeStats{TotalBytes: 1}, nil }
+	if _, err := f.stager.Stats(ctx, testDriver, testHandle, f.target); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := metricstest.Scrape(t, reg, "pav_node_volumes_abnormal", abnormal); ok {
+		t.Errorf("abnormal volumes after a good check: %v, want none", v)
+	}
+
+	if err := f.stager.Unpublish(ctx, testDriver, testHandle, f.target); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := metricstest.Scrape(t, reg, "pav_node_operations_total", map[string]string{"provisioner": testDriver, "operation": "unpublish", "code": "OK"}); v != 1 {
+		t.Errorf("unpublish calls of %s: %v, want 1", testDriver, v)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	goflag "flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/controller"
@@ -29,6 +29,8 @@ import (
 )
 
 type controllerOptions struct {
+	logging *logsapi.LoggingConfiguration
+
 	kubeconfig    string
 	qps           float32
 	burst         int
@@ -69,6 +71,9 @@ func init() {
 		Short: "Run PaV's controller: dynamic provisioning and deletion for all PavProvisioners, and the admission webhook",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyLogging(o.logging); err != nil {
+				return err
+			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			return runController(ctx, o)
@@ -100,9 +105,7 @@ func init() {
 	f.StringVar(&o.webhookConfig, "webhook-configuration", "pav.albertofaria.github.io", "ValidatingWebhookConfiguration whose caBundle the controller maintains (empty: leave alone)")
 	f.StringVar(&o.webhookCA, "webhook-client-ca", "", "PEM file of the CAs of the client certificate the API server presents to the webhook (its AdmissionConfiguration's kubeconfig): callers without one are refused at the TLS handshake; re-read when it changes (empty: any caller)")
 	f.StringSliceVar(&o.webhookNames, "webhook-client-names", nil, "with --webhook-client-ca: names (CN or DNS SAN) one of which the client certificate must carry (empty: any from those CAs)")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	f.AddGoFlagSet(klogFlags)
+	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -126,6 +129,10 @@ func runController(ctx context.Context, o controllerOptions) error {
 	if len(o.webhookNames) > 0 && o.webhookCA == "" {
 		return fmt.Errorf("--webhook-client-names needs --webhook-client-ca")
 	}
+	// Before any client, queue or elector: client-go takes its metrics
+	// providers once, for what is made afterwards.
+	reg := newRegistry()
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
@@ -135,9 +142,6 @@ func runController(ctx context.Context, o controllerOptions) error {
 		return err
 	}
 	engine := controller.NewTemplatingEngine(client)
-
-	reg := newRegistry()
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	// The reconcilers, their informers and caches exist only on the leader:
 	// a standby builds them when it takes over (and exits when it loses the
 	// lead), so it holds nothing but the webhook meanwhile.
@@ -173,7 +177,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 		wh = &webhook.Server{
 			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
-			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate, Warnings: templating.Warnings},
+			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate, Warnings: templating.Warnings, Metrics: webhook.NewMetrics(reg)},
 			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames,
 		}
 		servers.Add(1)

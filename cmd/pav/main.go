@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // kubeletDirFlagHelp describes --kubelet-dir, which the controller and the
@@ -25,6 +26,8 @@ var rootCmd = &cobra.Command{
 func main() {
 	tuneGarbageCollector()
 	asKubectlPlugin(rootCmd, os.Args[0])
+	// Every flag is spelt with dashes; underscores are read as dashes.
+	rootCmd.SetGlobalNormalizationFunc(cliflag.WordSepNormalizeFunc)
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	goflag "flag"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
@@ -16,6 +15,8 @@ import (
 )
 
 type nodeOptions struct {
+	logging *logsapi.LoggingConfiguration
+
 	kubeconfig  string
 	nodeName    string
 	kubeletDir  string
@@ -26,6 +27,7 @@ type nodeOptions struct {
 	workers     int
 	runtime     string
 	maxVolumes  int64
+	preflight   bool
 }
 
 func init() {
@@ -35,6 +37,9 @@ func init() {
 		Short: "Run PaV's node plugin: a CSI driver for every PavProvisioner, staging and unstaging volumes on this node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyLogging(o.logging); err != nil {
+				return err
+			}
 			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
 			return runNode(ctx, o)
@@ -53,13 +58,15 @@ func init() {
 		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
 	f.Int64Var(&o.maxVolumes, "max-volumes-per-node", 0,
 		"most PaV volumes of each PavProvisioner that pods on this node may use, reported to kubelet (CSI max_volumes_per_node, CSINode allocatable count) for the scheduler to enforce (0: no limit)")
-	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	f.AddGoFlagSet(klogFlags)
+	f.BoolVar(&o.preflight, "preflight", true,
+		"check at start that the kernel has the system calls the node plugin uses and that --kubelet-dir is a shared mount (mountPropagation: Bidirectional); if not, say why in the log, in an Event on the Node and in /readyz, and stay not ready (false: for a node plugin that serves no real kubelet, as in tests)")
+	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
 
 func runNode(ctx context.Context, o nodeOptions) error {
+	reg := newRegistry() // before any client or queue, as for the controller
+	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
@@ -69,8 +76,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 	if err != nil {
 		return err
 	}
-	reg := newRegistry()
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	return nodeagent.Run(ctx, nodeagent.Config{
 		Registry:          reg,
 		NodeName:          o.nodeName,
@@ -83,5 +88,6 @@ func runNode(ctx context.Context, o nodeOptions) error {
 		RuntimeEndpoint:   o.runtime,
 		Workers:           o.workers,
 		MaxVolumesPerNode: o.maxVolumes,
+		SkipPreflight:     !o.preflight,
 	})
 }

@@ -222,6 +222,8 @@ type renderer struct {
 	pvc      *corev1.PersistentVolumeClaim // --pvc, defaulted
 	pv       *corev1.PersistentVolume      // --pv
 	claims   []*corev1.PersistentVolumeClaim
+	// problems renders an evaluation's errors at their places in the file.
+	problems func(error) string
 }
 
 // rendered is a phase's evaluated section, and the pod PaV would create for it.
@@ -233,15 +235,17 @@ type rendered struct {
 }
 
 func newRenderer(ctx context.Context, stderr io.Writer, o *renderOptions) (*renderer, error) {
-	prov, err := loadProvisioner(o.file)
+	prov, doc, err := loadProvisioner(o.file)
 	if err != nil {
 		return nil, err
 	}
+	// Each problem at its place in the file, as pav validate reports it.
+	problems := func(err error) string { return doc.problemLines(o.file, err) }
 	compiled, err := templating.Compile(prov)
 	if err != nil {
-		return nil, fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, errorLines(err))
+		return nil, fmt.Errorf("invalid PavProvisioner %s:\n%s", prov.Name, problems(err))
 	}
-	r := &renderer{ctx: ctx, stderr: stderr, o: o, prov: prov, compiled: compiled, w: &renderWorld{}}
+	r := &renderer{ctx: ctx, stderr: stderr, o: o, prov: prov, compiled: compiled, w: &renderWorld{}, problems: problems}
 	// Objects of the files given for --pvc, --sc, --pv and --node count too
 	// (e.g. a usage example holding a StorageClass, a PVC and a pod).
 	for _, f := range append(append([]string{}, o.objects...), nonEmpty(o.pvc, o.sc, o.pv, o.node)...) {
@@ -410,7 +414,7 @@ func (r *renderer) validation() (*rendered, error) {
 	}
 	cfg, err := r.compiled.DynamicValidation(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	vr, err := templating.DynamicVolumeRequest(r.pvc)
 	r.warnRejected("claim", cfg, vr, err)
@@ -420,7 +424,7 @@ func (r *renderer) validation() (*rendered, error) {
 func (r *renderer) staticValidation() (*rendered, error) {
 	cfg, err := r.compiled.StaticValidation(r.ctx, templating.StaticRequest{PV: r.pv}, r.getPVC)
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	vr, err := templating.StaticVolumeRequest(r.pv)
 	r.warnRejected("PersistentVolume", cfg, vr, err)
@@ -437,7 +441,7 @@ func (r *renderer) creation() (*rendered, error) {
 	}
 	cfg, err := r.compiled.Creation(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	if req.VolumeAttributesClass != nil {
 		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
@@ -458,7 +462,7 @@ func (r *renderer) deletion() (*rendered, error) {
 	}
 	cfg, err := r.compiled.Deletion(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseDeletion, req, nil)}, nil
 }
@@ -478,7 +482,7 @@ func (r *renderer) expansion() (*rendered, error) {
 		return nil, fmt.Errorf("PavProvisioner %s has no spec.volumeExpansion: it cannot expand volumes", r.prov.Name)
 	}
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	want := r.pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	claim := &corev1.ObjectReference{Namespace: r.pvc.Namespace, Name: r.pvc.Name, UID: r.pvc.UID}
@@ -522,7 +526,7 @@ func (r *renderer) snapshot(phase protocol.Phase) (*rendered, error) {
 		cfg, err = r.compiled.SnapshotDeletion(r.ctx, req, r.getPVC)
 	}
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
 		return protocol.SnapshotPod(b.Template, b.Provisioner, b.Root, phase, req.Content.Name, string(req.Content.UID)), nil
@@ -543,7 +547,7 @@ func (r *renderer) staging(phase protocol.Phase) (*rendered, error) {
 		cfg, err = r.compiled.Unstaging(r.ctx, req, r.getPVC)
 	}
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	targetPath := r.o.targetPath
 	if targetPath == "" {
@@ -633,7 +637,7 @@ func (r *renderer) capacity() (*rendered, error) {
 	}
 	cfg, err := r.compiled.StorageCapacity(r.ctx, templating.CapacityRequest{Class: sc, Segment: seg, NodeName: node.Name})
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	pod := func(b protocol.PodBase) (*corev1.Pod, error) {
 		return protocol.CapacityPod(b.Template, b.Provisioner, b.Root, protocol.CapacityKey(sc.Name, seg), node.Name), nil
@@ -708,7 +712,7 @@ func (r *renderer) modification() (*rendered, error) {
 		return nil, fmt.Errorf("PavProvisioner %s has no spec.volumeModification: it cannot modify volumes", r.prov.Name)
 	}
 	if err != nil {
-		return nil, errors.New(errorLines(err))
+		return nil, errors.New(r.problems(err))
 	}
 	claim := &corev1.ObjectReference{Namespace: req.PVC.Namespace, Name: req.PVC.Name, UID: req.PVC.UID}
 	target := req.VolumeAttributesClass.Name
@@ -729,11 +733,11 @@ func (w *renderWorld) volumeOf(pvc *corev1.PersistentVolumeClaim) *corev1.Persis
 	return nil
 }
 
-// loadProvisioner reads the one PavProvisioner of a file.
-func loadProvisioner(path string) (*v1alpha1.PavProvisioner, error) {
+// loadProvisioner reads the one PavProvisioner of a file, and its document.
+func loadProvisioner(path string) (*v1alpha1.PavProvisioner, *document, error) {
 	docs, err := readDocuments(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var found []*document
 	for _, d := range docs {
@@ -742,17 +746,13 @@ func loadProvisioner(path string) (*v1alpha1.PavProvisioner, error) {
 		}
 	}
 	if len(found) != 1 {
-		return nil, fmt.Errorf("%s: want exactly one PavProvisioner, found %d", path, len(found))
+		return nil, nil, fmt.Errorf("%s: want exactly one PavProvisioner, found %d", path, len(found))
 	}
 	p, errs := decodeProvisioner(found[0])
 	if len(errs) > 0 {
-		lines := make([]string, len(errs))
-		for i, e := range errs {
-			lines[i] = e.Error()
-		}
-		return nil, fmt.Errorf("%s: %s:\n%s", path, found[0].where(), strings.Join(lines, "\n"))
+		return nil, nil, errors.New(found[0].problemLines(path, errs.ToAggregate()))
 	}
-	return p, nil
+	return p, found[0], nil
 }
 
 // fakeUID makes a stable UUID-shaped UID from a name, so that renders are

@@ -172,7 +172,7 @@ func renderFiles(t *testing.T) (write func(name string, obj interface{}) string,
 	if err := os.WriteFile(provFile, []byte(comparedProvisioner), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prov, err := loadProvisioner(provFile)
+	prov, _, err := loadProvisioner(provFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestRenderCapacityPodIsPaVs(t *testing.T) {
 	if err := os.WriteFile(provFile, []byte(capacityProvisioner), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prov, err := loadProvisioner(provFile)
+	prov, _, err := loadProvisioner(provFile)
 	if err != nil {
 		t.Fatal(err)
 	}

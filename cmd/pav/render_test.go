@@ -473,8 +473,9 @@ func TestRenderErrors(t *testing.T) {
 			`node bare has no label "kubernetes.io/hostname", one of the spec.topologyKeys of PavProvisioner "host-directory"`},
 		{"not a claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/sc.yaml"}, "want exactly one PersistentVolumeClaim, found 0"},
 		{"invalid provisioner", []string{"-f", "testdata/invalid.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml"}, "want exactly one PavProvisioner, found 2"},
+		// Placed in the file as pav validate places problems.
 		{"none where a string is needed", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml"},
-			"spec.volumeCreation.nodeAffinity.required.nodeSelectorTerms[0].matchFields[0].values[0]"},
+			`testdata/provisioner.yaml:33:72: PavProvisioner "echo": spec.volumeCreation.nodeAffinity.required.nodeSelectorTerms[0].matchFields[0].values[0]: expression evaluated to none`},
 		{"get_pvc error", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", "testdata/sc.yaml", "--selected-node", "n"},
 			`spec.volumeCreation.podTemplate.spec.containers[0].args[0]`},
 	}

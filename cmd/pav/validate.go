@@ -242,17 +242,24 @@ func decodeProvisioner(d *document) (*v1alpha1.PavProvisioner, field.ErrorList) 
 	return p, errs
 }
 
-// errorLines formats an error, one line per problem of an aggregate.
-func errorLines(err error) string {
+// problemLines formats an error about the document, one line per problem
+// of an aggregate, each field's problem placed in file as problem does.
+func (d *document) problemLines(file string, err error) string {
+	errs := []error{err}
 	var agg utilerrors.Aggregate
 	if errors.As(err, &agg) {
-		lines := make([]string, len(agg.Errors()))
-		for i, e := range agg.Errors() {
+		errs = agg.Errors()
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		var fe *field.Error
+		if errors.As(e, &fe) {
+			lines[i] = d.problem(file, fe)
+		} else {
 			lines[i] = e.Error()
 		}
-		return strings.Join(lines, "\n")
 	}
-	return err.Error()
+	return strings.Join(lines, "\n")
 }
 
 // decodeError says which field has the wrong type and what it must be, in

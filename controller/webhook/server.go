@@ -69,6 +69,8 @@ type Handler struct {
 	// (templating.Warnings); the API server shows them to the user, who may
 	// still create or update the object.
 	Warnings ValidateFunc
+	// Metrics counts the reviews (nil: not counted).
+	Metrics *Metrics
 
 	once  sync.Once
 	queue *fairQueue // maxReviews slots, maxWaiting places
@@ -80,7 +82,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.queue = newFairQueue(maxReviews, maxWaiting)
 		}
 	})
+	result := resultBadRequest
+	defer h.Metrics.observe(time.Now(), &result)
 	if !h.queue.acquire(r.Context(), clientOf(r), maxReviewWait) {
+		result = resultBusy
 		h.busy(w, r)
 		return
 	}
@@ -102,6 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := h.review(review.Request)
 	resp.UID = review.Request.UID
+	result = reviewResult(resp)
 	writeReview(w, review.TypeMeta, resp)
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/internal/metricstest"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
@@ -82,12 +85,13 @@ func TestPatchCABundle(t *testing.T) {
 }
 
 func TestHandler(t *testing.T) {
+	reg := prometheus.NewRegistry()
 	h := &Handler{Validate: func(p *v1alpha1.PavProvisioner) field.ErrorList {
 		if len(p.Spec.ProvisioningModes) == 0 {
 			return field.ErrorList{field.Required(field.NewPath("spec", "provisioningModes"), "")}
 		}
 		return nil
-	}}
+	}, Metrics: NewMetrics(reg)}
 	valid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}
 	invalid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	invalidWithFinalizer := invalid.DeepCopy()
@@ -132,6 +136,22 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
+	checkReviews(t, reg, map[string]float64{resultAllowed: 4, resultDenied: 2, resultWarned: 0, resultBusy: 0, resultBadRequest: 0})
+}
+
+// checkReviews compares pav_webhook_requests_total by result, and checks
+// each review was timed.
+func checkReviews(t *testing.T, reg prometheus.Gatherer, want map[string]float64) {
+	t.Helper()
+	for result, n := range want {
+		l := map[string]string{"result": result}
+		if v, ok := metricstest.Scrape(t, reg, "pav_webhook_requests_total", l); !ok || v != n {
+			t.Errorf("pav_webhook_requests_total{result=%s} = %v (present %v), want %v", result, v, ok, n)
+		}
+		if v, _ := metricstest.Scrape(t, reg, "pav_webhook_request_duration_seconds", l); v != n {
+			t.Errorf("pav_webhook_request_duration_seconds{result=%s}: %v observations, want %v", result, v, n)
+		}
+	}
 }
 
 // A valid provisioner with warnings is allowed, with the warnings.
@@ -141,6 +161,7 @@ func TestHandlerReturnsWarnings(t *testing.T) {
 		Warnings: func(*v1alpha1.PavProvisioner) field.ErrorList {
 			return field.ErrorList{field.Invalid(field.NewPath("spec", "volumeCreation", "capacity"), field.OmitValueType{}, "'x' is not a variable")}
 		},
+		Metrics: NewMetrics(prometheus.NewRegistry()),
 	}
 	p := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	body, _ := json.Marshal(&admissionv1.AdmissionReview{
@@ -155,6 +176,9 @@ func TestHandlerReturnsWarnings(t *testing.T) {
 	if want := "spec.volumeCreation.capacity: Invalid value: 'x' is not a variable"; !out.Response.Allowed || len(out.Response.Warnings) != 1 || out.Response.Warnings[0] != want {
 		t.Errorf("response allowed=%v warnings %q, want allowed with %q", out.Response.Allowed, out.Response.Warnings, want)
 	}
+	if v := testutil.ToFloat64(h.Metrics.requests.WithLabelValues(resultWarned)); v != 1 {
+		t.Errorf("reviews counted as warned: %v, want 1", v)
+	}
 }
 
 func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
@@ -164,11 +188,14 @@ func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
 
 // An oversized AdmissionReview is refused before it is decoded.
 func TestHandlerRefusesOversizedReviews(t *testing.T) {
-	h := &Handler{Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil }}
+	h := &Handler{Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil }, Metrics: NewMetrics(prometheus.NewRegistry())}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxRequestBytes+1))))
 	if rec.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("status %d (%s), want 413", rec.Code, rec.Body.String())
+	}
+	if v := testutil.ToFloat64(h.Metrics.requests.WithLabelValues(resultBadRequest)); v != 1 {
+		t.Errorf("reviews counted as bad requests: %v, want 1", v)
 	}
 }
 
@@ -183,7 +210,8 @@ func TestHandlerAnswersBusy(t *testing.T) {
 			<-release
 			return nil
 		},
-		queue: newFairQueue(1, 1),
+		queue:   newFairQueue(1, 1),
+		Metrics: NewMetrics(prometheus.NewRegistry()),
 	}
 	send := func(name string) *admissionv1.AdmissionReview {
 		p := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -224,6 +252,9 @@ func TestHandlerAnswersBusy(t *testing.T) {
 	}
 	if got := <-entered; got != "waiting" {
 		t.Errorf("validated %s second, want the queued review", got)
+	}
+	if v := testutil.ToFloat64(h.Metrics.requests.WithLabelValues(resultBusy)); v != 1 {
+		t.Errorf("reviews counted as busy: %v, want 1", v)
 	}
 }
 

@@ -113,10 +113,11 @@ func controllerArgs(b *testing.B, kubeconfig, ns, lease string) []string {
 }
 
 // nodeArgs are `pav node`'s production flags for node, its kubelet
-// directory under dir.
+// directory under dir (on a mount that need not be shared: no kubelet
+// reads it, so no preflight).
 func nodeArgs(b *testing.B, dir, kubeconfig, node string) []string {
 	return []string{"node", "--kubeconfig=" + kubeconfig, "--node-name=" + node,
-		"--kubelet-dir=" + filepath.Join(dir, "kubelet"),
+		"--kubelet-dir=" + filepath.Join(dir, "kubelet"), "--preflight=false",
 		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
 }
 

@@ -135,6 +135,9 @@ spec:
           args:
             - node
             - --v={{ $v.logVerbosity }}
+            {{- if ne $v.logFormat "text" }}
+            - --logging-format={{ $v.logFormat }}
+            {{- end }}
             - --kubelet-dir={{ .kubeletDir }}
             - --runtime-endpoint={{ with .runtimeSocket }}unix://{{ . }}{{ end }}
             {{- with .maxVolumesPerNode }}
