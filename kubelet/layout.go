@@ -3,15 +3,13 @@
 // plugin sockets, its CSI volume state (vol_data.json), the target paths it
 // publishes volumes at (and the client pod's UID they contain), and
 // containerd's namespace, event topic and labels of kubelet's containers.
-// None of it is a documented API: it is what kubelet's pkg/volume/csi and
+// Little of it is a documented API: it is what kubelet's pkg/volume/csi and
 // containerd's CRI plugin do, checked per supported kubelet version in
 // layout_test.go. It depends on no PaV package.
 package kubelet
 
 import (
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -51,21 +49,16 @@ func (d Dir) RegistrationSocket(driver string) string {
 
 // CSIVolumesDir is where kubelet keeps driver's file system volumes staged
 // once per node: <sha256 of the volume handle>/vol_data.json and
-// <sha256>/globalmount (the staging path) per volume, until its
+// <sha256>/globalmount (NodeStageVolume's target) per volume, until its
 // UnmountDevice succeeds (makeDeviceMountPath).
 func (d Dir) CSIVolumesDir(driver string) string {
 	return filepath.Join(d.PluginsDir(), csiPlugin, driver)
 }
 
-// StagingPath is the staging target path kubelet passes to NodeStageVolume
-// for a file system volume of driver with that handle.
-func (d Dir) StagingPath(driver, handle string) string {
-	return filepath.Join(d.CSIVolumesDir(driver), volumeHandleDir(handle), globalMount)
-}
-
 // CSIBlockVolumesDir is where kubelet keeps the state of CSI block volumes,
-// whatever their driver: volumeDevices/<pv>/data/vol_data.json,
-// volumeDevices/staging/<pv> and volumeDevices/publish/<pv>/<pod uid>.
+// whatever their driver: <pv>/data/vol_data.json, staging/<pv>
+// (NodeStageVolume's target) and publish/<pv>/<pod uid> (NodePublishVolume's
+// target, a file).
 func (d Dir) CSIBlockVolumesDir() string {
 	return filepath.Join(d.PluginsDir(), csiPlugin, "volumeDevices")
 }
@@ -75,27 +68,14 @@ func (d Dir) CSIBlockVolumesDir() string {
 // an inline volume the name of the pod's volume (csi_mounter.go
 // getTargetPath).
 func (d Dir) PublishPath(uid types.UID, volume string) string {
-	return filepath.Join(d.PodDir(uid), "volumes", csiPluginEscaped, volume, "mount")
+	return filepath.Join(d.podDir(uid), "volumes", csiPluginEscaped, volume, "mount")
 }
 
-// BlockPublishPath is the target path (a file) kubelet passes to
-// NodePublishVolume for block volume pv of the client pod uid (csi_block.go
-// getPublishPath).
-func (d Dir) BlockPublishPath(pv string, uid types.UID) string {
-	return filepath.Join(d.CSIBlockVolumesDir(), "publish", pv, string(uid))
-}
-
-// BlockStagingPath is the staging target path kubelet passes to
-// NodeStageVolume for block volume pv (csi_block.go GetStagingPath).
-func (d Dir) BlockStagingPath(pv string) string {
-	return filepath.Join(d.CSIBlockVolumesDir(), "staging", pv)
-}
-
-// PodDir is kubelet's directory of pod uid, under which it mounts the pod's
+// podDir is kubelet's directory of pod uid, under which it mounts the pod's
 // volumes (volumes/<plugin>/<volume>), binds their subPaths
 // (volume-subpaths/...) and maps its block volumes
 // (volumeDevices/<plugin>/<volume>).
-func (d Dir) PodDir(uid types.UID) string {
+func (d Dir) podDir(uid types.UID) string {
 	return filepath.Join(string(d), "pods", string(uid))
 }
 
@@ -149,9 +129,4 @@ func PodUIDInPath(p string) (types.UID, bool) {
 func IsUID(s string) bool {
 	_, err := uuid.Parse(s)
 	return err == nil && len(s) == 36
-}
-
-// volumeHandleDir names kubelet's directory of a staged volume.
-func volumeHandleDir(handle string) string {
-	return fmt.Sprintf("%x", sha256.Sum256([]byte(handle)))
 }

@@ -9,7 +9,8 @@ import (
 
 // layout is where one kubelet version puts the files of a pod's CSI volume,
 // relative to its root directory, for pod fixtureUID, PV fixturePV of driver
-// fixtureDriver with handle fixtureHandle, and what it writes in them.
+// fixtureDriver with handle "h-1" (its sha256 names the staging directory),
+// and what it writes in them.
 type layout struct {
 	publish      string // NodePublishVolume's target, file system
 	staging      string // NodeStageVolume's target, file system
@@ -27,7 +28,6 @@ const (
 	fixtureUID    = "6a2f3c1e-9b4d-4e7a-8c15-3d2e1f0a9b8c"
 	fixturePV     = "pvc-0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"
 	fixtureDriver = "example.pav"
-	fixtureHandle = "h-1" // its sha256 names kubelet's staging directory
 )
 
 // layouts are kubelet's paths per supported minor version, as its own code
@@ -90,9 +90,8 @@ func TestPathsAsKubeletBuildsThem(t *testing.T) {
 			d := Dir(root)
 			for _, c := range []struct{ name, got, want string }{
 				{"PublishPath", d.PublishPath(fixtureUID, fixturePV), l.publish},
-				{"StagingPath", d.StagingPath(fixtureDriver, fixtureHandle), l.staging},
-				{"BlockPublishPath", d.BlockPublishPath(fixturePV, fixtureUID), l.blockPublish},
-				{"BlockStagingPath", d.BlockStagingPath(fixturePV), l.blockStaging},
+				{"CSIVolumesDir", d.CSIVolumesDir(fixtureDriver), filepath.Dir(filepath.Dir(l.staging))},
+				{"CSIBlockVolumesDir", d.CSIBlockVolumesDir(), filepath.Dir(filepath.Dir(l.blockStaging))},
 			} {
 				if want := filepath.Join(root, c.want); c.got != want {
 					t.Errorf("kubelet %s, root %s: %s = %s, kubelet's is %s", version, root, c.name, c.got, want)
