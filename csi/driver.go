@@ -21,7 +21,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/kubelet"
 )
 
 // PublishRequest is a validated NodePublishVolume request.
@@ -43,6 +46,9 @@ type PublishRequest struct {
 	// VolumeContext holds the PV's volumeAttributes and, because the
 	// CSIDriver has podInfoOnMount, csi.storage.k8s.io/pod.* keys.
 	VolumeContext map[string]string
+	// ClientPodUID: the pod kubelet publishes for, from ContextPodUID (a
+	// NodePublishVolume with a well-formed one); empty otherwise.
+	ClientPodUID types.UID
 	// StagingPath: where NodeStageVolume staged the volume, for a publish
 	// that binds it from there (the driver stages per node); empty
 	// otherwise.
@@ -97,6 +103,15 @@ const (
 	ContextServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
 	ContextEphemeral      = "csi.storage.k8s.io/ephemeral"
 )
+
+// clientPodUID is the client pod's UID in a NodePublishVolume's volume
+// context, if kubelet put a well-formed one there.
+func clientPodUID(volumeContext map[string]string) types.UID {
+	if uid := volumeContext[ContextPodUID]; kubelet.IsUID(uid) {
+		return types.UID(uid)
+	}
+	return ""
+}
 
 // Driver serves the CSI Identity and Node services for one driver name.
 type Driver struct {
@@ -344,6 +359,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		MountFlags:    vc.GetMount().GetMountFlags(),
 		FSType:        vc.GetMount().GetFsType(),
 		VolumeContext: req.GetVolumeContext(),
+		ClientPodUID:  clientPodUID(req.GetVolumeContext()),
 		StagingPath:   req.GetStagingTargetPath(),
 	})
 	if err != nil {

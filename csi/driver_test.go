@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -678,8 +679,8 @@ func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
 	if _, err := csi.NewNodeClient(conn).NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{}); err != nil {
 		t.Fatalf("draining driver does not answer NodeGetCapabilities: %v", err)
 	}
-	// kubelet's UnmountDevice done: since 1.37 it deletes vol_data.json and
-	// leaves the directory (with an empty globalmount) behind
+	// kubelet's UnmountDevice done: it deletes vol_data.json, and the
+	// directory unless a mount is left there
 	if err := os.Remove(filepath.Join(volume, "vol_data.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -884,5 +885,30 @@ func TestSharedStagingThroughNodeStage(t *testing.T) {
 	}
 	if _, err := d.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging"}); err != nil || len(stager.staged) != 0 {
 		t.Errorf("unstage: %v, still staged %v", err, stager.staged)
+	}
+}
+
+// kubelet names the client pod in the volume context (podInfoOnMount); the
+// stager gets its UID only in the form the API server makes.
+func TestPublishPassesTheClientPodUID(t *testing.T) {
+	ctx := context.Background()
+	const uid = "0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f60"
+	mountCap := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	for given, want := range map[string]types.UID{uid: uid, "": "", "not-a-uid": "", "urn:uuid:" + uid: ""} {
+		stager := newFakeStager()
+		stager.volumes["v1"] = true
+		d := NewDriver("prov", "v", "node", stager)
+		target := filepath.Join(t.TempDir(), "target")
+		req := &csi.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: target, VolumeCapability: mountCap}
+		if given != "" {
+			req.VolumeContext = map[string]string{ContextPodUID: given}
+		}
+		if _, err := d.NodePublishVolume(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if got := stager.published[target].ClientPodUID; got != want {
+			t.Errorf("volume context pod.uid %q: ClientPodUID %q, want %q", given, got, want)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/albertofaria/pav/kubelet"
 )
 
 // Manager keeps one CSI server and one kubelet registration server per
@@ -36,7 +37,7 @@ import (
 // registration status, and through NodeDrivers by CSINode itself, which the
 // manager repairs where kubelet left a removed driver behind.
 type Manager struct {
-	kubeletDir string
+	kubeletDir kubelet.Dir
 	version    string
 	nodeID     string
 	stager     Stager
@@ -97,7 +98,7 @@ const servedMarker = "pav-driver"
 // NewManager serves drivers under kubeletDir.
 func NewManager(kubeletDir, version, nodeID string, stager Stager) *Manager {
 	m := &Manager{
-		kubeletDir: kubeletDir, version: version, nodeID: nodeID, stager: stager,
+		kubeletDir: kubelet.Dir(kubeletDir), version: version, nodeID: nodeID, stager: stager,
 		drivers: map[string]*served{},
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -129,12 +130,12 @@ func CheckVolumeLimit(n int64) error {
 
 // CSISocket is where driver name's CSI endpoint is.
 func (m *Manager) CSISocket(name string) string {
-	return filepath.Join(m.kubeletDir, "plugins", name, "csi.sock")
+	return m.kubeletDir.PluginSocket(name)
 }
 
 // RegistrationSocket is the socket kubelet's plugin watcher discovers.
 func (m *Manager) RegistrationSocket(name string) string {
-	return filepath.Join(m.kubeletDir, "plugins_registry", name+"-reg.sock")
+	return m.kubeletDir.RegistrationSocket(name)
 }
 
 // Names lists the drivers being served.
@@ -371,10 +372,10 @@ func (m *Manager) Remove(name string) {
 		m.mu.Unlock()
 		return
 	}
-	if m.kubeletTracksVolumes(name) {
+	if m.kubeletDir.TracksVolumes(name) {
 		s.draining = true
 		m.mu.Unlock()
-		klog.InfoS("Draining CSI driver: kubelet still tracks volumes of it", "driver", name, "dir", m.kubeletVolumesDir(name))
+		klog.InfoS("Draining CSI driver: kubelet still tracks volumes of it", "driver", name, "dir", m.kubeletDir.CSIVolumesDir(name))
 		go m.drain(name, s)
 		return
 	}
@@ -391,14 +392,15 @@ func (m *Manager) drain(name string, s *served) {
 		defer m.drainEnded(name)
 	}
 	// Kubelet's per-volume directories are watched too: kubelet deletes the
-	// vol_data.json in them and (since 1.37) leaves the directories.
+	// vol_data.json in them, and the directory unless a mount is left there.
 	var events <-chan fsnotify.Event
 	watch := func() {}
 	if w, err := fsnotify.NewWatcher(); err == nil {
 		defer w.Close()
 		watch = func() {
-			dirs, _ := filepath.Glob(filepath.Join(m.kubeletVolumesDir(name), "*"))
-			for _, dir := range append(dirs, m.kubeletVolumesDir(name), m.kubeletBlockVolumesDir()) {
+			volumes := m.kubeletDir.CSIVolumesDir(name)
+			dirs, _ := filepath.Glob(filepath.Join(volumes, "*"))
+			for _, dir := range append(dirs, volumes, m.kubeletDir.CSIBlockVolumesDir()) {
 				if err := w.Add(dir); err == nil {
 					events = w.Events
 				}
@@ -414,7 +416,7 @@ func (m *Manager) drain(name string, s *served) {
 			m.mu.Unlock()
 			return // served again, or stopped by someone else
 		}
-		if !m.kubeletTracksVolumes(name) {
+		if !m.kubeletDir.TracksVolumes(name) {
 			delete(m.drivers, name)
 			m.mu.Unlock()
 			m.stop(s)
@@ -439,48 +441,10 @@ func (m *Manager) stop(s *served) {
 	m.enqueueLocked(registrarOp{s: s})
 }
 
-// kubeletVolumesDir is where kubelet keeps per-volume state of a CSI driver
-// (vol_data.json and globalmount, one directory per volume) until its
-// UnmountDevice succeeds.
-func (m *Manager) kubeletVolumesDir(name string) string {
-	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", name)
-}
-
-// kubeletBlockVolumesDir is where kubelet keeps state of CSI block volumes,
-// one volumeDevices/<pv> directory each, whatever their driver.
-func (m *Manager) kubeletBlockVolumesDir() string {
-	return filepath.Join(m.kubeletDir, "plugins", "kubernetes.io", "csi", "volumeDevices")
-}
-
-// kubeletTracksVolumes tells whether kubelet still keeps state of volumes of
-// driver name: a vol_data.json in a per-volume directory for file system
-// volumes (kubelet deletes it once UnmountDevice succeeded; kubelet 1.37
-// leaves the emptied directory and its globalmount behind), and for block
-// volumes a volumeDevices/<pv>/data/vol_data.json naming the driver.
-func (m *Manager) kubeletTracksVolumes(name string) bool {
-	if files, _ := filepath.Glob(filepath.Join(m.kubeletVolumesDir(name), "*", "vol_data.json")); len(files) > 0 {
-		return true
-	}
-	files, _ := filepath.Glob(filepath.Join(m.kubeletBlockVolumesDir(), "*", "data", "vol_data.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		var data struct {
-			DriverName string `json:"driverName"`
-		}
-		if json.Unmarshal(b, &data) == nil && data.DriverName == name {
-			return true
-		}
-	}
-	return false
-}
-
 // Leftovers lists drivers that a previous incarnation of the node plugin
 // served (their socket directories are still there) and this one does not.
 func (m *Manager) Leftovers() []string {
-	dirs, _ := filepath.Glob(filepath.Join(m.kubeletDir, "plugins", "*", servedMarker))
+	dirs, _ := filepath.Glob(filepath.Join(m.kubeletDir.PluginsDir(), "*", servedMarker))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string

@@ -6,18 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -95,7 +94,7 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 		case protocol.PhaseStaging:
 			target = pod.Annotations[protocol.AnnotationTargetPath]
 			var hasClaim bool
-			client, ok = clientPodUID(target)
+			client, ok = stagingClient(pod)
 			ns, _, hasClaim = strings.Cut(pod.Annotations[protocol.AnnotationClaim], "/")
 			ok = ok && hasClaim
 		case protocol.PhaseInlineCreation:
@@ -170,23 +169,12 @@ func (s *Stager) podsOnNode(ctx context.Context, ns string) (map[types.UID]bool,
 	return uids, nil
 }
 
-// clientPodUID is the UID of the pod kubelet publishes a volume for at
-// target: .../pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount for a
-// filesystem volume, .../volumeDevices/publish/<pv>/<uid> for a block one.
-func clientPodUID(target string) (types.UID, bool) {
-	parts := strings.Split(path.Clean(target), "/")
-	for i := len(parts) - 2; i >= 0; i-- {
-		if parts[i] == "pods" && isUID(parts[i+1]) {
-			return types.UID(parts[i+1]), true
-		}
+// stagingClient is the pod a staging pod serves: the one NodePublishVolume
+// named, recorded on it, or for a pod made before that was recorded the one
+// whose directory holds its target path. A shared staging serves no one pod.
+func stagingClient(pod *corev1.Pod) (types.UID, bool) {
+	if uid := protocol.PublicationOf(pod).ClientPodUID; uid != "" {
+		return uid, true
 	}
-	if len(parts) >= 3 && parts[len(parts)-3] == "publish" && isUID(parts[len(parts)-1]) {
-		return types.UID(parts[len(parts)-1]), true
-	}
-	return "", false
-}
-
-func isUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil
+	return kubelet.PodUIDInPath(pod.Annotations[protocol.AnnotationTargetPath])
 }

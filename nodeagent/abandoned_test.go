@@ -134,19 +134,3 @@ func (f *stagerFixture) podsOf(phase protocol.Phase, n int) []*corev1.Pod {
 		}
 	}
 }
-
-func TestClientPodUID(t *testing.T) {
-	const uid = "0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f60"
-	for target, want := range map[string]string{
-		"/var/lib/kubelet/pods/" + uid + "/volumes/kubernetes.io~csi/pvc-1/mount":                 uid,
-		"/var/lib/k0s/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-1/" + uid:       uid,
-		"/var/lib/kubelet/pods/not-a-uid/volumes/kubernetes.io~csi/pvc-1/mount":                   "",
-		"/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-" + uid + "/x":      "",
-		"/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-" + uid + "/" + uid: "",
-	} {
-		got, ok := clientPodUID(target)
-		if string(got) != want || ok != (want != "") {
-			t.Errorf("clientPodUID(%q) = %q, %v; want %q", target, got, ok, want)
-		}
-	}
-}

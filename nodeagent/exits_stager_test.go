@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -194,7 +195,7 @@ func BenchmarkPublishRuntimeExitLatency(b *testing.B) {
 		ctd.addContainer("c", string(pod.UID), "stage")
 		f.waiting(pod)
 		start := time.Now()
-		ctd.exit(b, containerdNamespace, "c", "c", 0)
+		ctd.exit(b, kubelet.ContainerdNamespace, "c", "c", 0)
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}

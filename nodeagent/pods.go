@@ -53,7 +53,8 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	}
 	pod, err := protocol.StagingPod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: s.root}, protocol.StagingPodSpec{
 		Revision: templating.StagingRevision(p), Node: s.node, StagingID: id, PV: pv, PVC: pvc,
-		Publication: protocol.Publication{TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType}})
+		Publication: protocol.Publication{TargetPath: req.TargetPath, ReadOnly: req.ReadOnly, MountOptions: req.MountFlags, FSType: req.FSType,
+			ClientPodUID: req.ClientPodUID}})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -400,7 +401,7 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*rec
 		rec.Device = st.Rdev
 	}
 	for _, m := range staleMounts(infos, []volumeMount{old}) {
-		if uid, ok := clientPodUID(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
+		if uid, ok := kubelet.PodUIDInPath(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
 			rec.Clients = append(rec.Clients, uid)
 		}
 	}
@@ -453,6 +454,7 @@ func (s *Stager) republishRequest(pod *corev1.Pod) (*pavcsi.PublishRequest, erro
 		MountFlags:    pub.MountOptions,
 		FSType:        pub.FSType,
 		VolumeContext: pv.Spec.CSI.VolumeAttributes,
+		ClientPodUID:  pub.ClientPodUID,
 	}, nil
 }
 
@@ -579,7 +581,7 @@ func (s *Stager) replaceOnNode(src *os.File, old []volumeMount, opts BindOptions
 	}
 	var replaced []string
 	for _, m := range staleMounts(infos, old) {
-		if _, ok := clientPodUID(m.mountPoint); !ok {
+		if _, ok := kubelet.PodUIDInPath(m.mountPoint); !ok {
 			continue // not a client's: e.g. the dead mount left in the old staging pod's directory
 		}
 		if err := unmountUnder(s.mounter, m.mountPoint); err != nil {

@@ -18,6 +18,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -162,12 +163,12 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	// clients' containers.
 	var uids []types.UID
 	for _, m := range staleMounts(infos, []volumeMount{oldMount}) {
-		if uid, ok := clientPodUID(m.mountPoint); ok {
+		if uid, ok := kubelet.PodUIDInPath(m.mountPoint); ok {
 			uids = append(uids, uid)
 		}
 	}
 	bind := s.bindOptions(driver, false, req.ReadOnly)
-	isClients := func(mountPoint string) bool { _, ok := clientPodUID(mountPoint); return ok }
+	isClients := func(mountPoint string) bool { _, ok := kubelet.PodUIDInPath(mountPoint); return ok }
 	replaced, err := replaceInNamespace(os.Getpid(), []volumeMount{oldMount}, src, bind, isClients)
 	if err != nil {
 		// Unmount and bind instead: containers with HostToContainer

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/albertofaria/pav/kubelet"
 	taskevents "github.com/containerd/containerd/api/events"
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
@@ -20,20 +21,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-)
-
-// What kubelet's containers look like in containerd: its CRI plugin keeps
-// them in namespace k8s.io and labels each with the pod and container kubelet
-// asked for (kubelet's own labels override any an image brings), and each
-// pod's sandbox with kind "sandbox".
-const (
-	containerdNamespace       = "k8s.io"
-	containerdNamespaceHeader = "containerd-namespace"
-	topicTaskExit             = "/tasks/exit"
-	labelPodUID               = "io.kubernetes.pod.uid"
-	labelContainerName        = "io.kubernetes.container.name"
-	labelKind                 = "io.cri-containerd.kind"
-	kindSandbox               = "sandbox"
 )
 
 // containerExit is one exit of a pod's container, as the runtime reported it.
@@ -55,7 +42,7 @@ func WatchContainerd(ctx context.Context, endpoint string, record func(container
 		return
 	}
 	defer conn.Close()
-	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, containerdNamespace)
+	ctx = metadata.AppendToOutgoingContext(ctx, kubelet.ContainerdNamespaceHeader, kubelet.ContainerdNamespace)
 	w := containerdWatch{events: eventsapi.NewEventsClient(conn), containers: containersapi.NewContainersClient(conn), record: record}
 	const minDelay, maxDelay = 100 * time.Millisecond, 30 * time.Second
 	delay, logged := minDelay, false
@@ -96,7 +83,7 @@ func (w containerdWatch) follow(ctx context.Context) (subscribed bool, err error
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := w.events.Subscribe(ctx, &eventsapi.SubscribeRequest{
-		Filters: []string{fmt.Sprintf(`topic==%q,namespace==%q`, topicTaskExit, containerdNamespace)},
+		Filters: []string{fmt.Sprintf(`topic==%q,namespace==%q`, kubelet.TopicTaskExit, kubelet.ContainerdNamespace)},
 	})
 	if err != nil {
 		return false, fmt.Errorf("subscribing to containerd's events: %w", err)
@@ -117,7 +104,7 @@ func (w containerdWatch) follow(ctx context.Context) (subscribed bool, err error
 // else (an exec'd process, a sandbox, a container kubelet did not make, an
 // event that does not parse).
 func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (containerExit, bool) {
-	if env.GetTopic() != topicTaskExit || env.GetNamespace() != containerdNamespace || env.GetEvent() == nil {
+	if env.GetTopic() != kubelet.TopicTaskExit || env.GetNamespace() != kubelet.ContainerdNamespace || env.GetEvent() == nil {
 		return containerExit{}, false
 	}
 	var te taskevents.TaskExit
@@ -139,8 +126,8 @@ func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (con
 		return containerExit{}, false
 	}
 	labels := resp.GetContainer().GetLabels()
-	uid, name := labels[labelPodUID], labels[labelContainerName]
-	if labels[labelKind] == kindSandbox || uid == "" || name == "" {
+	uid, name := labels[kubelet.LabelPodUID], labels[kubelet.LabelContainerName]
+	if labels[kubelet.LabelKind] == kubelet.KindSandbox || uid == "" || name == "" {
 		return containerExit{}, false
 	}
 	return containerExit{PodUID: types.UID(uid), Container: name, Status: te.ExitStatus}, true
@@ -165,16 +152,16 @@ func NewContainerdProcesses(endpoint string) (*ContainerdProcesses, error) {
 // PodPIDs returns the main process of each running container of the pod
 // (not its sandbox), as PIDs of the host's PID namespace.
 func (c *ContainerdProcesses) PodPIDs(ctx context.Context, uid types.UID) ([]int, error) {
-	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, containerdNamespace)
+	ctx = metadata.AppendToOutgoingContext(ctx, kubelet.ContainerdNamespaceHeader, kubelet.ContainerdNamespace)
 	list, err := c.containers.List(ctx, &containersapi.ListContainersRequest{
-		Filters: []string{fmt.Sprintf(`labels.%q==%q`, labelPodUID, string(uid))},
+		Filters: []string{fmt.Sprintf(`labels.%q==%q`, kubelet.LabelPodUID, string(uid))},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the containers of pod %s in containerd: %w", uid, err)
 	}
 	var pids []int
 	for _, ctr := range list.GetContainers() {
-		if ctr.GetLabels()[labelKind] == kindSandbox || ctr.GetLabels()[labelPodUID] != string(uid) {
+		if ctr.GetLabels()[kubelet.LabelKind] == kubelet.KindSandbox || ctr.GetLabels()[kubelet.LabelPodUID] != string(uid) {
 			continue
 		}
 		task, err := c.tasks.Get(ctx, &tasksapi.GetRequest{ContainerID: ctr.GetID()})

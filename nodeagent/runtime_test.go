@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/albertofaria/pav/kubelet"
 	taskevents "github.com/containerd/containerd/api/events"
 	containersapi "github.com/containerd/containerd/api/services/containers/v1"
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
@@ -59,7 +60,7 @@ func (f *fakeContainerd) start(t testing.TB) {
 }
 
 func (f *fakeContainerd) Subscribe(req *eventsapi.SubscribeRequest, stream eventsapi.Events_SubscribeServer) error {
-	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get(containerdNamespaceHeader)) == 0 {
+	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get(kubelet.ContainerdNamespaceHeader)) == 0 {
 		return status.Error(codes.FailedPrecondition, "no namespace")
 	}
 	f.subscribed <- req.Filters
@@ -76,7 +77,7 @@ func (f *fakeContainerd) Subscribe(req *eventsapi.SubscribeRequest, stream event
 }
 
 func (f *fakeContainerd) Get(ctx context.Context, req *containersapi.GetContainerRequest) (*containersapi.GetContainerResponse, error) {
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(containerdNamespaceHeader)) == 0 || md.Get(containerdNamespaceHeader)[0] != containerdNamespace {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(kubelet.ContainerdNamespaceHeader)) == 0 || md.Get(kubelet.ContainerdNamespaceHeader)[0] != kubelet.ContainerdNamespace {
 		return nil, status.Error(codes.FailedPrecondition, "namespace k8s.io expected")
 	}
 	f.mu.Lock()
@@ -92,7 +93,7 @@ func (f *fakeContainerd) Get(ctx context.Context, req *containersapi.GetContaine
 func (f *fakeContainerd) addContainer(id, podUID, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.labels[id] = map[string]string{labelPodUID: podUID, labelContainerName: name, labelKind: "container",
+	f.labels[id] = map[string]string{kubelet.LabelPodUID: podUID, kubelet.LabelContainerName: name, kubelet.LabelKind: "container",
 		"io.kubernetes.pod.name": "p", "io.kubernetes.pod.namespace": "default"}
 }
 
@@ -103,7 +104,7 @@ func (f *fakeContainerd) exit(t testing.TB, namespace, cid, id string, code uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.events <- &eventsapi.Envelope{Namespace: namespace, Topic: topicTaskExit, Event: ev}
+	f.events <- &eventsapi.Envelope{Namespace: namespace, Topic: kubelet.TopicTaskExit, Event: ev}
 }
 
 // watch runs WatchContainerd on f until the test ends and returns the exits it reports.
@@ -126,18 +127,18 @@ func TestWatchContainerd(t *testing.T) {
 	}
 	f.addContainer("c1", "uid-1", "main")
 	f.mu.Lock()
-	f.labels["sandbox"] = map[string]string{labelPodUID: "uid-1", labelContainerName: "POD", labelKind: kindSandbox}
+	f.labels["sandbox"] = map[string]string{kubelet.LabelPodUID: "uid-1", kubelet.LabelContainerName: "POD", kubelet.LabelKind: kubelet.KindSandbox}
 	f.labels["bare"] = map[string]string{"app": "not kubelet's"}
 	f.mu.Unlock()
 
 	// Not a pod container's exit: each is skipped, in order, before the last.
-	f.exit(t, containerdNamespace, "sandbox", "sandbox", 0)
-	f.exit(t, containerdNamespace, "c1", "exec-1", 0) // a process exec'd into c1
+	f.exit(t, kubelet.ContainerdNamespace, "sandbox", "sandbox", 0)
+	f.exit(t, kubelet.ContainerdNamespace, "c1", "exec-1", 0) // a process exec'd into c1
 	f.exit(t, "moby", "c1", "c1", 0)
-	f.exit(t, containerdNamespace, "bare", "bare", 0)
-	f.exit(t, containerdNamespace, "gone", "gone", 0)
-	f.events <- &eventsapi.Envelope{Namespace: containerdNamespace, Topic: topicTaskExit, Event: &anypb.Any{TypeUrl: "x", Value: []byte{0xff, 0xff}}}
-	f.exit(t, containerdNamespace, "c1", "c1", 3)
+	f.exit(t, kubelet.ContainerdNamespace, "bare", "bare", 0)
+	f.exit(t, kubelet.ContainerdNamespace, "gone", "gone", 0)
+	f.events <- &eventsapi.Envelope{Namespace: kubelet.ContainerdNamespace, Topic: kubelet.TopicTaskExit, Event: &anypb.Any{TypeUrl: "x", Value: []byte{0xff, 0xff}}}
+	f.exit(t, kubelet.ContainerdNamespace, "c1", "c1", 3)
 
 	select {
 	case e := <-got:
@@ -159,7 +160,7 @@ func TestWatchContainerdResubscribes(t *testing.T) {
 	f.start(t)
 	<-f.subscribed
 	f.addContainer("c2", "uid-2", "main")
-	f.exit(t, containerdNamespace, "c2", "c2", 0)
+	f.exit(t, kubelet.ContainerdNamespace, "c2", "c2", 0)
 	select {
 	case e := <-got:
 		if e.PodUID != "uid-2" || e.Status != 0 {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -211,7 +211,7 @@ func (h *volumeHealth) observe(ctx context.Context, s *Stager, id, driver, volum
 	if !stats.Abnormal || was == stats.Reason || s.recorder == nil {
 		return
 	}
-	pod, err := s.clientPod(ctx, volumePath)
+	pod, err := s.clientPod(ctx, id, volumePath)
 	if err != nil || pod == nil {
 		klog.FromContext(ctx).Info("Volume is abnormal; its client pod is unknown", "path", volumePath, "reason", stats.Reason, "message", stats.Message, "err", err)
 		return
@@ -237,24 +237,23 @@ func (h *volumeHealth) forget(id string) {
 	h.mu.Unlock()
 }
 
-// podUIDInTarget finds the client pod's UID in kubelet's publish path:
-// <root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount (file system) or
-// <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid> (block).
-var podUIDInTarget = regexp.MustCompile(`/pods/([0-9a-f-]{36})/volumes/|/volumeDevices/publish/[^/]+/([0-9a-f-]{36})$`)
-
-// clientPod finds the pod on this node that a publish path belongs to.
-func (s *Stager) clientPod(ctx context.Context, volumePath string) (*corev1.Pod, error) {
-	m := podUIDInTarget.FindStringSubmatch(volumePath)
-	if m == nil {
-		return nil, fmt.Errorf("no pod UID in %s", volumePath)
+// clientPod finds the pod on this node that staging id at volumePath
+// serves: the one its staging pod records, or without a staging pod the one
+// whose directory holds volumePath.
+func (s *Stager) clientPod(ctx context.Context, id, volumePath string) (*corev1.Pod, error) {
+	uid, ok := kubelet.PodUIDInPath(volumePath)
+	if pod, err := s.findPod(ctx, protocol.PhaseStaging, id); err == nil && pod != nil {
+		uid, ok = stagingClient(pod)
 	}
-	uid := m[1] + m[2]
+	if !ok {
+		return nil, fmt.Errorf("no client pod known for %s", volumePath)
+	}
 	pods, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", s.node).String()})
 	if err != nil {
 		return nil, fmt.Errorf("listing this node's pods: %w", err)
 	}
 	for i := range pods.Items {
-		if string(pods.Items[i].UID) == uid {
+		if pods.Items[i].UID == uid {
 			return &pods.Items[i], nil
 		}
 	}

@@ -86,6 +86,9 @@ const (
 	// of strings) and fsType of NodePublishVolume's mount capability.
 	AnnotationMountOptions = prefix + "mount-options"
 	AnnotationFSType       = prefix + "fs-type"
+	// On staging pods for one client (NodePublishVolume): the client pod's
+	// UID, as kubelet's volume context names it (podInfoOnMount).
+	AnnotationClientPod = prefix + "client-pod"
 	// On staging pods: JSON snapshots of the PVC and PV at staging time, so
 	// that unstaging can be evaluated even if they are gone by then
 	// (AnnotationClaimSnapshot holds the PVC), and "true" once the unstaging

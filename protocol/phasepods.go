@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Each kind of pod PaV runs is built by one function here, used by the
@@ -174,6 +175,9 @@ func StagingPod(b PodBase, s StagingPodSpec) (*corev1.Pod, error) {
 	if s.FSType != "" {
 		ann[AnnotationFSType] = s.FSType
 	}
+	if s.ClientPodUID != "" {
+		ann[AnnotationClientPod] = string(s.ClientPodUID)
+	}
 	pod := nodePod(b, PhaseStaging, s.Node, s.StagingID, s.PV.Name, s.PVC, ann)
 	pod.Finalizers = append(pod.Finalizers, FinalizerStaging)
 	return pod, nil
@@ -189,13 +193,17 @@ type Publication struct {
 	// spec.csi.fsType).
 	MountOptions []string
 	FSType       string
+	// ClientPodUID: the pod kubelet publishes for, when it said (a
+	// publish for one client, not a shared staging).
+	ClientPodUID types.UID
 }
 
 // PublicationOf reads back what StagingPod recorded; a list that does not
 // decode (a pod PaV did not write) counts as none.
 func PublicationOf(stagingPod *corev1.Pod) Publication {
 	ann := stagingPod.Annotations
-	pub := Publication{TargetPath: ann[AnnotationTargetPath], ReadOnly: ann[AnnotationReadOnly] == "true", FSType: ann[AnnotationFSType]}
+	pub := Publication{TargetPath: ann[AnnotationTargetPath], ReadOnly: ann[AnnotationReadOnly] == "true", FSType: ann[AnnotationFSType],
+		ClientPodUID: types.UID(ann[AnnotationClientPod])}
 	if s, ok := ann[AnnotationMountOptions]; ok {
 		if err := json.Unmarshal([]byte(s), &pub.MountOptions); err != nil {
 			pub.MountOptions = nil

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -551,7 +552,7 @@ func (r *renderer) staging(phase protocol.Phase) (*rendered, error) {
 	}
 	targetPath := r.o.targetPath
 	if targetPath == "" {
-		targetPath = r.o.kubeletDir + "/pods/" + string(fakeUID("Pod/client")) + "/volumes/kubernetes.io~csi/" + req.PV.Name + "/mount"
+		targetPath = kubelet.Dir(r.o.kubeletDir).PublishPath(fakeUID("Pod/client"), req.PV.Name)
 	}
 	handle := ""
 	if req.PV.Spec.CSI != nil {
