@@ -68,7 +68,7 @@ func TestAbnormalVolumeEventGoesToTheRecordedClientPod(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 	f.stager.recorder = events
 	id := publishForClient(t, f, newClientPod()).Labels[protocol.LabelStagingID]
-	f.stager.health.observe(ctx, f.stager, id, f.target, &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnreachable, Message: "gone"})
+	f.stager.health.observe(ctx, f.stager, id, testDriver, f.target, &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnreachable, Message: "gone"})
 	close(events.Events)
 	if n := len(events.Events); n != 1 {
 		t.Fatalf("%d Events on the client pod, want 1", n)
