@@ -407,16 +407,24 @@ func (s *soak) killStagingDaemon(ctx context.Context, c *cycle, writer string) e
 		return fmt.Errorf("%w: writer %s never ran: %v", errStuck, writer, err)
 	}
 	sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}.AsSelector().String()
-	pods, err := s.f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil || len(pods.Items) != 1 {
-		return fmt.Errorf("finding the staging pod of %s: %v (%d found)", c.PV, err, len(pods.Items))
-	}
-	out, err := framework.Kubectl(ctx, "-n", ns, "exec", pods.Items[0].Name, "--", "bash", "-c",
-		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = gocryptfs ] && kill -9 "${p#/proc/}"; done; true`)
-	if err != nil {
-		return fmt.Errorf("killing the staging daemon of %s: %v: %s", c.PV, err, out)
-	}
-	return nil
+	// Retried, like every API call of the soak: a cluster fault may cut the
+	// exec's stream (then the daemon may be killed already, and the retry
+	// kills its successor: one more recovery for the writer to see through).
+	return retryAPI(ctx, func() error {
+		pods, err := s.f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%w: finding the staging pod of %s: %d found", errStuck, c.PV, len(pods.Items))
+		}
+		out, err := framework.Kubectl(ctx, "-n", ns, "exec", pods.Items[0].Name, "--", "bash", "-c",
+			`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = gocryptfs ] && kill -9 "${p#/proc/}"; done; true`)
+		if err != nil {
+			return fmt.Errorf("killing the staging daemon of %s: %v: %s", c.PV, err, out)
+		}
+		return nil
+	})
 }
 
 // recovered says whether the writer got PaV's VolumeRecovered Event.
