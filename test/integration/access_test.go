@@ -452,7 +452,7 @@ func TestAccess(t *testing.T) {
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
 	denied("node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
-	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
+	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	allowed("node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
 	denied("node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
