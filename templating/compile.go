@@ -99,9 +99,9 @@ func Compile(p *v1alpha1.PavProvisioner) (*Compiled, error) {
 }
 
 // maxTemplateBytes bounds the templates of one PavProvisioner together (every
-// string with Jinja syntax), checked before any is compiled: the examples'
-// largest have under 4 KiB. With jinja's bound on each template's tokens,
-// it bounds what compiling one provisioner costs (a few MiB of heap at most).
+// string with Jinja syntax), checked before any is compiled, far above what
+// the examples need. With jinja's bound on each template's tokens, it bounds
+// what compiling one provisioner costs.
 const maxTemplateBytes = 64 << 10
 
 // compile validates and compiles p; overtime reports a template that ran out
