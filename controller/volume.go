@@ -170,6 +170,10 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		c.announceRetained(pv)
 	case volumeBackoff:
 		c.volumeQueue.AddAfter(name, v.backoff)
+	case volumeWait:
+		if v.staged {
+			klog.V(3).InfoS("Volume still staged; deletion waits", "volume", name)
+		}
 	case volumeEndChanges:
 		return c.deletePods(ctx, v.changes)
 	case volumeDeletionFailed:
