@@ -527,11 +527,9 @@ func (s *claimSync) validationPodState(ctx context.Context, pod *corev1.Pod) err
 		return nil
 	}
 	if !r.succeeded {
-		s.event(corev1.EventTypeWarning, reasonValidationFailed, "validation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-		return s.retryLater("validation failed")
+		return s.c.podFailed(ctx, pod, fmt.Sprintf("validation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message), func(msg string) error {
+			return s.fail(reasonValidationFailed, "%s", msg)
+		})
 	}
 	return s.startCreation(ctx)
 }
@@ -767,46 +765,107 @@ func (s *claimSync) deleteAllPods(ctx context.Context) error {
 	return nil
 }
 
-// deleted handles a claim being deleted while PaV still holds its finalizer:
-// a creation in progress is allowed to end, and whatever it created is
-// deleted before the claim may go.
+// claimDeletionStep is what a claim being deleted needs before it may go.
+type claimDeletionStep int
+
+const (
+	claimDeletionWait     claimDeletionStep = iota // a pod is going or not done: its events requeue the claim
+	claimDeletionFinish                            // nothing (more) to delete: clean up, let the claim go
+	claimDeletionFailed                            // the deletion pod failed: report, retry with backoff
+	claimDeletionOrphaned                          // no provisioner to delete what was created: report, let go
+	claimDeletionRetry                             // the deletion cannot start now: report, retry with backoff
+	claimDeletionStart                             // run the deletion (pod, or none)
+)
+
+// claimDeletionView is what a sync observed of a claim being deleted while
+// PaV holds its finalizer.
+type claimDeletionView struct {
+	pods         map[protocol.Phase]*corev1.Pod
+	podGoing     bool // a pod of a previous attempt is still going
+	volumeExists bool // its PV exists (the API server's word)
+	// outcome is that of the deletion pod, or without one the creation
+	// pod, once it is done (nil before).
+	outcome *podOutcome
+	p       *v1alpha1.PavProvisioner // nil: gone
+	class   *storagev1.StorageClass  // nil: not found
+	pvc     *corev1.PersistentVolumeClaim
+}
+
+// decideClaimDeletion is the protocol for a claim deleted before it got a
+// PV: a creation in progress is allowed to end, and whatever it created is
+// deleted before the claim may go. Pure, so that every case is a table row
+// (TestDecideClaimDeletion); message explains the reports.
+func decideClaimDeletion(v claimDeletionView) (step claimDeletionStep, message string) {
+	del, cre := v.pods[protocol.PhaseDeletion], v.pods[protocol.PhaseCreation]
+	switch {
+	case v.podGoing:
+		return claimDeletionWait, ""
+	case v.volumeExists:
+		// The volume path deletes the PV once it is released.
+		return claimDeletionFinish, ""
+	case del == nil && cre == nil:
+		return claimDeletionFinish, "" // nothing was created
+	case v.outcome == nil:
+		return claimDeletionWait, ""
+	case del != nil && !v.outcome.succeeded:
+		return claimDeletionFailed, fmt.Sprintf("deletion pod %s/%s failed: %s", del.Namespace, del.Name, v.outcome.message)
+	case del != nil:
+		return claimDeletionFinish, ""
+	case v.p == nil:
+		return claimDeletionOrphaned, fmt.Sprintf("the PavProvisioner is gone; cannot run a deletion pod for what creation pod %s/%s created", cre.Namespace, cre.Name)
+	case v.class == nil:
+		return claimDeletionRetry, fmt.Sprintf("StorageClass %q not found; it is needed to delete what creation pod %s/%s created", ptrString(v.pvc.Spec.StorageClassName), cre.Namespace, cre.Name)
+	}
+	return claimDeletionStart, ""
+}
+
+// observeDeletion reads what decideClaimDeletion needs, as far as it needs
+// it: the PV is read from the API server only when no pod is going, and a
+// pod examined (reporting it stuck, scheduling a recheck) only when it is
+// the claim's next concern.
+func (s *claimSync) observeDeletion(ctx context.Context) (claimDeletionView, error) {
+	v := claimDeletionView{pods: s.pods, podGoing: s.anyPodGoing(), p: s.p, class: s.class, pvc: s.pvc}
+	if v.podGoing {
+		return v, nil
+	}
+	exists, err := s.volumeExists(ctx, true)
+	if err != nil || exists {
+		v.volumeExists = exists
+		return v, err
+	}
+	pod := s.pods[protocol.PhaseDeletion]
+	if pod == nil {
+		pod = s.pods[protocol.PhaseCreation]
+	}
+	if pod != nil {
+		if r, ok := s.finishedPod(ctx, pod); ok {
+			v.outcome = &r
+		}
+	}
+	return v, nil
+}
+
+// deleted handles a claim being deleted while PaV still holds its finalizer.
 func (s *claimSync) deleted(ctx context.Context) error {
-	if s.anyPodGoing() {
-		return nil
-	}
-	if ok, err := s.volumeExists(ctx, true); err != nil {
+	v, err := s.observeDeletion(ctx)
+	if err != nil {
 		return err
-	} else if ok {
-		// The PV exists: the volume path deletes it once it is released.
-		return s.finish(ctx)
 	}
-	if del := s.pods[protocol.PhaseDeletion]; del != nil {
-		r, ok := s.finishedPod(ctx, del)
-		if !ok {
-			return nil
-		}
-		if !r.succeeded {
-			s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s failed: %s", del.Namespace, del.Name, r.message)
-			if err := s.c.deletePod(ctx, del); err != nil {
-				return err
-			}
-			return s.retryLater("deletion failed")
-		}
-		return s.finish(ctx)
-	}
-	cre := s.pods[protocol.PhaseCreation]
-	if cre == nil {
-		return s.finish(ctx) // nothing was created
-	}
-	if _, ok := s.finishedPod(ctx, cre); !ok {
+	step, msg := decideClaimDeletion(v)
+	switch step {
+	case claimDeletionWait:
 		return nil
-	}
-	if s.p == nil {
-		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "the PavProvisioner is gone; cannot run a deletion pod for what creation pod %s/%s created", cre.Namespace, cre.Name)
+	case claimDeletionFinish:
 		return s.finish(ctx)
-	}
-	if s.class == nil {
-		return s.fail(reasonCleanupFailed, "StorageClass %q not found; it is needed to delete what creation pod %s/%s created", ptrString(s.pvc.Spec.StorageClassName), cre.Namespace, cre.Name)
+	case claimDeletionFailed:
+		return s.c.podFailed(ctx, s.pods[protocol.PhaseDeletion], msg, func(msg string) error {
+			return s.fail(reasonCleanupFailed, "%s", msg)
+		})
+	case claimDeletionOrphaned:
+		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "%s", msg)
+		return s.finish(ctx)
+	case claimDeletionRetry:
+		return s.fail(reasonCleanupFailed, "%s", msg)
 	}
 	tmpl, err := s.c.engine.Deletion(ctx, s.p, s.request())
 	if err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -135,6 +136,7 @@ func TestDecideVolume(t *testing.T) {
 	now := metav1.Now()
 	pv := func(policy corev1.PersistentVolumeReclaimPolicy, phase corev1.PersistentVolumePhase, deleted, ours bool) *corev1.PersistentVolume {
 		v := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy}, Status: corev1.PersistentVolumeStatus{Phase: phase}}
+		v.Annotations = map[string]string{protocol.AnnotationProvisionedBy: "prov"}
 		if deleted {
 			v.DeletionTimestamp = &now
 		}
@@ -144,25 +146,102 @@ func TestDecideVolume(t *testing.T) {
 		return v
 	}
 	del, ret := corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain
+	view := func(p *corev1.PersistentVolume) volumeView {
+		return volumeView{pv: p, changesDone: true, provisioner: true}
+	}
+	released := func() volumeView { return view(pv(del, corev1.VolumeReleased, false, true)) }
+	with := func(v volumeView, change func(v *volumeView)) volumeView { change(&v); return v }
+	deletionPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Name: "deletion"}}
+	expansionPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Name: "expansion"}}
 	tests := []struct {
-		name string
-		pv   *corev1.PersistentVolume
-		want volumeStep
+		name    string
+		v       volumeView
+		want    volumeStep
+		message string // a part of the message
 	}{
-		{"not PaV's", pv(del, corev1.VolumeReleased, false, false), volumeNotPaVs},
-		{"bound", pv(del, corev1.VolumeBound, false, true), volumeInUse},
-		{"released", pv(del, corev1.VolumeReleased, false, true), volumeDelete},
-		{"failed", pv(del, corev1.VolumeFailed, false, true), volumeDelete},
-		{"deleted while available", pv(del, corev1.VolumeAvailable, true, true), volumeDelete},
-		{"deleted while bound: kubernetes.io/pv-protection holds it", pv(del, corev1.VolumeBound, true, true), volumeInUse},
-		{"retained, bound", pv(ret, corev1.VolumeBound, false, true), volumeInUse},
-		{"retained, released", pv(ret, corev1.VolumeReleased, false, true), volumeRetainedReleased},
-		{"retained, PV deleted", pv(ret, corev1.VolumeReleased, true, true), volumeRetainedDeleted},
-		{"recycle counts as keep", pv(corev1.PersistentVolumeReclaimRecycle, corev1.VolumeReleased, false, true), volumeRetainedReleased},
+		{"not PaV's", view(pv(del, corev1.VolumeReleased, false, false)), volumeNotPaVs, ""},
+		{"bound", view(pv(del, corev1.VolumeBound, false, true)), volumeInUse, ""},
+		{"released", released(), volumeStartDeletion, ""},
+		{"failed", view(pv(del, corev1.VolumeFailed, false, true)), volumeStartDeletion, ""},
+		{"deleted while available", view(pv(del, corev1.VolumeAvailable, true, true)), volumeStartDeletion, ""},
+		{"deleted while bound: kubernetes.io/pv-protection holds it", view(pv(del, corev1.VolumeBound, true, true)), volumeInUse, ""},
+		{"retained, bound", view(pv(ret, corev1.VolumeBound, false, true)), volumeInUse, ""},
+		{"retained, released", view(pv(ret, corev1.VolumeReleased, false, true)), volumeRetainedReleased, ""},
+		{"retained, PV deleted", view(pv(ret, corev1.VolumeReleased, true, true)), volumeRetainedDeleted, ""},
+		{"recycle counts as keep", view(pv(corev1.PersistentVolumeReclaimRecycle, corev1.VolumeReleased, false, true)), volumeRetainedReleased, ""},
+		{"retained, pods ignored", with(view(pv(ret, corev1.VolumeReleased, false, true)), func(v *volumeView) { v.staged = true }), volumeRetainedReleased, ""},
+		{"backing off", with(released(), func(v *volumeView) { v.backoff = time.Second }), volumeBackoff, ""},
+		{"backing off before anything else", with(released(), func(v *volumeView) { v.backoff, v.staged = time.Second, true }), volumeBackoff, ""},
+		{"still staged", with(released(), func(v *volumeView) { v.staged = true }), volumeWait, ""},
+		{"an expansion still going", with(released(), func(v *volumeView) { v.changes, v.changesDone = []*corev1.Pod{expansionPod}, false }), volumeWait, ""},
+		{"an expansion done", with(released(), func(v *volumeView) { v.changes = []*corev1.Pod{expansionPod} }), volumeEndChanges, ""},
+		{"deletion pod not done", with(released(), func(v *volumeView) { v.deletion = deletionPod }), volumeWait, ""},
+		{"deletion pod failed", with(released(), func(v *volumeView) {
+			v.deletion, v.outcome = deletionPod, &podOutcome{done: true, message: "exit 3"}
+		}), volumeDeletionFailed, "deletion pod pav-pods/deletion failed: exit 3"},
+		{"deletion pod succeeded", with(released(), func(v *volumeView) {
+			v.deletion, v.outcome = deletionPod, &podOutcome{done: true, succeeded: true}
+		}), volumeDeletionDone, ""},
+		{"deletion pod succeeded, provisioner gone since", with(released(), func(v *volumeView) {
+			v.deletion, v.outcome, v.provisioner = deletionPod, &podOutcome{done: true, succeeded: true}, false
+		}), volumeDeletionDone, ""},
+		{"provisioner gone", with(released(), func(v *volumeView) { v.provisioner = false }), volumeCannotDelete, `PavProvisioner "prov" not found`},
 	}
 	for _, tt := range tests {
-		if got := decideVolume(tt.pv); got != tt.want {
-			t.Errorf("%s: decideVolume = %d, want %d", tt.name, got, tt.want)
+		got, msg := decideVolume(tt.v)
+		if got != tt.want || !strings.Contains(msg, tt.message) || (tt.message == "") != (msg == "") {
+			t.Errorf("%s: decideVolume = %d, %q; want %d, %q", tt.name, got, msg, tt.want, tt.message)
+		}
+	}
+}
+
+func TestDecideClaimDeletion(t *testing.T) {
+	now := metav1.Now()
+	creation := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Name: "creation"}}
+	deletion := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Name: "deletion"}}
+	going := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "pav-pods", Name: "validation", DeletionTimestamp: &now}}
+	sc := "sc"
+	// base: a claim deleted after its creation pod finished.
+	base := func() claimDeletionView {
+		return claimDeletionView{
+			pods:    map[protocol.Phase]*corev1.Pod{protocol.PhaseCreation: creation},
+			outcome: &podOutcome{done: true, succeeded: true},
+			p:       provisionerFixture("prov"),
+			class:   &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: sc}},
+			pvc:     &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc}},
+		}
+	}
+	tests := []struct {
+		name    string
+		change  func(v *claimDeletionView)
+		want    claimDeletionStep
+		message string // a part of the message
+	}{
+		{"creation done: delete what it made", func(v *claimDeletionView) {}, claimDeletionStart, ""},
+		{"creation failed: delete what it may have made", func(v *claimDeletionView) { v.outcome.succeeded = false }, claimDeletionStart, ""},
+		{"a pod still going", func(v *claimDeletionView) { v.podGoing = true; v.pods[protocol.PhaseValidation] = going }, claimDeletionWait, ""},
+		{"the PV exists", func(v *claimDeletionView) { v.volumeExists = true }, claimDeletionFinish, ""},
+		{"no pods: nothing created", func(v *claimDeletionView) { v.pods, v.outcome = nil, nil }, claimDeletionFinish, ""},
+		{"only a validation pod: nothing created", func(v *claimDeletionView) {
+			v.pods, v.outcome = map[protocol.Phase]*corev1.Pod{protocol.PhaseValidation: going}, nil
+		}, claimDeletionFinish, ""},
+		{"creation not done", func(v *claimDeletionView) { v.outcome = nil }, claimDeletionWait, ""},
+		{"deletion pod not done", func(v *claimDeletionView) { v.pods[protocol.PhaseDeletion], v.outcome = deletion, nil }, claimDeletionWait, ""},
+		{"deletion pod failed", func(v *claimDeletionView) {
+			v.pods[protocol.PhaseDeletion], v.outcome = deletion, &podOutcome{done: true, message: "exit 1"}
+		}, claimDeletionFailed, "deletion pod pav-pods/deletion failed: exit 1"},
+		{"deletion pod succeeded", func(v *claimDeletionView) { v.pods[protocol.PhaseDeletion] = deletion }, claimDeletionFinish, ""},
+		{"deletion pod succeeded, provisioner gone since", func(v *claimDeletionView) { v.pods[protocol.PhaseDeletion], v.p = deletion, nil }, claimDeletionFinish, ""},
+		{"provisioner gone", func(v *claimDeletionView) { v.p = nil }, claimDeletionOrphaned, "PavProvisioner is gone"},
+		{"class gone", func(v *claimDeletionView) { v.class = nil }, claimDeletionRetry, `StorageClass "sc" not found`},
+	}
+	for _, tt := range tests {
+		v := base()
+		v.pods = map[protocol.Phase]*corev1.Pod{protocol.PhaseCreation: creation}
+		tt.change(&v)
+		got, msg := decideClaimDeletion(v)
+		if got != tt.want || !strings.Contains(msg, tt.message) || (tt.message == "") != (msg == "") {
+			t.Errorf("%s: decideClaimDeletion = %d, %q; want %d, %q", tt.name, got, msg, tt.want, tt.message)
 		}
 	}
 }

@@ -249,10 +249,7 @@ func (s *claimSync) expansionPodState(ctx context.Context, pv *corev1.Persistent
 	}
 	capacity, problem := expandedCapacity(pod, r)
 	if problem != "" {
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-		return s.expansionFailed("%s", problem)
+		return s.c.podFailed(ctx, pod, problem, func(msg string) error { return s.expansionFailed("%s", msg) })
 	}
 	if err := s.grown(ctx, pv, capacity); err != nil {
 		return err

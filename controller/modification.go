@@ -323,10 +323,7 @@ func (s *claimSync) modificationPodState(ctx context.Context, pv *corev1.Persist
 			return modifyErrorRecord(pvc, target, corev1.PersistentVolumeClaimModifyVolumeInProgress, modifyPodFailed) != nil
 		})
 		if err == nil && recorded {
-			if err := s.c.deletePod(ctx, pod); err != nil {
-				return err
-			}
-			return s.modificationFailed("%s", msg)
+			return s.c.podFailed(ctx, pod, msg, func(msg string) error { return s.modificationFailed("%s", msg) })
 		}
 	default:
 		recorded, err = s.modified(ctx, pv, target)

@@ -204,6 +204,27 @@ func (c *Controller) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return protocol.DeletePod(ctx, c.kube.CoreV1().Pods(pod.Namespace), pod)
 }
 
+// deletePods removes PaV pods whose outcome has been acted on.
+func (c *Controller) deletePods(ctx context.Context, pods []*corev1.Pod) error {
+	for _, pod := range pods {
+		if err := c.deletePod(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podFailed ends an attempt whose pod failed: the pod goes first (its
+// failure is acted on here, and the next attempt needs its name), then fail
+// reports msg and schedules the next attempt with backoff. A crash between
+// the two loses the report and the backoff, not the retry.
+func (c *Controller) podFailed(ctx context.Context, pod *corev1.Pod, msg string, fail func(msg string) error) error {
+	if err := c.deletePod(ctx, pod); err != nil {
+		return err
+	}
+	return fail(msg)
+}
+
 func phaseOf(pod *corev1.Pod) protocol.Phase {
 	return protocol.Phase(pod.Labels[protocol.LabelPhase])
 }

@@ -488,10 +488,7 @@ func (s *contentSync) deleteSnapshot(ctx context.Context, pod *corev1.Pod) error
 		return nil
 	}
 	if !r.succeeded {
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-		return s.deleteFailed("%s", r.message)
+		return s.c.podFailed(ctx, pod, r.message, func(msg string) error { return s.deleteFailed("%s", msg) })
 	}
 	s.c.contentBackoff.succeeded(s.content.Name)
 	return clear() // the pod goes with the release

@@ -126,6 +126,8 @@ type harness struct {
 	handle string
 	// attributes, when set, is what creation pods write to /pav/volume-attributes.
 	attributes *string
+	// failDeletions is how many deletion pods, first, fail.
+	failDeletions int
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -267,6 +269,10 @@ func (h *harness) runPods() {
 		if target, err := resource.ParseQuantity(pod.Annotations[protocol.AnnotationExpansionTarget]); err == nil && h.backendMax != nil && target.Cmp(*h.backendMax) > 0 {
 			pod.Status.Phase, exit = corev1.PodFailed, 1
 			pod.Annotations[protocol.AnnotationResultInfeasible] = "the pool holds at most " + h.backendMax.String()
+		}
+		if phaseOf(pod) == protocol.PhaseDeletion && h.failDeletions > 0 {
+			h.failDeletions--
+			pod.Status.Phase, exit = corev1.PodFailed, 1
 		}
 		if target := pod.Annotations[protocol.AnnotationModificationTarget]; target != "" && target == h.infeasibleClass {
 			pod.Status.Phase, exit = corev1.PodFailed, 1
@@ -736,6 +742,34 @@ var deletedDuringCreation = scenario{
 
 func TestClaimDeletedDuringCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
 	testEveryFault(t, deletedDuringCreation)
+}
+
+// withFailedDeletion is sc with its first deletion pod failing: the pod
+// goes, the failure is reported, and a second deletion pod runs after the
+// backoff.
+func withFailedDeletion(sc scenario) scenario {
+	setup := sc.setup
+	sc.setup = func(h *harness) {
+		setup(h)
+		h.failDeletions = 1
+	}
+	check := sc.check
+	sc.check = func(h *harness) {
+		check(h)
+		if h.failDeletions != 0 {
+			h.t.Errorf("the failing deletion pod never ran")
+		}
+	}
+	sc.attempts = 2
+	return sc
+}
+
+func TestFailedVolumeDeletionSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, withFailedDeletion(deletion))
+}
+
+func TestFailedClaimDeletionSurvivesAFaultAtEveryWrite(t *testing.T) {
+	testEveryFault(t, withFailedDeletion(deletedDuringCreation))
 }
 
 func isUpdate(a k8stesting.Action) bool { return a.GetVerb() == "update" || a.GetVerb() == "patch" }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,12 +26,65 @@ const (
 	volumeInUse                              // bound, or not yet released: nothing
 	volumeRetainedReleased                   // released, kept by its reclaim policy: tell the user
 	volumeRetainedDeleted                    // kept by its reclaim policy, PV object deleted: let it go
-	volumeDelete                             // released with policy Delete (or PV deleted unbound): run the deletion
+	volumeBackoff                            // to be deleted, but a failed attempt holds the next one back
+	volumeWait                               // to be deleted once a pod is done (its events requeue the PV)
+	volumeEndChanges                         // remove the finished expansion and modification pods first
+	volumeDeletionFailed                     // the deletion pod failed: report, retry with backoff
+	volumeDeletionDone                       // the deletion pod succeeded: remove the PV
+	volumeCannotDelete                       // nothing can run now: report, retry with backoff
+	volumeStartDeletion                      // run the deletion (pod, or none)
 )
 
-// decideVolume is the deletion protocol's decision for a PV: pure, so that
-// every case is a table row (TestDecideVolume).
-func decideVolume(pv *corev1.PersistentVolume) volumeStep {
+// volumeView is what a volume sync observed of a PV and its pods.
+type volumeView struct {
+	pv      *corev1.PersistentVolume
+	backoff time.Duration // left before the next attempt may start
+	// staged: a staging or unstaging pod of the volume exists.
+	staged bool
+	// changes are its expansion and modification pods; changesDone whether
+	// all of them are done.
+	changes     []*corev1.Pod
+	changesDone bool
+	deletion    *corev1.Pod
+	// outcome is the deletion pod's, once it is done (nil before).
+	outcome     *podOutcome
+	provisioner bool // its PavProvisioner exists
+}
+
+// decideVolume is the deletion protocol for a PV: pure, so that every case is
+// a table row (TestDecideVolume). message explains volumeDeletionFailed and
+// volumeCannotDelete.
+func decideVolume(v volumeView) (step volumeStep, message string) {
+	if step := volumeNeed(v.pv); step != volumeStartDeletion {
+		return step, ""
+	}
+	switch {
+	case v.backoff > 0:
+		return volumeBackoff, ""
+	case v.staged:
+		// Still staged somewhere: deleting now would pull the volume
+		// from under a client; the pod's removal requeues the PV.
+		return volumeWait, ""
+	case len(v.changes) > 0 && !v.changesDone:
+		// Not while the volume changes; the claim is gone, so let it finish.
+		return volumeWait, ""
+	case len(v.changes) > 0:
+		return volumeEndChanges, ""
+	case v.deletion != nil && v.outcome == nil:
+		return volumeWait, ""
+	case v.deletion != nil && !v.outcome.succeeded:
+		return volumeDeletionFailed, fmt.Sprintf("deletion pod %s/%s failed: %s", v.deletion.Namespace, v.deletion.Name, v.outcome.message)
+	case v.deletion != nil:
+		return volumeDeletionDone, ""
+	case !v.provisioner:
+		return volumeCannotDelete, fmt.Sprintf("PavProvisioner %q not found; it is needed to delete the volume", v.pv.Annotations[protocol.AnnotationProvisionedBy])
+	}
+	return volumeStartDeletion, ""
+}
+
+// volumeNeed is what the PV alone says: volumeStartDeletion when it is to be
+// deleted.
+func volumeNeed(pv *corev1.PersistentVolume) volumeStep {
 	released := pv.Status.Phase == corev1.VolumeReleased || pv.Status.Phase == corev1.VolumeFailed
 	switch {
 	case !protocol.HasFinalizer(pv, protocol.FinalizerVolume):
@@ -46,9 +100,41 @@ func decideVolume(pv *corev1.PersistentVolume) volumeStep {
 		}
 		return volumeInUse
 	case released, pv.DeletionTimestamp != nil && pv.Status.Phase != corev1.VolumeBound:
-		return volumeDelete
+		return volumeStartDeletion
 	}
 	return volumeInUse
+}
+
+// observeVolume reads what decideVolume needs from the caches. The deletion
+// pod is examined (reporting it stuck, scheduling a recheck) only when it
+// is the PV's next concern.
+func (c *Controller) observeVolume(ctx context.Context, pv *corev1.PersistentVolume) volumeView {
+	v := volumeView{pv: pv, changesDone: true, provisioner: c.provisioner(pv.Annotations[protocol.AnnotationProvisionedBy]) != nil}
+	if volumeNeed(pv) != volumeStartDeletion {
+		return v
+	}
+	v.backoff = c.volumeBackoff.wait(pv.Name)
+	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(pv.Name)) {
+		switch phaseOf(pod) {
+		case protocol.PhaseStaging, protocol.PhaseUnstaging:
+			v.staged = true
+		case protocol.PhaseDeletion:
+			v.deletion = pod
+		case protocol.PhaseExpansion, protocol.PhaseModification:
+			v.changes = append(v.changes, pod)
+			v.changesDone = v.changesDone && c.examine(ctx, pod).done
+		}
+	}
+	if v.backoff > 0 || v.staged || len(v.changes) > 0 || v.deletion == nil {
+		return v
+	}
+	if v.deletion.DeletionTimestamp != nil && !protocol.Terminated(v.deletion) {
+		return v
+	}
+	if r, ok := c.finishedPod(ctx, v.deletion, podWaiter{obj: pv, queue: c.volumeQueue, key: pv.Name}); ok {
+		v.outcome = &r
+	}
+	return v
 }
 
 // syncVolume deletes released PVs that PaV provisioned with reclaim policy
@@ -73,73 +159,52 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	if err := c.releaseStagingsOnGoneNodes(ctx, name, pv); err != nil {
 		return err
 	}
-	switch decideVolume(pv) {
+	v := c.observeVolume(ctx, pv)
+	step, msg := decideVolume(v)
+	switch step {
 	case volumeNotPaVs:
 		return c.collectVolumePods(ctx, name)
-	case volumeInUse:
-		return nil
 	case volumeRetainedDeleted:
 		return c.removeVolumeFinalizer(ctx, pv)
 	case volumeRetainedReleased:
 		c.announceRetained(pv)
-		return nil
-	}
-	if d := c.volumeBackoff.wait(name); d > 0 {
-		c.volumeQueue.AddAfter(name, d)
-		return nil
-	}
-	var del *corev1.Pod
-	for _, pod := range c.podsBy(indexVolume, protocol.LabelValue(name)) {
-		switch phaseOf(pod) {
-		case protocol.PhaseStaging, protocol.PhaseUnstaging:
-			// Still staged somewhere: deleting now would pull the volume
-			// from under a client; the pod's removal requeues us.
-			klog.V(3).InfoS("Volume still staged; deletion waits", "volume", name, "pod", klog.KObj(pod))
-			return nil
-		case protocol.PhaseDeletion:
-			del = pod
-		case protocol.PhaseExpansion, protocol.PhaseModification:
-			// Not while the volume changes; the claim is gone, so finish here.
-			if !c.examine(ctx, pod).done {
-				return nil
-			}
-			if err := c.deletePod(ctx, pod); err != nil {
-				return err
-			}
+	case volumeBackoff:
+		c.volumeQueue.AddAfter(name, v.backoff)
+	case volumeWait:
+		if v.staged {
+			klog.V(3).InfoS("Volume still staged; deletion waits", "volume", name)
 		}
+	case volumeEndChanges:
+		return c.deletePods(ctx, v.changes)
+	case volumeDeletionFailed:
+		return c.podFailed(ctx, v.deletion, msg, func(msg string) error { return c.volumeFailed(pv, msg) })
+	case volumeDeletionDone:
+		return c.volumeDeleted(ctx, pv, v.deletion)
+	case volumeCannotDelete:
+		return c.volumeFailed(pv, msg)
+	case volumeStartDeletion:
+		return c.startVolumeDeletion(ctx, pv)
 	}
-	provName := pv.Annotations[protocol.AnnotationProvisionedBy]
-	p := c.provisioner(provName)
-	fail := func(format string, args ...interface{}) error {
-		msg := fmt.Sprintf(format, args...)
-		c.recorder.Event(pv, corev1.EventTypeWarning, reasonVolumeFailedDelete, msg)
-		d := c.volumeBackoff.failed(name)
-		c.volumeQueue.AddAfter(name, d)
-		c.metrics.operation(provName, "delete", "failure", 0)
-		return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", name, msg, d)}
-	}
-	if del != nil {
-		if del.DeletionTimestamp != nil && !protocol.Terminated(del) {
-			return nil
-		}
-		r, ok := c.finishedPod(ctx, del, podWaiter{obj: pv, queue: c.volumeQueue, key: name})
-		if !ok {
-			return nil
-		}
-		if !r.succeeded {
-			if err := c.deletePod(ctx, del); err != nil {
-				return err
-			}
-			return fail("deletion pod %s/%s failed: %s", del.Namespace, del.Name, r.message)
-		}
-		return c.volumeDeleted(ctx, pv, del)
-	}
-	if p == nil {
-		return fail("PavProvisioner %q not found; it is needed to delete the volume", provName)
-	}
+	return nil
+}
+
+// volumeFailed reports a failed deletion on the PV and schedules the next
+// attempt with backoff.
+func (c *Controller) volumeFailed(pv *corev1.PersistentVolume, msg string) error {
+	c.recorder.Event(pv, corev1.EventTypeWarning, reasonVolumeFailedDelete, msg)
+	d := c.volumeBackoff.failed(pv.Name)
+	c.volumeQueue.AddAfter(pv.Name, d)
+	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], "delete", "failure", 0)
+	return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", pv.Name, msg, d)}
+}
+
+// startVolumeDeletion evaluates the provisioner's volumeDeletion for the PV
+// and runs its pod, or removes the PV at once when there is none.
+func (c *Controller) startVolumeDeletion(ctx context.Context, pv *corev1.PersistentVolume) error {
+	p := c.provisioner(pv.Annotations[protocol.AnnotationProvisionedBy])
 	req, err := requestFromVolume(pv)
 	if err != nil {
-		return fail("%v", err)
+		return c.volumeFailed(pv, err.Error())
 	}
 	req.Class = c.restoreClass(req.Class)
 	req.PV = pv
@@ -148,7 +213,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	}
 	tmpl, err := c.engine.Deletion(ctx, p, req)
 	if err != nil {
-		return fail("evaluating spec.volumeDeletion of PavProvisioner %q: %v", p.Name, err)
+		return c.volumeFailed(pv, fmt.Sprintf("evaluating spec.volumeDeletion of PavProvisioner %q: %v", p.Name, err))
 	}
 	if tmpl == nil {
 		return c.volumeDeleted(ctx, pv, nil)
@@ -157,13 +222,12 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 	// cache may still hold a PV whose deletion just ended (volumeDeleted
 	// removes the PV, then its pod, and the pods' watch can be ahead of the
 	// PVs', e.g. after an API server restart), which would be deleted twice.
-	// (sig-storage-lib-external-provisioner re-read the PV before deleting
-	// until 2020, then trusted its cache: a CSI DeleteVolume may be repeated,
-	// but a deletion pod runs the admin's script, which the spec runs once.)
-	// A cache behind is caught up by the watch, which requeues the PV.
-	live, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+	// A CSI DeleteVolume may be repeated, but a deletion pod runs the
+	// admin's script, which the spec runs once. A cache behind is caught up
+	// by the watch, which requeues the PV.
+	live, err := c.kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading PersistentVolume %s: %w", name, err)
+		return fmt.Errorf("reading PersistentVolume %s: %w", pv.Name, err)
 	}
 	if err != nil || live.ResourceVersion != pv.ResourceVersion {
 		return nil
@@ -173,7 +237,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		claim.UID = pv.Spec.ClaimRef.UID
 	}
 	squatter, err := c.createPod(ctx, protocol.VolumePod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: c.podDirRoot()},
-		protocol.VolumePodSpec{Phase: protocol.PhaseDeletion, PVName: name, Claim: claim}))
+		protocol.VolumePodSpec{Phase: protocol.PhaseDeletion, PVName: pv.Name, Claim: claim}))
 	if squatter != nil {
 		c.recorder.Event(pv, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseDeletion))
 	}
@@ -181,7 +245,7 @@ func (c *Controller) syncVolume(ctx context.Context, name string) error {
 		if ctx.Err() != nil {
 			return err // shutting down: not a failure to report to the user
 		}
-		return fail("%v", err)
+		return c.volumeFailed(pv, err.Error())
 	}
 	return nil
 }

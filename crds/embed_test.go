@@ -59,7 +59,28 @@ func TestManifest(t *testing.T) {
 	if !reflect.DeepEqual(req, []string{"provisioningModes", "volumeStaging"}) {
 		t.Errorf("spec.required %v", req)
 	}
-	// Each section's fields match the Go types exactly, every one of any type.
+	checkSectionSchemas(t, spec)
+	// The API server refuses the fsGroupPolicy values PaV's validation does.
+	enum, _, _ := unstructured.NestedStringSlice(spec, "properties", "volumeStaging", "properties", "fsGroupPolicy", "enum")
+	var want []string
+	for _, p := range v1alpha1.FSGroupPolicies {
+		want = append(want, string(p))
+	}
+	if !reflect.DeepEqual(enum, want) {
+		t.Errorf("fsGroupPolicy enum %v, want %v", enum, want)
+	}
+}
+
+// literalFields are the sections' fields that are never templates.
+var literalFields = map[string]bool{
+	"cloning": true, "restoring": true, "allowSetuidAndDevices": true, "recovery": true,
+	"fsGroupPolicy": true, "shared": true, "updateStrategy": true,
+}
+
+// checkSectionSchemas checks that each section's fields in the schema of
+// spec match the Go types exactly, every one of any type.
+func checkSectionSchemas(t *testing.T, spec map[string]interface{}) {
+	t.Helper()
 	sections := map[string][]string{
 		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
 		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
@@ -84,7 +105,7 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%s: want an object or a string, got type %v", s, sec["type"])
 		}
 		for _, f := range fields {
-			if f == "cloning" || f == "restoring" || f == "allowSetuidAndDevices" || f == "recovery" || f == "fsGroupPolicy" || f == "shared" || f == "updateStrategy" {
+			if literalFields[f] {
 				continue // a literal, never a template
 			}
 			p, ok := props[f].(map[string]interface{})
@@ -92,14 +113,5 @@ func TestManifest(t *testing.T) {
 				t.Errorf("%s.%s: want any value, got %v", s, f, props[f])
 			}
 		}
-	}
-	// The API server refuses the fsGroupPolicy values PaV's validation does.
-	enum, _, _ := unstructured.NestedStringSlice(spec, "properties", "volumeStaging", "properties", "fsGroupPolicy", "enum")
-	var want []string
-	for _, p := range v1alpha1.FSGroupPolicies {
-		want = append(want, string(p))
-	}
-	if !reflect.DeepEqual(enum, want) {
-		t.Errorf("fsGroupPolicy enum %v, want %v", enum, want)
 	}
 }

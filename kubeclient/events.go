@@ -28,10 +28,9 @@ func init() {
 
 // EventCacheSize bounds each of the three caches with which client-go's
 // event correlator deduplicates, aggregates and rate-limits Events (keyed by
-// object, by object and reason, and by the whole Event). At client-go's
-// default of 4096 entries each, a long-running PaV process kept up to ~7 MiB
-// for Events long sent (~1.7 KiB per object; measured with a heap profile of
-// the controller over 600 claims). An object with Events is evicted only
+// object, by object and reason, and by the whole Event). client-go's default
+// of 4096 entries each makes a long-running process keep megabytes for
+// Events long sent (docs/architecture.md). An object with Events is evicted only
 // after EventCacheSize others had Events since, and then its next Event is
 // created anew instead of counted on the last one.
 const EventCacheSize = 1024

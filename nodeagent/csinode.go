@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -18,7 +18,7 @@ import (
 type nodeDrivers struct {
 	kube     kubeclient.Interface
 	nodeName string
-	store    cache.Store
+	csiNodes storagelisters.CSINodeLister
 	changed  chan struct{}
 }
 
@@ -37,16 +37,16 @@ func newNodeDrivers(kube kubeclient.Interface, nodeName string, inf cache.Shared
 	}); err != nil {
 		return nil, err
 	}
-	nd.store = inf.GetStore()
+	nd.csiNodes = storagelisters.NewCSINodeLister(inf.GetIndexer())
 	return nd, nil
 }
 
 func (nd *nodeDrivers) Lists(name string) bool {
-	obj, ok, _ := nd.store.GetByKey(nd.nodeName)
-	if !ok {
-		return false
+	node, err := nd.csiNodes.Get(nd.nodeName)
+	if err != nil {
+		return false // not in the cache: lists nothing yet
 	}
-	for _, d := range obj.(*storagev1.CSINode).Spec.Drivers {
+	for _, d := range node.Spec.Drivers {
 		if d.Name == name {
 			return true
 		}

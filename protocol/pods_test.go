@@ -106,24 +106,52 @@ func TestNewHostDir(t *testing.T) {
 
 func boolPtr(b bool) *bool { return &b }
 
-func TestBuildPod(t *testing.T) {
-	hostPathType := corev1.HostPathDirectoryOrCreate
-	bidi, h2c := corev1.MountPropagationBidirectional, corev1.MountPropagationHostToContainer
-	pavVolume := corev1.Volume{Name: "pav", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/host/dir", Type: &hostPathType}}}
-	pavMount := func(p corev1.MountPropagationMode) corev1.VolumeMount {
-		return corev1.VolumeMount{Name: "pav", MountPath: "/pav", MountPropagation: &p}
-	}
-	base := func() *corev1.PodTemplateSpec {
-		return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-	}
-	opts := PodOptions{Provisioner: "prov", Phase: PhaseCreation, Name: "pav-creation-uid", Volume: "pvc-uid", ClaimUID: "uid", HostDir: "/host/dir"}
+var (
+	hostPathType = corev1.HostPathDirectoryOrCreate
+	bidi, h2c    = corev1.MountPropagationBidirectional, corev1.MountPropagationHostToContainer
+	pavVolume    = corev1.Volume{Name: "pav", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/host/dir", Type: &hostPathType}}}
+)
 
-	tests := []struct {
-		name  string
-		tmpl  func() *corev1.PodTemplateSpec
-		opts  func(o PodOptions) PodOptions
-		check func(t *testing.T, p *corev1.Pod)
-	}{
+func pavMount(p corev1.MountPropagationMode) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: "pav", MountPath: "/pav", MountPropagation: &p}
+}
+
+func baseTemplate() *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+}
+
+// buildPodCase is a template and options for BuildPod, and a check of the pod.
+type buildPodCase struct {
+	name  string
+	tmpl  func() *corev1.PodTemplateSpec
+	opts  func(o PodOptions) PodOptions
+	check func(t *testing.T, p *corev1.Pod)
+}
+
+// testBuildPod runs the cases from a creation pod's options; BuildPod must
+// leave the template as it was.
+func testBuildPod(t *testing.T, tests []buildPodCase) {
+	opts := PodOptions{Provisioner: "prov", Phase: PhaseCreation, Name: "pav-creation-uid", Volume: "pvc-uid", ClaimUID: "uid", HostDir: "/host/dir"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := tt.tmpl()
+			before := tmpl.DeepCopy()
+			o := opts
+			if tt.opts != nil {
+				o = tt.opts(o)
+			}
+			p := BuildPod(tmpl, o)
+			if !reflect.DeepEqual(tmpl, before) {
+				t.Error("BuildPod modified its template")
+			}
+			tt.check(t, p)
+		})
+	}
+}
+
+func TestBuildPod(t *testing.T) {
+	base := baseTemplate
+	testBuildPod(t, []buildPodCase{
 		{
 			name: "defaults",
 			tmpl: base,
@@ -230,6 +258,13 @@ func TestBuildPod(t *testing.T) {
 				}
 			},
 		},
+	})
+}
+
+// Mounts of /pav, restart policy and volumes of BuildPod's pods.
+func TestBuildPodMounts(t *testing.T) {
+	base := baseTemplate
+	testBuildPod(t, []buildPodCase{
 		{
 			name: "OnFailure kept, Always replaced",
 			tmpl: func() *corev1.PodTemplateSpec {
@@ -277,22 +312,7 @@ func TestBuildPod(t *testing.T) {
 				}
 			},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tmpl := tt.tmpl()
-			before := tmpl.DeepCopy()
-			o := opts
-			if tt.opts != nil {
-				o = tt.opts(o)
-			}
-			p := BuildPod(tmpl, o)
-			if !reflect.DeepEqual(tmpl, before) {
-				t.Error("BuildPod modified its template")
-			}
-			tt.check(t, p)
-		})
-	}
+	})
 }
 
 // The staging pod records what kubelet asked (target, read-only, mount

@@ -99,14 +99,40 @@ func Compile(p *v1alpha1.PavProvisioner) (*Compiled, error) {
 }
 
 // maxTemplateBytes bounds the templates of one PavProvisioner together (every
-// string with Jinja syntax), checked before any is compiled: the examples'
-// largest have under 4 KiB. With jinja's bound on each template's tokens,
-// it bounds what compiling one provisioner costs (a few MiB of heap at most).
+// string with Jinja syntax), checked before any is compiled, far above what
+// the examples need. With jinja's bound on each template's tokens, it bounds
+// what compiling one provisioner costs.
 const maxTemplateBytes = 64 << 10
 
 // compile validates and compiles p; overtime reports a template that ran out
 // of time, a failure another try may not have.
 func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overtime bool) {
+	errs := validateObjectMeta(p)
+	errs = append(errs, validateModes(p)...)
+	errs = append(errs, validateTopology(&p.Spec)...)
+
+	c := &Compiled{Provisioner: p.DeepCopy()}
+	sources := c.sectionSources(&p.Spec)
+	if p.Spec.VolumeStaging == nil {
+		errs = append(errs, field.Required(specPath.Child("volumeStaging"), "every provisioner needs a staging pod"))
+	}
+	if n := templateBytes(sources); n > maxTemplateBytes {
+		return nil, append(errs, field.Forbidden(specPath,
+			fmt.Sprintf("the templates of a PavProvisioner may have %d bytes together, these have %d", maxTemplateBytes, n))), false
+	}
+	for _, src := range sources {
+		errs = append(errs, src.compile(&overtime)...)
+	}
+	errs = append(errs, c.checkRequired(p)...)
+	errs = append(errs, c.checkLiterals()...)
+	if len(errs) > 0 {
+		return nil, errs, overtime
+	}
+	return c, nil, false
+}
+
+// validateObjectMeta checks what a PavProvisioner is and its name.
+func validateObjectMeta(p *v1alpha1.PavProvisioner) field.ErrorList {
 	var errs field.ErrorList
 	if p.APIVersion != "" && p.APIVersion != v1alpha1.SchemeGroupVersion.String() {
 		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{v1alpha1.SchemeGroupVersion.String()}))
@@ -125,7 +151,13 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	if p.Namespace != "" {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "namespace"), "PavProvisioners are cluster-scoped"))
 	}
+	return errs
+}
 
+// validateModes checks spec.provisioningModes, the sections only Dynamic
+// provisioning uses, and the staging's fsGroupPolicy.
+func validateModes(p *v1alpha1.PavProvisioner) field.ErrorList {
+	var errs field.ErrorList
 	s := &p.Spec
 	modesPath := specPath.Child("provisioningModes")
 	if len(s.ProvisioningModes) == 0 {
@@ -144,25 +176,30 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	if st := s.VolumeStaging; st != nil && st.FSGroupPolicy != nil && !slices.Contains(v1alpha1.FSGroupPolicies, *st.FSGroupPolicy) {
 		errs = append(errs, field.NotSupported(specPath.Child("volumeStaging", "fsGroupPolicy"), string(*st.FSGroupPolicy), v1alpha1.FSGroupPolicies))
 	}
-	if !p.HasMode(v1alpha1.Dynamic) {
-		if s.VolumeCreation != nil {
-			errs = append(errs, field.Forbidden(specPath.Child("volumeCreation"), "may only be specified if provisioningModes contains Dynamic"))
-		}
-		if s.VolumeDeletion != nil {
-			errs = append(errs, field.Forbidden(specPath.Child("volumeDeletion"), "may only be specified if provisioningModes contains Dynamic"))
-		}
-		if s.VolumeExpansion != nil {
-			errs = append(errs, field.Forbidden(specPath.Child("volumeExpansion"), "may only be specified if provisioningModes contains Dynamic"))
-		}
-		if s.VolumeModification != nil {
-			errs = append(errs, field.Forbidden(specPath.Child("volumeModification"), "may only be specified if provisioningModes contains Dynamic"))
+	if p.HasMode(v1alpha1.Dynamic) {
+		return errs
+	}
+	for _, sec := range []struct {
+		name string
+		set  bool
+	}{
+		{"volumeCreation", s.VolumeCreation != nil}, {"volumeDeletion", s.VolumeDeletion != nil},
+		{"volumeExpansion", s.VolumeExpansion != nil}, {"volumeModification", s.VolumeModification != nil},
+	} {
+		if sec.set {
+			errs = append(errs, field.Forbidden(specPath.Child(sec.name), "may only be specified if provisioningModes contains Dynamic"))
 		}
 	}
+	return errs
+}
 
-	errs = append(errs, validateTopology(s)...)
-
-	c := &Compiled{Provisioner: p.DeepCopy()}
+// sectionSources are the sections p's spec has, each with where its
+// compiled form goes in c.
+func (c *Compiled) sectionSources(s *v1alpha1.PavProvisionerSpec) []sectionSource {
 	var sources []sectionSource
+	podOnly := func(name string, meta v1alpha1.Section, v *v1alpha1.Value, dst **section) {
+		sources = append(sources, sectionSource{name, meta, map[string]*v1alpha1.Value{"podTemplate": v}, dst})
+	}
 	if v := s.VolumeValidation; v != nil {
 		sources = append(sources, sectionSource{"volumeValidation", v.Section, map[string]*v1alpha1.Value{
 			"volumeModes": v.VolumeModes, "accessModes": v.AccessModes,
@@ -173,54 +210,59 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 			"handle": v.Handle, "capacity": v.Capacity, "podTemplate": v.PodTemplate, "nodeAffinity": v.NodeAffinity}, &c.creation})
 	}
 	if v := s.VolumeDeletion; v != nil {
-		sources = append(sources, sectionSource{"volumeDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.deletion})
+		podOnly("volumeDeletion", v.Section, v.PodTemplate, &c.deletion)
 	}
 	if v := s.VolumeStaging; v != nil {
-		sources = append(sources, sectionSource{"volumeStaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.staging})
-	} else {
-		errs = append(errs, field.Required(specPath.Child("volumeStaging"), "every provisioner needs a staging pod"))
+		podOnly("volumeStaging", v.Section, v.PodTemplate, &c.staging)
 	}
 	if v := s.VolumeUnstaging; v != nil {
-		sources = append(sources, sectionSource{"volumeUnstaging", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.unstaging})
+		podOnly("volumeUnstaging", v.Section, v.PodTemplate, &c.unstaging)
 	}
 	if v := s.VolumeExpansion; v != nil {
-		sources = append(sources, sectionSource{"volumeExpansion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.expansion})
+		podOnly("volumeExpansion", v.Section, v.PodTemplate, &c.expansion)
 	}
 	if v := s.VolumeModification; v != nil {
-		sources = append(sources, sectionSource{"volumeModification", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.modification})
+		podOnly("volumeModification", v.Section, v.PodTemplate, &c.modification)
 	}
 	if v := s.StorageCapacity; v != nil {
 		sources = append(sources, sectionSource{"storageCapacity", v1alpha1.Section{}, map[string]*v1alpha1.Value{
 			"capacity": v.Capacity, "podTemplate": v.PodTemplate}, &c.capacity})
 	}
 	if v := s.SnapshotCreation; v != nil {
-		sources = append(sources, sectionSource{"snapshotCreation", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotCreation})
+		podOnly("snapshotCreation", v.Section, v.PodTemplate, &c.snapshotCreation)
 	}
 	if v := s.SnapshotDeletion; v != nil {
-		sources = append(sources, sectionSource{"snapshotDeletion", v.Section, map[string]*v1alpha1.Value{"podTemplate": v.PodTemplate}, &c.snapshotDeletion})
+		podOnly("snapshotDeletion", v.Section, v.PodTemplate, &c.snapshotDeletion)
 	}
-	if n := templateBytes(sources); n > maxTemplateBytes {
-		return nil, append(errs, field.Forbidden(specPath,
-			fmt.Sprintf("the templates of a PavProvisioner may have %d bytes together, these have %d", maxTemplateBytes, n))), false
+	return sources
+}
+
+// compile compiles one section into its destination: the whole section if
+// it is one template, else each field.
+func (src sectionSource) compile(overtime *bool) field.ErrorList {
+	var errs field.ErrorList
+	sec := &section{path: specPath.Child(src.name), fields: map[string]*node{}}
+	for _, k := range src.meta.Unknown {
+		errs = append(errs, field.Forbidden(sec.path.Child(k), "unknown field"))
 	}
-	for _, src := range sources {
-		sec := &section{path: specPath.Child(src.name), fields: map[string]*node{}}
-		for _, k := range src.meta.Unknown {
-			errs = append(errs, field.Forbidden(sec.path.Child(k), "unknown field"))
-		}
-		var e field.ErrorList
-		if src.meta.Template != nil {
-			sec.whole, e = compileNode(*src.meta.Template, sec.path, &overtime)
+	var e field.ErrorList
+	if src.meta.Template != nil {
+		sec.whole, e = compileNode(*src.meta.Template, sec.path, overtime)
+		errs = append(errs, e...)
+	}
+	for _, f := range sortedFieldNames(src.fields) {
+		if v := src.fields[f]; src.meta.Template == nil && v != nil && v.Object != nil {
+			sec.fields[f], e = compileNode(v.Object, sec.path.Child(f), overtime)
 			errs = append(errs, e...)
 		}
-		for _, f := range sortedFieldNames(src.fields) {
-			if v := src.fields[f]; src.meta.Template == nil && v != nil && v.Object != nil {
-				sec.fields[f], e = compileNode(v.Object, sec.path.Child(f), &overtime)
-				errs = append(errs, e...)
-			}
-		}
-		*src.dst = sec
 	}
+	*src.dst = sec
+	return errs
+}
+
+// checkRequired checks the sections a provisioner cannot do without.
+func (c *Compiled) checkRequired(p *v1alpha1.PavProvisioner) field.ErrorList {
+	var errs field.ErrorList
 	if p.HasMode(v1alpha1.Dynamic) && (c.creation == nil || (c.creation.whole == nil && c.creation.fields["capacity"] == nil && c.creation.fields["podTemplate"] == nil)) {
 		// The volume's capacity comes from volumeCreation.capacity or the
 		// creation pod's /pav/capacity: with neither, nothing is ever provisioned.
@@ -230,9 +272,13 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	if c.staging != nil && c.staging.whole == nil && c.staging.fields["podTemplate"] == nil {
 		errs = append(errs, field.Required(specPath.Child("volumeStaging", "podTemplate"), "every provisioner needs a staging pod"))
 	}
+	return errs
+}
 
-	// Check what is known before evaluation: literal values and the literal
-	// parts around templates.
+// checkLiterals checks what is known before evaluation: literal values and
+// the literal parts around templates.
+func (c *Compiled) checkLiterals() field.ErrorList {
+	var errs field.ErrorList
 	checked := c.sections()
 	// Not checked against a phase's context variables (Warnings): the
 	// sections without a volume phase of the user guide.
@@ -248,10 +294,7 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 		}
 		errs = append(errs, sec.read(skel)...)
 	}
-	if len(errs) > 0 {
-		return nil, errs, overtime
-	}
-	return c, nil, false
+	return errs
 }
 
 // validateTopology checks spec.topologyKeys (label keys, no duplicates) and

@@ -28,56 +28,13 @@ func checkShape(v interface{}, t reflect.Type, path *field.Path) field.ErrorList
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		// Quantity, IntOrString, Time, RawExtension...: let the type judge.
-		if hasTemplate(v) {
-			return nil
-		}
-		data, err := json.Marshal(v)
-		if err != nil {
-			return field.ErrorList{field.Invalid(path, describe(v), err.Error())}
-		}
-		if err := json.Unmarshal(data, reflect.New(t).Interface()); err != nil {
-			return field.ErrorList{field.Invalid(path, describe(v), cleanJSONError(err))}
-		}
-		return nil
+		return checkUnmarshaler(v, t, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		m, ok := v.(map[string]interface{})
-		if !ok {
-			return field.ErrorList{field.Invalid(path, describe(v), "must be an object")}
-		}
-		fields := jsonFields(t)
-		var errs field.ErrorList
-		for _, k := range sortedKeys(m) {
-			ft, ok := fields[k]
-			if !ok {
-				errs = append(errs, field.Forbidden(path.Child(k), "unknown field"))
-				continue
-			}
-			errs = append(errs, checkShape(m[k], ft, path.Child(k))...)
-		}
-		return errs
+		return checkStruct(v, t, path)
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 { // []byte: base64 string
-			if s, ok := v.(string); ok {
-				data, _ := json.Marshal(s)
-				if err := json.Unmarshal(data, new([]byte)); err != nil {
-					return field.ErrorList{field.Invalid(path, describe(v), "must be base64-encoded data")}
-				}
-				return nil
-			}
-			return field.ErrorList{field.Invalid(path, describe(v), "must be a string (base64-encoded data)")}
-		}
-		l, ok := v.([]interface{})
-		if !ok {
-			return field.ErrorList{field.Invalid(path, describe(v), "must be a list")}
-		}
-		var errs field.ErrorList
-		for i, item := range l {
-			errs = append(errs, checkShape(item, t.Elem(), path.Index(i))...)
-		}
-		return errs
+		return checkSlice(v, t, path)
 	case reflect.Map:
 		m, ok := v.(map[string]interface{})
 		if !ok {
@@ -88,6 +45,70 @@ func checkShape(v interface{}, t reflect.Type, path *field.Path) field.ErrorList
 			errs = append(errs, checkShape(m[k], t.Elem(), path.Key(k))...)
 		}
 		return errs
+	}
+	return checkScalar(v, t, path)
+}
+
+// checkUnmarshaler lets a type with its own JSON decoding (Quantity,
+// IntOrString, Time, RawExtension...) judge a literal value.
+func checkUnmarshaler(v interface{}, t reflect.Type, path *field.Path) field.ErrorList {
+	if hasTemplate(v) {
+		return nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return field.ErrorList{field.Invalid(path, describe(v), err.Error())}
+	}
+	if err := json.Unmarshal(data, reflect.New(t).Interface()); err != nil {
+		return field.ErrorList{field.Invalid(path, describe(v), cleanJSONError(err))}
+	}
+	return nil
+}
+
+func checkStruct(v interface{}, t reflect.Type, path *field.Path) field.ErrorList {
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return field.ErrorList{field.Invalid(path, describe(v), "must be an object")}
+	}
+	fields := jsonFields(t)
+	var errs field.ErrorList
+	for _, k := range sortedKeys(m) {
+		ft, ok := fields[k]
+		if !ok {
+			errs = append(errs, field.Forbidden(path.Child(k), "unknown field"))
+			continue
+		}
+		errs = append(errs, checkShape(m[k], ft, path.Child(k))...)
+	}
+	return errs
+}
+
+func checkSlice(v interface{}, t reflect.Type, path *field.Path) field.ErrorList {
+	if t.Elem().Kind() == reflect.Uint8 { // []byte: base64 string
+		if s, ok := v.(string); ok {
+			data, _ := json.Marshal(s)
+			if err := json.Unmarshal(data, new([]byte)); err != nil {
+				return field.ErrorList{field.Invalid(path, describe(v), "must be base64-encoded data")}
+			}
+			return nil
+		}
+		return field.ErrorList{field.Invalid(path, describe(v), "must be a string (base64-encoded data)")}
+	}
+	l, ok := v.([]interface{})
+	if !ok {
+		return field.ErrorList{field.Invalid(path, describe(v), "must be a list")}
+	}
+	var errs field.ErrorList
+	for i, item := range l {
+		errs = append(errs, checkShape(item, t.Elem(), path.Index(i))...)
+	}
+	return errs
+}
+
+// checkScalar checks a literal against a string, boolean or number type
+// (an interface takes anything).
+func checkScalar(v interface{}, t reflect.Type, path *field.Path) field.ErrorList {
+	switch t.Kind() {
 	case reflect.String:
 		if _, ok := v.(string); !ok {
 			return field.ErrorList{field.Invalid(path, describe(v), "must be a string")}
@@ -118,8 +139,6 @@ func checkShape(v interface{}, t reflect.Type, path *field.Path) field.ErrorList
 		default:
 			return field.ErrorList{field.Invalid(path, describe(v), "must be a number")}
 		}
-	case reflect.Interface:
-		// anything goes
 	}
 	return nil
 }

@@ -9,10 +9,9 @@ import (
 )
 
 // defaultGCPercent is the garbage collector's target (what GOGC sets) unless
-// GOGC is set: PaV's processes are idle most of the time with a heap of a
-// few MiB, so a collection at half as much growth costs little CPU, and they
-// keep less after a burst of claims (make bench-cluster: leader, standby and
-// node plugin with 100 bound claims, 35.4 MiB working set at 100, 31.5 at 50).
+// GOGC is set: PaV's processes are idle most of the time with a small heap,
+// so a collection at half as much growth costs little CPU, and they keep
+// less after a burst of claims (docs/benchmarks.md has the numbers).
 const defaultGCPercent = 50
 
 // tuneGarbageCollector sets the garbage collector's target (defaultGCPercent)

@@ -240,13 +240,6 @@ func verifies(leaf *x509.Certificate, cas []*x509.Certificate, dnsNames []string
 	return len(dnsNames) > 0
 }
 
-// usable reports whether certs are a valid chain for dnsNames for a while yet.
-func (c *Certs) usable(dnsNames []string, now time.Time) bool {
-	leaf := c.parseLeaf()
-	return leaf != nil && !now.Add(renewBefore).After(leaf.NotAfter) &&
-		verifies(leaf, parseCerts(c.CACert), dnsNames, now)
-}
-
 // next returns what the Secret should hold instead of have at now, or nil
 // when have is fine. It depends only on have, dnsNames and now, so replicas
 // (with roughly the same clock) agree and do not undo each other's changes.
@@ -349,11 +342,6 @@ func issueNames(leaf *x509.Certificate, dnsNames []string, now time.Time) []stri
 		}
 	}
 	return names
-}
-
-// EnsureSecret is EnsureSecretAt at the current time.
-func EnsureSecret(ctx context.Context, kube kubeclient.Interface, namespace, name string, dnsNames []string) (*Certs, error) {
-	return EnsureSecretAt(ctx, kube, namespace, name, dnsNames, time.Now())
 }
 
 // EnsureSecretAt returns the certificates in Secret namespace/name, creating

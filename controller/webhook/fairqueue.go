@@ -138,10 +138,3 @@ func (q *fairQueue) setLine(client string, line []chan bool) {
 	}
 	q.lines[client] = line
 }
-
-// waitingFor reports how many reviews of client wait (for tests).
-func (q *fairQueue) waitingFor(client string) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.lines[client])
-}

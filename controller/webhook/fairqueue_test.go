@@ -112,3 +112,10 @@ func TestFairQueueTimeout(t *testing.T) {
 	}
 	q.release()
 }
+
+// waitingFor reports how many reviews of client wait (tests wait on it).
+func (q *fairQueue) waitingFor(client string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.lines[client])
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/internal/metricstest"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
 
@@ -273,4 +274,16 @@ func TestPeekReview(t *testing.T) {
 			t.Errorf("peekReview(%.60s) = %q, %v; want %q", body, uid, ok, want)
 		}
 	}
+}
+
+// usable reports whether certs are a valid chain for dnsNames for a while yet.
+func (c *Certs) usable(dnsNames []string, now time.Time) bool {
+	leaf := c.parseLeaf()
+	return leaf != nil && !now.Add(renewBefore).After(leaf.NotAfter) &&
+		verifies(leaf, parseCerts(c.CACert), dnsNames, now)
+}
+
+// EnsureSecret is EnsureSecretAt at the current time.
+func EnsureSecret(ctx context.Context, kube kubeclient.Interface, namespace, name string, dnsNames []string) (*Certs, error) {
+	return EnsureSecretAt(ctx, kube, namespace, name, dnsNames, time.Now())
 }

@@ -270,3 +270,11 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 }
+
+// ToJSON prints v as Jinja's |tojson does: json.dumps(v, sort_keys=True) with
+// Python's separators (", " and ": "), non-ASCII escaped, and <, >, &, '
+// escaped for HTML safety. The result never contains a newline (only
+// tojson(indent=...) adds some).
+func ToJSON(v interface{}) (string, error) {
+	return toJSONIndent(v, nil)
+}

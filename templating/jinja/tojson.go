@@ -12,14 +12,6 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
-// ToJSON prints v as Jinja's |tojson does: json.dumps(v, sort_keys=True) with
-// Python's separators (", " and ": "), non-ASCII escaped, and <, >, &, '
-// escaped for HTML safety. The result never contains a newline (only
-// tojson(indent=...) adds some).
-func ToJSON(v interface{}) (string, error) {
-	return toJSONIndent(v, nil)
-}
-
 // toJSONIndent is |tojson(indent=...): with indent set, Python's json.dumps
 // puts each item on its own line, prefixed by indent once per level, and
 // separates items with "," alone.

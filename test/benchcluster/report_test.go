@@ -174,6 +174,26 @@ func (r *report) markdown() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "Cluster benchmark (`make bench-cluster`), %s, commit %s, Kubernetes %s, %d nodes, %d CPUs; clients on %s. Latencies: p50 / p90 of %d samples each, one at a time.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Commit, r.Kubernetes, r.Nodes, r.CPUs, r.ClientNode, r.Settings.Samples)
+	r.latencyTable(&w)
+	if r.Settings.Anchor {
+		w.WriteString("\nCSI anchor: no staging pod (its client rows are one series, shown twice); external-provisioner with PaV's client rate limits (200 API requests/s, burst 400) instead of its defaults (5, burst 10).\n")
+	}
+
+	r.breakdownTable(&w)
+	if len(r.Staging) > 0 {
+		w.WriteString("\nStaging for many client pods of one claim on one node (a gocryptfs daemon per staging pod); memory of the staging pods, MiB, as below:\n\n")
+		w.WriteString("| provisioner | clients | staging pods | staging pods' memory |\n|---|---:|---:|---|\n")
+		for _, f := range r.Staging {
+			fmt.Fprintf(&w, "| %s | %d | %d | %.1f / %.1f (%.1f) |\n", f.Provisioner, f.Clients, f.StagingPods, f.WorkingSet, f.VmRSS, f.RssFile)
+		}
+	}
+
+	r.memoryTable(&w)
+	return w.String()
+}
+
+// latencyTable writes the latencies of each system, and its burst.
+func (r *report) latencyTable(w *strings.Builder) {
 	w.WriteString("| metric |")
 	for _, c := range columns {
 		w.WriteString(" " + c.title + " |")
@@ -190,7 +210,7 @@ func (r *report) markdown() string {
 		w.WriteString("\n")
 	}
 	if len(r.Burst) > 0 {
-		fmt.Fprintf(&w, "| burst of %d claims: PVs created / claims bound / PVs deleted per s |", r.Settings.Burst)
+		fmt.Fprintf(w, "| burst of %d claims: PVs created / claims bound / PVs deleted per s |", r.Settings.Burst)
 		for _, c := range columns {
 			cell := "–"
 			for _, bu := range r.Burst {
@@ -202,11 +222,10 @@ func (r *report) markdown() string {
 		}
 		w.WriteString("\n")
 	}
+}
 
-	if r.Settings.Anchor {
-		w.WriteString("\nCSI anchor: no staging pod (its client rows are one series, shown twice); external-provisioner with PaV's client rate limits (200 API requests/s, burst 400) instead of its defaults (5, burst 10).\n")
-	}
-
+// breakdownTable writes a client pod's start, milestone by milestone.
+func (r *report) breakdownTable(w *strings.Builder) {
 	kinds := []string{"run-to-completion", "long-running"}
 	w.WriteString("\nA client pod's start on a PaV volume, by staging pod (p50 / p90; milestones are offsets from the client's creation):\n\n")
 	w.WriteString("| milestone | " + strings.Join(kinds, " staging pod | ") + " staging pod |\n|---|---|---|\n")
@@ -231,15 +250,10 @@ func (r *report) markdown() string {
 		}
 		w.WriteString("\n")
 	}
+}
 
-	if len(r.Staging) > 0 {
-		w.WriteString("\nStaging for many client pods of one claim on one node (a gocryptfs daemon per staging pod); memory of the staging pods, MiB, as below:\n\n")
-		w.WriteString("| provisioner | clients | staging pods | staging pods' memory |\n|---|---:|---:|---|\n")
-		for _, f := range r.Staging {
-			fmt.Fprintf(&w, "| %s | %d | %d | %.1f / %.1f (%.1f) |\n", f.Provisioner, f.Clients, f.StagingPods, f.WorkingSet, f.VmRSS, f.RssFile)
-		}
-	}
-
+// memoryTable writes the memory of each process in each state.
+func (r *report) memoryTable(w *strings.Builder) {
 	var states []string
 	for _, m := range r.Memory {
 		if !slices.Contains(states, m.State) {
@@ -249,48 +263,52 @@ func (r *report) markdown() string {
 	w.WriteString("\nMemory, MiB, working set (kubelet's: cgroup usage minus inactive files) / VmRSS (of which mapped files: the binary's pages, page cache each process sharing it counts again):\n\n")
 	w.WriteString("| process | " + strings.Join(states, " | ") + " |\n|---|" + strings.Repeat("---|", len(states)) + "\n")
 	for _, sys := range []string{pav, csiAnchor} {
-		var procs []string
-		for _, m := range r.Memory {
-			if m.System == sys && !slices.Contains(procs, m.Process) {
-				procs = append(procs, m.Process)
-			}
-		}
-		if len(procs) == 0 {
-			continue
-		}
-		total := map[string]memory{}
-		for _, p := range procs {
-			w.WriteString("| " + p + " |")
-			for _, st := range states {
-				cell := "–"
-				for _, m := range r.Memory {
-					if m.System == sys && m.Process == p && m.State == st {
-						cell = fmt.Sprintf("%.1f / %.1f (%.1f)", m.WorkingSet, m.VmRSS, m.RssFile)
-						t := total[st]
-						t.WorkingSet += m.WorkingSet
-						t.VmRSS += m.VmRSS
-						t.RssFile += m.RssFile
-						total[st] = t
-					}
-				}
-				w.WriteString(" " + cell + " |")
-			}
-			w.WriteString("\n")
-		}
-		if len(procs) > 1 {
-			name := map[string]string{pav: "PaV", csiAnchor: "CSI anchor"}[sys]
-			w.WriteString("| **" + name + ", total** |")
-			for _, st := range states {
-				if t, ok := total[st]; ok {
-					fmt.Fprintf(&w, " **%.1f / %.1f (%.1f)** |", t.WorkingSet, t.VmRSS, t.RssFile)
-				} else {
-					w.WriteString(" – |")
-				}
-			}
-			w.WriteString("\n")
+		r.memoryRows(w, sys, states)
+	}
+}
+
+// memoryRows writes the rows of one system's processes, and their total.
+func (r *report) memoryRows(w *strings.Builder, sys string, states []string) {
+	var procs []string
+	for _, m := range r.Memory {
+		if m.System == sys && !slices.Contains(procs, m.Process) {
+			procs = append(procs, m.Process)
 		}
 	}
-	return w.String()
+	if len(procs) == 0 {
+		return
+	}
+	total := map[string]memory{}
+	for _, p := range procs {
+		w.WriteString("| " + p + " |")
+		for _, st := range states {
+			cell := "–"
+			for _, m := range r.Memory {
+				if m.System == sys && m.Process == p && m.State == st {
+					cell = fmt.Sprintf("%.1f / %.1f (%.1f)", m.WorkingSet, m.VmRSS, m.RssFile)
+					t := total[st]
+					t.WorkingSet += m.WorkingSet
+					t.VmRSS += m.VmRSS
+					t.RssFile += m.RssFile
+					total[st] = t
+				}
+			}
+			w.WriteString(" " + cell + " |")
+		}
+		w.WriteString("\n")
+	}
+	if len(procs) > 1 {
+		name := map[string]string{pav: "PaV", csiAnchor: "CSI anchor"}[sys]
+		w.WriteString("| **" + name + ", total** |")
+		for _, st := range states {
+			if t, ok := total[st]; ok {
+				fmt.Fprintf(w, " **%.1f / %.1f (%.1f)** |", t.WorkingSet, t.VmRSS, t.RssFile)
+			} else {
+				w.WriteString(" – |")
+			}
+		}
+		w.WriteString("\n")
+	}
 }
 
 // Markers around the cluster benchmark's tables in docs/benchmarks.md, which

@@ -111,53 +111,8 @@ func TestAccess(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(cfg)
 	applyAccessObjects(t, cfg)
 
-	// PaV's pods may run in the tenant's namespace, which the admin labelled,
-	// and in "default", which ConfigMap pav/pav-pod-confinement lists; not in
-	// "elsewhere".
-	const tenantNS, elsewhereNS = "tenant", "elsewhere"
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{protocol.LabelAllowPods: "true"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: elsewhereNS}},
-	} {
-		if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// What the "edit" role grants on pods and claims (aggregated roles stay
-	// empty without kube-controller-manager), and the pod subresources that
-	// write metadata, which schedulers and operators have.
-	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "edit"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
-			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims",
-				"pods/status", "pods/resize", "pods/binding"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createTenant(t, admin)
 	tenant := as(t, cfg, "alice", nil, nil)
-	// A kubelet writes the status of the pods on its node (here RBAC alone
-	// stands for the Node authorizer).
-	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get", "update", "patch"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "kubelet-pod-status"},
-		Subjects:   []rbacv1.Subject{{Kind: "Group", Name: "system:nodes"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	kubelet := as(t, cfg, "system:node:node-a", []string{"system:nodes"}, nil)
 	waitForRole(t, tenant, "create", "pods", "", tenantNS)
 	waitForRole(t, kubelet, "patch", "pods", "status", tenantNS)
@@ -452,7 +407,7 @@ func TestAccess(t *testing.T) {
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
 	denied("node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
-	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, capacity and snapshot creation and deletion pods")
+	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	allowed("node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
 	denied("node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
@@ -496,8 +451,74 @@ func TestAccess(t *testing.T) {
 	allowed("controller releases a staging pod of a node that is gone",
 		patch(ctrl, tenantNS, stagingOnGoneNode.Name, `{"metadata":{"finalizers":null}}`))
 
-	// Where PaV's pods run: only in the namespaces, and as the service
-	// accounts, that ConfigMap pav/pav-pod-confinement and the namespace label allow.
+	checkPodConfinement(t, admin, ctrl, node, creation, stagingOnNodeA, allowed, denied)
+
+	checkRBAC(t, tenant, ctrl, node)
+}
+
+// tenantNS is the tenant's namespace, where PaV's pods may run (the admin
+// labelled it); elsewhereNS one where they may not.
+const tenantNS, elsewhereNS = "tenant", "elsewhere"
+
+// createTenant makes the namespaces, and the roles of tenant "alice" (what
+// "edit" grants on pods and claims) and of the kubelets.
+func createTenant(t *testing.T, admin kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	// PaV's pods may run in the tenant's namespace, which the admin labelled,
+	// and in "default", which ConfigMap pav/pav-pod-confinement lists; not in
+	// "elsewhere".
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: tenantNS, Labels: map[string]string{protocol.LabelAllowPods: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: elsewhereNS}},
+	} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the "edit" role grants on pods and claims (aggregated roles stay
+	// empty without kube-controller-manager), and the pod subresources that
+	// write metadata, which schedulers and operators have.
+	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "edit"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
+			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims",
+				"pods/status", "pods/resize", "pods/binding"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A kubelet writes the status of the pods on its node (here RBAC alone
+	// stands for the Node authorizer).
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubelet-pod-status"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "kubelet-pod-status"},
+		Subjects:   []rbacv1.Subject{{Kind: "Group", Name: "system:nodes"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkPodConfinement: PaV's pods run only in the namespaces, and as the
+// service accounts, that ConfigMap pav/pav-pod-confinement and the namespace
+// label allow.
+func checkPodConfinement(t *testing.T, admin, ctrl, node kubernetes.Interface, creation, stagingOnNodeA *corev1.Pod,
+	allowed func(what string, err error), denied func(what string, err error, want string)) {
+	t.Helper()
+	ctx := context.Background()
 	podIn := func(p *corev1.Pod, ns, serviceAccount string) *corev1.Pod {
 		q := p.DeepCopy()
 		q.Name, q.Namespace, q.Spec.ServiceAccountName = q.Name+"-as-"+cmp.Or(serviceAccount, "unset"), ns, serviceAccount
@@ -556,6 +577,12 @@ func TestAccess(t *testing.T) {
 		}
 	}
 
+}
+
+// checkRBAC asks the API server's authorizer what each may do.
+func checkRBAC(t *testing.T, tenant, ctrl, node kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
 	// RBAC, as the API server's authorizer answers it.
 	type access struct {
 		who                            kubernetes.Interface

@@ -207,44 +207,10 @@ var errStuck = errors.New("stuck")
 
 func (s *soak) run(ctx context.Context, c *cycle) error {
 	ns := s.f.Namespace
-	fail := "none"
-	switch c.Fault {
-	case faultFailCreation:
-		fail = "creation"
-	case faultFailStaging:
-		fail = "staging"
-	}
-	mode := corev1.PersistentVolumeFilesystem
-	if c.Shape.Block {
-		mode = corev1.PersistentVolumeBlock
-	}
-	class := c.Shape.Name
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: c.Claim, Annotations: map[string]string{failAnnotation: fail}},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			VolumeMode:       &mode,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: resource.MustParse(c.Shape.ClaimCapacity)}},
-		},
-	}
 	t0 := time.Now()
-	if err := retryAPI(ctx, func() error {
-		created, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
-		if err == nil {
-			claim = created
-		}
-		return ignoreAlreadyExists(err)
-	}); err != nil {
-		return fmt.Errorf("creating claim %s: %w", c.Claim, err)
-	}
-	if claim.UID == "" { // created by an attempt whose answer was lost
-		got, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.Claim, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading claim %s: %w", c.Claim, err)
-		}
-		claim = got
+	claim, err := s.createClaim(ctx, c)
+	if err != nil {
+		return err
 	}
 	c.PV = "pvc-" + string(claim.UID) // the PV PaV provisions for it
 
@@ -271,12 +237,75 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 	s.pvs[c.PV] = true
 	s.mu.Unlock()
 
+	if stop, err := s.writeClients(ctx, c); stop || err != nil {
+		return err
+	}
+	if stop, err := s.readClients(ctx, c); stop || err != nil {
+		return err
+	}
+	t0 = time.Now()
+	if err := s.deleteClaim(ctx, c); err != nil {
+		return err
+	}
+	c.Steps["delete"] = time.Since(t0)
+	return nil
+}
+
+// createClaim creates the lifecycle's claim, of its shape and with the
+// fault it asks of the provisioner, and returns it as the API server has it.
+func (s *soak) createClaim(ctx context.Context, c *cycle) (*corev1.PersistentVolumeClaim, error) {
+	ns := s.f.Namespace
+	fail := "none"
+	switch c.Fault {
+	case faultFailCreation:
+		fail = "creation"
+	case faultFailStaging:
+		fail = "staging"
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if c.Shape.Block {
+		mode = corev1.PersistentVolumeBlock
+	}
+	class := c.Shape.Name
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Claim, Annotations: map[string]string{failAnnotation: fail}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			VolumeMode:       &mode,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse(c.Shape.ClaimCapacity)}},
+		},
+	}
+	if err := retryAPI(ctx, func() error {
+		created, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+		if err == nil {
+			claim = created
+		}
+		return ignoreAlreadyExists(err)
+	}); err != nil {
+		return nil, fmt.Errorf("creating claim %s: %w", c.Claim, err)
+	}
+	if claim.UID == "" { // created by an attempt whose answer was lost
+		got, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.Claim, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading claim %s: %w", c.Claim, err)
+		}
+		claim = got
+	}
+	return claim, nil
+}
+
+// writeClients runs the writer until one wrote the token; stop says the
+// lifecycle ended with an outcome instead.
+func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error) {
+	ns := s.f.Namespace
 	// The writer, then the reader. A client deleted while its volume is
 	// staged, or one that failed because a fault took its volume away, is
 	// replaced; the steps count from the first client to the last one's end.
 	// "release" is the last writer's deletion: kubelet unpublishing and
 	// unstaging the volume, which the reader waits for.
-	t0 = time.Now()
+	t0 := time.Now()
 	for attempt := 1; ; attempt++ {
 		name := fmt.Sprintf("%s-w%d", c.Claim, attempt)
 		script := writeScript(c.Shape)
@@ -285,26 +314,26 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 			script = writeThroughRecoveryScript
 		}
 		if err := s.createClient(ctx, c, name, script); err != nil {
-			return err
+			return false, err
 		}
 		if killing {
 			if err := s.killStagingDaemon(ctx, c, name); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if c.Fault == faultDeleteClientInStaging && attempt == 1 {
 			sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}
 			if err := s.waitForPod(ctx, sel.AsSelector().String()); err != nil {
-				return err
+				return false, err
 			}
 			if err := s.deletePod(ctx, name); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		code, err := s.waitClientDone(ctx, name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if killing {
 			c.Recovered = s.recovered(ctx, name)
@@ -312,7 +341,7 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 				logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
 				c.Outcome, c.Detail = ioErrorAfterRecovery, fmt.Sprintf("writer %s (exit %d): %s", name, code, strings.TrimSpace(logs))
 				_ = s.deletePod(ctx, name)
-				return nil
+				return true, nil
 			}
 		}
 		if code == 0 {
@@ -320,52 +349,54 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 		}
 		tDelete := time.Now()
 		if err := s.deletePod(ctx, name); err != nil {
-			return err
+			return false, err
 		}
 		if code == 0 {
 			c.Steps["release"] = time.Since(tDelete)
 			break
 		}
 		if attempt == maxClientAttempts {
-			return fmt.Errorf("the writer failed %d times (last exit code %d)", attempt, code)
+			return false, fmt.Errorf("the writer failed %d times (last exit code %d)", attempt, code)
 		}
 		c.Retries++
 	}
-	t0 = time.Now()
+	return false, nil
+}
+
+// readClients runs the reader until one read the token back; stop says the
+// lifecycle ended with an outcome instead.
+func (s *soak) readClients(ctx context.Context, c *cycle) (stop bool, err error) {
+	ns := s.f.Namespace
+	t0 := time.Now()
 	for attempt := 1; ; attempt++ {
 		name := fmt.Sprintf("%s-r%d", c.Claim, attempt)
 		if err := s.createClient(ctx, c, name, readScript(c.Shape)); err != nil {
-			return err
+			return false, err
 		}
 		code, err := s.waitClientDone(ctx, name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if code == 0 {
 			c.Steps["read"] = time.Since(t0)
 		}
 		logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
 		if err := s.deletePod(ctx, name); err != nil {
-			return err
+			return false, err
 		}
 		if code == 0 {
 			break
 		}
 		if code == exitLost {
 			c.Outcome, c.Detail = dataLost, fmt.Sprintf("reader %s: %s", name, strings.TrimSpace(logs))
-			return nil
+			return true, nil
 		}
 		if attempt == maxClientAttempts {
-			return fmt.Errorf("the reader failed %d times (last exit code %d: %s)", attempt, code, strings.TrimSpace(logs))
+			return false, fmt.Errorf("the reader failed %d times (last exit code %d: %s)", attempt, code, strings.TrimSpace(logs))
 		}
 		c.Retries++
 	}
-	t0 = time.Now()
-	if err := s.deleteClaim(ctx, c); err != nil {
-		return err
-	}
-	c.Steps["delete"] = time.Since(t0)
-	return nil
+	return false, nil
 }
 
 const (

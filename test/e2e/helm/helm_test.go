@@ -245,16 +245,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw := &stopwatch{t: t, start: time.Now()}
-	if kq(t, "get", "crd", crd, "--ignore-not-found", "-o", "name") != "" || kq(t, "get", "namespace", namespace, "--ignore-not-found", "-o", "name") != "" {
-		t.Fatalf("PaV is installed (CRD %s or namespace %s): `make test-helm` uninstalls deployment.yaml first (make undeploy)", crd, namespace)
-	}
-	// nor are any of its cluster-scoped objects (helm refuses to take over objects
-	// it did not make: something else installing PaV meanwhile shows up here)
-	for _, o := range strings.Fields(clusterScoped) {
-		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
-			t.Fatalf("%s exists before helm install: is PaV being installed by someone not holding /tmp/pav-e2e.lock?", got)
-		}
-	}
+	checkNotInstalled(t)
 	defNodes, poolNodes := nodes(t)
 	if len(defNodes) == 0 {
 		t.Fatal("no node with the default kubelet root")
@@ -277,18 +268,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	})
 
 	// ---- install, with the local cluster's other kubelet root as a node pool
-	image := os.Getenv("IMAGE")
-	if image == "" {
-		image = "pav:latest"
-	}
-	i := strings.LastIndex(image, ":")
-	if i < 0 || strings.Contains(image[i:], "/") {
-		t.Fatalf("IMAGE=%s has no tag", image)
-	}
-	values := fmt.Sprintf("image:\n  repository: %s\n  tag: %q\n  pullPolicy: IfNotPresent\n", image[:i], image[i+1:])
-	if len(poolNodes) > 0 {
-		values += fmt.Sprintf("nodePools:\n  - name: %s\n    kubeletDir: %s\n    nodeSelector: {%s: %s}\n", poolValue, poolRoot, poolLabel, poolValue)
-	}
+	values := installValues(t, len(poolNodes) > 0)
 	valuesFile := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(valuesFile, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
@@ -308,27 +288,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if owner := kq(t, "-n", namespace, "get", "deployment", "controller-agent", "-o", `jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}`); owner != release {
 		t.Fatalf("controller-agent is not the release's (meta.helm.sh/release-name=%q)", owner)
 	}
-	// one node plugin per node, with the node's kubelet root
-	nodePods := func() []string {
-		var p []string
-		for _, l := range podsOf(t, "node-agent") {
-			f := strings.Fields(l)
-			p = append(p, f[1]+" "+f[4])
-		}
-		sort.Strings(p)
-		return p
-	}
-	var want []string
-	for _, n := range defNodes {
-		want = append(want, n+" --kubelet-dir=/var/lib/kubelet")
-	}
-	for _, n := range poolNodes {
-		want = append(want, n+" --kubelet-dir="+poolRoot)
-	}
-	sort.Strings(want)
-	if got := nodePods(); strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("node plugins (node, kubelet dir): %v, want %v", got, want)
-	}
+	want := checkNodePlugins(t, defNodes, poolNodes)
 
 	// ---- a provisioner, and a client on a node of each kubelet root using a volume
 	apply(t, "", provisionerYAML)
@@ -375,30 +335,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if r := kq(t, "-n", namespace, "get", "deployment", "controller-agent", "-o", "jsonpath={.status.readyReplicas}"); r != "3" {
 		t.Fatalf("controller-agent has %s ready replicas after the upgrade, want 3", r)
 	}
-	eventually(t, 2*time.Minute, "the old pods of PaV to be gone", func() (bool, string) {
-		ctl, node := podsOf(t, "controller-agent"), podsOf(t, "node-agent")
-		old := map[string]bool{}
-		for _, l := range append(ctlBefore, nodeBefore...) {
-			old[strings.Fields(l)[2]] = true
-		}
-		for _, l := range append(ctl, node...) {
-			f := strings.Fields(l)
-			if old[f[2]] || len(f) != 5 {
-				return false, fmt.Sprintf("controller %v, node %v", ctl, node)
-			}
-		}
-		for _, l := range ctl {
-			if strings.Fields(l)[3] != "320Mi" {
-				return false, fmt.Sprintf("controller %v", ctl)
-			}
-		}
-		for _, l := range node {
-			if strings.Fields(l)[3] != "300Mi" {
-				return false, fmt.Sprintf("node %v", node)
-			}
-		}
-		return len(ctl) == 3 && len(node) == len(want), fmt.Sprintf("controller %v, node %v", ctl, node)
-	})
+	eventually(t, 2*time.Minute, "the old pods of PaV to be gone", upgraded(t, append(ctlBefore, nodeBefore...), len(want)))
 	t.Logf("PaV's pods after the upgrade (name, node, UID, memory limit, --kubelet-dir):\n%s\n%s",
 		strings.Join(podsOf(t, "controller-agent"), "\n"), strings.Join(podsOf(t, "node-agent"), "\n"))
 
@@ -446,6 +383,104 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		return p == "", p
 	})
 	sw.lap("helm uninstall")
+	checkUninstalled(t, sw)
+}
+
+// checkNotInstalled fails the test if PaV, or any of its cluster-scoped
+// objects, is installed: helm refuses to take over objects it did not make,
+// and something else installing PaV meanwhile shows up here.
+func checkNotInstalled(t *testing.T) {
+	t.Helper()
+	if kq(t, "get", "crd", crd, "--ignore-not-found", "-o", "name") != "" || kq(t, "get", "namespace", namespace, "--ignore-not-found", "-o", "name") != "" {
+		t.Fatalf("PaV is installed (CRD %s or namespace %s): `make test-helm` uninstalls deployment.yaml first (make undeploy)", crd, namespace)
+	}
+	for _, o := range strings.Fields(clusterScoped) {
+		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
+			t.Fatalf("%s exists before helm install: is PaV being installed by someone not holding /tmp/pav-e2e.lock?", got)
+		}
+	}
+}
+
+// installValues are the release's values: the image under test and, if
+// there are nodes with the local cluster's other kubelet root, their pool.
+func installValues(t *testing.T, pool bool) string {
+	t.Helper()
+	image := os.Getenv("IMAGE")
+	if image == "" {
+		image = "pav:latest"
+	}
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		t.Fatalf("IMAGE=%s has no tag", image)
+	}
+	values := fmt.Sprintf("image:\n  repository: %s\n  tag: %q\n  pullPolicy: IfNotPresent\n", image[:i], image[i+1:])
+	if pool {
+		values += fmt.Sprintf("nodePools:\n  - name: %s\n    kubeletDir: %s\n    nodeSelector: {%s: %s}\n", poolValue, poolRoot, poolLabel, poolValue)
+	}
+	return values
+}
+
+// checkNodePlugins checks that there is one node plugin per node, with the
+// node's kubelet root, and returns them as "node --kubelet-dir=...".
+func checkNodePlugins(t *testing.T, defNodes, poolNodes []string) []string {
+	t.Helper()
+	nodePods := func() []string {
+		var p []string
+		for _, l := range podsOf(t, "node-agent") {
+			f := strings.Fields(l)
+			p = append(p, f[1]+" "+f[4])
+		}
+		sort.Strings(p)
+		return p
+	}
+	var want []string
+	for _, n := range defNodes {
+		want = append(want, n+" --kubelet-dir=/var/lib/kubelet")
+	}
+	for _, n := range poolNodes {
+		want = append(want, n+" --kubelet-dir="+poolRoot)
+	}
+	sort.Strings(want)
+	if got := nodePods(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("node plugins (node, kubelet dir): %v, want %v", got, want)
+	}
+
+	return want
+}
+
+// upgraded says whether PaV's pods are all new (none of before), with the
+// upgrade's memory limits, 3 controllers and nodes node plugins.
+func upgraded(t *testing.T, before []string, nodes int) func() (bool, string) {
+	return func() (bool, string) {
+		ctl, node := podsOf(t, "controller-agent"), podsOf(t, "node-agent")
+		old := map[string]bool{}
+		for _, l := range before {
+			old[strings.Fields(l)[2]] = true
+		}
+		for _, l := range append(ctl, node...) {
+			f := strings.Fields(l)
+			if old[f[2]] || len(f) != 5 {
+				return false, fmt.Sprintf("controller %v, node %v", ctl, node)
+			}
+		}
+		for _, l := range ctl {
+			if strings.Fields(l)[3] != "320Mi" {
+				return false, fmt.Sprintf("controller %v", ctl)
+			}
+		}
+		for _, l := range node {
+			if strings.Fields(l)[3] != "300Mi" {
+				return false, fmt.Sprintf("node %v", node)
+			}
+		}
+		return len(ctl) == 3 && len(node) == nodes, fmt.Sprintf("controller %v, node %v", ctl, node)
+	}
+}
+
+// checkUninstalled checks that the uninstalled release left only what the
+// README says, then deletes that by hand as the README says.
+func checkUninstalled(t *testing.T, sw *stopwatch) {
+	t.Helper()
 	if out := helm(t, "list", "-n", namespace, "-q"); strings.TrimSpace(out) != "" {
 		t.Fatalf("helm list after the uninstall: %s", out)
 	}

@@ -740,108 +740,16 @@ func (v *Value) IterateOrder(fn func(idx, count int, key, value *Value) bool, em
 	case reflect.Map:
 		keys := v.Keys()
 		if sorted {
-			if reverse {
-				if !caseSensitive {
-					sort.Sort(sort.Reverse(CaseInsensitive(keys)))
-				} else {
-					sort.Sort(sort.Reverse(keys))
-				}
-			} else {
-				if !caseSensitive {
-					sort.Sort(CaseInsensitive(keys))
-				} else {
-					sort.Sort(keys)
-				}
-			}
+			sortOrdered(keys, reverse, caseSensitive)
 		}
-		keyLen := len(keys)
-		for idx, key := range keys {
+		iterateKeys(keys, len(keys), func(key *Value) *Value {
 			value, _ := v.GetItem(key.Interface())
-			if !fn(idx, keyLen, key, value) {
-				return
-			}
-		}
-		if keyLen == 0 {
-			empty()
-		}
-		return // done
+			return value
+		}, fn, empty)
 	case reflect.Array, reflect.Slice:
-		var items ValuesList
-
-		itemCount := resolved.Len()
-		for i := range itemCount {
-			// value := resolved.Index(i)
-
-			items = append(items, ToValue(resolved.Index(i)))
-		}
-
-		if sorted && itemCount > 0 {
-			if reverse {
-				if !caseSensitive && items[0].IsString() {
-					sort.Slice(items, func(i, j int) bool {
-						return strings.ToLower(items[i].String()) > strings.ToLower(items[j].String())
-					})
-				} else {
-					sort.Sort(sort.Reverse(items))
-				}
-			} else {
-				if !caseSensitive && items[0].IsString() {
-					sort.Slice(items, func(i, j int) bool {
-						return strings.ToLower(items[i].String()) < strings.ToLower(items[j].String())
-					})
-				} else {
-					sort.Sort(items)
-				}
-			}
-		} else if itemCount > 2 {
-			if reverse {
-				for i := 0; i < itemCount/2; i++ {
-					items[i], items[itemCount-1-i] = items[itemCount-1-i], items[i]
-				}
-			}
-		}
-
-		if len(items) > 0 {
-			for idx, item := range items {
-				if !fn(idx, itemCount, item, nil) {
-					return
-				}
-			}
-		} else {
-			empty()
-		}
-		return // done
+		iterateList(resolved, fn, empty, reverse, sorted, caseSensitive)
 	case reflect.String:
-		if sorted {
-			r := []rune(resolved.String())
-			if caseSensitive {
-				sort.Sort(sortRunes(r))
-			} else {
-				sort.Sort(CaseInsensitive(sortRunes(r)))
-			}
-			resolved = reflect.ValueOf(string(r))
-		}
-
-		// TODO(flosch): Not utf8-compatible (utf8-decoding necessary)
-		charCount := resolved.Len()
-		if charCount > 0 {
-			if reverse {
-				for i := charCount - 1; i >= 0; i-- {
-					if !fn(i, charCount, &Value{Val: resolved.Slice(i, i+1)}, nil) {
-						return
-					}
-				}
-			} else {
-				for i := range charCount {
-					if !fn(i, charCount, &Value{Val: resolved.Slice(i, i+1)}, nil) {
-						return
-					}
-				}
-			}
-		} else {
-			empty()
-		}
-		return // done
+		iterateString(resolved, fn, empty, reverse, sorted, caseSensitive)
 	case reflect.Chan:
 		items := []reflect.Value{}
 		for {
@@ -851,15 +759,12 @@ func (v *Value) IterateOrder(fn func(idx, count int, key, value *Value) bool, em
 			}
 			items = append(items, value)
 		}
-		count := len(items)
-		if count > 0 {
-			for idx, value := range items {
-				fn(idx, count, &Value{Val: value}, nil)
-			}
-		} else {
+		for idx, value := range items {
+			fn(idx, len(items), &Value{Val: value}, nil)
+		}
+		if len(items) == 0 {
 			empty()
 		}
-		return
 	case reflect.Struct:
 		if resolved.Type() != TypeDict {
 			if logging.Enabled() {
@@ -868,38 +773,101 @@ func (v *Value) IterateOrder(fn func(idx, count int, key, value *Value) bool, em
 		}
 		dict := resolved.Interface().(Dict)
 		keys := dict.Keys()
-		length := len(dict.Pairs)
 		if sorted {
-			if reverse {
-				if !caseSensitive {
-					sort.Sort(sort.Reverse(CaseInsensitive(keys)))
-				} else {
-					sort.Sort(sort.Reverse(keys))
-				}
-			} else {
-				if !caseSensitive {
-					sort.Sort(CaseInsensitive(keys))
-				} else {
-					sort.Sort(keys)
-				}
-			}
+			sortOrdered(keys, reverse, caseSensitive)
 		}
-		if len(keys) > 0 {
-			for idx, key := range keys {
-				if !fn(idx, length, key, dict.Get(key)) {
-					return
-				}
-			}
-		} else {
-			empty()
-		}
-
+		iterateKeys(keys, len(dict.Pairs), dict.Get, fn, empty)
 	default:
 		if logging.Enabled() {
 			log.Errorf("Value.Iterate() not available for type: %s\n", resolved.Kind().String())
 		}
+		empty()
 	}
-	empty()
+}
+
+// sortOrdered sorts keys, case-insensitively unless caseSensitive.
+func sortOrdered(keys ValuesList, reverse, caseSensitive bool) {
+	var data sort.Interface = keys
+	if !caseSensitive {
+		data = CaseInsensitive(keys)
+	}
+	if reverse {
+		data = sort.Reverse(data)
+	}
+	sort.Sort(data)
+}
+
+// iterateKeys calls fn with each key of a mapping and its value, or empty
+// when there is none.
+func iterateKeys(keys ValuesList, count int, get func(key *Value) *Value, fn func(idx, count int, key, value *Value) bool, empty func()) {
+	for idx, key := range keys {
+		if !fn(idx, count, key, get(key)) {
+			return
+		}
+	}
+	if len(keys) == 0 {
+		empty()
+	}
+}
+
+func iterateList(resolved reflect.Value, fn func(idx, count int, key, value *Value) bool, empty func(), reverse, sorted, caseSensitive bool) {
+	var items ValuesList
+	itemCount := resolved.Len()
+	for i := range itemCount {
+		items = append(items, ToValue(resolved.Index(i)))
+	}
+	switch {
+	case sorted && itemCount > 0 && !caseSensitive && items[0].IsString():
+		sort.Slice(items, func(i, j int) bool {
+			a, b := strings.ToLower(items[i].String()), strings.ToLower(items[j].String())
+			if reverse {
+				return a > b
+			}
+			return a < b
+		})
+	case sorted && itemCount > 0 && reverse:
+		sort.Sort(sort.Reverse(items))
+	case sorted && itemCount > 0:
+		sort.Sort(items)
+	case !sorted && itemCount > 2 && reverse:
+		for i := 0; i < itemCount/2; i++ {
+			items[i], items[itemCount-1-i] = items[itemCount-1-i], items[i]
+		}
+	}
+	for idx, item := range items {
+		if !fn(idx, itemCount, item, nil) {
+			return
+		}
+	}
+	if len(items) == 0 {
+		empty()
+	}
+}
+
+func iterateString(resolved reflect.Value, fn func(idx, count int, key, value *Value) bool, empty func(), reverse, sorted, caseSensitive bool) {
+	if sorted {
+		r := []rune(resolved.String())
+		if caseSensitive {
+			sort.Sort(sortRunes(r))
+		} else {
+			sort.Sort(CaseInsensitive(sortRunes(r)))
+		}
+		resolved = reflect.ValueOf(string(r))
+	}
+	// TODO(flosch): Not utf8-compatible (utf8-decoding necessary)
+	charCount := resolved.Len()
+	for n := range charCount {
+		i := n
+		if reverse {
+			i = charCount - 1 - n
+		}
+		if !fn(i, charCount, &Value{Val: resolved.Slice(i, i+1)}, nil) {
+			return
+		}
+	}
+	if charCount == 0 {
+		empty()
+	}
 }
 
 // Interface returns the underlying value.

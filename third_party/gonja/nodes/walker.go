@@ -139,6 +139,15 @@ func (w *Walker) children(n Node) {
 	case *Pair:
 		w.Expression(&n.Key)
 		w.Expression(&n.Value)
+	default:
+		w.accessChildren(n)
+	}
+}
+
+// accessChildren walks the children of variables, calls, item, slice and
+// attribute accesses, operators, control structures and macros.
+func (w *Walker) accessChildren(n Node) {
+	switch n := n.(type) {
 	case *Variable:
 		for _, p := range n.Parts {
 			w.Expressions(p.Args)

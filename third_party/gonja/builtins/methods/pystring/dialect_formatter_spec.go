@@ -56,93 +56,12 @@ func (d Dialect) NewFormatterSpecFromStr(format string) (FormatSpec, error) {
 			}
 		}
 
-		switch char {
-		case '<', '>', '^', '=':
-			if spec.Sign != 0 || spec.CoercesNegativeZero || spec.Alternate || spec.MinWidth > 0 || spec.Precision > 0 || spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - Alignment may only be first or second character", pyerrors.ErrValue, format)
-			}
-			spec.Align = char
-			if idx > 0 {
-				spec.Fill = s.At(0)
-			}
-
-		case '+', '-', ' ':
-			if spec.Sign != 0 || spec.CoercesNegativeZero || spec.Alternate || spec.MinWidth > 0 || spec.Precision > 0 || spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected sign '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			spec.Sign = char
-
-		case 'z':
-			if !spec.dialect.enableCoercesNegativeZeroToPositive {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected float coercion sign '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			if spec.CoercesNegativeZero || spec.Alternate || spec.MinWidth > 0 || spec.Precision > 0 || spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected float coercion sign '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			spec.CoercesNegativeZero = true
-
-		case '#':
-			if spec.Alternate || spec.MinWidth > 0 || spec.Precision > 0 || spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected alternative sign '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			spec.Alternate = true
-
-		case '_', ',':
-			if spec.Precision > 0 || spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected grouping sign '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			spec.GroupingOption = char
-
-		case '.':
-			if spec.Precision != 0 || spec.Type != 0 || idx+1 >= len(format) {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected precision '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			r, _ := utf8.DecodeRuneInString(format[idx+1:])
-			if r == utf8.RuneError || !unicode.IsDigit(r) {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected precision '%s' ", pyerrors.ErrValue, format, string(r))
-			}
-
-			firstDigit := format[idx+1:]
-			offset := IndexFirstNonDigit(firstDigit)
-			skipUntil = idx + 1 + offset
-			completeNumber := firstDigit[:offset]
-			width, err := strconv.Atoi(completeNumber)
-			if err != nil {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s': '%s' ", pyerrors.ErrInternal, format, err.Error())
-			}
-			spec.Precision = uint(width)
-
-		case 'b', 'c', 'd', 'o', 'x', 'X', 'e', 'E', 'f', 'F', 'g', 'G', '%', 'n', 's':
-			if spec.Type != 0 {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected type '%s' ", pyerrors.ErrValue, format, string(char))
-			}
-			spec.Type = char
-
-		default:
-			// MinWidth
-			if unicode.IsDigit(char) {
-				if spec.Type != 0 || spec.Precision > 0 {
-					return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected minwidth '%s' ", pyerrors.ErrValue, format, string(char))
-				}
-
-				if char == '0' {
-					// This setting may affect alignment and fill but that depends on the dialect and data type passed.
-					spec.ZeroPadding = true
-					continue
-				}
-
-				firstDigit := format[idx:]
-				offset := IndexFirstNonDigit(firstDigit)
-				skipUntil = idx + offset
-				completeNumber := firstDigit[:offset]
-				width, err := strconv.Atoi(completeNumber)
-				if err != nil {
-					return spec, fmt.Errorf("%w: Invalid format specifier '%s': '%s' ", pyerrors.ErrInternal, format, err.Error())
-				}
-				spec.MinWidth = uint(width)
-			} else {
-				return spec, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected '%s' at pos %d; NextRund: %s", pyerrors.ErrValue, format, string(char), idx, string(maybeNextRune))
-			}
+		next, err := spec.parseAt(format, s, idx, char, maybeNextRune)
+		if err != nil {
+			return spec, err
+		}
+		if next > 0 {
+			skipUntil = next
 		}
 	}
 
@@ -151,6 +70,106 @@ func (d Dialect) NewFormatterSpecFromStr(format string) (FormatSpec, error) {
 	}
 
 	return spec, nil
+}
+
+// The parts of a format spec come in order; each pastX says a part after X was already parsed.
+func (f FormatSpec) pastPrecision() bool { return f.Precision > 0 || f.Type != 0 }
+func (f FormatSpec) pastWidth() bool     { return f.MinWidth > 0 || f.pastPrecision() }
+func (f FormatSpec) pastAlternate() bool { return f.Alternate || f.pastWidth() }
+func (f FormatSpec) pastZ() bool         { return f.CoercesNegativeZero || f.pastAlternate() }
+func (f FormatSpec) pastSign() bool      { return f.Sign != 0 || f.pastZ() }
+
+// parseAt parses the part of format that starts with char at idx; next > 0
+// is the index of the first rune after it when the part is longer than char.
+func (spec *FormatSpec) parseAt(format string, s *utf8string.String, idx int, char, maybeNextRune rune) (next int, err error) {
+	unexpected := func(what string, r rune) error {
+		return fmt.Errorf("%w: Invalid format specifier '%s' - unexpected %s '%s' ", pyerrors.ErrValue, format, what, string(r))
+	}
+	switch char {
+	case '<', '>', '^', '=':
+		if spec.pastSign() {
+			return 0, fmt.Errorf("%w: Invalid format specifier '%s' - Alignment may only be first or second character", pyerrors.ErrValue, format)
+		}
+		spec.Align = char
+		if idx > 0 {
+			spec.Fill = s.At(0)
+		}
+	case '+', '-', ' ':
+		if spec.pastSign() {
+			return 0, unexpected("sign", char)
+		}
+		spec.Sign = char
+	case 'z':
+		if !spec.dialect.enableCoercesNegativeZeroToPositive || spec.pastZ() {
+			return 0, unexpected("float coercion sign", char)
+		}
+		spec.CoercesNegativeZero = true
+	case '#':
+		if spec.pastAlternate() {
+			return 0, unexpected("alternative sign", char)
+		}
+		spec.Alternate = true
+	case '_', ',':
+		if spec.pastPrecision() {
+			return 0, unexpected("grouping sign", char)
+		}
+		spec.GroupingOption = char
+	case '.':
+		return spec.parsePrecision(format, idx, unexpected)
+	case 'b', 'c', 'd', 'o', 'x', 'X', 'e', 'E', 'f', 'F', 'g', 'G', '%', 'n', 's':
+		if spec.Type != 0 {
+			return 0, unexpected("type", char)
+		}
+		spec.Type = char
+	default:
+		if !unicode.IsDigit(char) {
+			return 0, fmt.Errorf("%w: Invalid format specifier '%s' - unexpected '%s' at pos %d; NextRund: %s", pyerrors.ErrValue, format, string(char), idx, string(maybeNextRune))
+		}
+		if spec.pastPrecision() {
+			return 0, unexpected("minwidth", char)
+		}
+		if char == '0' {
+			// This setting may affect alignment and fill but that depends on the dialect and data type passed.
+			spec.ZeroPadding = true
+			return 0, nil
+		}
+		width, next, err := parseNumber(format, idx)
+		if err != nil {
+			return 0, err
+		}
+		spec.MinWidth = width
+		return next, nil
+	}
+	return 0, nil
+}
+
+// parsePrecision parses the '.' at idx and the digits after it.
+func (spec *FormatSpec) parsePrecision(format string, idx int, unexpected func(what string, r rune) error) (next int, err error) {
+	if spec.pastPrecision() || idx+1 >= len(format) {
+		return 0, unexpected("precision", '.')
+	}
+	r, _ := utf8.DecodeRuneInString(format[idx+1:])
+	if r == utf8.RuneError || !unicode.IsDigit(r) {
+		return 0, unexpected("precision", r)
+	}
+	precision, next, err := parseNumber(format, idx+1)
+	if err != nil {
+		return 0, err
+	}
+	spec.Precision = precision
+	return next, nil
+}
+
+// parseNumber parses the digits of format from idx on; next is the index
+// after them.
+func parseNumber(format string, idx int) (n uint, next int, err error) {
+	digits := format[idx:]
+	offset := IndexFirstNonDigit(digits)
+	width, err := strconv.Atoi(digits[:offset])
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: Invalid format specifier '%s': '%s' ", pyerrors.ErrInternal, format, err.Error())
+	}
+	return uint(width), idx + offset, nil
 }
 
 func (f FormatSpec) String() string {
@@ -248,6 +267,12 @@ func (f FormatSpec) Validate() error {
 		return fmt.Errorf("%w: Invalid grouping option: %c", pyerrors.ErrValue, f.GroupingOption)
 	}
 
+	return f.validateCombination()
+}
+
+// validateCombination checks the parts of a spec that are valid on their
+// own against each other.
+func (f FormatSpec) validateCombination() error {
 	if f.ExpectIntType() && f.Precision > 0 {
 		return fmt.Errorf("%w: Precision only allowed for float types, not %c", pyerrors.ErrValue, f.Type)
 	}
@@ -347,55 +372,13 @@ func (f FormatSpec) Format(v any) (string, error) {
 		}
 	}
 
-	sign := ""
-	if valueCat == ValueCategoryFloat || valueCat == ValueCategoryInt {
-		if strings.HasPrefix(s, "-") {
-			sign = "-"
-		} else if f.Sign == ' ' {
-			sign = " "
-		} else if f.Sign == '+' {
-			sign = "+"
-		}
-		s = strings.Trim(s, sign)
-	}
-
-	if f.Alternate {
-		switch {
-		case f.Type == 'o':
-			sign += "0o"
-			s = strings.TrimPrefix(s, "0o")
-
-		case f.Type == 'x':
-			sign += "0x"
-			s = strings.TrimPrefix(s, "0x")
-
-		case f.Type == 'X':
-			sign += "0X"
-			s = strings.TrimPrefix(s, "0X")
-
-		case f.Type == 'b':
-			sign += "0b"
-			s = strings.TrimPrefix(s, "0b")
-		}
-	}
-
+	sign, s := f.splitSign(s, valueCat)
 	groupingInterval := 3
 	if f.Type == 'b' || f.Type == 'x' || f.Type == 'X' || f.Type == 'o' {
 		groupingInterval = 4
 	}
 	if f.GroupingOption != 0 && (valueCat == ValueCategoryFloat || valueCat == ValueCategoryInt) {
-		tmp := []string{}
-		for sLen := len(s); sLen > 0; sLen = len(s) {
-			// First batch might be smaller than the grouping interval.
-			take := sLen % groupingInterval
-			if take == 0 {
-				take = groupingInterval
-			}
-			tmp = append(tmp, s[:take])
-			s = s[take:]
-		}
-
-		s = strings.Join(tmp, string(f.GroupingOption))
+		s = group(s, groupingInterval, f.GroupingOption)
 	}
 
 	// Avoid panics in strings.Repeat
@@ -443,105 +426,54 @@ const (
 	ValueCategoryFloat
 )
 
+// splitSign takes the sign, and with the alternate form the base prefix,
+// off a formatted number s.
+func (f FormatSpec) splitSign(s string, valueCat ValueCategory) (sign, digits string) {
+	if valueCat == ValueCategoryFloat || valueCat == ValueCategoryInt {
+		if strings.HasPrefix(s, "-") {
+			sign = "-"
+		} else if f.Sign == ' ' {
+			sign = " "
+		} else if f.Sign == '+' {
+			sign = "+"
+		}
+		s = strings.Trim(s, sign)
+	}
+	if f.Alternate {
+		prefix := map[rune]string{'o': "0o", 'x': "0x", 'X': "0X", 'b': "0b"}[f.Type]
+		sign += prefix
+		s = strings.TrimPrefix(s, prefix)
+	}
+	return sign, s
+}
+
+// group separates s into groups of interval runes from the right.
+func group(s string, interval int, separator rune) string {
+	tmp := []string{}
+	for sLen := len(s); sLen > 0; sLen = len(s) {
+		// First batch might be smaller than the grouping interval.
+		take := sLen % interval
+		if take == 0 {
+			take = interval
+		}
+		tmp = append(tmp, s[:take])
+		s = s[take:]
+	}
+	return strings.Join(tmp, string(separator))
+}
+
 func (f FormatSpec) FormatValue(v any) (string, ValueCategory, error) {
 
+	if i, ok := asInt64(v); ok {
+		res, err := f.FormatInt(i)
+		return res, ValueCategoryInt, err
+	}
 	switch tv := v.(type) {
 	case string:
-
-		// Only added for compatibility with python.
-		//if f.Fill == ' ' {
-		//	return "", ValueCategoryString, fmt.Errorf("%w: Space not allowed in string format specifier", pyerrors.ErrValue)
-		//}
-		if f.Sign != 0 && !f.dialect.tryTypeJugglingString {
-			return "", ValueCategoryString, fmt.Errorf("%w: Sign not allowed in string format specifier", pyerrors.ErrValue)
-		}
-		if f.Alternate && !f.dialect.tryTypeJugglingString {
-			return "", ValueCategoryString, fmt.Errorf("%w: Alternate form (#) not allowed in string format specifier", pyerrors.ErrValue)
-		}
-		if f.GroupingOption != 0 && !f.dialect.tryTypeJugglingString {
-			return "", ValueCategoryString, fmt.Errorf("%w: Cannot specify '%s' with 's'", pyerrors.ErrValue, string(f.GroupingOption))
-		}
-
-		// We expect this library to be used where type safety isn't guaranteed; Therefore
-		// we will try to be forgiving and try to convert string into the implied type.
-		// before failing.
-		switch f.Type {
-		case 0, 's':
-			// Truncation needed?
-			l := len(tv)
-			if f.Precision > 0 && uint(l) > f.Precision {
-				tv = tv[:f.Precision]
-			}
-			return tv, ValueCategoryString, nil
-
-		case 'e', 'E', 'f', 'F', 'g', 'G', '%':
-			if !f.dialect.tryTypeJugglingString {
-				return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", v, f.Type)
-			}
-
-			floatVal, err := strconv.ParseFloat(tv, 64)
-			if err != nil {
-				return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", v, f.Type)
-			}
-
-			s, err := f.FormatFloat(floatVal)
-			return s, ValueCategoryFloat, err
-
-		case 'b', 'c', 'd', 'o', 'x', 'X':
-			if !f.dialect.tryTypeJugglingString {
-				return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", v, f.Type)
-			}
-
-			intVal, err := strconv.ParseInt(tv, 10, 64)
-			if err != nil {
-				return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", v, f.Type)
-			}
-
-			s, err := f.FormatInt(intVal)
-			return s, ValueCategoryInt, err
-		}
-
-		if f.Type != 0 {
-			return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", v, f.Type)
-		}
-
-		return tv, ValueCategoryString, nil
-
+		return f.formatString(tv)
 	case bool:
 		res, err := f.FormatBool(tv)
 		return res, ValueCategoryBool, err
-
-	case int:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case int8:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case int16:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case int32:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case int64:
-		res, err := f.FormatInt(tv)
-		return res, ValueCategoryInt, err
-
-	case uint:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case uint8:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case uint16:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case uint32:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
-	case uint64:
-		res, err := f.FormatInt(int64(tv))
-		return res, ValueCategoryInt, err
 
 	case float32:
 		res, err := f.FormatFloat(float64(tv))
@@ -558,6 +490,93 @@ func (f FormatSpec) FormatValue(v any) (string, ValueCategory, error) {
 	default:
 		return "", ValueCategoryUnknown, fmt.Errorf("unsupported value type: %T", v)
 	}
+}
+
+// formatString formats a string; with type juggling, one that holds a number
+// may be formatted as one.
+func (f FormatSpec) formatString(tv string) (string, ValueCategory, error) {
+	// Only added for compatibility with python.
+	//if f.Fill == ' ' {
+	//	return "", ValueCategoryString, fmt.Errorf("%w: Space not allowed in string format specifier", pyerrors.ErrValue)
+	//}
+	if f.Sign != 0 && !f.dialect.tryTypeJugglingString {
+		return "", ValueCategoryString, fmt.Errorf("%w: Sign not allowed in string format specifier", pyerrors.ErrValue)
+	}
+	if f.Alternate && !f.dialect.tryTypeJugglingString {
+		return "", ValueCategoryString, fmt.Errorf("%w: Alternate form (#) not allowed in string format specifier", pyerrors.ErrValue)
+	}
+	if f.GroupingOption != 0 && !f.dialect.tryTypeJugglingString {
+		return "", ValueCategoryString, fmt.Errorf("%w: Cannot specify '%s' with 's'", pyerrors.ErrValue, string(f.GroupingOption))
+	}
+
+	// We expect this library to be used where type safety isn't guaranteed; Therefore
+	// we will try to be forgiving and try to convert string into the implied type.
+	// before failing.
+	switch f.Type {
+	case 0, 's':
+		// Truncation needed?
+		l := len(tv)
+		if f.Precision > 0 && uint(l) > f.Precision {
+			tv = tv[:f.Precision]
+		}
+		return tv, ValueCategoryString, nil
+
+	case 'e', 'E', 'f', 'F', 'g', 'G', '%':
+		if !f.dialect.tryTypeJugglingString {
+			return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", tv, f.Type)
+		}
+
+		floatVal, err := strconv.ParseFloat(tv, 64)
+		if err != nil {
+			return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", tv, f.Type)
+		}
+
+		s, err := f.FormatFloat(floatVal)
+		return s, ValueCategoryFloat, err
+
+	case 'b', 'c', 'd', 'o', 'x', 'X':
+		if !f.dialect.tryTypeJugglingString {
+			return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", tv, f.Type)
+		}
+
+		intVal, err := strconv.ParseInt(tv, 10, 64)
+		if err != nil {
+			return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", tv, f.Type)
+		}
+
+		s, err := f.FormatInt(intVal)
+		return s, ValueCategoryInt, err
+	}
+
+	return "", ValueCategoryString, fmt.Errorf("unsupported value type: %T for format type %c", tv, f.Type)
+}
+
+// asInt64 is v as an int64 if it is of an integer type (a uint64 beyond
+// int64 wraps, as it always did here).
+func asInt64(v any) (int64, bool) {
+	switch tv := v.(type) {
+	case int:
+		return int64(tv), true
+	case int8:
+		return int64(tv), true
+	case int16:
+		return int64(tv), true
+	case int32:
+		return int64(tv), true
+	case int64:
+		return tv, true
+	case uint:
+		return int64(tv), true
+	case uint8:
+		return int64(tv), true
+	case uint16:
+		return int64(tv), true
+	case uint32:
+		return int64(tv), true
+	case uint64:
+		return int64(tv), true
+	}
+	return 0, false
 }
 
 func (f FormatSpec) FormatBool(value bool) (string, error) {

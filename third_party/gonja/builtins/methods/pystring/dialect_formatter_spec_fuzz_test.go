@@ -1,6 +1,7 @@
 package pystring
 
 import (
+	"strings"
 	"testing"
 	"unicode"
 )
@@ -77,19 +78,10 @@ func FuzzFormatSpec(t *testing.F) {
 		if !unicode.IsPrint(Fill) {
 			return
 		}
-		if Fill != 0 && Align != '<' && Align != '>' && Align != '^' && Align != '=' && Align != 0 {
+		if !fuzzableSpec(Fill, Align, Sign, Type) {
 			return
 		}
-		if Sign != 0 && Sign != '+' && Sign != '-' && Sign != ' ' {
-			return
-		}
-		if Type != 0 && Type != 'b' && Type != 'c' && Type != 'd' && Type != 'o' && Type != 'x' && Type != 'X' && Type != 'e' && Type != 'E' && Type != 'f' && Type != 'F' && Type != 'g' && Type != 'G' && Type != '%' {
-			return
-		}
-		if Fill != 0 && (Fill != '<' && Fill != '>' && Fill != '^' && Fill != '=') {
-			return
-		}
-		if Align == 0 && (Fill == '<' || Fill == '>' || Fill == '^' || Fill == '=') {
+		if Fill != 0 && !strings.ContainsRune(alignments, Fill) {
 			return
 		}
 
@@ -113,4 +105,20 @@ func FuzzFormatSpec(t *testing.F) {
 			t.Errorf("Expected '%s' = '%s' on data %#v", specRecovered.String(), orig, spec)
 		}
 	})
+}
+
+const alignments = "<>^="
+
+// fuzzableSpec says whether fuzzed parts make a spec worth testing: a valid
+// sign and a type of the fuzzed ones, an alignment where there is a fill,
+// and no fill that reads as an alignment.
+func fuzzableSpec(fill, align, sign, typ rune) bool {
+	spec := FormatSpec{Align: align, Sign: sign, Type: typ}
+	switch {
+	case fill != 0 && !spec.AlignIsValid(), !spec.SignIsValid():
+		return false
+	case typ == 'n' || typ == 's' || !spec.TypeIsValid():
+		return false
+	}
+	return align != 0 || !strings.ContainsRune(alignments, fill)
 }

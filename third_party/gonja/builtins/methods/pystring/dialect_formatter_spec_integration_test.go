@@ -16,10 +16,9 @@ import (
 // NOTE: the current performance is slow due to instancing 1 python process
 // per test. For this to be used in CI it would require a refactor
 func TestValidExpressionsMatchesPython_311(t *testing.T) {
-	pythonCmd := "python3.11"
 	dialect := DialectPython3_11
 
-	pythonEvaluator, err := NewPythonEvaluator(t, pythonCmd)
+	pythonEvaluator, err := NewPythonEvaluator(t, python311)
 	if err != nil {
 		t.Fatalf("couldn't start python process: %v", err)
 	}
@@ -29,76 +28,39 @@ func TestValidExpressionsMatchesPython_311(t *testing.T) {
 	t.Logf("found %d valid expressions; evaluating against dialect %#v", len(expressions), dialect)
 	for _, expr := range expressions {
 		expr.dialect = dialect
-		if expr.ExpectFloatType() {
-			v := 112.123456789
-			s, goErr := expr.Format(v)
-			ps, _, pyErr := pythonEvaluator.Evaluate(fmt.Sprintf("{0:%s}", expr.String()), []any{v})
-			if goErr != nil && pyErr == nil || goErr == nil && pyErr != nil {
-				t.Errorf("Error miss match between golang and python of format '%s': goErr: %v, pyErr: %v", expr.String(), goErr, pyErr)
-			}
-			if goErr != nil || pyErr != nil {
-				continue
-			}
-			if s != ps {
-				t.Errorf("Different response from Go/Python. Go:'%s' != Py:'%s' for expression: %s (%#v)", s, ps, expr.String(), v)
-			}
-
-			//t.Logf("Go: '%s' == Py:'%s' for expression: %s ", s, ps, expr.String())
-
-		} else if expr.ExpectIntType() {
-			v := 16789
-			s, goErr := expr.Format(v)
-			ps, _, pyErr := pythonEvaluator.Evaluate(fmt.Sprintf("{0:%s}", expr.String()), []any{v})
-			if goErr != nil && pyErr == nil || goErr == nil && pyErr != nil {
-				t.Errorf("Error miss match between golang and python of format '%s': goErr: %v, pyErr: %v", expr.String(), goErr, pyErr)
-			}
-			if goErr != nil || pyErr != nil {
-				continue
-			}
-			if s != ps {
-				t.Errorf("Different response from Go/Python. Go:'%s' != Py:'%s' for expression: %s (%#v)", s, ps, expr.String(), v)
-			}
-
-			//t.Logf("Go: '%s' == Py:'%s' for expression: %s ", s, ps, expr.String())
-
-		} else if expr.ExpectNumericType() {
-			v := 16789
-			s, goErr := expr.Format(v)
-			ps, _, pyErr := pythonEvaluator.Evaluate(fmt.Sprintf("{0:%s}", expr.String()), []any{v})
-			if goErr != nil && pyErr == nil || goErr == nil && pyErr != nil {
-				t.Errorf("Error miss match between golang and python of format '%s': goErr: %v, pyErr: %v", expr.String(), goErr, pyErr)
-			}
-			if goErr != nil || pyErr != nil {
-				continue
-			}
-			if s != ps {
-				t.Errorf("Different response from Go/Python. Go:'%s' != Py:'%s' for expression: %s (%#v)", s, ps, expr.String(), v)
-			}
-
-			//t.Logf("Go: '%s' == Py:'%s' for expression: %s ", s, ps, expr.String())
-
-		} else {
-			v := "foobar"
-			s, goErr := expr.Format(v)
-			ps, _, pyErr := pythonEvaluator.Evaluate(fmt.Sprintf("{0:%s}", expr.String()), []any{v})
-			if goErr != nil && pyErr == nil || goErr == nil && pyErr != nil {
-				t.Fatalf("Error miss match between golang and python of format '%s': goErr: %v, pyErr: %v", expr.String(), goErr, pyErr)
-			}
-			if goErr != nil || pyErr != nil {
-				continue
-			}
-			if s != ps {
-				t.Fatalf("Different response from Go/Python. Go:'%s' != Py:'%s' for expression: %s (%#v)", s, ps, expr.String(), v)
-			}
-
-			//t.Logf("Go: '%s' == Py:'%s' for expression: %s ", s, ps, expr.String())
-
+		switch {
+		case expr.ExpectFloatType():
+			comparePython(t, pythonEvaluator, expr, 112.123456789, t.Errorf)
+		case expr.ExpectIntType(), expr.ExpectNumericType():
+			comparePython(t, pythonEvaluator, expr, 16789, t.Errorf)
+		default:
+			comparePython(t, pythonEvaluator, expr, "foobar", t.Fatalf)
 		}
 	}
 }
 
+// comparePython formats v with expr in Go and in Python, and reports with
+// fail when only one fails or they differ.
+func comparePython(t *testing.T, pythonEvaluator *PythonEvaluator, expr FormatSpec, v any, fail func(format string, args ...any)) {
+	t.Helper()
+	s, goErr := expr.Format(v)
+	ps, _, pyErr := pythonEvaluator.Evaluate(fmt.Sprintf("{0:%s}", expr.String()), []any{v})
+	if goErr != nil && pyErr == nil || goErr == nil && pyErr != nil {
+		fail("Error miss match between golang and python of format '%s': goErr: %v, pyErr: %v", expr.String(), goErr, pyErr)
+	}
+	if goErr != nil || pyErr != nil {
+		return
+	}
+	if s != ps {
+		fail("Different response from Go/Python. Go:'%s' != Py:'%s' for expression: %s (%#v)", s, ps, expr.String(), v)
+	}
+}
+
+// python311 is the Python whose str.format the tests compare with.
+const python311 = "python3.11"
+
 func FuzzIntTestingWithPython_311(t *testing.F) {
-	pythonEvaluator, err := NewPythonEvaluator(t, pythonCmd)
+	pythonEvaluator, err := NewPythonEvaluator(t, python311)
 	if err != nil {
 		t.Fatalf("couldn't start python process: %v", err)
 	}
@@ -177,16 +139,7 @@ func FuzzIntTestingWithPython_311(t *testing.F) {
 		if Fill < 33 || Fill > 126 {
 			return
 		}
-		if Fill != 0 && Align != '<' && Align != '>' && Align != '^' && Align != '=' && Align != 0 {
-			return
-		}
-		if Sign != 0 && Sign != '+' && Sign != '-' && Sign != ' ' {
-			return
-		}
-		if Type != 0 && Type != 'b' && Type != 'c' && Type != 'd' && Type != 'o' && Type != 'x' && Type != 'X' && Type != 'e' && Type != 'E' && Type != 'f' && Type != 'F' && Type != 'g' && Type != 'G' && Type != '%' {
-			return
-		}
-		if Align == 0 && (Fill == '<' || Fill == '>' || Fill == '^' || Fill == '=') {
+		if !fuzzableSpec(Fill, Align, Sign, Type) {
 			return
 		}
 		if Type == 'c' && (rnd < 33 || rnd > 126) {
@@ -265,7 +218,7 @@ func FuzzIntTestingWithPython_311(t *testing.F) {
 }
 
 type PythonEvaluator struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	count  int
 	stdin  *bufio.Writer
@@ -273,7 +226,7 @@ type PythonEvaluator struct {
 }
 
 // Initialize the Python process
-func NewPythonEvaluator(t *testing.T, pythonCmd string) (*PythonEvaluator, error) {
+func NewPythonEvaluator(t testing.TB, pythonCmd string) (*PythonEvaluator, error) {
 	cmd := exec.Command(pythonCmd, "-i") // Start Python in interactive mode
 
 	stdin, err := cmd.StdinPipe()

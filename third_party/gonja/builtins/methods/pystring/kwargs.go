@@ -56,146 +56,48 @@ func getNestedKwArgs(keys []string, kwarg AttributeGetter) (any, error) {
 	}
 
 	// See if we can recurse down to sub-keys
+	if sub, ok := subGetter(maybeVal); ok {
+		return getNestedKwArgs(tail, sub)
+	}
+	return "", fmt.Errorf("%w: '%#v' is not a sub-gettable for key %s", pyerrors.ErrValue, maybeVal, key)
+}
+
+// subGetter is the AttributeGetter of a value that has sub-keys: a getter,
+// a slice or array (by index), a struct (by field name), a map with string
+// keys.
+func subGetter(maybeVal any) (AttributeGetter, bool) {
 	switch val := maybeVal.(type) {
 	case AttributeGetter:
-		return getNestedKwArgs(tail, val)
+		return val, true
 	case map[string]any:
-		return getNestedKwArgs(tail, KwArgs(val))
+		return KwArgs(val), true
 	case []any:
-		return getNestedKwArgs(tail, ListArgs(val))
-	case map[string]string:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]AttributeGetter:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]bool:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]int:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]int8:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]int16:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]int32:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]int64:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]uint:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]uint8:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]uint16:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]uint32:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]uint64:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]float32:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-	case map[string]float64:
-		subKwarg := make(map[string]any)
-		for k, v := range val {
-			subKwarg[k] = v
-		}
-		return getNestedKwArgs(tail, KwArgs(subKwarg))
-
-	default:
-		// Handle slices and arrays using reflection
-		v := reflect.ValueOf(maybeVal)
-		if v.Kind() == reflect.Slice || v.Kind() == reflect.Array {
-			listArgs := make([]any, v.Len())
-			for i := 0; i < v.Len(); i++ {
-				listArgs[i] = v.Index(i).Interface()
-			}
-			return getNestedKwArgs(tail, ListArgs(listArgs))
-		}
-
-		// Handle structs
-		v = reflect.ValueOf(maybeVal)
-		if v.Kind() == reflect.Pointer {
-			v = v.Elem()
-		}
-
-		if v.Kind() == reflect.Struct {
-			// Check if the struct implements AttributeGetter
-			if getter, ok := maybeVal.(AttributeGetter); ok {
-				return getNestedKwArgs(tail, getter)
-			}
-
-			// Otherwise, use reflection to access the fields
-			fieldMap := make(map[string]any)
-			for i := 0; i < v.NumField(); i++ {
-				field := v.Type().Field(i)
-				fieldValue := v.Field(i).Interface()
-				fieldMap[field.Name] = fieldValue
-			}
-			return getNestedKwArgs(tail, KwArgs(fieldMap))
-		}
-
-		// Handle maps of structs
-		if v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String {
-			mapField := make(map[string]any)
-			for _, key := range v.MapKeys() {
-				mapField[key.String()] = v.MapIndex(key).Interface()
-			}
-			return getNestedKwArgs(tail, KwArgs(mapField))
-		}
+		return ListArgs(val), true
 	}
-
-	return "", fmt.Errorf("%w: '%#v' is not a sub-gettable for key %s", pyerrors.ErrValue, maybeVal, key)
+	v := reflect.ValueOf(maybeVal)
+	if v.Kind() == reflect.Slice || v.Kind() == reflect.Array {
+		listArgs := make([]any, v.Len())
+		for i := 0; i < v.Len(); i++ {
+			listArgs[i] = v.Index(i).Interface()
+		}
+		return ListArgs(listArgs), true
+	}
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	switch {
+	case v.Kind() == reflect.Struct:
+		fieldMap := make(map[string]any)
+		for i := 0; i < v.NumField(); i++ {
+			fieldMap[v.Type().Field(i).Name] = v.Field(i).Interface()
+		}
+		return KwArgs(fieldMap), true
+	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
+		mapField := make(map[string]any)
+		for _, key := range v.MapKeys() {
+			mapField[key.String()] = v.MapIndex(key).Interface()
+		}
+		return KwArgs(mapField), true
+	}
+	return nil, false
 }
