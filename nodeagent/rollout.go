@@ -125,14 +125,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if err != nil {
 		return err
 	}
-	var state stagingState
-	last, err := s.wait(ctx, pod, dir, func(p *corev1.Pod) bool {
-		state = stagingStateOf(p, dir, s.exits)
-		return state != stagingPending
-	})
-	if last != nil {
-		pod = last
-	}
+	pod, state, err := s.awaitStaging(ctx, pod, dir)
 	switch {
 	case err != nil:
 		return fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))

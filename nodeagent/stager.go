@@ -337,14 +337,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 
 	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
 	defer cancel()
-	var state stagingState
-	last, err := s.wait(waitCtx, pod, dir, func(p *corev1.Pod) bool {
-		state = stagingStateOf(p, dir, s.exits)
-		return state != stagingPending
-	})
-	if last != nil {
-		pod = last
-	}
+	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
 	switch {
 	case err != nil && state == stagingPending:
 		return status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
@@ -393,6 +386,20 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
 		"block", req.Block, "duration", time.Since(start))
 	return nil
+}
+
+// awaitStaging waits until a staging pod is no longer pending, and returns
+// it as last seen (or as given, if it was not seen again) with its state.
+func (s *Stager) awaitStaging(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, stagingState, error) {
+	var state stagingState
+	last, err := s.wait(ctx, pod, dir, func(p *corev1.Pod) bool {
+		state = stagingStateOf(p, dir, s.exits)
+		return state != stagingPending
+	})
+	if last != nil {
+		pod = last
+	}
+	return pod, state, err
 }
 
 // stagingPodFor is the staging pod a publish waits for: pod (found), or a
