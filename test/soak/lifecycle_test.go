@@ -91,11 +91,15 @@ type cycle struct {
 	PV      string
 	Steps   map[string]time.Duration
 	Retries int // client pods run again after a fault made one fail
-	// Recovered: the staging of a killed daemon was recovered (a
-	// VolumeRecovered Event on the writer).
+	// Recovered: the writer under a killed daemon saw its volume fail and
+	// work again, in the same container (its pods are never restarted).
 	Recovered bool
-	Outcome   outcome
-	Detail    string
+	// RecoveredEvent: and it got PaV's VolumeRecovered Event (best effort,
+	// as Events are: one recorded while kube-apiserver restarts, or by a
+	// node plugin restarted after its client went, may be missing).
+	RecoveredEvent bool
+	Outcome        outcome
+	Detail         string
 }
 
 type soak struct {
@@ -336,9 +340,10 @@ func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error
 			return false, err
 		}
 		if killing {
-			c.Recovered = s.recovered(ctx, name)
+			logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
+			c.Recovered = strings.Contains(logs, volumeWorksAgain)
+			c.RecoveredEvent = s.recovered(ctx, name)
 			if code != 0 {
-				logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
 				c.Outcome, c.Detail = ioErrorAfterRecovery, fmt.Sprintf("writer %s (exit %d): %s", name, code, strings.TrimSpace(logs))
 				_ = s.deletePod(ctx, name)
 				return true, nil
@@ -420,13 +425,18 @@ func writeScript(sh shape) string {
 const writeThroughRecoveryScript = `failed=0; end=$(( $(date +%s) + 120 ))
 while [ "$(date +%s)" -lt "$end" ]; do
   if printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>/dev/null; then
-    [ "$failed" = 1 ] && break
+    [ "$failed" = 1 ] && { echo "` + volumeWorksAgain + `"; break; }
   else
+    [ "$failed" = 1 ] || echo "volume failed"
     failed=1
   fi
   sleep 0.2
 done
 printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
+
+// volumeWorksAgain is what the writer under a killed daemon prints when
+// its volume, having failed, works again in its container.
+const volumeWorksAgain = "volume works again"
 
 // killStagingDaemon waits until the writer runs, then kills the FUSE daemon
 // of its volume's staging pod.

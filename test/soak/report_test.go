@@ -25,12 +25,15 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 		s.cfg.Seed, s.cfg.Seed, s.cfg.Cycles, s.cfg.Cycles, s.cfg.Parallel, s.cfg.FaultEvery, version, elapsed.Round(time.Second))
 
 	outcomes := map[outcome]int{}
-	retries, recovered := 0, 0
+	retries, recovered, recoveredEvents := 0, 0, 0
 	for _, c := range cycles {
 		outcomes[c.Outcome]++
 		retries += c.Retries
 		if c.Recovered {
 			recovered++
+		}
+		if c.Recovered && c.RecoveredEvent {
+			recoveredEvents++
 		}
 	}
 	fmt.Fprintf(&b, "## Audit\n\n| | |\n|---|---:|\n")
@@ -38,6 +41,7 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 	fmt.Fprintf(&b, "| claims deleted while their creation pod ran, as planned, and cleaned up | %d |\n", outcomes[deletedDuringCreation])
 	fmt.Fprintf(&b, "| client pods run again after a fault failed one | %d |\n", retries)
 	fmt.Fprintf(&b, "| staging daemons killed under a writing client and recovered in place (same container) | %d |\n", recovered)
+	fmt.Fprintf(&b, "| of those, with PaV's VolumeRecovered Event on the client (Events are best effort) | %d |\n", recoveredEvents)
 	for _, l := range a.Lines {
 		fmt.Fprintf(&b, "| %s | %d |\n", l.Name, l.Count)
 	}
