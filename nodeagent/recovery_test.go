@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
@@ -101,15 +102,16 @@ func TestRecoveryWithoutClientsTearsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := old.Labels[protocol.LabelStagingID]
-	for { // until the node plugin's cache shows the record and the failure
+	// until the node plugin's cache shows the record and the failure
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		cached, err := f.stager.findPod(ctx, protocol.PhaseStaging, id)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || cached == nil {
+			return false, err
 		}
-		if _, ok := cached.Annotations[protocol.AnnotationRecovering]; ok && cached.Status.Phase == corev1.PodFailed {
-			break
-		}
-		time.Sleep(time.Millisecond)
+		_, ok := cached.Annotations[protocol.AnnotationRecovering]
+		return ok && cached.Status.Phase == corev1.PodFailed, nil
+	}); err != nil {
+		t.Fatalf("the cache never showed the recorded, failed staging pod: %v", err)
 	}
 	if err := f.stager.recover(ctx, id); err != nil {
 		t.Fatal(err)
