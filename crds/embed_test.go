@@ -82,14 +82,22 @@ var literalFields = map[string]bool{
 func checkSectionSchemas(t *testing.T, spec map[string]interface{}) {
 	t.Helper()
 	sections := map[string][]string{
-		"volumeValidation": {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
-		"volumeCreation":   {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
-		"volumeDeletion":   {"podTemplate"},
-		"volumeStaging":    {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
-		"volumeUnstaging":  {"podTemplate"},
-		"volumeExpansion":  {"podTemplate"},
-		"snapshotCreation": {"podTemplate"},
-		"snapshotDeletion": {"podTemplate"},
+		"volumeValidation":   {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
+		"volumeCreation":     {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
+		"volumeDeletion":     {"podTemplate"},
+		"volumeStaging":      {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
+		"volumeUnstaging":    {"podTemplate"},
+		"volumeExpansion":    {"podTemplate"},
+		"snapshotCreation":   {"podTemplate"},
+		"snapshotDeletion":   {"podTemplate"},
+		"volumeModification": {"podTemplate"},
+	}
+	// Every section of the schema (an object or one template string) is checked.
+	all, _, _ := unstructured.NestedMap(spec, "properties")
+	for s, p := range all {
+		if _, listed := sections[s]; !listed && p.(map[string]interface{})["x-kubernetes-preserve-unknown-fields"] == true {
+			t.Errorf("section %s of the schema is not checked here", s)
+		}
 	}
 	for s, fields := range sections {
 		props, ok, _ := unstructured.NestedMap(spec, "properties", s, "properties")
