@@ -1,7 +1,8 @@
 #!/bin/bash
 # down.sh [--purge] - stop the local cluster and leave nothing behind: no process, container,
 # mount (under /var/lib/pav-cluster, /var/lib/kubelet, /run/containerd, nor in the nodes' mount
-# namespaces), mount or network namespace, kubepods or pav-node<i> cgroup, interface.
+# namespaces), mount or network namespace, kubepods or pav-node<i> cgroup, interface, loop device
+# backed by a file under /var/lib/pav-*.
 #   --purge   also wipe the cluster's state (/var/lib/pav-cluster, which holds the nodes >= 2's
 #             /var/lib, and /var/lib/kubelet). The cached Kubernetes binary in $PAV_CACHE is kept.
 # Works on a cluster cut short or made with the single-node layout too: it acts on the nodes of
@@ -162,6 +163,16 @@ for f in /var/log/containers/*.log; do
 done
 rmdir /var/log/containers 2>/dev/null                         # only if empty
 if [ -d /run/netns ] && [ -z "$(ls -A /run/netns)" ] && mountpoint -q /run/netns; then umount /run/netns && rmdir /run/netns; fi
+
+# loop devices the cluster's pods attached (loop-block and the soak's and benchmark's Block
+# volumes) to files under /var/lib/pav-*: with the nodes stopped nothing uses them
+for f in /sys/block/loop*/loop/backing_file; do
+  [ -e "$f" ] || continue
+  backing=$(cat "$f")
+  case $backing in
+    /var/lib/pav-*) dev=${f#/sys/block/}; dev=/dev/${dev%%/*}; step "detaching $dev ($backing)"; losetup -d "$dev" ;;
+  esac
+done
 
 if [ $PURGE = 1 ]; then
   if [ -n "$left" ]; then
