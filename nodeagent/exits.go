@@ -144,3 +144,28 @@ func (e *Exits) anyExited(pod *corev1.Pod) bool {
 	}
 	return false
 }
+
+// withReportedExits is pod with the exits the runtime reported and the API
+// does not show yet: a container still "running" in the pod's status whose
+// exit was recorded shows as terminated with its code, so what PaV says about
+// a stopped pod matches why it acted.
+func (e *Exits) withReportedExits(pod *corev1.Pod) *corev1.Pod {
+	if e == nil || pod == nil {
+		return pod
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	codes := e.codes[pod.UID]
+	if len(codes) == 0 {
+		return pod
+	}
+	pod = pod.DeepCopy()
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		if code, ok := codes[cs.Name]; ok && cs.State.Terminated == nil {
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(code)}}
+		}
+	}
+	return pod
+}
+

@@ -103,3 +103,23 @@ func TestExitsIgnoresOthers(t *testing.T) {
 		t.Error("nil Exits know of a success")
 	}
 }
+
+// A daemon whose exit the runtime reported before kubelet updated the pod's
+// status is described as exited with its code, not as running.
+func TestWithReportedExits(t *testing.T) {
+	pod := runToCompletionPod("pav", corev1.RestartPolicyAlways, nil, "daemon", "sidecar")
+	pod.Status.Phase = corev1.PodRunning
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "daemon", State: running}, {Name: "sidecar", State: running}}
+	e, _ := exitsFor(t, pod)
+	if got := describePod(e.withReportedExits(pod)); got != "phase Running; container daemon running; container sidecar running" {
+		t.Errorf("no exit reported: %q", got)
+	}
+	e.record(containerExit{PodUID: "pav", Container: "daemon", Status: 137})
+	if got, want := describePod(e.withReportedExits(pod)), "phase Running; container daemon exited with code 137; container sidecar running"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if pod.Status.ContainerStatuses[0].State.Running == nil {
+		t.Error("the cached pod was changed")
+	}
+}

@@ -304,7 +304,7 @@ func (s *Stager) restageAndReplace(ctx context.Context, driver, id string, pod *
 	}
 	if !resumed {
 		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
-			req.VolumeID, pod.Namespace, pod.Name, describePod(pod))
+			req.VolumeID, pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))
 		// Recorded on the old pod first: a node plugin restarted from here
 		// on finds the recovery there.
 		if err := s.recordRecovery(ctx, pod, opts.rec); err != nil {

@@ -166,16 +166,11 @@ func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath stri
 	if _, err := os.Lstat(filepath.Join(dir, protocol.FileReady)); err != nil {
 		return "", ""
 	}
-	stopped := pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Terminated != nil {
-			stopped = true
-		}
-	}
-	if !stopped {
+	if !servingStopped(pod, s.exits) {
 		return "", ""
 	}
-	return ReasonStagingPodStopped, fmt.Sprintf("staging pod %s/%s, which serves this volume, stopped: %s", pod.Namespace, pod.Name, describePod(pod))
+	return ReasonStagingPodStopped, fmt.Sprintf("staging pod %s/%s, which serves this volume, stopped: %s",
+		pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))
 }
 
 func blockDeviceSize(path string) (int64, error) {
