@@ -93,7 +93,7 @@ demo: ## bring the local cluster up if none is reachable, install PaV, run examp
 	hack/demo.sh
 
 # ---------------------------------------------------------------- tests
-.PHONY: test test-unit test-integration e2e test-upstream test-helm
+.PHONY: test test-unit test-integration e2e e2e-slow test-upstream test-helm
 # E2E_IMAGES: image targets `make test` builds before loading them into the cluster
 E2E_IMAGES ?= images examples-images
 # with three nodes or more the multi-node e2e tests must run (they skip on a smaller cluster)
@@ -186,3 +186,6 @@ bench-cluster: ## side by side on the local cluster (PaV installed): a plain pod
 
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)
+
+e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes) against the running three-node cluster; not part of `make test`
+	PAV_E2E_MULTINODE=1 E2E_TAGS=e2e_slow hack/cluster/e2e.sh $(E2E_FLAGS)

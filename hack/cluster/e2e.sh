@@ -7,18 +7,19 @@
 # directory as go test does, holding /tmp/pav-e2e.lock (unless PAV_E2E_LOCKED=1 says the
 # caller holds it). Flags are passed to every test binary, e.g. -test.run Smoke -test.v.
 # E2E_PKGS overrides which packages run (default: every package with e2e-tagged tests), E2E_TAGS
-# the build tags (default: e2e; make test-helm runs ./test/e2e/helm with tag helm).
+# the build tags (default: e2e; make test-helm runs ./test/e2e/helm with tag helm, make e2e-slow
+# the packages with tag e2e_slow).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 [ $# -gt 0 ] || set -- -test.v -test.timeout=60m
-pkgs=${E2E_PKGS:-$(grep -rlE '^//go:build .*\be2e\b' --include='*_test.go' . | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/' | xargs -r -n1 dirname | sort -u)}
+tags=${E2E_TAGS:-e2e}
+pkgs=${E2E_PKGS:-$(grep -rlE "^//go:build .*\\b${tags}\\b" --include='*_test.go' . | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/' | xargs -r -n1 dirname | sort -u)}
 [ -n "$pkgs" ] || { echo "no e2e tests"; exit 0; }
 
 mkdir -p _output
 out=$(mktemp -d "$REPO/_output/e2e.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-tags=${E2E_TAGS:-e2e}
 # one go command builds every package's binary (<package name>.test) in parallel, sharing work
 echo "go test -c -tags $tags -o $out/" $pkgs
 go test -c -tags "$tags" -o "$out/" $pkgs

@@ -3,14 +3,11 @@
 package examples
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-const clientTimeout = 3 * time.Minute
 
 // TestHelloWorld is what make demo shows: the staging pod writes a greeting
 // and the client pod reads it.
@@ -193,36 +190,4 @@ func TestLoopBlock(t *testing.T) {
 		t.Fatalf("backing file %s still exists on %s after the claim was deleted", img, node)
 	}
 	sw.lap("claim deleted, file removed")
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func applyStdin(t *testing.T, ns, manifest string) {
-	t.Helper()
-	ctx := t.Context()
-	if _, err := kubectl(ctx, manifest, "-n", ns, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// onlyDoc returns the documents of a multi-document manifest that contain marker.
-func onlyDoc(t *testing.T, manifest, marker string) string {
-	t.Helper()
-	var keep []string
-	for _, doc := range strings.Split(manifest, "\n---\n") {
-		if strings.Contains(doc, marker) {
-			keep = append(keep, doc)
-		}
-	}
-	if len(keep) == 0 {
-		t.Fatalf("no document with %q", marker)
-	}
-	return strings.Join(keep, "\n---\n")
 }

@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e || e2e_slow
 
 // Package examples runs every example under examples/ end to end on a cluster
 // where PaV is installed (make deploy), the way its README tells a user to:
@@ -10,11 +10,14 @@ package examples
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +25,9 @@ import (
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
+
+// clientTimeout bounds how long a client pod of an example may take.
+const clientTimeout = 3 * time.Minute
 
 // repoRoot is the repository's root directory (test binaries run in their package directory).
 var repoRoot = func() string {
@@ -321,4 +327,113 @@ func existsOnNode(t *testing.T, node, path string) bool {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(out) == "yes"
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func applyStdin(t *testing.T, ns, manifest string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := kubectl(ctx, manifest, "-n", ns, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onlyDoc returns the documents of a multi-document manifest that contain marker.
+func onlyDoc(t *testing.T, manifest, marker string) string {
+	t.Helper()
+	var keep []string
+	for _, doc := range strings.Split(manifest, "\n---\n") {
+		if strings.Contains(doc, marker) {
+			keep = append(keep, doc)
+		}
+	}
+	if len(keep) == 0 {
+		t.Fatalf("no document with %q", marker)
+	}
+	return strings.Join(keep, "\n---\n")
+}
+
+// waitPodReady waits for a long-running pod (an example's server) to be Ready.
+func waitPodReady(t *testing.T, ns, pod string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "pod "+ns+"/"+pod+" to be Ready", func() (bool, string) {
+		s := kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return s == "True", "Ready=" + s
+	})
+}
+
+func randomSecret(t *testing.T) string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// clientPod is a pav-test pod on node running script with claim at /data.
+func clientPod(name, claim, node, script string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  nodeSelector: {kubernetes.io/hostname: %s}
+  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: client
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, %q]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %s}
+`, name, node, kubeletRootLabel, script, claim)
+}
+
+// kubeletRootLabel marks the local cluster's nodes whose kubelet root is not
+// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
+const kubeletRootLabel = "pav-cluster.local/kubelet-root"
+
+// threeNodes returns the nodes of a cluster of at least three, or skips the
+// test on a smaller one unless PAV_E2E_MULTINODE=1 (make test) requires them.
+func threeNodes(t *testing.T) clusterNodes {
+	t.Helper()
+	var names []string
+	var n clusterNodes
+	for _, line := range strings.Split(strings.TrimSpace(kq("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.pav-cluster\.local/kubelet-root}{"\n"}{end}`)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && n.altRoot == "":
+			n.altRoot = f[0]
+		case len(f) >= 1:
+			names = append(names, f[0])
+		}
+	}
+	sort.Strings(names)
+	if len(names) < 2 || n.altRoot == "" {
+		if os.Getenv("PAV_E2E_MULTINODE") == "1" {
+			t.Fatalf("PAV_E2E_MULTINODE=1 but the cluster has the nodes %v and the non-default kubelet root node %q (make cluster-up NODES=3)", names, n.altRoot)
+		}
+		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", kubeletRootLabel, names)
+	}
+	n.first, n.second = names[0], names[1]
+	return n
+}
+
+// clusterNodes are the local cluster's nodes by role.
+type clusterNodes struct {
+	first   string // node 1: the control plane's, this machine's mount namespace
+	second  string // its own mount namespace, default kubelet root
+	altRoot string // its own mount namespace, kubelet root /var/lib/k0s/kubelet
 }

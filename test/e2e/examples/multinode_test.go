@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -31,66 +30,6 @@ import (
 
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
-
-// kubeletRootLabel marks the local cluster's nodes whose kubelet root is not
-// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
-const kubeletRootLabel = "pav-cluster.local/kubelet-root"
-
-// clusterNodes are the local cluster's nodes by role.
-type clusterNodes struct {
-	first   string // node 1: the control plane's, this machine's mount namespace
-	second  string // its own mount namespace, default kubelet root
-	altRoot string // its own mount namespace, kubelet root /var/lib/k0s/kubelet
-}
-
-// threeNodes returns the nodes of a cluster of at least three, or skips the
-// test on a smaller one unless PAV_E2E_MULTINODE=1 (make test) requires them.
-func threeNodes(t *testing.T) clusterNodes {
-	t.Helper()
-	var names []string
-	var n clusterNodes
-	for _, line := range strings.Split(strings.TrimSpace(kq("get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.pav-cluster\.local/kubelet-root}{"\n"}{end}`)), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 2 && n.altRoot == "":
-			n.altRoot = f[0]
-		case len(f) >= 1:
-			names = append(names, f[0])
-		}
-	}
-	sort.Strings(names)
-	if len(names) < 2 || n.altRoot == "" {
-		if os.Getenv("PAV_E2E_MULTINODE") == "1" {
-			t.Fatalf("PAV_E2E_MULTINODE=1 but the cluster has the nodes %v and the non-default kubelet root node %q (make cluster-up NODES=3)", names, n.altRoot)
-		}
-		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", kubeletRootLabel, names)
-	}
-	n.first, n.second = names[0], names[1]
-	return n
-}
-
-// clientPod is a pav-test pod on node running script with claim at /data.
-func clientPod(name, claim, node, script string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 0
-  nodeSelector: {kubernetes.io/hostname: %s}
-  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
-  containers:
-    - name: client
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, %q]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %s}
-`, name, node, kubeletRootLabel, script, claim)
-}
 
 // mountsOf lists the mount points on node (its kubelet's view) that contain s.
 func mountsOf(t *testing.T, node, s string) []string {

@@ -3,8 +3,6 @@
 package examples
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,23 +13,6 @@ import (
 
 	"github.com/albertofaria/pav/protocol"
 )
-
-// waitPodReady waits for a long-running pod (an example's server) to be Ready.
-func waitPodReady(t *testing.T, ns, pod string) {
-	t.Helper()
-	eventually(t, 2*time.Minute, "pod "+ns+"/"+pod+" to be Ready", func() (bool, string) {
-		s := kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		return s == "True", "Ready=" + s
-	})
-}
-
-func randomSecret(t *testing.T) string {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b)
-}
 
 // sshServer runs the sshfs example's SSH server as its README says (a key
 // pair, a Secret holding both halves, server.yaml) and returns its namespace,
@@ -84,73 +65,6 @@ func TestSSHFS(t *testing.T) {
 	sw.lap("claim deleted, remote directory removed")
 }
 
-// writerPod is a client that appends a numbered line to /data/<file> every
-// 0.2 s, each synced to the volume, and logs "ok N" once line N was, "err N"
-// if it was not; it never exits. propagation is its volumeMount's
-// mountPropagation ("" for none: the mount is private to its container).
-func writerPod(name, claim, file, propagation string) string {
-	prop := ""
-	if propagation != "" {
-		prop = "\n          mountPropagation: " + propagation
-	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-    - name: writer
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command:
-        - /bin/bash
-        - -c
-        - |
-          i=0
-          while :; do
-            i=$((i+1))
-            if (echo "line $i" >> /data/%s && sync /data/%s) 2> /dev/null; then echo "ok $i"; else echo "err $i"; fi
-            sleep 0.2
-          done
-      volumeMounts:
-        - name: data
-          mountPath: /data%s
-  volumes:
-    - name: data
-      persistentVolumeClaim:
-        claimName: %s
-`, name, file, file, prop, claim)
-}
-
-// acknowledged returns the numbers of the lines a writerPod logged "ok".
-func acknowledged(t *testing.T, ns, pod string) []int {
-	t.Helper()
-	var ok []int
-	for _, line := range strings.Split(kq("-n", ns, "logs", pod), "\n") {
-		var n int
-		if _, err := fmt.Sscanf(line, "ok %d", &n); err == nil {
-			ok = append(ok, n)
-		}
-	}
-	return ok
-}
-
-// checkAcknowledged reports each line a writer acknowledged that its file's
-// content (read where) lacks.
-func checkAcknowledged(t *testing.T, writer string, acked []int, content, where string) {
-	t.Helper()
-	lines := map[string]bool{}
-	for _, line := range strings.Split(content, "\n") {
-		lines[line] = true
-	}
-	for _, n := range acked {
-		if !lines[fmt.Sprintf("line %d", n)] {
-			t.Errorf("%s: line %d was acknowledged but is not %s", writer, n, where)
-		}
-	}
-}
-
 // sshfsWriters creates, in a new namespace, the sshfs example's claim and
 // two writerPods of it, one whose mount is private to its container and one
 // with mountPropagation HostToContainer, waits until both write, and returns
@@ -162,27 +76,6 @@ func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
 	return ns, startWriters(t, ns, "sshfs")
-}
-
-// startWriters creates two writerPods of claim in ns, one whose mount is
-// private to its container and one with mountPropagation HostToContainer,
-// waits until both write, and returns each writer's container ID.
-func startWriters(t *testing.T, ns, claim string) (containerIDs map[string]string) {
-	t.Helper()
-	propagation := map[string]string{"writer-private": "", "writer-hosttocontainer": "HostToContainer"}
-	for name, prop := range propagation {
-		applyStdin(t, ns, writerPod(name, claim, name+".log", prop))
-	}
-	containerIDs = map[string]string{}
-	for name := range propagation {
-		waitPodReady(t, ns, name)
-		eventually(t, time.Minute, name+" to write", func() (bool, string) {
-			ok := acknowledged(t, ns, name)
-			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
-		})
-		containerIDs[name] = kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}")
-	}
-	return containerIDs
 }
 
 // sshfsDone checks that every line the writers acknowledged is in their
@@ -220,45 +113,6 @@ func TestSSHFSRecovery(t *testing.T) {
 
 	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
-}
-
-// killDaemonsAndWaitRecovered kills the processes named comm in every
-// staging pod of provisioner, one per writer, then waits until each writer
-// got VolumeLost and VolumeRecovered and writes again in the same container
-// (same container ID, no restart).
-func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]string, provisioner, comm string) {
-	t.Helper()
-	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner="+provisioner,
-		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`))
-	if len(stagings) != len(writers) {
-		t.Fatalf("staging pods %v, want one per client", stagings)
-	}
-	for _, staging := range stagings {
-		nsName := strings.SplitN(staging, "/", 2)
-		k(t, "-n", nsName[0], "exec", nsName[1], "--", "bash", "-c",
-			`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = `+comm+` ] && kill -9 "${p#/proc/}"; done; true`)
-	}
-	killed := map[string]int{}
-	for name := range writers {
-		ok := acknowledged(t, ns, name)
-		killed[name] = ok[len(ok)-1]
-	}
-	for name := range writers {
-		eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on "+name, func() (bool, string) {
-			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
-			return strings.Contains(out, "VolumeLost") && strings.Contains(out, "VolumeRecovered"), out
-		})
-		eventually(t, time.Minute, name+" to write again", func() (bool, string) {
-			ok := acknowledged(t, ns, name)
-			return ok[len(ok)-1] > killed[name]+5, fmt.Sprintf("last acknowledged line %d, %d at the kill", ok[len(ok)-1], killed[name])
-		})
-		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != writers[name] {
-			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
-		}
-		if n := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n != "0" {
-			t.Errorf("%s: restarted %s times", name, n)
-		}
-	}
 }
 
 // TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
@@ -360,40 +214,6 @@ func TestGocryptfs(t *testing.T) {
 		t.Fatalf("encrypted directory %s still exists on %s after the claim was deleted", cipherDir, node)
 	}
 	sw.lap("claim deleted, ciphertext removed")
-}
-
-// TestGocryptfsRecovery kills the gocryptfs daemons of an encrypted volume
-// in use by two writing clients (one with a private mount, one with
-// HostToContainer): the same containers write again, and every line they
-// acknowledged, before the kill and after, reads back through the
-// recovered volume.
-func TestGocryptfsRecovery(t *testing.T) {
-	sw := newStopwatch(t)
-	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
-	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
-	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
-	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
-	ns := newNamespace(t)
-	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
-	usage := readFile(t, example("gocryptfs", "usage.yaml"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	writers := startWriters(t, ns, "gocryptfs")
-	sw.lap("two clients writing through gocryptfs")
-
-	killDaemonsAndWaitRecovered(t, ns, writers, "gocryptfs", "gocryptfs")
-	sw.lap("both clients write again")
-
-	for name := range writers {
-		acked := acknowledged(t, ns, name)
-		checkAcknowledged(t, name, acked, k(t, "-n", ns, "exec", name, "--", "cat", "/data/"+name+".log"), "in the volume")
-		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
-	}
-	noPavPodsLeft(t, "gocryptfs")
-	outer := pvOf(t, ns, "gocryptfs")
-	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
-	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
-	sw.lap("unstaged, claim deleted")
 }
 
 // TestS3Bucket runs versitygw, gets a new bucket for one claim and the existing

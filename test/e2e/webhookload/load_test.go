@@ -181,7 +181,7 @@ func create(t *testing.T, f *framework.Framework, pavs pavtyped.PavProvisionerIn
 }
 
 // 50 concurrent hostile reviews of up to the body limit, from an ordinary
-// pod, for a minute: the controller replicas never restart, their RSS stays
+// pod, for 20 s: the controller replicas never restart, their RSS stays
 // under their memory limit, and ordinary PavProvisioners created meanwhile
 // are each admitted within 2 s.
 func TestHostileReviews(t *testing.T) {
@@ -207,7 +207,7 @@ func TestHostileReviews(t *testing.T) {
 		}
 	}
 
-	summary := admitUnderLoad(t, f, pavs, "60s")
+	summary := admitUnderLoad(t, f, pavs, "20s")
 	t.Logf("load pod's requests, by payload and outcome: %v", summary)
 
 	after := map[types.UID]replica{}
@@ -357,7 +357,7 @@ func TestClientAuth(t *testing.T) {
 	}
 
 	start := time.Now()
-	summary := admitUnderLoad(t, f, pavs, "30s")
+	summary := admitUnderLoad(t, f, pavs, "15s")
 	t.Logf("load pod's requests, by payload and outcome: %v", summary)
 	requests := 0
 	for kind, outcomes := range summary {

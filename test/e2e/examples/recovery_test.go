@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e_slow
 
 package examples
 
@@ -122,5 +122,39 @@ spec:
 	noPavPodsLeft(t, "loop-block")
 	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
+	sw.lap("unstaged, claim deleted")
+}
+
+// TestGocryptfsRecovery kills the gocryptfs daemons of an encrypted volume
+// in use by two writing clients (one with a private mount, one with
+// HostToContainer): the same containers write again, and every line they
+// acknowledged, before the kill and after, reads back through the
+// recovered volume.
+func TestGocryptfsRecovery(t *testing.T) {
+	sw := newStopwatch(t)
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
+	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
+	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
+	ns := newNamespace(t)
+	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	usage := readFile(t, example("gocryptfs", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	writers := startWriters(t, ns, "gocryptfs")
+	sw.lap("two clients writing through gocryptfs")
+
+	killDaemonsAndWaitRecovered(t, ns, writers, "gocryptfs", "gocryptfs")
+	sw.lap("both clients write again")
+
+	for name := range writers {
+		acked := acknowledged(t, ns, name)
+		checkAcknowledged(t, name, acked, k(t, "-n", ns, "exec", name, "--", "cat", "/data/"+name+".log"), "in the volume")
+		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
+	}
+	noPavPodsLeft(t, "gocryptfs")
+	outer := pvOf(t, ns, "gocryptfs")
+	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
 	sw.lap("unstaged, claim deleted")
 }
