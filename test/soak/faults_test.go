@@ -23,9 +23,9 @@ import (
 
 // PaV's install (deployment.yaml).
 const (
-	pavNamespace   = "pav"
+	pavNamespace   = framework.PavNamespace
 	leaderLease    = "pav-controller"
-	nodePluginPods = "app.kubernetes.io/component=node-agent"
+	nodePluginPods = framework.NodePluginPods
 )
 
 // A cluster fault: inject returns false if there was nothing to hit (e.g. no
