@@ -22,10 +22,10 @@ import (
 
 // PaV's install (deployment.yaml).
 const (
-	pavNamespace   = "pav"
+	pavNamespace   = framework.PavNamespace
 	leaderLease    = "pav-controller"
 	controllerPods = "app.kubernetes.io/component=controller-agent"
-	nodePluginPods = "app.kubernetes.io/component=node-agent"
+	nodePluginPods = framework.NodePluginPods
 )
 
 // memory of one container at one moment, MiB.

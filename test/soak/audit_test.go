@@ -3,7 +3,6 @@
 package soak
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -111,7 +109,7 @@ func (s *soak) audit(cycles []*cycle) *audit {
 	a.add("PersistentVolumes left", left.pvs)
 	a.add("claims left", left.claims)
 	a.add("PaV pods left", left.pods)
-	a.add("PaV finalizers left", append(s.pavFinalizers(ctx), s.uninstall()...))
+	a.add("PaV finalizers left", append(framework.PavFinalizers(ctx, s.f.Client, ""), s.uninstall()...))
 	a.add("mounts left under the kubelet root", left.mounts)
 	a.add("/pav pod directories left", left.podDirs)
 	a.add("loop devices left", left.loops)
@@ -128,7 +126,7 @@ type leftovers struct {
 func (s *soak) leftovers(ctx context.Context) leftovers {
 	var l leftovers
 	l.pvs, l.claims, l.pods = s.leftObjects(ctx)
-	l.mounts, l.podDirs, l.loops = s.leftMounts(), leftPodDirs(s.baseline), leftLoopDevices()
+	l.mounts, l.podDirs, l.loops = framework.MountsLeft(s.baseline, s.pvs), framework.PodDirsLeft(s.baseline), leftLoopDevices()
 	return l
 }
 
@@ -164,44 +162,8 @@ func (s *soak) leftObjects(ctx context.Context) (pvs, claims, pods []string) {
 	} else {
 		claims = append(claims, "listing claims: "+err.Error())
 	}
-	if list, err := s.f.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: protocol.LabelProvisioner}); err == nil {
-		for _, p := range list.Items {
-			if s.isSoakDriver(p.Labels[protocol.LabelProvisioner]) {
-				pods = append(pods, fmt.Sprintf("%s/%s (%s, %s)", p.Namespace, p.Name, p.Labels[protocol.LabelPhase], p.Status.Phase))
-			}
-		}
-	} else {
-		pods = append(pods, "listing pods: "+err.Error())
-	}
+	pods = framework.PavPodsLeft(ctx, s.f.Client, s.isSoakDriver)
 	return pvs, claims, pods
-}
-
-// pavFinalizers lists the objects still carrying one of PaV's finalizers.
-func (s *soak) pavFinalizers(ctx context.Context) []string {
-	var out []string
-	check := func(kind string, m metav1.Object) {
-		for _, f := range m.GetFinalizers() {
-			if strings.HasPrefix(f, "pav.albertofaria.github.io/") {
-				out = append(out, fmt.Sprintf("%s %s/%s: %s", kind, m.GetNamespace(), m.GetName(), f))
-			}
-		}
-	}
-	if list, err := s.f.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
-		for i := range list.Items {
-			check("pod", &list.Items[i])
-		}
-	}
-	if list, err := s.f.Client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{}); err == nil {
-		for i := range list.Items {
-			check("claim", &list.Items[i])
-		}
-	}
-	if list, err := s.f.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
-		for i := range list.Items {
-			check("PV", &list.Items[i])
-		}
-	}
-	return out
 }
 
 // uninstall deletes the soak's StorageClasses and PavProvisioners and returns
@@ -224,59 +186,6 @@ func (s *soak) uninstall() []string {
 		}
 	}
 	return left
-}
-
-// leftMounts lists the host's mounts under the kubelet root that belong to a
-// soak volume or to a /pav directory made during the soak.
-func (s *soak) leftMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return []string{err.Error()}
-	}
-	defer f.Close()
-	podDirRoot := protocol.PodDirRoot(protocol.DefaultKubeletDir) + "/"
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || !strings.HasPrefix(fields[4], protocol.DefaultKubeletDir+"/") {
-			continue
-		}
-		mp := fields[4]
-		if rest, ok := strings.CutPrefix(mp, podDirRoot); ok {
-			if !s.baseline[strings.SplitN(rest, "/", 2)[0]] {
-				out = append(out, mp)
-			}
-			continue
-		}
-		for pv := range s.pvs {
-			if strings.Contains(mp, pv) {
-				out = append(out, mp)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// podDirs lists the /pav directories on the host node.
-func podDirs() map[string]bool {
-	dirs := map[string]bool{}
-	entries, _ := os.ReadDir(protocol.PodDirRoot(protocol.DefaultKubeletDir))
-	for _, e := range entries {
-		dirs[e.Name()] = true
-	}
-	return dirs
-}
-
-func leftPodDirs(baseline map[string]bool) []string {
-	var out []string
-	for d := range podDirs() {
-		if !baseline[d] {
-			out = append(out, filepath.Join(protocol.PodDirRoot(protocol.DefaultKubeletDir), d))
-		}
-	}
-	return out
 }
 
 // leftLoopDevices lists loop devices still attached to a soak-block volume.

@@ -11,13 +11,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
@@ -25,9 +23,9 @@ import (
 
 // PaV's install (deployment.yaml).
 const (
-	pavNamespace   = "pav"
+	pavNamespace   = framework.PavNamespace
 	leaderLease    = "pav-controller"
-	nodePluginPods = "app.kubernetes.io/component=node-agent"
+	nodePluginPods = framework.NodePluginPods
 )
 
 // A cluster fault: inject returns false if there was nothing to hit (e.g. no
@@ -87,7 +85,7 @@ func (s *soak) killLeader(ctx context.Context, _ *rand.Rand) (bool, error) {
 	if err != nil || uid == "" {
 		return false, err
 	}
-	return killPod(uid)
+	return framework.KillPod(uid)
 }
 
 func (s *soak) killNodePlugin(ctx context.Context, _ *rand.Rand) (bool, error) {
@@ -96,7 +94,7 @@ func (s *soak) killNodePlugin(ctx context.Context, _ *rand.Rand) (bool, error) {
 	if err != nil || len(pods.Items) == 0 {
 		return false, err
 	}
-	return killPod(pods.Items[0].UID)
+	return framework.KillPod(pods.Items[0].UID)
 }
 
 // soakPods lists the running PaV pods of a phase (and, if given, of a
@@ -139,7 +137,7 @@ func (s *soak) killStagingProcesses(ctx context.Context, rng *rand.Rand) (bool, 
 	if len(long) == 0 {
 		return false, nil
 	}
-	return killPod(long[rng.IntN(len(long))].UID)
+	return framework.KillPod(long[rng.IntN(len(long))].UID)
 }
 
 func (s *soak) restartAPIServer(ctx context.Context, _ *rand.Rand) (bool, error) {
@@ -165,22 +163,4 @@ func clusterScript(ctx context.Context, script string, args ...string) error {
 		return fmt.Errorf("%s %s: %w: %s", script, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
-}
-
-// killPod SIGKILLs every process of a pod's containers (not its sandbox's
-// pause process), found by the pod's cgroup: the containers die as on a
-// crash, and kubelet restarts them or marks the pod failed, as its restart
-// policy says.
-func killPod(uid types.UID) (bool, error) {
-	pids, err := framework.PodProcesses(uid)
-	if err != nil || len(pids) == 0 {
-		return false, err
-	}
-	killed := false
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
-			killed = true
-		}
-	}
-	return killed, nil
 }

@@ -131,7 +131,11 @@ func (s *soak) install() {
 	if err := os.RemoveAll(soakRoot); err != nil {
 		t.Fatalf("cleaning %s: %v", soakRoot, err)
 	}
-	s.baseline = podDirs()
+	baseline, err := framework.PodDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.baseline = baseline
 	raw, err := os.ReadFile(filepath.Join("testdata", "provisioners.yaml"))
 	if err != nil {
 		t.Fatal(err)

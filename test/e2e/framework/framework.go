@@ -52,6 +52,13 @@ const (
 	PavImage = "docker.io/library/pav:latest"
 )
 
+// PaV's install (deployment.yaml): its namespace and the label selector of
+// its node plugin pods (on the local cluster also those of node 3's pool).
+const (
+	PavNamespace   = "pav"
+	NodePluginPods = "app.kubernetes.io/component=node-agent"
+)
+
 // KubeconfigPath returns $PAV_KUBECONFIG, else DefaultKubeconfig.
 func KubeconfigPath() string {
 	if p := os.Getenv("PAV_KUBECONFIG"); p != "" {

@@ -10,12 +10,10 @@
 package staging
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -183,40 +181,20 @@ func (e *env) cleanup() {
 
 // podDirs lists the node's PaV pod directories.
 func podDirs(t *testing.T) map[string]bool {
-	entries, err := os.ReadDir(protocol.PodDirRoot(protocol.DefaultKubeletDir))
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, e := range entries {
-		out[e.Name()] = true
-	}
-	return out
-}
-
-var mountinfoEscapes = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-
-// mountsUnder lists the host's mount points at or under path.
-func mountsUnder(t *testing.T, path string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	dirs, err := framework.PodDirs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := mountinfoEscapes.Replace(fields[4])
-		if mp == path || strings.HasPrefix(mp, path+"/") {
-			out = append(out, mp)
-		}
+	return dirs
+}
+
+// mountsUnder lists the host's mount points at or under path.
+func mountsUnder(t *testing.T, path string) []string {
+	mps, err := framework.MountsUnder(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Strings(out)
-	return out
+	return mps
 }
 
 // storageClass creates the StorageClass named after the provisioner.
