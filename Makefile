@@ -187,5 +187,5 @@ bench-cluster: ## side by side on the local cluster (PaV installed): a plain pod
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)
 
-e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes) against the running three-node cluster; not part of `make test`
+e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes, the node plugin killed around a shared staging) against the running three-node cluster; not part of `make test`
 	PAV_E2E_MULTINODE=1 E2E_TAGS=e2e_slow hack/cluster/e2e.sh $(E2E_FLAGS)

@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e || e2e_slow
 
 // Package staging tests volume staging and unstaging by PaV's node plugin end
 // to end on the local cluster: real kubelet, real staging pods, real mounts.
@@ -344,4 +344,66 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// podTemplate is the YAML of a PaV pod template (in the test namespace, with
+// the test's marker directory at /marker).
+func podTemplate(name, script string, privileged bool) string {
+	return "podTemplate:\n" + indent(`metadata: {namespace: NS}
+spec:
+  terminationGracePeriodSeconds: 5
+  volumes: [{name: marker, hostPath: {path: MARKER, type: Directory}}]
+  containers:
+`+indent(container(name, script, privileged), "  "), "  ")
+}
+
+// container is the YAML of a PaV pod's container running script in the test image.
+func container(name, script string, privileged bool) string {
+	var b strings.Builder
+	b.WriteString("- name: " + name + "\n")
+	b.WriteString("  image: " + framework.TestImage + "\n")
+	b.WriteString("  imagePullPolicy: IfNotPresent\n")
+	if privileged {
+		b.WriteString("  securityContext: {privileged: true}\n")
+	}
+	b.WriteString("  volumeMounts: [{name: marker, mountPath: /marker}]\n")
+	b.WriteString("  command:\n    - /bin/sh\n    - -c\n    - |\n")
+	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
+		b.WriteString("      " + l + "\n")
+	}
+	return b.String()
+}
+
+func section(name string, podTemplateYAML string) string {
+	return name + ":\n" + indent(podTemplateYAML, "  ")
+}
+
+// WaitForPVCBound waits until a claim of the test namespace is bound.
+func (e *env) WaitForPVCBound(name string) {
+	e.t.Helper()
+	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), name, timeout,
+		func(pvc *corev1.PersistentVolumeClaim) (bool, error) {
+			return pvc.Status.Phase == corev1.ClaimBound, nil
+		}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// exec runs a command in a pod and returns its output.
+func (e *env) exec(pod string, command ...string) string {
+	e.t.Helper()
+	out, err := framework.Kubectl(e.Ctx, append([]string{"-n", e.Namespace, "exec", pod, "--"}, command...)...)
+	if err != nil {
+		e.t.Fatalf("exec in %s: %v: %s", pod, err, out)
+	}
+	return out
+}
+
+// markerLines counts the lines of a marker file PaV's pods appended to.
+func (e *env) markerLines(name string) int {
+	b, err := os.ReadFile(filepath.Join(e.marker, name))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), "\n")
 }

@@ -18,38 +18,6 @@ import (
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
-// container is the YAML of a PaV pod's container running script in the test image.
-func container(name, script string, privileged bool) string {
-	var b strings.Builder
-	b.WriteString("- name: " + name + "\n")
-	b.WriteString("  image: " + framework.TestImage + "\n")
-	b.WriteString("  imagePullPolicy: IfNotPresent\n")
-	if privileged {
-		b.WriteString("  securityContext: {privileged: true}\n")
-	}
-	b.WriteString("  volumeMounts: [{name: marker, mountPath: /marker}]\n")
-	b.WriteString("  command:\n    - /bin/sh\n    - -c\n    - |\n")
-	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
-		b.WriteString("      " + l + "\n")
-	}
-	return b.String()
-}
-
-// podTemplate is the YAML of a PaV pod template (in the test namespace, with
-// the test's marker directory at /marker).
-func podTemplate(name, script string, privileged bool) string {
-	return "podTemplate:\n" + indent(`metadata: {namespace: NS}
-spec:
-  terminationGracePeriodSeconds: 5
-  volumes: [{name: marker, hostPath: {path: MARKER, type: Directory}}]
-  containers:
-`+indent(container(name, script, privileged), "  "), "  ")
-}
-
-func section(name string, podTemplateYAML string) string {
-	return name + ":\n" + indent(podTemplateYAML, "  ")
-}
-
 // dynamicWith is a dynamic provisioner of 1 MiB volumes with the given staging/unstaging scripts.
 func dynamicWith(staging, unstaging string, privileged bool, extra string) string {
 	s := "provisioningModes: [Dynamic]\nvolumeCreation:\n  capacity: 1Mi\n" + extra
@@ -289,17 +257,6 @@ echo survived > /pav/volume/f`, "touch /marker/unstaged", false, ""))
 	e.DeletePod("client", timeout)
 	if !e.marked("unstaged") {
 		t.Error("the unstaging pod did not run")
-	}
-}
-
-// WaitForPVCBound waits until a claim of the test namespace is bound.
-func (e *env) WaitForPVCBound(name string) {
-	e.t.Helper()
-	if _, err := framework.WaitFor(e.Ctx, e.Client.CoreV1().PersistentVolumeClaims(e.Namespace), name, timeout,
-		func(pvc *corev1.PersistentVolumeClaim) (bool, error) {
-			return pvc.Status.Phase == corev1.ClaimBound, nil
-		}); err != nil {
-		e.t.Fatal(err)
 	}
 }
 
