@@ -277,15 +277,25 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 	if stop, err := s.writeClients(ctx, c); stop || err != nil {
 		return err
 	}
-	if c.Snapshot {
-		if stop, err := s.snapshotAndRestore(ctx, c); stop || err != nil {
-			return err
-		}
+	if !c.Snapshot {
+		return s.readAndDelete(ctx, c)
 	}
+	if stop, err := s.takeSnapshot(ctx, c); stop || err != nil {
+		return err
+	}
+	// The snapshot is taken: its restore goes on beside the rest of the
+	// lifecycle, which no longer needs it.
+	return alongside(c, func(c *cycle) error { return s.readAndDelete(ctx, c) },
+		func(c *cycle) error { return s.restoreAndDelete(ctx, c) })
+}
+
+// readAndDelete reads the token back from the lifecycle's claim, then deletes
+// it.
+func (s *soak) readAndDelete(ctx context.Context, c *cycle) error {
 	if stop, err := s.readClients(ctx, c, c.Claim, "read"); stop || err != nil {
 		return err
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := s.deleteClaim(ctx, c.Claim, c.PV); err != nil {
 		return err
 	}

@@ -44,13 +44,11 @@ func snapshotFault(seed uint64, i int) bool {
 
 func snapshotName(c *cycle) string { return c.Claim + "-snap" }
 
-// snapshotAndRestore takes a snapshot of the lifecycle's claim (written, not
-// in use), waits until it is ready, restores it into a new claim whose
-// readers must read the token, then deletes the snapshot and the restored
-// claim and waits until they, the snapshot's content and the restored PV are
-// gone. With faultDeleteSnapshotInCreation, a first snapshot is deleted while
-// its creation pod runs. stop says the lifecycle ended with an outcome.
-func (s *soak) snapshotAndRestore(ctx context.Context, c *cycle) (stop bool, err error) {
+// takeSnapshot takes a snapshot of the lifecycle's claim (written, not in
+// use) and waits until it is ready. With faultDeleteSnapshotInCreation, a
+// first snapshot is deleted while its creation pod runs. stop says the
+// lifecycle ended with an outcome.
+func (s *soak) takeSnapshot(ctx context.Context, c *cycle) (stop bool, err error) {
 	if c.Fault == faultDeleteSnapshotInCreation {
 		if err := s.deleteSnapshotInCreation(ctx, c); err != nil {
 			return false, err
@@ -61,21 +59,26 @@ func (s *soak) snapshotAndRestore(ctx context.Context, c *cycle) (stop bool, err
 		return false, err
 	}
 	if _, err := framework.WaitFor(ctx, s.snap.VolumeSnapshots(s.f.Namespace), snapshotName(c), stepBound,
-		func(vs *snapshotv1.VolumeSnapshot) (bool, error) {
-			return vs.Status != nil && vs.Status.ReadyToUse != nil && *vs.Status.ReadyToUse, nil
-		}); err != nil {
+		func(vs *snapshotv1.VolumeSnapshot) (bool, error) { return readyToUse(vs.Status), nil }); err != nil {
 		c.Outcome, c.Detail = snapshotNeverReady, fmt.Sprintf("VolumeSnapshot %s: %v", snapshotName(c), err)
 		return true, nil
 	}
 	c.Steps["snapshot"] = time.Since(t0)
-
-	t0 = time.Now()
 	c.Restored = c.Claim + "-restored"
+	return false, nil
+}
+
+// restoreAndDelete restores the lifecycle's snapshot into a new claim whose
+// readers must read the token, then deletes the snapshot and the restored
+// claim and waits until they, the snapshot's content and the restored PV are
+// gone.
+func (s *soak) restoreAndDelete(ctx context.Context, c *cycle) error {
+	t0 := time.Now()
 	group := snapshotv1.GroupName
 	claim, err := s.createClaimFrom(ctx, c, c.Restored, "none", &corev1.TypedLocalObjectReference{
 		APIGroup: &group, Kind: "VolumeSnapshot", Name: snapshotName(c)})
 	if err != nil {
-		return false, err
+		return err
 	}
 	c.RestoredPV = "pvc-" + string(claim.UID)
 	s.mu.Lock()
@@ -85,15 +88,40 @@ func (s *soak) snapshotAndRestore(ctx context.Context, c *cycle) (stop bool, err
 		func(pvc *corev1.PersistentVolumeClaim) (bool, error) {
 			return pvc.Status.Phase == corev1.ClaimBound, nil
 		}); err != nil {
-		return false, fmt.Errorf("%w: restored claim never bound: %v", errStuck, err)
+		return fmt.Errorf("%w: restored claim never bound: %v", errStuck, err)
 	}
 	if stop, err := s.readClientsSince(ctx, c, c.Restored, "restore", t0); stop || err != nil {
-		return stop, err
+		return err
 	}
 	if err := s.deleteSnapshot(ctx, c); err != nil {
-		return false, err
+		return err
 	}
-	return false, s.deleteClaim(ctx, c.Restored, c.RestoredPV)
+	return s.deleteClaim(ctx, c.Restored, c.RestoredPV)
+}
+
+// alongside runs main on c and aside on a copy of c at once, then merges
+// what aside recorded into c: its steps, retries, and its outcome or error
+// where main had none.
+func alongside(c *cycle, main, aside func(*cycle) error) error {
+	other := *c
+	other.Steps = map[string]time.Duration{}
+	retries := c.Retries
+	done := make(chan error, 1)
+	go func() { done <- aside(&other) }()
+	err := main(c)
+	otherErr := <-done
+	for step, d := range other.Steps {
+		c.Steps[step] = d
+	}
+	c.Retries += other.Retries - retries
+	c.RestoredPV = other.RestoredPV
+	if c.Outcome == "" && other.Outcome != "" {
+		c.Outcome, c.Detail = other.Outcome, other.Detail
+	}
+	if err == nil && c.Outcome == "" {
+		err = otherErr
+	}
+	return err
 }
 
 // createSnapshot creates the lifecycle's VolumeSnapshot of its claim; a slow
