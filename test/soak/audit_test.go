@@ -73,12 +73,14 @@ func (s *soak) audit(cycles []*cycle) *audit {
 	ctx := s.f.Ctx
 	a := &audit{}
 	a.add("PaV components not running again after the faults", s.waitPavHealthy())
-	var lost, stuckClaims, failedCycles, ioErrors, notRecovered []string
+	var lost, neverReady, stuckClaims, failedCycles, ioErrors, notRecovered []string
 	for _, c := range cycles {
 		desc := fmt.Sprintf("lifecycle %d (%s, claim %s, fault %q): %s", c.ID, c.Shape.Name, c.Claim, c.Fault, c.Detail)
 		switch c.Outcome {
 		case dataLost:
 			lost = append(lost, desc)
+		case snapshotNeverReady:
+			neverReady = append(neverReady, desc)
 		case stuck:
 			stuckClaims = append(stuckClaims, desc)
 		case failed:
@@ -90,7 +92,8 @@ func (s *soak) audit(cycles []*cycle) *audit {
 			notRecovered = append(notRecovered, desc)
 		}
 	}
-	a.add("tokens lost (data loss)", lost)
+	a.add("tokens lost (data loss; a restored claim's included)", lost)
+	a.add(fmt.Sprintf("snapshots not ready within %v", stepBound), neverReady)
 	a.add(fmt.Sprintf("claims stuck longer than %v in a step", stepBound), stuckClaims)
 	a.add("lifecycles failed otherwise", failedCycles)
 	a.add("client I/O errors after a staging daemon's recovery", ioErrors)
@@ -113,6 +116,9 @@ func (s *soak) audit(cycles []*cycle) *audit {
 	a.add("mounts left under the kubelet root", left.mounts)
 	a.add("/pav pod directories left", left.podDirs)
 	a.add("loop devices left", left.loops)
+	a.add("VolumeSnapshots left", left.snapshots)
+	a.add("VolumeSnapshotContents left", left.contents)
+	a.add("snapshot copies left on the host", left.copies)
 	a.add("backend volumes never deleted (ledger)", leakedDeletions())
 	return a
 }
@@ -121,17 +127,21 @@ func (s *soak) audit(cycles []*cycle) *audit {
 // on the host node.
 type leftovers struct {
 	pvs, claims, pods, mounts, podDirs, loops []string
+	snapshots, contents, copies               []string
 }
 
 func (s *soak) leftovers(ctx context.Context) leftovers {
 	var l leftovers
 	l.pvs, l.claims, l.pods = s.leftObjects(ctx)
 	l.mounts, l.podDirs, l.loops = framework.MountsLeft(s.baseline, s.pvs), framework.PodDirsLeft(s.baseline), leftLoopDevices()
+	l.snapshots, l.contents = s.leftSnapshots(ctx)
+	l.copies = leftSnapshotCopies()
 	return l
 }
 
 func (l leftovers) none() bool {
-	return len(l.pvs)+len(l.claims)+len(l.pods)+len(l.mounts)+len(l.podDirs)+len(l.loops) == 0
+	return len(l.pvs)+len(l.claims)+len(l.pods)+len(l.mounts)+len(l.podDirs)+len(l.loops)+
+		len(l.snapshots)+len(l.contents)+len(l.copies) == 0
 }
 
 func (s *soak) isSoakDriver(name string) bool {
@@ -166,15 +176,18 @@ func (s *soak) leftObjects(ctx context.Context) (pvs, claims, pods []string) {
 	return pvs, claims, pods
 }
 
-// uninstall deletes the soak's StorageClasses and PavProvisioners and returns
-// the provisioners that are still there a minute later (PaV keeps its
-// finalizer on a provisioner while it has volumes).
+// uninstall deletes the soak's StorageClasses, VolumeSnapshotClasses and
+// PavProvisioners and returns the provisioners that are still there a minute
+// later (PaV keeps its finalizer on a provisioner while it has volumes).
 func (s *soak) uninstall() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var left []string
 	for _, sh := range shapes {
 		_ = s.f.Client.StorageV1().StorageClasses().Delete(ctx, sh.Name, metav1.DeleteOptions{})
+		if sh.Snapshots {
+			_ = s.snap.VolumeSnapshotClasses().Delete(ctx, sh.Name, metav1.DeleteOptions{})
+		}
 		if err := s.pav.Delete(ctx, sh.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			left = append(left, fmt.Sprintf("PavProvisioner %s: deleting: %v", sh.Name, err))
 		}

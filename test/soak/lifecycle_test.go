@@ -28,8 +28,12 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapshottyped "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1"
+
 	pavtyped "github.com/albertofaria/pav/crds/generated/clientset/versioned/typed/crds/v1alpha1"
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
@@ -48,27 +52,30 @@ type shape struct {
 	Block         bool // Block volume mode (else Filesystem)
 	CreationPod   bool // has creation and deletion pods (and so a ledger)
 	LongRunning   bool // its staging pod keeps running (/pav/ready)
+	Snapshots     bool // takes snapshots and restores them (and has a VolumeSnapshotClass)
 	ClaimCapacity string
 }
 
 var shapes = []shape{
 	{Name: "soak-nopods", ClaimCapacity: "1Mi"},
-	{Name: "soak-rtc", CreationPod: true, ClaimCapacity: "1Mi"},
-	{Name: "soak-fuse", CreationPod: true, LongRunning: true, ClaimCapacity: "1Mi"},
-	{Name: "soak-block", Block: true, CreationPod: true, ClaimCapacity: "1Mi"},
+	{Name: "soak-rtc", CreationPod: true, Snapshots: true, ClaimCapacity: "1Mi"},
+	{Name: "soak-fuse", CreationPod: true, LongRunning: true, Snapshots: true, ClaimCapacity: "1Mi"},
+	{Name: "soak-block", Block: true, CreationPod: true, Snapshots: true, ClaimCapacity: "1Mi"},
 }
 
 // Faults that belong to one lifecycle, chosen for it by the seed.
 const (
-	faultFailCreation          = "a creation pod fails once"
-	faultFailStaging           = "a staging pod fails once"
-	faultDeleteClaimInCreation = "claim deleted while its creation pod runs"
-	faultDeleteClientInStaging = "client pod deleted while its volume is staged"
-	faultKillStagingDaemon     = "staging daemon killed while its client writes"
+	faultFailCreation             = "a creation pod fails once"
+	faultFailStaging              = "a staging pod fails once"
+	faultDeleteClaimInCreation    = "claim deleted while its creation pod runs"
+	faultDeleteClientInStaging    = "client pod deleted while its volume is staged"
+	faultKillStagingDaemon        = "staging daemon killed while its client writes"
+	faultDeleteSnapshotInCreation = "snapshot deleted while its creation pod runs"
 )
 
 // Steps of a lifecycle, in order; the report gives p50/p90 of each.
-var steps = []string{"bind", "write", "release", "read", "delete"}
+// "snapshot" and "restore" are only in snapshot lifecycles.
+var steps = []string{"bind", "write", "release", "snapshot", "restore", "read", "delete"}
 
 type outcome string
 
@@ -76,6 +83,7 @@ const (
 	completed             outcome = "completed"
 	deletedDuringCreation outcome = "deleted during creation"
 	dataLost              outcome = "data lost"
+	snapshotNeverReady    outcome = "snapshot never ready"
 	stuck                 outcome = "stuck"
 	ioErrorAfterRecovery  outcome = "client I/O error after recovery"
 	failed                outcome = "failed"
@@ -83,14 +91,19 @@ const (
 
 // cycle is one lifecycle's record.
 type cycle struct {
-	ID      int
-	Shape   shape
-	Fault   string // one of the lifecycle faults, or ""
-	Token   string
-	Claim   string
-	PV      string
-	Steps   map[string]time.Duration
-	Retries int // client pods run again after a fault made one fail
+	ID    int
+	Shape shape
+	Fault string // one of the lifecycle faults, or ""
+	// Snapshot: after the write, the lifecycle takes a snapshot of its claim
+	// and restores it into a second claim (Restored), which must read the token.
+	Snapshot   bool
+	Restored   string
+	RestoredPV string
+	Token      string
+	Claim      string
+	PV         string
+	Steps      map[string]time.Duration
+	Retries    int // client pods run again after a fault made one fail
 	// Recovered: the writer under a killed daemon saw its volume fail and
 	// work again, in the same container (its pods are never restarted).
 	Recovered bool
@@ -107,6 +120,7 @@ type soak struct {
 	f    *framework.Framework
 	cfg  settings
 	pav  pavtyped.PavProvisionerInterface
+	snap snapshottyped.SnapshotV1Interface
 	node string // the host node: clients and the provisioners' pods run there
 
 	mu          sync.Mutex
@@ -121,7 +135,11 @@ func newSoak(t *testing.T, f *framework.Framework, cfg settings) *soak {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &soak{t: t, f: f, cfg: cfg, pav: pav, node: f.HostNode(), faults: map[string]int{}, pvs: map[string]bool{}}
+	cs, err := kubeclient.NewForConfig(f.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &soak{t: t, f: f, cfg: cfg, pav: pav, snap: cs.SnapshotV1(), node: f.HostNode(), faults: map[string]int{}, pvs: map[string]bool{}}
 }
 
 // install starts from a clean soak root and creates the provisioners and
@@ -160,6 +178,17 @@ func (s *soak) install() {
 		if _, err := s.f.Client.StorageV1().StorageClasses().Create(s.f.Ctx, sc, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating StorageClass %s: %v", sc.Name, err)
 		}
+		if sh.Snapshots {
+			vsc := &snapshotv1.VolumeSnapshotClass{
+				ObjectMeta:     metav1.ObjectMeta{Name: sh.Name},
+				Driver:         sh.Name,
+				DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+				Parameters:     sc.Parameters,
+			}
+			if _, err := s.snap.VolumeSnapshotClasses().Create(s.f.Ctx, vsc, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating VolumeSnapshotClass %s: %v", vsc.Name, err)
+			}
+		}
 	}
 }
 
@@ -189,6 +218,10 @@ func (s *soak) lifecycle(ctx context.Context, i int) *cycle {
 	c := &cycle{ID: i, Shape: sh, Steps: map[string]time.Duration{}, Claim: fmt.Sprintf("c%04d", i),
 		Token: fmt.Sprintf("token-%d-%d-%016x", s.cfg.Seed, i, rngFor(s.cfg.Seed, i+1).Uint64())}
 	c.Fault = lifecycleFault(s.cfg.Seed, i, sh)
+	c.Snapshot = takesSnapshot(s.cfg.Seed, i, sh)
+	if c.Snapshot && c.Fault == "" && snapshotFault(s.cfg.Seed, i) {
+		c.Fault = faultDeleteSnapshotInCreation
+	}
 	if c.Fault != "" {
 		s.count(c.Fault)
 	}
@@ -227,7 +260,7 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 		if err := s.waitForPod(ctx, sel.AsSelector().String()); err != nil {
 			return err
 		}
-		if err := s.deleteClaim(ctx, c); err != nil {
+		if err := s.deleteClaim(ctx, c.Claim, c.PV); err != nil {
 			return err
 		}
 		c.Outcome = deletedDuringCreation
@@ -248,11 +281,26 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 	if stop, err := s.writeClients(ctx, c); stop || err != nil {
 		return err
 	}
-	if stop, err := s.readClients(ctx, c); stop || err != nil {
+	if !c.Snapshot {
+		return s.readAndDelete(ctx, c)
+	}
+	if stop, err := s.takeSnapshot(ctx, c); stop || err != nil {
 		return err
 	}
-	t0 = time.Now()
-	if err := s.deleteClaim(ctx, c); err != nil {
+	// The snapshot is taken: its restore goes on beside the rest of the
+	// lifecycle, which no longer needs it.
+	return alongside(c, func(c *cycle) error { return s.readAndDelete(ctx, c) },
+		func(c *cycle) error { return s.restoreAndDelete(ctx, c) })
+}
+
+// readAndDelete reads the token back from the lifecycle's claim, then deletes
+// it.
+func (s *soak) readAndDelete(ctx context.Context, c *cycle) error {
+	if stop, err := s.readClients(ctx, c, c.Claim, "read"); stop || err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := s.deleteClaim(ctx, c.Claim, c.PV); err != nil {
 		return err
 	}
 	c.Steps["delete"] = time.Since(t0)
@@ -262,7 +310,6 @@ func (s *soak) run(ctx context.Context, c *cycle) error {
 // createClaim creates the lifecycle's claim, of its shape and with the
 // fault it asks of the provisioner, and returns it as the API server has it.
 func (s *soak) createClaim(ctx context.Context, c *cycle) (*corev1.PersistentVolumeClaim, error) {
-	ns := s.f.Namespace
 	fail := "none"
 	switch c.Fault {
 	case faultFailCreation:
@@ -270,14 +317,22 @@ func (s *soak) createClaim(ctx context.Context, c *cycle) (*corev1.PersistentVol
 	case faultFailStaging:
 		fail = "staging"
 	}
+	return s.createClaimFrom(ctx, c, c.Claim, fail, nil)
+}
+
+// createClaimFrom creates a claim of the lifecycle's shape: name, the fault
+// it asks of the provisioner, the data source it is created from (or nil).
+func (s *soak) createClaimFrom(ctx context.Context, c *cycle, name, fail string, source *corev1.TypedLocalObjectReference) (*corev1.PersistentVolumeClaim, error) {
+	ns := s.f.Namespace
 	mode := corev1.PersistentVolumeFilesystem
 	if c.Shape.Block {
 		mode = corev1.PersistentVolumeBlock
 	}
 	class := c.Shape.Name
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: c.Claim, Annotations: map[string]string{failAnnotation: fail}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{failAnnotation: fail}},
 		Spec: corev1.PersistentVolumeClaimSpec{
+			DataSource:       source,
 			StorageClassName: &class,
 			VolumeMode:       &mode,
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -292,12 +347,12 @@ func (s *soak) createClaim(ctx context.Context, c *cycle) (*corev1.PersistentVol
 		}
 		return ignoreAlreadyExists(err)
 	}); err != nil {
-		return nil, fmt.Errorf("creating claim %s: %w", c.Claim, err)
+		return nil, fmt.Errorf("creating claim %s: %w", name, err)
 	}
 	if claim.UID == "" { // created by an attempt whose answer was lost
-		got, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.Claim, metav1.GetOptions{})
+		got, err := s.f.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("reading claim %s: %w", c.Claim, err)
+			return nil, fmt.Errorf("reading claim %s: %w", name, err)
 		}
 		claim = got
 	}
@@ -321,7 +376,7 @@ func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error
 		if killing {
 			script = writeThroughRecoveryScript
 		}
-		if err := s.createClient(ctx, c, name, script); err != nil {
+		if err := s.createClient(ctx, c, c.Claim, name, script); err != nil {
 			return false, err
 		}
 		if killing {
@@ -372,14 +427,18 @@ func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error
 	return false, nil
 }
 
-// readClients runs the reader until one read the token back; stop says the
-// lifecycle ended with an outcome instead.
-func (s *soak) readClients(ctx context.Context, c *cycle) (stop bool, err error) {
+// readClients runs readers of claim until one read the token back, and
+// records the time since t0 as step; stop says the lifecycle ended with an
+// outcome instead.
+func (s *soak) readClients(ctx context.Context, c *cycle, claim, step string) (stop bool, err error) {
+	return s.readClientsSince(ctx, c, claim, step, time.Now())
+}
+
+func (s *soak) readClientsSince(ctx context.Context, c *cycle, claim, step string, t0 time.Time) (stop bool, err error) {
 	ns := s.f.Namespace
-	t0 := time.Now()
 	for attempt := 1; ; attempt++ {
-		name := fmt.Sprintf("%s-r%d", c.Claim, attempt)
-		if err := s.createClient(ctx, c, name, readScript(c.Shape)); err != nil {
+		name := fmt.Sprintf("%s-r%d", claim, attempt)
+		if err := s.createClient(ctx, c, claim, name, readScript(c.Shape)); err != nil {
 			return false, err
 		}
 		code, err := s.waitClientDone(ctx, name)
@@ -387,7 +446,7 @@ func (s *soak) readClients(ctx context.Context, c *cycle) (stop bool, err error)
 			return false, err
 		}
 		if code == 0 {
-			c.Steps["read"] = time.Since(t0)
+			c.Steps[step] = time.Since(t0)
 		}
 		logs, _ := framework.PodLogs(ctx, s.f.Client, ns, name, "")
 		if err := s.deletePod(ctx, name); err != nil {
@@ -503,7 +562,8 @@ got=$(cat /data/token) || { echo "token unreadable"; exit 4; }
 echo "read back"`
 }
 
-func (s *soak) createClient(ctx context.Context, c *cycle, name, script string) error {
+// createClient creates a client pod of claim, labelled with its lifecycle.
+func (s *soak) createClient(ctx context.Context, c *cycle, claim, name, script string) error {
 	grace := int64(1)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"soak.pav/cycle": c.Claim}},
@@ -516,7 +576,7 @@ func (s *soak) createClient(ctx context.Context, c *cycle, name, script string) 
 				Env:     []corev1.EnvVar{{Name: "TOKEN", Value: c.Token}},
 			}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Claim}}}},
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 		},
 	}
 	if c.Shape.Block {
@@ -567,19 +627,19 @@ func (s *soak) deletePod(ctx context.Context, name string) error {
 	return nil
 }
 
-// deleteClaim deletes the claim and waits until it and its PV are gone.
-func (s *soak) deleteClaim(ctx context.Context, c *cycle) error {
+// deleteClaim deletes a claim and waits until it and its PV are gone.
+func (s *soak) deleteClaim(ctx context.Context, claim, pv string) error {
 	claims := s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace)
-	if err := retryAPI(ctx, func() error { return ignoreNotFound(claims.Delete(ctx, c.Claim, metav1.DeleteOptions{})) }); err != nil {
-		return fmt.Errorf("deleting claim %s: %w", c.Claim, err)
+	if err := retryAPI(ctx, func() error { return ignoreNotFound(claims.Delete(ctx, claim, metav1.DeleteOptions{})) }); err != nil {
+		return fmt.Errorf("deleting claim %s: %w", claim, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, stepBound)
 	defer cancel()
-	if err := framework.WaitForDeletion(wctx, claims, c.Claim); err != nil {
-		return fmt.Errorf("%w: claim %s: %v", errStuck, c.Claim, err)
+	if err := framework.WaitForDeletion(wctx, claims, claim); err != nil {
+		return fmt.Errorf("%w: claim %s: %v", errStuck, claim, err)
 	}
-	if err := framework.WaitForDeletion(wctx, s.f.Client.CoreV1().PersistentVolumes(), c.PV); err != nil {
-		return fmt.Errorf("%w: PV %s: %v", errStuck, c.PV, err)
+	if err := framework.WaitForDeletion(wctx, s.f.Client.CoreV1().PersistentVolumes(), pv); err != nil {
+		return fmt.Errorf("%w: PV %s: %v", errStuck, pv, err)
 	}
 	return nil
 }
@@ -610,7 +670,8 @@ func (s *soak) waitForPod(ctx context.Context, selector string) error {
 }
 
 // cleanup removes what is left of a lifecycle that did not end cleanly: its
-// client pods and its claim (PaV then deletes the volume; the audit checks).
+// client pods, its snapshot and its claims (PaV then deletes the volumes and
+// the snapshot; the audit checks).
 func (s *soak) cleanup(c *cycle) {
 	if c.Outcome == completed || c.Outcome == deletedDuringCreation {
 		return
@@ -621,9 +682,18 @@ func (s *soak) cleanup(c *cycle) {
 	_ = retryAPI(ctx, func() error {
 		return s.f.Client.CoreV1().Pods(s.f.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 	})
-	_ = retryAPI(ctx, func() error {
-		return ignoreNotFound(s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace).Delete(ctx, c.Claim, metav1.DeleteOptions{}))
-	})
+	claims := []string{c.Claim}
+	if c.Snapshot {
+		claims = append(claims, c.Restored)
+		_ = retryAPI(ctx, func() error {
+			return ignoreNotFound(s.snap.VolumeSnapshots(s.f.Namespace).Delete(ctx, snapshotName(c), metav1.DeleteOptions{}))
+		})
+	}
+	for _, claim := range claims {
+		_ = retryAPI(ctx, func() error {
+			return ignoreNotFound(s.f.Client.CoreV1().PersistentVolumeClaims(s.f.Namespace).Delete(ctx, claim, metav1.DeleteOptions{}))
+		})
+	}
 }
 
 func (s *soak) count(kind string) {

@@ -25,9 +25,12 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 		s.cfg.Seed, s.cfg.Seed, s.cfg.Cycles, s.cfg.Cycles, s.cfg.Parallel, s.cfg.FaultEvery, version, elapsed.Round(time.Second))
 
 	outcomes := map[outcome]int{}
-	retries, recovered, recoveredEvents := 0, 0, 0
+	retries, recovered, recoveredEvents, restored := 0, 0, 0, 0
 	for _, c := range cycles {
 		outcomes[c.Outcome]++
+		if _, ok := c.Steps["restore"]; ok && c.Outcome == completed {
+			restored++
+		}
 		retries += c.Retries
 		if c.Recovered {
 			recovered++
@@ -38,6 +41,7 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 	}
 	fmt.Fprintf(&b, "## Audit\n\n| | |\n|---|---:|\n")
 	fmt.Fprintf(&b, "| lifecycles completed (token written, read back intact, claim deleted) | %d |\n", outcomes[completed])
+	fmt.Fprintf(&b, "| of those, with a snapshot taken after the write and restored into a claim that read the token back | %d |\n", restored)
 	fmt.Fprintf(&b, "| claims deleted while their creation pod ran, as planned, and cleaned up | %d |\n", outcomes[deletedDuringCreation])
 	fmt.Fprintf(&b, "| client pods run again after a fault failed one | %d |\n", retries)
 	fmt.Fprintf(&b, "| staging daemons killed under a writing client and recovered in place (same container) | %d |\n", recovered)
@@ -61,7 +65,7 @@ func (s *soak) report(cycles []*cycle, a *audit, elapsed time.Duration) string {
 	}
 
 	fmt.Fprintf(&b, "\n## Lifecycle steps under faults\n\n")
-	fmt.Fprintf(&b, "bind: claim created → Bound; write: first writer created → a writer succeeded; release: that writer deleted → gone (unpublish, unstage); read: first reader created → a reader succeeded; delete: claim deleted → claim and PV gone.\n\n")
+	fmt.Fprintf(&b, "bind: claim created → Bound; write: first writer created → a writer succeeded; release: that writer deleted → gone (unpublish, unstage); snapshot: VolumeSnapshot created → readyToUse; restore: claim restored from it created → a reader of it succeeded; read: first reader created → a reader succeeded; delete: claim deleted → claim and PV gone.\n\n")
 	fmt.Fprintf(&b, "| step | samples | p50 | p90 | max |\n|---|---:|---:|---:|---:|\n")
 	for _, step := range steps {
 		var d []time.Duration

@@ -8,9 +8,12 @@
 //
 // A lifecycle: claim created → Bound → a client pod writes a unique token and
 // exits → it is deleted → a second client pod reads the token back → the claim
-// is deleted → its PV is gone. Clients run on the node sharing this machine's
-// mount namespace, so the audit can read the node's mounts, /pav directories,
-// loop devices and the provisioners' ledger directly.
+// is deleted → its PV is gone. One lifecycle in five of the provisioners that
+// take snapshots also snapshots its claim after the write and restores it into
+// a second claim, whose reader must read the token too (snapshot_test.go).
+// Clients run on the node sharing this machine's mount namespace, so the audit
+// can read the node's mounts, /pav directories, loop devices, the
+// provisioners' ledger and snapshot copies directly.
 //
 // Settings (environment): SOAK_CYCLES (default 20), SOAK_SEED (default: from the
 // clock, printed), SOAK_PARALLEL (lifecycles at once, default 6),
