@@ -98,11 +98,7 @@ spec:
 	sw.lap("restored claim read the snapshot's data")
 
 	// Delete: the deletion pod removes the copy, and the content goes.
-	k(t, "-n", ns, "delete", "volumesnapshot", "snap", "--wait=true", "--timeout=120s")
-	waitGone(t, 2*time.Minute, "volumesnapshotcontent", content, "")
-	if existsOnNode(t, node, copyDir) {
-		t.Fatalf("snapshot copy %s still on node %s after its Delete snapshot was deleted", copyDir, node)
-	}
+	deleteSnapshotAndCopy(t, ns, "snap", content, node, copyDir)
 	sw.lap("Delete snapshot deleted, copy removed")
 
 	// Retain: the content and the copy stay.
@@ -156,11 +152,7 @@ spec:
 	waitSnapshotReady(t, ns, "pre-provisioned")
 	restoreAndRead("restored-pre", "pre-provisioned")
 	sw.lap("pre-provisioned snapshot restored")
-	k(t, "-n", ns, "delete", "volumesnapshot", "pre-provisioned", "--wait=true", "--timeout=120s")
-	waitGone(t, 2*time.Minute, "volumesnapshotcontent", pre, "")
-	if existsOnNode(t, node, keptDir) {
-		t.Fatalf("snapshot copy %s still on node %s after its pre-provisioned Delete snapshot was deleted", keptDir, node)
-	}
+	deleteSnapshotAndCopy(t, ns, "pre-provisioned", pre, node, keptDir)
 	sw.lap("pre-provisioned snapshot deleted, copy removed")
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 }
@@ -199,6 +191,17 @@ func waitSnapshotReady(t *testing.T, ns, name string) {
 		out := kq("-n", ns, "get", "volumesnapshot", name, "-o", "jsonpath={.status.readyToUse} {.status.error.message}")
 		return strings.HasPrefix(out, "true"), out
 	})
+}
+
+// deleteSnapshotAndCopy deletes a VolumeSnapshot of a Delete content and
+// checks that the content goes and its deletion pod removed the copy.
+func deleteSnapshotAndCopy(t *testing.T, ns, snapshot, content, node, copyPath string) {
+	t.Helper()
+	k(t, "-n", ns, "delete", "volumesnapshot", snapshot, "--wait=true", "--timeout=120s")
+	waitGone(t, 2*time.Minute, "volumesnapshotcontent", content, "")
+	if existsOnNode(t, node, copyPath) {
+		t.Fatalf("snapshot copy %s still on node %s after its Delete snapshot %s was deleted", copyPath, node, snapshot)
+	}
 }
 
 // snapshotContentOf returns the name and UID of the content bound to a
@@ -299,11 +302,7 @@ spec:
 	sw.lap("restored claim read the snapshot's data")
 
 	// Delete: the deletion pod removes the copy, and the content goes.
-	k(t, "-n", ns, "delete", "volumesnapshot", "snap", "--wait=true", "--timeout=120s")
-	waitGone(t, 2*time.Minute, "volumesnapshotcontent", content, "")
-	if existsOnNode(t, node, img) {
-		t.Fatalf("snapshot copy %s still on node %s after its Delete snapshot was deleted", img, node)
-	}
+	deleteSnapshotAndCopy(t, ns, "snap", content, node, img)
 	sw.lap("Delete snapshot deleted, copy removed")
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 }
