@@ -61,7 +61,9 @@ spec:
 	}
 
 	// Restore: the new claim has what was written before the snapshot only.
-	restoreAndRead := func(claim, snapshot string) {
+	// restoreAndRead restores snapshot into claim; its reader prints whether
+	// /data/after is there (afterState).
+	restoreAndRead := func(claim, snapshot, afterState string) {
 		applyStdin(t, ns, `apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
@@ -92,9 +94,9 @@ spec:
 `)
 		out := waitPodDone(t, ns, claim+"-reader", clientTimeout)
 		mustContain(t, out, "before")
-		mustContain(t, out, "no after")
+		mustContain(t, out, afterState)
 	}
-	restoreAndRead("restored", "snap")
+	restoreAndRead("restored", "snap", "no after")
 	sw.lap("restored claim read the snapshot's data")
 
 	// Delete: the deletion pod removes the copy, and the content goes.
@@ -150,7 +152,7 @@ spec:
     volumeSnapshotContentName: `+pre+`
 `)
 	waitSnapshotReady(t, ns, "pre-provisioned")
-	restoreAndRead("restored-pre", "pre-provisioned")
+	restoreAndRead("restored-pre", "pre-provisioned", "after is there") // kept was taken after /data/after
 	sw.lap("pre-provisioned snapshot restored")
 	deleteSnapshotAndCopy(t, ns, "pre-provisioned", pre, node, keptDir)
 	sw.lap("pre-provisioned snapshot deleted, copy removed")
