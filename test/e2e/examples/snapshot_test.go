@@ -14,7 +14,8 @@ import (
 // in use, through the real snapshot-controller: a claim restored from it has
 // what was written before the snapshot and not what was written after;
 // deleting a snapshot of a Delete class runs the deletion pod, which removes
-// the copy, and a Retain class keeps it.
+// the copy, and a Retain class keeps it; a pre-provisioned content for the
+// kept copy restores too, and its Delete policy removes the copy.
 func TestHostDirectorySnapshot(t *testing.T) {
 	sw := newStopwatch(t)
 	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
