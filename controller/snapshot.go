@@ -284,6 +284,23 @@ func (c *Controller) volumeByHandle(driver, handle string) *corev1.PersistentVol
 // create starts an attempt: the creation pod, after marking the content
 // being created (as csi-snapshotter does before CreateSnapshot).
 func (s *contentSync) create(ctx context.Context) error {
+	// About to run the creation pod, on the API server's word only: the
+	// contents' watch can lag the pods' one, so the cache may still show
+	// the content without the handle the last creation pod recorded while
+	// that pod is gone already; a second pod would cut a second snapshot
+	// and the first would leak. A cache behind is caught up by the watch,
+	// which requeues the content.
+	live, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, s.content.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading VolumeSnapshotContent %s: %w", s.content.Name, err)
+	}
+	if decideSnapshot(live, s.pods) != snapCreate {
+		return nil
+	}
+	s.content = live
 	if s.content.Spec.Source.VolumeHandle != nil && s.c.volumeByHandle(s.p.Name, *s.content.Spec.Source.VolumeHandle) == nil {
 		return s.fail(ctx, "no PersistentVolume of PavProvisioner %q has the volume handle %q", s.p.Name, *s.content.Spec.Source.VolumeHandle)
 	}

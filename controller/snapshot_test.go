@@ -87,6 +87,37 @@ func TestSnapshotCreationSurvivesAFaultAtEveryWrite(t *testing.T) {
 	testEveryFault(t, snapshotting(snapshotv1.VolumeSnapshotContentDelete))
 }
 
+// The contents' watch lags the pods' one: the cache still holds the content
+// as it was before its creation pod's results were recorded, while that pod
+// is already gone from the pods' cache. The next sync must not run a second
+// creation pod (which would cut a second snapshot and leak the first).
+func TestSyncContentRunsNoCreationPodForASnapshotTheCacheHasUncut(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	sn := snapshotting(snapshotv1.VolumeSnapshotContentDelete)
+	sn.setup(h)
+	h.refresh()
+	stale, err := h.c.contents.Get(testContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale = stale.DeepCopy()
+	sn.run(t, h, 10)
+
+	h.refresh() // the pods' cache is current: no creation pod
+	if err := h.c.contentIndexer.Add(stale); err != nil {
+		t.Fatal(err)
+	}
+	h.kube.ClearActions()
+	if err := h.c.syncContent(context.Background(), testContent); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range h.kube.Actions() {
+		if isPodCreate(a, protocol.PhaseSnapshotCreation) {
+			t.Errorf("a second creation pod for a snapshot already cut:\n%s", h.describe())
+		}
+	}
+}
+
 // snapshotDeletion: a ready content with policy Delete that the
 // snapshot-controller marked for deletion, until it is gone.
 var snapshotDeletion = scenario{
