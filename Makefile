@@ -114,7 +114,8 @@ test: ## generated files up to date, the Helm chart (verify-chart), unit, integr
 	$(MAKE) cluster-load
 	$(MAKE) deploy-only
 	$(MAKE) e2e $(MULTINODE)
-	$(MAKE) test-helm
+	# The Helm test ends with PaV uninstalled, as the upstream tests start: no reinstall between.
+	$(MAKE) test-helm REINSTALL=0
 	$(MAKE) test-upstream
 	# Last: the soak crashes kube-apiserver, and clients that saw it refuse
 	# them meanwhile (RBAC not loaded yet) back off for up to 30 s (kube-proxy
@@ -124,9 +125,9 @@ test: ## generated files up to date, the Helm chart (verify-chart), unit, integr
 test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
 	$(LOCK) sh -c '$(MAKE) undeploy && hack/cluster/upstream-tests.sh; rc=$$?; $(MAKE) deploy-only && exit $$rc'
 
-test-helm: ## the Helm chart on the local cluster (test/e2e/helm, tag helm): uninstall deployment.yaml, helm install, upgrade with volumes in use, uninstall; PaV is installed again after
+test-helm: ## the Helm chart on the local cluster (test/e2e/helm, tag helm): uninstall deployment.yaml, helm install, upgrade with volumes in use, uninstall; PaV is installed again after (REINSTALL=0: not)
 	hack/ensure-helm.sh >/dev/null
-	$(LOCK) sh -c '$(MAKE) undeploy && PAV_HELM=$$(hack/ensure-helm.sh) E2E_PKGS=./test/e2e/helm E2E_TAGS=helm hack/cluster/e2e.sh $(E2E_FLAGS); rc=$$?; $(MAKE) deploy-only && exit $$rc'
+	$(LOCK) sh -c '$(MAKE) undeploy && PAV_HELM=$$(hack/ensure-helm.sh) E2E_PKGS=./test/e2e/helm E2E_TAGS=helm hack/cluster/e2e.sh $(E2E_FLAGS); rc=$$?; $(if $(filter 0,$(REINSTALL)),,$(MAKE) deploy-only && )exit $$rc'
 
 # Supported Kubernetes releases (hack/cluster/kbuild/versions); `make test` runs the newest.
 KUBE_VERSIONS := $(shell ls hack/cluster/kbuild/versions | sed -n 's/\.mod$$//p' | sort -V)
@@ -187,5 +188,5 @@ bench-cluster: ## side by side on the local cluster (PaV installed): a plain pod
 e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluster (hack/cluster/e2e.sh)
 	hack/cluster/e2e.sh $(E2E_FLAGS)
 
-e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes, the node plugin killed around a shared staging) against the running three-node cluster; not part of `make test`
+e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes, a rolling update of stagings, the node plugin killed around a shared staging) against the running three-node cluster; not part of `make test`
 	PAV_E2E_MULTINODE=1 E2E_TAGS=e2e_slow hack/cluster/e2e.sh $(E2E_FLAGS)

@@ -158,3 +158,57 @@ func TestGocryptfsRecovery(t *testing.T) {
 	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
 	sw.lap("unstaged, claim deleted")
 }
+
+// TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
+// the sshfs provisioner's staging section replaces the staging pods of two
+// writing clients (one without mountPropagation) make-before-break: the same
+// containers write on, without a single failed write.
+func TestSSHFSRollingUpdate(t *testing.T) {
+	sw := newStopwatch(t)
+	prov := strings.Replace(readFile(t, example("sshfs", "provisioner.yaml")), "  volumeStaging:\n", "  volumeStaging:\n    updateStrategy: RollingUpdate\n", 1)
+	file := filepath.Join(t.TempDir(), "provisioner.yaml")
+	if err := os.WriteFile(file, []byte(prov), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	installProvisioner(t, file, "sshfs")
+	deleteAtEnd(t, "storageclass", "sshfs")
+	srv := sshServer(t)
+	ns, writers := sshfsWriters(t)
+	eventually(t, time.Minute, "two stagings, none outdated", func() (bool, string) {
+		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
+		return s == "2/", s
+	})
+	sw.lap("two clients writing through sshfs")
+
+	k(t, "patch", "pavprovisioner", "sshfs", "--type=json", "-p",
+		`[{"op":"add","path":"/spec/volumeStaging/podTemplate/metadata/labels","value":{"rollout":"two"}}]`)
+	for name := range writers {
+		eventually(t, 3*time.Minute, "a StagingReplaced Event on "+name, func() (bool, string) {
+			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
+			return strings.Contains(out, "StagingReplaced"), out
+		})
+	}
+	eventually(t, time.Minute, "no outdated staging left", func() (bool, string) {
+		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
+		return s == "2/", s
+	})
+	if labels := kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs,rollout=two", "-o", "name"); len(strings.Fields(labels)) != 2 {
+		t.Errorf("staging pods from the new section: %q, want 2", labels)
+	}
+	sw.lap("both stagings replaced")
+	for name := range writers {
+		done := acknowledged(t, ns, name)
+		eventually(t, time.Minute, name+" to write on", func() (bool, string) {
+			ok := acknowledged(t, ns, name)
+			return ok[len(ok)-1] > done[len(done)-1]+5, fmt.Sprintf("last acknowledged line %d", ok[len(ok)-1])
+		})
+		if logs := kq("-n", ns, "logs", name); strings.Contains(logs, "err ") {
+			t.Errorf("%s: writes failed during the rollout:\n%s", name, logs)
+		}
+		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != writers[name] {
+			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
+		}
+	}
+	sshfsDone(t, srv, ns, writers)
+	sw.lap("unstaged, claim deleted")
+}

@@ -3,9 +3,6 @@
 package examples
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,25 +10,6 @@ import (
 
 	"github.com/albertofaria/pav/protocol"
 )
-
-// sshServer runs the sshfs example's SSH server as its README says (a key
-// pair, a Secret holding both halves, server.yaml) and returns its namespace,
-// deleted when the test ends.
-func sshServer(t *testing.T) string {
-	t.Helper()
-	srv := namespaceNamed(t, "pav-example-sshfs")
-
-	// The README's commands: a key pair, then a Secret holding both halves.
-	key := filepath.Join(t.TempDir(), "sshfs-key")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pav-sshfs-example", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v: %s", err, out)
-	}
-	k(t, "-n", srv, "create", "secret", "generic", "sshfs-key", "--type=kubernetes.io/ssh-auth",
-		"--from-file=ssh-privatekey="+key, "--from-file=ssh-publickey="+key+".pub")
-	k(t, "apply", "-f", example("sshfs", "server.yaml"))
-	waitPodReady(t, srv, "ssh-server")
-	return srv
-}
 
 // TestSSHFS runs the example's SSH server, mounts a new remote directory per
 // claim with sshfs, and checks the data lands on the server and the directory
@@ -65,36 +43,6 @@ func TestSSHFS(t *testing.T) {
 	sw.lap("claim deleted, remote directory removed")
 }
 
-// sshfsWriters creates, in a new namespace, the sshfs example's claim and
-// two writerPods of it, one whose mount is private to its container and one
-// with mountPropagation HostToContainer, waits until both write, and returns
-// the namespace and each writer's container ID.
-func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
-	t.Helper()
-	ns = newNamespace(t)
-	usage := readFile(t, example("sshfs", "usage.yaml"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
-	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	return ns, startWriters(t, ns, "sshfs")
-}
-
-// sshfsDone checks that every line the writers acknowledged is in their
-// files on the SSH server of namespace srv, then deletes the writers and the
-// claim and checks PaV left nothing.
-func sshfsDone(t *testing.T, srv, ns string, writers map[string]string) {
-	t.Helper()
-	pv := pvOf(t, ns, "sshfs")
-	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
-	for name := range writers {
-		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
-		checkAcknowledged(t, name, acked, k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "on the server")
-		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
-	}
-	noPavPodsLeft(t, "sshfs")
-	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
-	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
-}
-
 // TestSSHFSRecovery kills the FUSE daemons of an sshfs volume in use by two
 // writing clients, one whose mount is private to its container and one with
 // mountPropagation HostToContainer. PaV stages the volume again and the same
@@ -111,60 +59,6 @@ func TestSSHFSRecovery(t *testing.T) {
 	killDaemonsAndWaitRecovered(t, ns, writers, "sshfs", "sshfs")
 	sw.lap("both clients write again")
 
-	sshfsDone(t, srv, ns, writers)
-	sw.lap("unstaged, claim deleted")
-}
-
-// TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
-// the sshfs provisioner's staging section replaces the staging pods of two
-// writing clients (one without mountPropagation) make-before-break: the same
-// containers write on, without a single failed write.
-func TestSSHFSRollingUpdate(t *testing.T) {
-	sw := newStopwatch(t)
-	prov := strings.Replace(readFile(t, example("sshfs", "provisioner.yaml")), "  volumeStaging:\n", "  volumeStaging:\n    updateStrategy: RollingUpdate\n", 1)
-	file := filepath.Join(t.TempDir(), "provisioner.yaml")
-	if err := os.WriteFile(file, []byte(prov), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	installProvisioner(t, file, "sshfs")
-	deleteAtEnd(t, "storageclass", "sshfs")
-	srv := sshServer(t)
-	ns, writers := sshfsWriters(t)
-	eventually(t, time.Minute, "two stagings, none outdated", func() (bool, string) {
-		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
-		return s == "2/", s
-	})
-	sw.lap("two clients writing through sshfs")
-
-	k(t, "patch", "pavprovisioner", "sshfs", "--type=json", "-p",
-		`[{"op":"add","path":"/spec/volumeStaging/podTemplate/metadata/labels","value":{"rollout":"two"}}]`)
-	for name := range writers {
-		eventually(t, 3*time.Minute, "a StagingReplaced Event on "+name, func() (bool, string) {
-			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
-			return strings.Contains(out, "StagingReplaced"), out
-		})
-	}
-	eventually(t, time.Minute, "no outdated staging left", func() (bool, string) {
-		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
-		return s == "2/", s
-	})
-	if labels := kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs,rollout=two", "-o", "name"); len(strings.Fields(labels)) != 2 {
-		t.Errorf("staging pods from the new section: %q, want 2", labels)
-	}
-	sw.lap("both stagings replaced")
-	for name := range writers {
-		done := acknowledged(t, ns, name)
-		eventually(t, time.Minute, name+" to write on", func() (bool, string) {
-			ok := acknowledged(t, ns, name)
-			return ok[len(ok)-1] > done[len(done)-1]+5, fmt.Sprintf("last acknowledged line %d", ok[len(ok)-1])
-		})
-		if logs := kq("-n", ns, "logs", name); strings.Contains(logs, "err ") {
-			t.Errorf("%s: writes failed during the rollout:\n%s", name, logs)
-		}
-		if id := kq("-n", ns, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].containerID}"); id != writers[name] {
-			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
-		}
-	}
 	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
 }

@@ -4,6 +4,8 @@ package examples
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +139,53 @@ func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]str
 			t.Errorf("%s: restarted %s times", name, n)
 		}
 	}
+}
+
+// sshServer runs the sshfs example's SSH server as its README says (a key
+// pair, a Secret holding both halves, server.yaml) and returns its namespace,
+// deleted when the test ends.
+func sshServer(t *testing.T) string {
+	t.Helper()
+	srv := namespaceNamed(t, "pav-example-sshfs")
+
+	// The README's commands: a key pair, then a Secret holding both halves.
+	key := filepath.Join(t.TempDir(), "sshfs-key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "pav-sshfs-example", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	k(t, "-n", srv, "create", "secret", "generic", "sshfs-key", "--type=kubernetes.io/ssh-auth",
+		"--from-file=ssh-privatekey="+key, "--from-file=ssh-publickey="+key+".pub")
+	k(t, "apply", "-f", example("sshfs", "server.yaml"))
+	waitPodReady(t, srv, "ssh-server")
+	return srv
+}
+
+// sshfsWriters creates, in a new namespace, the sshfs example's claim and
+// two writerPods of it, one whose mount is private to its container and one
+// with mountPropagation HostToContainer, waits until both write, and returns
+// the namespace and each writer's container ID.
+func sshfsWriters(t *testing.T) (ns string, containerIDs map[string]string) {
+	t.Helper()
+	ns = newNamespace(t)
+	usage := readFile(t, example("sshfs", "usage.yaml"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
+	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
+	return ns, startWriters(t, ns, "sshfs")
+}
+
+// sshfsDone checks that every line the writers acknowledged is in their
+// files on the SSH server of namespace srv, then deletes the writers and the
+// claim and checks PaV left nothing.
+func sshfsDone(t *testing.T, srv, ns string, writers map[string]string) {
+	t.Helper()
+	pv := pvOf(t, ns, "sshfs")
+	dir := "/srv/sshfs/" + field(pv, "spec", "csi", "volumeHandle").(string)
+	for name := range writers {
+		acked := acknowledged(t, ns, name) // before reading the server: the writer goes on
+		checkAcknowledged(t, name, acked, k(t, "-n", srv, "exec", "ssh-server", "--", "cat", dir+"/"+name+".log"), "on the server")
+		k(t, "-n", ns, "delete", "pod", name, "--wait=true")
+	}
+	noPavPodsLeft(t, "sshfs")
+	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
+	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 }
