@@ -59,8 +59,6 @@ type RestoreProblem struct {
 	Retry   bool
 }
 
-func (p *RestoreProblem) Error() string { return p.Message }
-
 // Restore resolves the VolumeSnapshot a claim of provisioner p is restored
 // from (its data source) into req.SourceSnapshot and req.SourceContent: the
 // one rule of what validation and creation see when restoring, for the
