@@ -400,8 +400,8 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 	switch {
 	case ref == nil:
 		return "", false
-	case ref.APIGroup != nil && *ref.APIGroup == snapshotv1.GroupName && ref.Kind == "VolumeSnapshot":
-		return s.restoreSource(ref)
+	case snapshotSource(s.pvc) != nil:
+		return s.restoreSource()
 	case (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim":
 		return fmt.Sprintf("claims with a data source of kind %q (populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) and a VolumeSnapshot (restoring) are", ref.Kind), false
 	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:

@@ -19,6 +19,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/albertofaria/pav/controller"
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
@@ -57,7 +58,11 @@ VolumeSnapshotContent with a snapshot handle in --objects), capacity
 in --objects, measured on the node of --node: its topology segment is its
 values of spec.topologyKeys, and it is the segment's nodeName).
 VolumeSnapshots and VolumeSnapshotClasses in --objects are used for the
-content they belong to.
+content they belong to. A claim whose dataSource is a VolumeSnapshot is
+restored from it: validation and creation get it and its bound
+VolumeSnapshotContent from --objects (snapshot, snapshotContent,
+snapshotHandle), with the controller's checks (ready, bound, of this
+provisioner, restore size, volume mode).
 
 Missing objects get defaults: a UID and the namespace "default" for the PVC;
 a StorageClass named after pvc.spec.storageClassName whose provisioner is the
@@ -85,7 +90,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.sc, "sc", "", "file holding the StorageClass")
 	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
 	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging, capacity)")
-	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes); repeatable")
+	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes, VolumeSnapshots and their contents and classes, VolumeAttributesClasses); repeatable")
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
 	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
@@ -382,7 +387,52 @@ func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, err
 	if err != nil {
 		return templating.DynamicRequest{}, err
 	}
-	return templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}, nil
+	req := templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}
+	if phase == protocol.PhaseValidation || phase == protocol.PhaseCreation {
+		// What the controller gives a claim it has yet to provision.
+		if err := r.restore(&req); err != nil {
+			return templating.DynamicRequest{}, err
+		}
+	}
+	return req, nil
+}
+
+// restore gives a claim restored from a VolumeSnapshot the snapshot and its
+// content of --objects (in place of the API server's), by the controller's
+// own rule; what the controller would wait for or refuse is an error.
+func (r *renderer) restore(req *templating.DynamicRequest) error {
+	p := controller.Restore(r.ctx, r.prov, r.w, req)
+	switch {
+	case p == nil:
+		return nil
+	case p.Retry:
+		return fmt.Errorf("PaV would not provision this claim yet: %s", p.Message)
+	}
+	return fmt.Errorf("PaV would refuse this claim: %s", p.Message)
+}
+
+// VolumeSnapshot is the VolumeSnapshot of --objects (without a namespace:
+// in "default"), for controller.Restore.
+func (w *renderWorld) VolumeSnapshot(_ context.Context, namespace, name string) (*snapshotv1.VolumeSnapshot, error) {
+	for _, s := range w.snapshots {
+		if s.Name == name && (s.Namespace == namespace || s.Namespace == "" && namespace == metav1.NamespaceDefault) {
+			s = s.DeepCopy()
+			s.Namespace = namespace
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("no VolumeSnapshot %s/%s in --objects", namespace, name)
+}
+
+// VolumeSnapshotContent is the VolumeSnapshotContent of --objects, for
+// controller.Restore.
+func (w *renderWorld) VolumeSnapshotContent(_ context.Context, name string) (*snapshotv1.VolumeSnapshotContent, error) {
+	for _, c := range w.contents {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no VolumeSnapshotContent %s in --objects", name)
 }
 
 // claimPod builds the phase's pod for the claim of req, as the controller does.

@@ -662,3 +662,86 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// restoreObjects writes a VolumeSnapshot "snap" of driver, ready, bound to
+// its content, whose handle is pav-node2/content-uid and whose source volume
+// had mode sourceMode; and a claim of class class (mode mode) restored from
+// it. It returns the claim's file and the objects' file.
+func restoreObjects(t *testing.T, driver, class, mode, sourceMode string) (pvc, objects string) {
+	t.Helper()
+	dir := t.TempDir()
+	pvc, objects = filepath.Join(dir, "pvc.yaml"), filepath.Join(dir, "snapshot.yaml")
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(pvc, `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: restored}
+spec:
+  storageClassName: `+class+`
+  volumeMode: `+mode+`
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 64Mi}}
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap}
+`)
+	write(objects, `apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: snap, namespace: default, uid: snap-uid}
+spec: {source: {persistentVolumeClaimName: original}}
+status: {boundVolumeSnapshotContentName: snapcontent-x, readyToUse: true}
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotContent
+metadata: {name: snapcontent-x, uid: content-uid}
+spec:
+  driver: `+driver+`
+  deletionPolicy: Delete
+  source: {volumeHandle: pvc-1}
+  sourceVolumeMode: `+sourceMode+`
+  volumeSnapshotRef: {namespace: default, name: snap, uid: snap-uid}
+status: {snapshotHandle: pav-node2/content-uid, readyToUse: true, restoreSize: 1048576}
+`)
+	return pvc, objects
+}
+
+// The creation pod of a claim restored from a VolumeSnapshot of --objects
+// gets the snapshot's handle, as the controller's would; without the
+// snapshot, or across volume modes, render says what the controller would.
+func TestRenderRestore(t *testing.T) {
+	for _, tc := range []struct{ example, mode string }{{"host-directory", "Filesystem"}, {"loop-block", "Block"}} {
+		t.Run(tc.example, func(t *testing.T) {
+			prov := "../../examples/" + tc.example + "/provisioner.yaml"
+			pvc, objects := restoreObjects(t, tc.example, tc.example, tc.mode, tc.mode)
+			opts := func(objs ...string) *renderOptions {
+				return &renderOptions{file: prov, phase: string(protocol.PhaseCreation), kubeletDir: protocol.DefaultKubeletDir,
+					pvc: pvc, objects: append([]string{"../../examples/" + tc.example + "/usage.yaml"}, objs...), selectedNode: "pav-node2", pods: true}
+			}
+			var out, errOut bytes.Buffer
+			if err := runRender(context.Background(), &out, &errOut, opts(objects)); err != nil {
+				t.Fatal(err)
+			}
+			pod := &corev1.Pod{}
+			if err := yaml.UnmarshalStrict(out.Bytes(), pod); err != nil {
+				t.Fatalf("not a pod: %v\n%s", err, out.String())
+			}
+			if script := strings.Join(pod.Spec.Containers[0].Command, " "); !strings.Contains(script, "# A restore") || !strings.Contains(script, "src=/snapshots/content-uid") {
+				t.Errorf("the creation pod does not restore the snapshot's handle:\n%s", script)
+			}
+
+			out.Reset()
+			err := runRender(context.Background(), &out, &errOut, opts())
+			if err == nil || !strings.Contains(err.Error(), `the VolumeSnapshot "snap" to restore: no VolumeSnapshot default/snap in --objects`) {
+				t.Errorf("without the snapshot: %v", err)
+			}
+
+			other := map[string]string{"Filesystem": "Block", "Block": "Filesystem"}[tc.mode]
+			_, crossed := restoreObjects(t, tc.example, tc.example, tc.mode, other)
+			err = runRender(context.Background(), &out, &errOut, opts(crossed))
+			if err == nil || !strings.Contains(err.Error(), "volumeMode "+other) || !strings.Contains(err.Error(), "allow-volume-mode-change") {
+				t.Errorf("across volume modes: %v", err)
+			}
+		})
+	}
+}
