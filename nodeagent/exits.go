@@ -168,4 +168,3 @@ func (e *Exits) withReportedExits(pod *corev1.Pod) *corev1.Pod {
 	}
 	return pod
 }
-
