@@ -132,12 +132,7 @@ spec:
 // recovered volume.
 func TestGocryptfsRecovery(t *testing.T) {
 	sw := newStopwatch(t)
-	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
-	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
-	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
-	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
-	ns := newNamespace(t)
-	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	ns := gocryptfsNamespace(t)
 	usage := readFile(t, example("gocryptfs", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))

@@ -67,12 +67,7 @@ func TestSSHFSRecovery(t *testing.T) {
 // the client sees plaintext, the inner volume holds only ciphertext.
 func TestGocryptfs(t *testing.T) {
 	sw := newStopwatch(t)
-	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
-	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
-	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
-	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
-	ns := newNamespace(t)
-	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	ns := gocryptfsNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("gocryptfs", "usage.yaml"))
 	out := waitPodDone(t, ns, "gocryptfs-client", clientTimeout)
 	sw.lap("client pod wrote through gocryptfs")

@@ -189,3 +189,17 @@ func sshfsDone(t *testing.T, srv, ns string, writers map[string]string) {
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 }
+
+// gocryptfsNamespace installs the host-directory and gocryptfs examples'
+// provisioners and the host-directory StorageClass, and returns a new
+// namespace holding the gocryptfs key (the examples' usage.yaml expects it).
+func gocryptfsNamespace(t *testing.T) string {
+	t.Helper()
+	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
+	installProvisioner(t, example("gocryptfs", "provisioner.yaml"), "gocryptfs")
+	deleteAtEnd(t, "storageclass", "host-directory", "gocryptfs")
+	applyStdin(t, "default", onlyDoc(t, readFile(t, example("host-directory", "usage.yaml")), "kind: StorageClass"))
+	ns := newNamespace(t)
+	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
+	return ns
+}
