@@ -330,9 +330,11 @@ func TestMultiNodeTopology(t *testing.T) {
 		msgs := events(nodes.altRoot, "MissingTopologyLabel")
 		return strings.Contains(msgs, fmt.Sprintf("PavProvisioner %q", name)), msgs
 	})
-	if keys := kq("get", "csinode", nodes.second, "-o", `jsonpath={.spec.drivers[?(@.name=="`+name+`")].topologyKeys}`); keys != `["`+key+`"]` {
-		t.Errorf("CSINode %s has topology keys %s for %s", nodes.second, keys, name)
-	}
+	// Each node's kubelet registers the driver on its own time.
+	eventually(t, 2*time.Minute, "CSINode "+nodes.second+" lists "+name+" with topology key "+key, func() (bool, string) {
+		keys := kq("get", "csinode", nodes.second, "-o", `jsonpath={.spec.drivers[?(@.name=="`+name+`")].topologyKeys}`)
+		return keys == `["`+key+`"]`, "topology keys: " + keys
+	})
 
 	applyStdin(t, ns, claimManifest("zoned", name, "1Mi")+"---\n"+clientPod("zoned", "zoned", nodes.second, "true"))
 	waitPodDone(t, ns, "zoned", clientTimeout)
