@@ -130,9 +130,9 @@ func propagationProblem(kubeletDir string, mounts []mount.MountInfo) string {
 	dir := filepath.Clean(kubeletDir)
 	var on *mount.MountInfo
 	for i := range mounts {
-		mp := filepath.Clean(unescapeMountInfo(mounts[i].MountPoint))
+		mp := filepath.Clean(UnescapeMountInfo(mounts[i].MountPoint))
 		// The last of equally long matches is the mount on top.
-		if isUnder(dir, mp) && (on == nil || len(mp) >= len(filepath.Clean(unescapeMountInfo(on.MountPoint)))) {
+		if isUnder(dir, mp) && (on == nil || len(mp) >= len(filepath.Clean(UnescapeMountInfo(on.MountPoint)))) {
 			on = &mounts[i]
 		}
 	}
@@ -151,7 +151,7 @@ func propagationProblem(kubeletDir string, mounts []mount.MountInfo) string {
 		}
 	}
 	return fmt.Sprintf("%s is on mount %s, which is %s, not shared: volumes the node plugin mounts there would not reach kubelet or the client pods; mount %s into the node plugin with mountPropagation: Bidirectional (the chart and deployment.yaml do), and make it a shared mount on the host (mount --make-rshared)",
-		dir, unescapeMountInfo(on.MountPoint), propagation, dir)
+		dir, UnescapeMountInfo(on.MountPoint), propagation, dir)
 }
 
 // isUnder: path is dir or below it.

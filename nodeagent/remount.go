@@ -80,7 +80,7 @@ func mountAt(pid, target string) (*mount.MountInfo, error) {
 	}
 	var top *mount.MountInfo
 	for i := range infos {
-		if unescapeMountInfo(infos[i].MountPoint) == target {
+		if UnescapeMountInfo(infos[i].MountPoint) == target {
 			top = &infos[i] // later lines are mounted above earlier ones
 		}
 	}
@@ -95,7 +95,7 @@ func mountAt(pid, target string) (*mount.MountInfo, error) {
 // directory of it that where is.
 func volumeMountAt(infos []mount.MountInfo, where string) (volumeMount, bool) {
 	for i := len(infos) - 1; i >= 0; i-- {
-		mp := unescapeMountInfo(infos[i].MountPoint)
+		mp := UnescapeMountInfo(infos[i].MountPoint)
 		if where == mp || mount.PathWithinBase(where, mp) {
 			root := mountRoot(infos[i])
 			if rel := strings.TrimPrefix(strings.TrimPrefix(where, mp), "/"); rel != "" {
@@ -122,7 +122,7 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 	for _, m := range infos {
 		for _, v := range old {
 			if sub, ok := v.within(m); ok {
-				found = append(found, staleMount{id: m.ID, mountPoint: unescapeMountInfo(m.MountPoint), sub: sub, readOnly: slices.Contains(m.MountOptions, "ro")})
+				found = append(found, staleMount{id: m.ID, mountPoint: UnescapeMountInfo(m.MountPoint), sub: sub, readOnly: slices.Contains(m.MountOptions, "ro")})
 				break
 			}
 		}
@@ -145,11 +145,12 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 // in the old staging pod's cleaned-up /pav) still shows it: mountinfo adds
 // "//deleted", which is no part of the name.
 func mountRoot(m mount.MountInfo) string {
-	return strings.TrimSuffix(unescapeMountInfo(m.Root), "//deleted")
+	return strings.TrimSuffix(UnescapeMountInfo(m.Root), "//deleted")
 }
 
-// unescapeMountInfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountInfo(s string) string {
+// UnescapeMountInfo undoes mountinfo's octal escapes (\040 for a space),
+// which k8s.io/mount-utils' ParseMountInfo leaves in.
+func UnescapeMountInfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

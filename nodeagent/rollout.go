@@ -68,7 +68,7 @@ func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
 // isMountPoint: something is mounted at path.
 func isMountPoint(infos []mount.MountInfo, path string) bool {
 	for _, m := range infos {
-		if unescapeMountInfo(m.MountPoint) == path {
+		if UnescapeMountInfo(m.MountPoint) == path {
 			return true
 		}
 	}

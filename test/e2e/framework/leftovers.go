@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -13,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/mount-utils"
 
+	"github.com/albertofaria/pav/nodeagent"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -69,29 +70,17 @@ func PodDirsLeft(baseline map[string]bool) []string {
 	return out
 }
 
-var mountinfoEscapes = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-
 // MountsUnder lists the host's mount points at or under path, sorted.
 func MountsUnder(path string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := mountinfoEscapes.Replace(fields[4])
-		if mp == path || strings.HasPrefix(mp, path+"/") {
+	for _, m := range infos {
+		if mp := nodeagent.UnescapeMountInfo(m.MountPoint); mp == path || strings.HasPrefix(mp, path+"/") {
 			out = append(out, mp)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	sort.Strings(out)
 	return out, nil
