@@ -65,7 +65,8 @@ for f in $(find "$PIDS" -name '*.pid' 2>/dev/null); do stop_proc "$(basename "$f
 # still in a kubelet-made cgroup (/kubepods of node 1, /pav-node<i> of the others), and any
 # process in a node's network or mount namespace (e.g. a shell of node-exec).
 node_vars 1; node1_sock=$NODE_SOCK   # /run/containerd/containerd.sock, unless another containerd has it
-kill_left() { echo "  killing leftover $1 $2: $(tr '\0' ' ' < "/proc/$2/cmdline" 2>/dev/null | cut -c1-100)"; kill -KILL "$2" 2>/dev/null; }
+killed=""
+kill_left() { echo "  killing leftover $1 $2: $(tr '\0' ' ' < "/proc/$2/cmdline" 2>/dev/null | cut -c1-100)"; kill -KILL "$2" 2>/dev/null; killed="$killed $2"; }
 for f in $(grep -las containerd-shim /proc/[0-9]*/cmdline); do
   p=${f#/proc/}; p=${p%/cmdline}
   { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -qE -- "-address ($STATE/|$node1_sock )" && kill_left shim "$p"
@@ -76,9 +77,9 @@ for i in $NODE_NUMBERS; do
   [ "$i" != 1 ] && nsfs "$NODE_MNTNS" && mntns_inodes="$mntns_inodes $(stat -L -c %i "$NODE_MNTNS")"
 done
 if [ -n "$mntns_inodes" ]; then
-  stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null | while read -r ino f; do
+  while read -r ino f; do
     case " $mntns_inodes " in *" $ino "*) p=${f#/proc/}; kill_left "process in a node's mount namespace" "${p%/ns/mnt}" ;; esac
-  done
+  done < <(stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null)
 fi
 for i in $NODE_NUMBERS; do
   [ "$i" != 1 ] && [ -e "/run/netns/pavnode$i" ] && for p in $(ip netns pids "pavnode$i" 2>/dev/null); do kill_left "process in netns pavnode$i" "$p"; done
@@ -86,7 +87,7 @@ done
 for f in $(find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/pav-node[0-9]* -name cgroup.procs 2>/dev/null); do
   for p in $(cat "$f"); do kill_left "container process" "$p"; done
 done
-sleep 0.3
+for p in $killed; do wait_exited "$p"; done
 
 # mounts_under DIR...: mount points at or below DIR, deepest first
 mounts_under() {

@@ -170,10 +170,23 @@ stop_proc() {
   if running "$pidf"; then  # not a stale number another process now has
     kill -TERM "$p" 2>/dev/null
     for i in $(seq $((g * 10))); do running "$pidf" || break; sleep 0.1; done
-    if running "$pidf"; then echo "  $n did not stop in ${g}s: SIGKILL"; kill -KILL "$p" 2>/dev/null; sleep 0.3; fi
+    if running "$pidf"; then echo "  $n did not stop in ${g}s: SIGKILL"; kill -KILL "$p" 2>/dev/null; fi
+    wait_exited "$p"
     echo "  stopped $n ($p)"
   fi
   rm -f "$pidf"
+}
+# wait_exited PID: until PID and all its threads have exited and closed their files (up to 10 s).
+# A dying Go process's leader shows as a zombie while its other threads still exit, holding
+# listening sockets and open files: "not running" comes before "gone".
+wait_exited() {
+  local i
+  for i in $(seq 100); do
+    [ -d "/proc/$1" ] || return 0
+    [ "$(awk '$1 == "State:" {print $2}' "/proc/$1/status" 2>/dev/null)" = Z ] && [ -z "$(ls -A "/proc/$1/fd" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  echo "  process $1 still exiting after 10 s" >&2
 }
 waitfor() { # desc timeout-seconds cmd...
   local d=$1 t=$2 i; shift 2

@@ -23,8 +23,6 @@ esac
 running "$pidf" || { echo "$1 is not running ($pidf)" >&2; exit 1; }
 pid=$(cat "$pidf")
 kill -KILL "$pid"
-# Gone, and its files closed: a killed process's leader shows as a zombie
-# while its other threads still exit, holding its listening sockets.
-while running "$pidf" || [ -n "$(ls -A "/proc/$pid/fd" 2>/dev/null)" ]; do sleep 0.1; done
+wait_exited "$pid"
 step "killed $1 ($pid)"
 exec "${restart[@]}"
