@@ -461,8 +461,8 @@ func checkStagedFor(pod *corev1.Pod, pv *corev1.PersistentVolume) error {
 		return status.Errorf(codes.FailedPrecondition, "staging pod %s/%s does not say which PersistentVolume it stages", pod.Namespace, pod.Name)
 	}
 	sameClaim := true
-	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
-		sameClaim = pod.Labels[protocol.LabelClaimUID] == protocol.LabelValue(string(ref.UID))
+	if ref, staged := pv.Spec.ClaimRef, pod.Labels[protocol.LabelClaimUID]; ref != nil && ref.UID != "" && staged != "" {
+		sameClaim = staged == protocol.LabelValue(string(ref.UID))
 	}
 	if staged.Name == pv.Name && staged.UID == pv.UID && sameClaim {
 		return nil
