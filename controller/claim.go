@@ -556,6 +556,17 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
 			return err
 		}
+		if cc.Handle != nil {
+			// Known before the pod runs: no creation pod for a handle that
+			// is another volume's.
+			owner, err := s.c.handleOwner(ctx, s.p.Name, *cc.Handle, protocol.VolumeName(s.pvc))
+			if err != nil {
+				return err
+			}
+			if owner != nil {
+				return s.fail(reasonProvisioningFailed, "spec.volumeCreation.handle: %s", handleInUseMessage(*cc.Handle, owner))
+			}
+		}
 		// The PV will be built from what was evaluated now (recorded on the
 		// pod), not from a second evaluation after the pod ran.
 		recorded, err := json.Marshal(cc)
@@ -637,6 +648,15 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 // creationFailed reports a failed creation and, as the spec says, runs the
 // deletion pod (if any) to revert whatever the creation pod did.
 func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) error {
+	if handle != "" {
+		owner, err := s.c.handleOwner(ctx, s.p.Name, handle, protocol.VolumeName(s.pvc))
+		if err != nil {
+			return err
+		}
+		if owner != nil {
+			return s.handleInUse(ctx, msg+"; "+handleInUseMessage(handle, owner))
+		}
+	}
 	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
 	req := s.request()
 	req.Handle = handle
@@ -654,6 +674,19 @@ func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) erro
 		return err
 	}
 	return nil
+}
+
+// handleInUse ends an attempt whose creation pod ran for a handle that is
+// another PV's, without the deletion pod that reverts a failed creation:
+// given that handle, it would delete the other PV's volume. Whatever the
+// creation pod made is left as it is; the next attempt starts afresh.
+func (s *claimSync) handleInUse(ctx context.Context, msg string) error {
+	msg += "; no deletion pod runs to revert the creation (it would delete that volume): anything the creation pod made is left for an admin to remove"
+	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
+	if err := s.deleteAllPods(ctx); err != nil {
+		return err
+	}
+	return s.retryLater(msg)
 }
 
 // recordedCreation is the volumeCreation the creation pod's attempt
@@ -707,8 +740,12 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)
 	}
-	_, err = s.c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	owner, err := s.createUniqueVolume(ctx, pv)
 	switch {
+	case owner != nil && hadPod:
+		return s.handleInUse(ctx, handleInUseMessage(handle, owner))
+	case owner != nil:
+		return s.fail(reasonProvisioningFailed, "%s", handleInUseMessage(handle, owner))
 	case apierrors.IsAlreadyExists(err):
 		existing, gerr := s.c.kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 		if gerr != nil {
@@ -737,6 +774,21 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		s.c.metrics.operation(s.provName, "provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
 	}
 	return s.finish(ctx)
+}
+
+// createUniqueVolume creates pv unless another PV of its driver has its
+// handle (owner, and nothing created).
+func (s *claimSync) createUniqueVolume(ctx context.Context, pv *corev1.PersistentVolume) (owner *corev1.PersistentVolume, err error) {
+	key := handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
+	defer s.c.handles.lock(key)()
+	if owner, err := s.c.handleOwner(ctx, pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle, pv.Name); err != nil || owner != nil {
+		return owner, err
+	}
+	if _, err := s.c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	s.c.handles.remember(key, pv.Name)
+	return nil, nil
 }
 
 // finish ends PaV's work on a claim: its pods go, then its finalizer.

@@ -52,6 +52,8 @@ const (
 	indexProvisioner = "provisioner"
 	indexCSIDriver   = "csiDriver"
 	indexNode        = "node"
+	// indexCSIHandle: PVs by "<driver>/<volume handle>" (handleKey)
+	indexCSIHandle = "csiHandle"
 	// indexSnapshotContent: pods by LabelSnapshotContentUID
 	indexSnapshotContent = "snapshotContent"
 )
@@ -175,6 +177,9 @@ type Controller struct {
 	// retained: the released PVs kept by their reclaim policy that this
 	// process announced (name → UID), so each gets one Event.
 	retained sync.Map
+
+	// handles: one PV creation per driver handle at a time (pv.go).
+	handles handleGuard
 }
 
 // podDirRoot is where the /pav directories of claim and volume pods go on
@@ -261,6 +266,12 @@ func New(cfg Config) (*Controller, error) {
 			return nil, nil
 		}
 		return []string{pv.Spec.CSI.Driver}, nil
+	}, indexCSIHandle: func(obj interface{}) ([]string, error) {
+		pv, ok := obj.(*corev1.PersistentVolume)
+		if !ok || pv.Spec.CSI == nil {
+			return nil, nil
+		}
+		return []string{handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)}, nil
 	}}); err != nil {
 		return nil, err
 	}
@@ -530,6 +541,8 @@ func (c *Controller) onVolume(obj interface{}) {
 	c.volumeQueue.Add(pv.Name)
 	if pv.Spec.CSI != nil {
 		c.provisionerQueue.Add(pv.Spec.CSI.Driver)
+		// The cache shows it now (or it is gone): indexCSIHandle covers it.
+		c.handles.forget(handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle), pv.Name)
 	}
 	// A claim waiting for its PV to show up in the cache (or for the PV to go).
 	if ref := pv.Spec.ClaimRef; ref != nil {

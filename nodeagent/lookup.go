@@ -13,6 +13,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // findPV finds the PV kubelet means: CSI requests carry the volume handle,
@@ -24,6 +25,11 @@ import (
 func (s *Stager) findPV(ctx context.Context, driver, handle string, vctx map[string]string) (*corev1.PersistentVolume, error) {
 	if isInlineRequest(vctx) {
 		return s.inlineVolume(ctx, driver, handle, vctx)
+	}
+	// Templates put the handle into commands: a static PV's is checked here,
+	// as the controller checks those it creates.
+	if err := protocol.CheckHandle(handle); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "PersistentVolumes with spec.csi.driver %q and this volumeHandle are refused: %v", driver, err)
 	}
 	objs, err := s.pvs.ByIndex(pvsByHandle, driver+"/"+handle)
 	if err != nil {

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -292,6 +293,13 @@ func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.P
 	if pod == nil || pod.DeletionTimestamp != nil {
 		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node (kubelet stages it first)", req.VolumeID)
 	}
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	if err != nil {
+		return err
+	}
+	if err := checkStagedFor(pod, pv); err != nil {
+		return err
+	}
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
@@ -326,6 +334,11 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
 	if err != nil {
 		return err
+	}
+	if opts.shared && pod != nil && pod.DeletionTimestamp == nil {
+		if err := checkStagedFor(pod, pv); err != nil {
+			return err
+		}
 	}
 	if pod, err = s.stagingPodFor(ctx, driver, id, pod, pv, req, opts); err != nil {
 		return err
@@ -434,6 +447,37 @@ func (s *Stager) stagingPodFor(ctx context.Context, driver, id string, pod *core
 	}
 	logger.V(2).Info("Created staging pod", "pod", klog.KObj(pod))
 	return pod, nil
+}
+
+// checkStagedFor refuses, with FAILED_PRECONDITION, to serve pv from a
+// shared staging made for another PV or claim. Kubelet's staging path, and
+// so the staging ID, depend only on the driver and handle: a second PV with
+// the handle (a static PV an admin made with an existing handle) would
+// otherwise join the first one's staging, made with the first claim and
+// the first PV's attributes.
+func checkStagedFor(pod *corev1.Pod, pv *corev1.PersistentVolume) error {
+	staged := &corev1.PersistentVolume{}
+	if err := json.Unmarshal([]byte(pod.Annotations[protocol.AnnotationVolumeSnapshot]), staged); err != nil || staged.Name == "" {
+		return status.Errorf(codes.FailedPrecondition, "staging pod %s/%s does not say which PersistentVolume it stages", pod.Namespace, pod.Name)
+	}
+	sameClaim := true
+	if ref, staged := pv.Spec.ClaimRef, pod.Labels[protocol.LabelClaimUID]; ref != nil && ref.UID != "" && staged != "" {
+		sameClaim = staged == protocol.LabelValue(string(ref.UID))
+	}
+	if staged.Name == pv.Name && staged.UID == pv.UID && sameClaim {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition,
+		"PersistentVolume %s (claim %s) has volume handle %q, which this node already stages for PersistentVolume %s (claim %s, staging pod %s/%s): a staging serves one PersistentVolume, so each needs a handle of its own",
+		pv.Name, claimName(pv), pv.Spec.CSI.VolumeHandle, staged.Name, pod.Annotations[protocol.AnnotationClaim], pod.Namespace, pod.Name)
+}
+
+// claimName is "<namespace>/<name>" of the claim pv is bound to, "none" if none.
+func claimName(pv *corev1.PersistentVolume) string {
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		return ref.Namespace + "/" + ref.Name
+	}
+	return "none"
 }
 
 // checkTarget refuses, with ALREADY_EXISTS as CSI requires, a publish at a

@@ -235,31 +235,62 @@ const (
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.
 const MaxHandleBytes = 128
 
+// HandlePunctuation is what a volume handle may hold besides ASCII letters
+// and digits: what real drivers' handles use (`pool/vol-1`, `host:/path`,
+// base64's `+`, `=`; `#` separates fields in some drivers' IDs), and nothing
+// a shell gives a meaning to inside a word (no `$`, backquote, `;`, `|`, `&`,
+// quotes, backslash, globs, brackets, `~`, `!`, `<`, `>`, white space).
+const HandlePunctuation = "-_.:/=+@,%#"
+
 // CheckHandle enforces what a volume handle must be, wherever it comes from
-// (spec.volumeCreation.handle or /pav/handle): non-empty printable UTF-8 of
-// at most MaxHandleBytes bytes, and a relative path that stays beneath its
-// directory: components separated by single "/", none of them "." or "..",
-// no "/" first or last ("pool/vol-1" is fine, "/", "..", "../../etc" and
-// "a//b" are not). Kubelet passes it to PaV's node plugin and templates put
-// it into commands and paths (<root>/{{ handle }}, which a deletion pod
-// removes), so no control characters and nothing that leaves <root>.
+// (spec.volumeCreation.handle, /pav/handle, a static PV's volumeHandle
+// when its volume is staged, `pav render`): at most MaxHandleBytes bytes of
+// ASCII letters, digits and HandlePunctuation, not starting with '-' (a
+// command would read it as an option), and a relative path that stays
+// beneath its directory: components separated by single "/", none of them
+// "." or "..", no "/" first or last ("pool/vol-1" is fine, "/", "..",
+// "../../etc" and "a//b" are not). Kubelet passes it to PaV's node plugin
+// and templates put it into commands and paths (<root>/{{ handle }}, which
+// a deletion pod removes), so nothing a shell would expand or split and
+// nothing that leaves <root>.
 func CheckHandle(h string) error {
 	switch {
 	case h == "":
 		return fmt.Errorf("the handle is empty")
-	case !pathBeneath(h):
-		return fmt.Errorf("the handle %q is not allowed: templates use handles as paths beneath a directory (<root>/{{ handle }}), so a handle is names separated by single '/', none of them '.' or '..', with no '/' first or last", h)
 	case len(h) > MaxHandleBytes:
 		return fmt.Errorf("the handle is %d bytes long; at most %d are allowed", len(h), MaxHandleBytes)
-	case !utf8.ValidString(h):
-		return fmt.Errorf("the handle %q is not valid UTF-8", h)
 	}
 	for _, r := range h {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("the handle %q contains the non-printable character %U", h, r)
+		if !handleRune(r) {
+			return fmt.Errorf("the handle %q contains %s, which a handle may not: only ASCII letters, digits and %s are allowed (templates put handles into shell commands)",
+				h, describeRune(r), HandlePunctuation)
 		}
 	}
+	switch {
+	case h[0] == '-':
+		return fmt.Errorf("the handle %q starts with '-', which a command would read as an option", h)
+	case !pathBeneath(h):
+		return fmt.Errorf("the handle %q is not allowed: templates use handles as paths beneath a directory (<root>/{{ handle }}), so a handle is names separated by single '/', none of them '.' or '..', with no '/' first or last", h)
+	}
 	return nil
+}
+
+func handleRune(r rune) bool {
+	return r < utf8.RuneSelf && ('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(HandlePunctuation, r))
+}
+
+// describeRune names a character for an error message: quoted if printable,
+// by code point otherwise (a newline, a NUL, invalid UTF-8).
+func describeRune(r rune) string {
+	switch {
+	case r == utf8.RuneError:
+		return "invalid UTF-8"
+	case r == ' ':
+		return "a space"
+	case unicode.IsPrint(r):
+		return fmt.Sprintf("%q", r)
+	}
+	return fmt.Sprintf("the character %U", r)
 }
 
 // pathBeneath reports whether p, joined to a directory, names something

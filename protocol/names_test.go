@@ -19,3 +19,33 @@ func TestCheckHandle(t *testing.T) {
 		}
 	}
 }
+
+// Handles go into templates' shell commands: what real drivers' handles look
+// like passes, anything a shell expands, splits or reads as an option is
+// refused with the character named.
+func TestCheckHandleCharacters(t *testing.T) {
+	for _, h := range []string{
+		"node-1/5f0c2b9e-8d1a-4c3e-9b7a-0a1b2c3d4e5f", // node/uuid
+		"nfs.example.com:/exports/vol",                // host:/path
+		"bucket-name", "my_bucket.v2",
+		"csi-" + strings.Repeat("0123456789abcdef", 4), // csi-<sha256>, kubelet's inline IDs
+		"dGVzdA+/x==", "YWJj=", // base64
+		"server#share#subdir#", "0001-0009-rook-ceph-0000000000000002-uuid", "vol@2024,a%20b",
+	} {
+		if err := CheckHandle(h); err != nil {
+			t.Errorf("CheckHandle(%q) = %v, want nil", h, err)
+		}
+	}
+	for h, named := range map[string]string{
+		"$(reboot)": `'$'`, "a`id`": "'`'", "a;rm": `';'`, "a|b": `'|'`, "a&b": `'&'`,
+		"a b": "a space", "a\tb": "U+0009", "a\nb": "U+000A", `a"b`: `'"'`, "a'b": `'\''`,
+		`a\b`: `'\\'`, "a*": `'*'`, "a?": `'?'`, "a[b]": `'['`, "{a,b}": `'{'`, "~root": `'~'`,
+		"a!b": `'!'`, "a<b": `'<'`, "a>b": `'>'`, "a(b)": `'('`, "é": `'é'`, "a\x00b": "U+0000",
+		"a\xffb": "invalid UTF-8", "-rf": "starts with '-'",
+	} {
+		err := CheckHandle(h)
+		if err == nil || !strings.Contains(err.Error(), named) {
+			t.Errorf("CheckHandle(%q) = %v, want an error naming %s", h, err, named)
+		}
+	}
+}

@@ -591,6 +591,12 @@ func (r *renderer) staging(phase protocol.Phase) (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	if csi := req.PV.Spec.CSI; csi != nil && phase == protocol.PhaseStaging {
+		// As the node plugin refuses it (a static PV's handle is checked nowhere before).
+		if err := protocol.CheckHandle(csi.VolumeHandle); err != nil {
+			return nil, fmt.Errorf("PersistentVolume %s: spec.csi.volumeHandle: %w; the node plugin refuses to stage it", req.PV.Name, err)
+		}
+	}
 	var cfg *templating.PodConfig
 	if phase == protocol.PhaseStaging {
 		cfg, err = r.compiled.Staging(r.ctx, req, r.getPVC)

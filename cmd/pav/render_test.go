@@ -372,6 +372,26 @@ spec:
 	}
 }
 
+// A PersistentVolume whose handle the node plugin refuses renders no staging.
+func TestRenderStagingRefusesAnUnsafeHandle(t *testing.T) {
+	pv := filepath.Join(t.TempDir(), "pv.yaml")
+	if err := os.WriteFile(pv, []byte(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: bad-pv}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  claimRef: {namespace: ns2, name: bad-claim}
+  csi: {driver: echo, volumeHandle: "vol$(reboot)"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "staging", "--pv", pv)
+	if err == nil || !strings.Contains(err.Error(), `PersistentVolume bad-pv: spec.csi.volumeHandle: the handle "vol$(reboot)" contains '$'`) {
+		t.Fatalf("err = %v, output:\n%s", err, out)
+	}
+}
+
 // With --kubelet-dir, a rendered pod keeps /pav and is published where a node
 // with that kubelet root has them.
 func TestRenderPodsKubeletDir(t *testing.T) {
