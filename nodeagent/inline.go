@@ -397,23 +397,26 @@ func (s *Stager) inlineRecord(ctx context.Context, driver, volumeID string, from
 		if pod, err = s.findPod(ctx, protocol.PhaseInlineCreation, id); err != nil || pod == nil {
 			return nil, err
 		}
-	} else {
-		objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineCreation)+"/"+id)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "%v", err)
+		if isRecordOf(pod, driver, volumeID) {
+			return pod, nil
 		}
-		if len(objs) == 0 {
-			return nil, nil
-		}
-		pod = objs[0].(*corev1.Pod)
-	}
-	if v, ok := protocol.InlineOf(pod); ok && v.VolumeID == volumeID && pod.Labels[protocol.LabelProvisioner] == protocol.LabelValue(driver) {
-		return pod, nil
-	}
-	if fromAPI {
 		return nil, status.Errorf(codes.FailedPrecondition, "creation pod %s/%s does not record inline volume %s of PavProvisioner %s", pod.Namespace, pod.Name, volumeID, driver)
 	}
+	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineCreation)+"/"+id)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	for _, obj := range objs {
+		if pod = obj.(*corev1.Pod); isRecordOf(pod, driver, volumeID) {
+			return pod, nil
+		}
+	}
 	return nil, nil
+}
+
+func isRecordOf(pod *corev1.Pod, driver, volumeID string) bool {
+	v, ok := protocol.InlineOf(pod)
+	return ok && v.VolumeID == volumeID && pod.Labels[protocol.LabelProvisioner] == protocol.LabelValue(driver)
 }
 
 // stagedInlinePV is the made-up PersistentVolume of an inline volume staged
