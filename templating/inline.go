@@ -168,11 +168,18 @@ func InlineAttributes(pol *v1alpha1.InlineVolumePolicy, attrs map[string]string)
 			out[a.Name] = *a.Default
 		}
 	}
+	if n := len(problems); n > maxInlineProblems {
+		problems = append(problems[:maxInlineProblems], fmt.Sprintf("and %d more", n-maxInlineProblems))
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
 	return out, nil
 }
+
+// maxInlineProblems bounds the message (a pod may have any number of
+// attributes; kubelet puts the message in an Event).
+const maxInlineProblems = 4
 
 func declared(decl []v1alpha1.InlineVolumeAttribute) string {
 	if len(decl) == 0 {
@@ -185,10 +192,15 @@ func declared(decl []v1alpha1.InlineVolumeAttribute) string {
 	return "declared: " + quoteAll(names)
 }
 
+// quoteAll lists values for a message: the first 8, each cut at 64 bytes.
 func quoteAll(l []string) string {
-	q := make([]string, len(l))
+	q := make([]string, 0, min(len(l), 9))
 	for i, s := range l {
-		q[i] = fmt.Sprintf("%q", truncate(s, 64))
+		if i == 8 {
+			q = append(q, fmt.Sprintf("… (%d in all)", len(l)))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", truncate(s, 64)))
 	}
 	return strings.Join(q, ", ")
 }

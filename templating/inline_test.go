@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -76,5 +77,17 @@ inlineVolumePolicy: {attributes: [{name: size, pattern: "[0-9]+"}]}
 	}
 	if got, err := InlineAttributes(pol, map[string]string{"size": "12"}); err != nil || got["size"] != "12" {
 		t.Errorf("got %v, %v", got, err)
+	}
+}
+
+// However many attributes a pod has, the message stays short.
+func TestInlineAttributesMessageBounded(t *testing.T) {
+	attrs := map[string]string{}
+	for i := range 1000 {
+		attrs[strings.Repeat("k", 300)+string(rune('a'+i%26))+strings.Repeat("x", i%7)] = "v"
+	}
+	_, err := InlineAttributes(nil, attrs)
+	if err == nil || len(err.Error()) > 1024 || !strings.Contains(err.Error(), "more") {
+		t.Fatalf("error of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 	}
 }
