@@ -207,7 +207,7 @@ func TestStaticStagingWithDynamicValidationPod(t *testing.T) {
 	e := newEnv(t, `provisioningModes: [Dynamic, Static]
 volumeCreation:
   capacity: 1Mi
-`+section("volumeValidation", podTemplate("validate", `test -n "{{ pvc.metadata.name }}"`, false))+
+`+section("volumeValidation", podTemplate("validate", `test -n {{ pvc.metadata.name | tobash }}`, false))+
 		section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
 echo "static {{ handle }}" > /pav/volume/hello`, false)))
 	e.staticVolume("good", "static-handle-3", "1Mi", nil)
