@@ -569,11 +569,11 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		}
 		// The PV will be built from what was evaluated now (recorded on the
 		// pod), not from a second evaluation after the pod ran.
-		recorded, err := json.Marshal(cc)
+		recorded, err := cc.Record()
 		if err != nil {
-			return s.fail(reasonProvisioningFailed, "recording the evaluated spec.volumeCreation: %v", err)
+			return s.fail(reasonProvisioningFailed, "%v", err)
 		}
-		if err := s.runPod(ctx, protocol.PhaseCreation, cc.PodTemplate, map[string]string{protocol.AnnotationCreationConfig: string(recorded)}); err != nil {
+		if err := s.runPod(ctx, protocol.PhaseCreation, cc.PodTemplate, recorded); err != nil {
 			return err
 		}
 		// The creation pod now records the progress; the validation pod is done with.
@@ -590,11 +590,11 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 }
 
 func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
-	handle, err := chooseHandle(cc.Handle, r.handle, protocol.VolumeName(s.pvc))
+	handle, err := protocol.ChooseHandle(cc.Handle, r.handle, protocol.VolumeName(s.pvc))
 	if err != nil {
 		return "", resource.Quantity{}, err
 	}
-	capacity, err := chooseCapacity(cc.Capacity, r.capacity, hadPod)
+	capacity, err := protocol.ChooseCapacity(cc.Capacity, r.capacity, hadPod)
 	if err != nil {
 		return "", resource.Quantity{}, err
 	}
@@ -638,7 +638,7 @@ func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	if err != nil {
 		return s.creationFailed(ctx, err.Error(), chosen)
 	}
-	attrs, err := chooseAttributes(r.attributes, r.resultError, s.class)
+	attrs, err := protocol.ChooseAttributes(r.attributes, r.resultError, s.class)
 	if err != nil {
 		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s: %v", pod.Namespace, pod.Name, err), chosen)
 	}
@@ -693,19 +693,14 @@ func (s *claimSync) handleInUse(ctx context.Context, msg string) error {
 // evaluated, recorded on the pod; a pod without the record (created by an
 // older PaV) gets a fresh evaluation.
 func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*templating.CreationConfig, error) {
-	raw, ok := pod.Annotations[protocol.AnnotationCreationConfig]
-	if !ok {
+	if _, ok := pod.Annotations[protocol.AnnotationCreationConfig]; !ok {
 		cc, err := s.c.engine.Creation(ctx, s.p, s.request())
 		if err != nil {
 			return nil, fmt.Errorf("evaluating spec.volumeCreation of PavProvisioner %q: %w", s.p.Name, err)
 		}
 		return cc, nil
 	}
-	cc := &templating.CreationConfig{}
-	if err := json.Unmarshal([]byte(raw), cc); err != nil {
-		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", protocol.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
-	}
-	return cc, nil
+	return templating.RecordedCreation(pod)
 }
 
 // afterFailedCreation waits for the deletion pod that reverts a failed

@@ -3,12 +3,9 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,25 +17,6 @@ import (
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
-
-// chooseHandle applies the spec's order: volumeCreation.handle, else the
-// creation pod's /pav/handle, else pvc-<uid>.
-func chooseHandle(field *string, file *string, defaultHandle string) (string, error) {
-	if field != nil {
-		if err := protocol.CheckHandle(*field); err != nil {
-			return "", fmt.Errorf("spec.volumeCreation.handle: %w", err)
-		}
-		return *field, nil
-	}
-	if file != nil {
-		h := strings.TrimSpace(*file)
-		if err := protocol.CheckHandle(h); err != nil {
-			return "", fmt.Errorf("the creation pod's /pav/%s: %w", protocol.FileHandle, err)
-		}
-		return h, nil
-	}
-	return defaultHandle, nil
-}
 
 // handleKey is a PV's key in indexCSIHandle. Driver names are PavProvisioner
 // names, DNS labels without '/', so the first '/' ends the driver.
@@ -138,52 +116,11 @@ func handleInUseMessage(handle string, owner *corev1.PersistentVolume) string {
 	return msg + " of the same PavProvisioner; handles are unique per PavProvisioner, so no PersistentVolume is created with it"
 }
 
-// chooseCapacity applies the spec's order: volumeCreation.capacity, else the
-// creation pod's /pav/capacity; one of them must be there.
-func chooseCapacity(field *resource.Quantity, file *string, hadPod bool) (resource.Quantity, error) {
-	if field != nil {
-		return field.DeepCopy(), nil
-	}
-	if file != nil {
-		s := strings.TrimSpace(*file)
-		q, err := resource.ParseQuantity(s)
-		if err != nil {
-			return resource.Quantity{}, fmt.Errorf("the creation pod wrote %q to /pav/%s, which is not a capacity (e.g. 1073741824 or 1Gi): %v", s, protocol.FileCapacity, err)
-		}
-		return q, nil
-	}
-	if hadPod {
-		return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and the creation pod did not write /pav/%s", protocol.FileCapacity)
-	}
-	return resource.Quantity{}, fmt.Errorf("the volume's capacity is unknown: spec.volumeCreation.capacity is not set and there is no creation pod to write /pav/%s", protocol.FileCapacity)
-}
-
-// chooseAttributes reads the creation pod's /pav/volume-attributes, if it
-// wrote one, for the PV (nil if not). resultError, the pod's /pav/error,
-// says why the node plugin may have refused to read the file.
-func chooseAttributes(file *string, resultError string, class *storagev1.StorageClass) (map[string]string, error) {
-	if file == nil {
-		return nil, nil
-	}
-	attrs, err := protocol.ParseVolumeAttributes(*file, class)
-	if err != nil {
-		msg := fmt.Sprintf("its /pav/%s is refused: %v", protocol.FileVolumeAttributes, err)
-		if e := strings.TrimSpace(resultError); e != "" {
-			msg += " (its /pav/" + protocol.FileError + ": " + e + ")"
-		}
-		return nil, errors.New(msg)
-	}
-	return attrs, nil
-}
-
-// checkCapacity enforces the protocol: never smaller than requested, and not
-// above the claim's limit when it has one.
+// checkCapacity enforces the protocol: protocol.CheckCapacity, never
+// smaller than requested, and not above the claim's limit when it has one.
 func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim) error {
-	if capacity.Sign() <= 0 {
-		return fmt.Errorf("the volume's capacity %s is not positive", capacity.String())
-	}
-	if capacity.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) > 0 {
-		return fmt.Errorf("the volume's capacity %s is too large: at most %d bytes", capacity.String(), int64(math.MaxInt64))
+	if err := protocol.CheckCapacity(capacity); err != nil {
+		return err
 	}
 	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && capacity.Cmp(req) < 0 {
 		return fmt.Errorf("the volume's capacity %s is less than the %s the claim requests", capacity.String(), req.String())

@@ -22,6 +22,9 @@ type Engine interface {
 	// Unstaging evaluates spec.volumeUnstaging; nil without a pod template.
 	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
 
+	// InlineValidation evaluates spec.volumeValidation's fields for a CSI
+	// inline ephemeral volume (r.Inline).
+	InlineValidation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.ValidationConfig, error)
 	// Creation and Deletion evaluate spec.volumeCreation and
 	// spec.volumeDeletion for a CSI inline ephemeral volume (r.Inline).
 	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error)

@@ -7,8 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
-	"strings"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -27,12 +28,14 @@ import (
 )
 
 // inlineVolume makes sure the inline volume kubelet publishes exists and
-// returns the PersistentVolume staging sees for it (protocol.InlinePV). For
-// a provisioner with provisioningModes Dynamic it evaluates volumeCreation
-// and runs its creation pod on this node, once: the pod, kept with its
-// collected results until the volume is deleted, is the volume's record.
-// A failed creation is reverted (deleteInline) before the error goes back
-// to kubelet, which calls again.
+// returns the PersistentVolume staging sees for it (protocol.InlinePV). The
+// pod's attributes are a tenant's: admitInline checks them, and who may ask,
+// before anything is evaluated. For a provisioner with provisioningModes
+// Dynamic it evaluates volumeCreation and runs its creation pod on this
+// node, once: the pod, kept with its collected results until the volume is
+// deleted, is the volume's record (with the admitted attributes). A failed
+// creation is reverted (deleteInline) before the error goes back to
+// kubelet, which calls again.
 func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx map[string]string) (*corev1.PersistentVolume, error) {
 	p, err := s.provisioner(driver)
 	if err != nil {
@@ -45,13 +48,26 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	if v.PodUID == "" || v.PodNamespace == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "the request for inline volume %s does not name its pod (the CSIDriver's podInfoOnMount)", volumeID)
 	}
-	if !p.HasMode(v1alpha1.Dynamic) {
-		return inlinePV(driver, v, nil, nil)
-	}
-	id := protocol.InlineID(volumeID)
-	pod, err := s.findPod(ctx, protocol.PhaseInlineCreation, id)
+	pod, err := s.inlineRecord(ctx, driver, volumeID, true)
 	if err != nil {
 		return nil, err
+	}
+	if pod != nil {
+		// Admitted when it was created: its record holds what was admitted.
+		v, _ = protocol.InlineOf(pod)
+	} else if err := s.admitInline(ctx, p, &v); err != nil {
+		return nil, err
+	}
+	validation, err := s.engine.InlineValidation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node})
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeValidation of PavProvisioner %s for the inline volume of pod %s/%s: %v",
+			driver, v.PodNamespace, v.PodName, err)
+	}
+	if err := validation.CheckInlineRequest(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "the inline volume of pod %s/%s does not fit PavProvisioner %s: %v", v.PodNamespace, v.PodName, driver, err)
+	}
+	if !p.HasMode(v1alpha1.Dynamic) {
+		return inlinePV(driver, v, resource.Quantity{}, nil) // nothing is created: no capacity
 	}
 	if pod == nil {
 		if p.DeletionTimestamp != nil {
@@ -63,7 +79,15 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 				driver, v.PodNamespace, v.PodName, err)
 		}
 		if cfg.PodTemplate == nil {
-			return inlinePV(driver, v, cfg.Capacity, nil) // a volume is just a name: nothing to record
+			// A volume is just a name: nothing to record or revert.
+			capacity, err := protocol.ChooseCapacity(cfg.Capacity, nil, false)
+			if err == nil {
+				err = validation.CheckInlineCapacity(capacity)
+			}
+			if err != nil {
+				return nil, status.Errorf(codes.FailedPrecondition, "the inline volume of pod %s/%s: %v", v.PodNamespace, v.PodName, err)
+			}
+			return inlinePV(driver, v, capacity, nil)
 		}
 		if pod, err = s.createInlinePod(ctx, p.Name, protocol.PhaseInlineCreation, cfg.PodTemplate, v, cfg); err != nil {
 			return nil, err
@@ -77,20 +101,15 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	if err != nil {
 		return nil, err
 	}
-	problem := ""
+	var capacity resource.Quantity
 	var attrs map[string]string
 	if !protocol.Succeeded(last) {
-		problem = fmt.Sprintf("creation pod %s/%s failed: %s", last.Namespace, last.Name, protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil))
-	} else if raw, ok := last.Annotations[protocol.AnnotationResultVolumeAttributes]; ok {
-		if attrs, err = protocol.ParseVolumeAttributes(raw, nil); err != nil {
-			problem = fmt.Sprintf("creation pod %s/%s wrote an unusable /pav/volume-attributes: %v", last.Namespace, last.Name, err)
-		}
+		err = fmt.Errorf("failed: %s", protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil))
+	} else if capacity, attrs, err = inlineOutcome(last); err == nil {
+		err = validation.CheckInlineCapacity(capacity)
 	}
-	capacity, err := inlineCapacity(last)
-	if err != nil && problem == "" {
-		problem = fmt.Sprintf("creation pod %s/%s: %v", last.Namespace, last.Name, err)
-	}
-	if problem != "" {
+	if err != nil {
+		problem := fmt.Sprintf("creation pod %s/%s: %v", last.Namespace, last.Name, err)
 		if err := s.deleteInline(ctx, driver, volumeID); err != nil {
 			problem += fmt.Sprintf("; reverting it did not complete yet: %v", err)
 		}
@@ -99,34 +118,119 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	return inlinePV(driver, v, capacity, attrs)
 }
 
-func inlinePV(driver string, v protocol.InlineVolume, capacity *resource.Quantity, attrs map[string]string) (*corev1.PersistentVolume, error) {
-	q := resource.Quantity{}
-	if capacity != nil {
-		q = *capacity
+// admitInline checks what a pod may not decide by itself, in this order:
+// its attributes (templating.InlineAttributes: declared, fitting, defaults
+// added; v gets them), that its namespace may use the provisioner's inline
+// volumes, and the limits per pod and per namespace.
+func (s *Stager) admitInline(ctx context.Context, p *v1alpha1.PavProvisioner, v *protocol.InlineVolume) error {
+	pol := p.Spec.InlineVolumePolicy
+	attrs, err := templating.InlineAttributes(pol, v.Attributes)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "PavProvisioner %s refuses the inline volume of pod %s/%s: %v", p.Name, v.PodNamespace, v.PodName, err)
 	}
-	pv, err := protocol.InlinePV(driver, v, q, attrs)
+	v.Attributes = attrs
+	if pol == nil {
+		return nil
+	}
+	if pol.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(pol.NamespaceSelector)
+		if err != nil {
+			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s: spec.inlineVolumePolicy.namespaceSelector: %v", p.Name, err)
+		}
+		ns, err := s.kube.CoreV1().Namespaces().Get(ctx, v.PodNamespace, metav1.GetOptions{})
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "getting namespace %s: %v", v.PodNamespace, err)
+		}
+		if !sel.Matches(labels.Set(ns.Labels)) {
+			return status.Errorf(codes.PermissionDenied, "PavProvisioner %s does not serve inline volumes to namespace %s (its labels do not match spec.inlineVolumePolicy.namespaceSelector)", p.Name, v.PodNamespace)
+		}
+	}
+	if pol.MaxVolumesPerPod == nil && pol.MaxVolumesPerNamespace == nil {
+		return nil
+	}
+	pods, err := s.kube.CoreV1().Pods(v.PodNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "listing the pods of namespace %s: %v", v.PodNamespace, err)
+	}
+	if err := checkInlineLimits(pol, p.Name, pods.Items, v.PodUID); err != nil {
+		return status.Errorf(codes.ResourceExhausted, "PavProvisioner %s refuses the inline volume of pod %s/%s: %v", p.Name, v.PodNamespace, v.PodName, err)
+	}
+	return nil
+}
+
+// checkInlineLimits checks the limits of pol for the pod with UID podUID
+// among the pods of its namespace: its own inline volumes of the driver,
+// and those of the namespace's pods that have not terminated, counted from
+// the oldest pod up to it (so pods admitted earlier keep their volumes, and
+// every node plugin counts the same).
+func checkInlineLimits(pol *v1alpha1.InlineVolumePolicy, driver string, pods []corev1.Pod, podUID string) error {
+	count := func(p *corev1.Pod) int32 {
+		n := int32(0)
+		for _, vol := range p.Spec.Volumes {
+			if vol.CSI != nil && vol.CSI.Driver == driver {
+				n++
+			}
+		}
+		return n
+	}
+	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return string(p.UID) == podUID })
+	if i < 0 {
+		return fmt.Errorf("its pod (UID %s) is not in its namespace any more", podUID)
+	}
+	own := &pods[i]
+	if m := pol.MaxVolumesPerPod; m != nil && count(own) > *m {
+		return fmt.Errorf("the pod has %d inline volumes of the provisioner; at most %d are allowed per pod (spec.inlineVolumePolicy.maxVolumesPerPod)", count(own), *m)
+	}
+	m := pol.MaxVolumesPerNamespace
+	if m == nil {
+		return nil
+	}
+	older := func(a, b *corev1.Pod) bool {
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	}
+	total := count(own)
+	for j := range pods {
+		p := &pods[j]
+		if j != i && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && older(p, own) {
+			total += count(p)
+		}
+	}
+	if total > *m {
+		return fmt.Errorf("with the pods created before it, namespace %s would have %d inline volumes of the provisioner; at most %d are allowed per namespace (spec.inlineVolumePolicy.maxVolumesPerNamespace)", own.Namespace, total, *m)
+	}
+	return nil
+}
+
+func inlinePV(driver string, v protocol.InlineVolume, capacity resource.Quantity, attrs map[string]string) (*corev1.PersistentVolume, error) {
+	pv, err := protocol.InlinePV(driver, v, capacity, attrs)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	return pv, nil
 }
 
-// inlineCapacity is what a finished creation pod reported in
-// /pav/capacity, else the evaluated volumeCreation.capacity it recorded,
-// else nothing.
-func inlineCapacity(pod *corev1.Pod) (*resource.Quantity, error) {
-	if raw, ok := pod.Annotations[protocol.AnnotationResultCapacity]; ok {
-		q, err := resource.ParseQuantity(strings.TrimSpace(raw))
-		if err != nil {
-			return nil, fmt.Errorf("/pav/capacity holds %q, not a quantity", raw)
-		}
-		return &q, nil
+// inlineOutcome is what a finished inline creation pod made, by the rule a
+// claim's creation follows (protocol.ChooseCapacity, ChooseAttributes): the
+// capacity (the volumeCreation.capacity recorded on the pod, else
+// /pav/capacity) and the attributes it returned.
+func inlineOutcome(pod *corev1.Pod) (resource.Quantity, map[string]string, error) {
+	cfg, err := templating.RecordedCreation(pod)
+	if err != nil {
+		return resource.Quantity{}, nil, err
 	}
-	var cfg templating.CreationConfig
-	if err := json.Unmarshal([]byte(pod.Annotations[protocol.AnnotationCreationConfig]), &cfg); err == nil {
-		return cfg.Capacity, nil
+	r := protocol.CreationResultsOf(pod)
+	capacity, err := protocol.ChooseCapacity(cfg.Capacity, r.Capacity, true)
+	if err != nil {
+		return resource.Quantity{}, nil, err
 	}
-	return nil, nil
+	attrs, err := protocol.ChooseAttributes(r.Attributes, r.Error, nil)
+	if err != nil {
+		return resource.Quantity{}, nil, err
+	}
+	return capacity, attrs, nil
 }
 
 // createInlinePod creates an inline volume's creation or deletion pod on
@@ -137,11 +241,11 @@ func (s *Stager) createInlinePod(ctx context.Context, provisioner string, phase 
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	if cfg != nil {
-		recorded, err := json.Marshal(cfg)
+		recorded, err := cfg.Record()
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "recording the evaluated spec.volumeCreation: %v", err)
+			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
-		built.Annotations[protocol.AnnotationCreationConfig] = string(recorded)
+		maps.Copy(built.Annotations, recorded)
 	}
 	dir, err := podHostDir(built, s.root)
 	if err != nil {
@@ -181,18 +285,11 @@ func (s *Stager) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 // creation pod is never this young.
 func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) error {
 	id := protocol.InlineID(volumeID)
-	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineCreation)+"/"+id)
-	if err != nil {
-		return status.Errorf(codes.Internal, "%v", err)
+	created, err := s.inlineRecord(ctx, driver, volumeID, false)
+	if err != nil || created == nil {
+		return err
 	}
-	if len(objs) == 0 {
-		return nil
-	}
-	created := objs[0].(*corev1.Pod)
-	v, ok := protocol.InlineOf(created)
-	if !ok || v.VolumeID != volumeID {
-		return status.Errorf(codes.Internal, "creation pod %s/%s does not record inline volume %s", created.Namespace, created.Name, volumeID)
-	}
+	v, _ := protocol.InlineOf(created)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", volumeID)
 	if !protocol.Terminated(created) {
 		// Abandoned mid-creation: stop it (its finalizer keeps the record).
@@ -280,14 +377,46 @@ func (s *Stager) releasePod(ctx context.Context, pod *corev1.Pod) error {
 
 // inlinePVOf is the PersistentVolume staging saw for the inline volume of
 // a finished creation pod (the deletion context's pv), as far as it can
-// be rebuilt: what the pod did not report is left out.
+// be rebuilt: a creation that made nothing usable (it is being reverted)
+// has capacity 0 and no attributes of its own.
 func inlinePVOf(driver string, v protocol.InlineVolume, created *corev1.Pod) (*corev1.PersistentVolume, error) {
-	capacity, _ := inlineCapacity(created)
-	var attrs map[string]string
-	if raw, ok := created.Annotations[protocol.AnnotationResultVolumeAttributes]; ok {
-		attrs, _ = protocol.ParseVolumeAttributes(raw, nil)
-	}
+	capacity, attrs, _ := inlineOutcome(created)
 	return inlinePV(driver, v, capacity, attrs)
+}
+
+// inlineRecord is the creation pod that records the inline volume volumeID
+// of driver, nil if there is none: from the pod cache, and when fromAPI
+// also from the API (the cache may lag behind a create). A creation pod of
+// that name recording another driver's or volume's is none of this one's:
+// publishing it fails, unpublishing leaves it alone.
+func (s *Stager) inlineRecord(ctx context.Context, driver, volumeID string, fromAPI bool) (*corev1.Pod, error) {
+	id := protocol.InlineID(volumeID)
+	var pod *corev1.Pod
+	if fromAPI {
+		var err error
+		if pod, err = s.findPod(ctx, protocol.PhaseInlineCreation, id); err != nil || pod == nil {
+			return nil, err
+		}
+		if isRecordOf(pod, driver, volumeID) {
+			return pod, nil
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "creation pod %s/%s does not record inline volume %s of PavProvisioner %s", pod.Namespace, pod.Name, volumeID, driver)
+	}
+	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineCreation)+"/"+id)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	for _, obj := range objs {
+		if pod = obj.(*corev1.Pod); isRecordOf(pod, driver, volumeID) {
+			return pod, nil
+		}
+	}
+	return nil, nil
+}
+
+func isRecordOf(pod *corev1.Pod, driver, volumeID string) bool {
+	v, ok := protocol.InlineOf(pod)
+	return ok && v.VolumeID == volumeID && pod.Labels[protocol.LabelProvisioner] == protocol.LabelValue(driver)
 }
 
 // stagedInlinePV is the made-up PersistentVolume of an inline volume staged

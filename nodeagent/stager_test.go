@@ -41,6 +41,18 @@ type literalEngine struct {
 	creation, deletion *corev1.PodTemplateSpec
 	capacity           *resource.Quantity
 	inlineReqs         []templating.DynamicRequest
+	// validation is the evaluated volumeValidation inline volumes get
+	// (nil: the defaults).
+	validation *templating.ValidationConfig
+}
+
+func (e *literalEngine) InlineValidation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*templating.ValidationConfig, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.validation != nil {
+		return e.validation, nil
+	}
+	return &templating.ValidationConfig{VolumeModes: []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem}}, nil
 }
 
 func (e *literalEngine) CheckStatic(context.Context, *v1alpha1.PavProvisioner, *corev1.PersistentVolume) error {

@@ -69,6 +69,14 @@ func (e *templatingEngine) Unstaging(ctx context.Context, p *v1alpha1.PavProvisi
 	return u.PodTemplate, nil
 }
 
+func (e *templatingEngine) InlineValidation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.ValidationConfig, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	return c.InlineValidation(ctx, r, e.getPVC)
+}
+
 func (e *templatingEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
 	c, err := e.cache.Get(p)
 	if err != nil {

@@ -31,7 +31,8 @@ const (
 
 // InlineVolume is what kubelet's NodePublishVolume says of an inline volume:
 // its volume ID (kubelet's, "csi-<sha256>", unique per pod and volume), the
-// pod's volumeAttributes and the pod (podInfoOnMount).
+// pod's volumeAttributes (a tenant's: on a creation pod's record, as the
+// node plugin admitted them) and the pod (podInfoOnMount).
 type InlineVolume struct {
 	VolumeID       string            `json:"volumeID"`
 	Attributes     map[string]string `json:"attributes,omitempty"`
@@ -108,20 +109,21 @@ func InlineVolumeOf(volumeID string, volumeContext map[string]string) InlineVolu
 
 // InlinePV is the PersistentVolume that staging and unstaging see for an
 // inline volume: named and with the handle of kubelet's volume ID (kubelet
-// publishes and unpublishes by it), the pod's attributes plus those the
-// creation pod returned (extra; the pod's win) as volumeAttributes, the capacity the
-// creation reported, ReadWriteOncePod (one pod uses it) and Filesystem. It
-// does not exist in the API; AnnotationInline marks it.
+// publishes and unpublishes by it), the pod's admitted attributes plus those
+// the creation pod returned (extra, which win: a tenant's attribute never
+// replaces what the creation made) as volumeAttributes, the capacity the
+// creation made, ReadWriteOncePod (one pod uses it) and Filesystem. It does
+// not exist in the API; AnnotationInline marks it.
 func InlinePV(driver string, v InlineVolume, capacity resource.Quantity, extra map[string]string) (*corev1.PersistentVolume, error) {
 	rec, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	attrs := maps.Clone(extra)
+	attrs := maps.Clone(v.Attributes)
 	if attrs == nil {
 		attrs = map[string]string{}
 	}
-	maps.Copy(attrs, v.Attributes) // the pod's own win
+	maps.Copy(attrs, extra) // the creation's win
 	fs := corev1.PersistentVolumeFilesystem
 	return &corev1.PersistentVolume{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},

@@ -110,6 +110,7 @@ func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overti
 	errs := validateObjectMeta(p)
 	errs = append(errs, validateModes(p)...)
 	errs = append(errs, validateTopology(&p.Spec)...)
+	errs = append(errs, validateInline(&p.Spec)...)
 
 	c := &Compiled{Provisioner: p.DeepCopy()}
 	sources := c.sectionSources(&p.Spec)

@@ -27,8 +27,9 @@ var (
 	requestVarNames = []string{"requestedVolumeMode", "requestedAccessModes", "requestedMinCapacity", "requestedMaxCapacity"}
 	dynamicVarNames = concat(requestVarNames, "params", "sc", "pvc", "selectedNodeName", "sourcePvc", "sourcePv", "sourceHandle", "snapshot", "snapshotContent", "snapshotHandle", "requisiteTopology", "preferredTopology", "vac", "mutableParams")
 	staticVarNames  = concat(requestVarNames, "params", "handle", "pv")
-	// inlinePod: creation and deletion of CSI inline ephemeral volumes
-	// (which run no validation and are never expanded).
+	// inlinePod: validation (its fields only), creation and deletion of
+	// CSI inline ephemeral volumes (which are never expanded).
+	inlineVarNames    = concat(requestVarNames, "params", "selectedNodeName", "requisiteTopology", "preferredTopology", "inlinePod")
 	creationVarNames  = concat(dynamicVarNames, "defaultHandle", "inlinePod")
 	deletionVarNames  = concat(creationVarNames, "pv", "handle")
 	expansionVarNames = concat(dynamicVarNames, "defaultHandle", "pv", "handle", "capacity")
@@ -52,6 +53,8 @@ func ContextVariables(phase protocol.Phase, modes []v1alpha1.ProvisioningMode) [
 		if slices.Contains(modes, v1alpha1.Static) {
 			names = append(names, staticVarNames...)
 		}
+		// A CSI inline ephemeral volume's fields (InlineValidation).
+		names = append(names, inlineVarNames...)
 	case protocol.PhaseCreation:
 		names = creationVarNames
 	case protocol.PhaseDeletion:
@@ -335,10 +338,11 @@ func dynamicVars(r DynamicRequest) (map[string]interface{}, error) {
 	return vars, nil
 }
 
-// inlineVars is the creation context of a CSI inline ephemeral volume,
-// which has no claim, class or PV: an empty request for a Filesystem
-// ReadWriteOncePod volume (requestedMinCapacity 0, no maximum), the
-// volume's attributes as params, the pod's node as selectedNodeName, and
+// inlineVars is the validation and creation context of a CSI inline
+// ephemeral volume, which has no claim, class or PV: an empty request for a
+// Filesystem ReadWriteOncePod volume (requestedMinCapacity 0, no maximum),
+// the volume's attributes (InlineAttributes: declared, checked, defaults
+// added) as params, the pod's node as selectedNodeName, and
 // inlinePod (the pod's name, namespace, uid and serviceAccountName); pvc,
 // sc, topology and the sources are undefined.
 func inlineVars(r DynamicRequest) map[string]interface{} {

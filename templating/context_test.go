@@ -299,8 +299,16 @@ func TestContextVariablesMatchContexts(t *testing.T) {
 		modes []v1alpha1.ProvisioningMode
 		build func() (map[string]interface{}, error)
 	}{
-		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, func() (map[string]interface{}, error) { return dynamicVars(full) }},
-		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Static}, func() (map[string]interface{}, error) { return staticVars(StaticRequest{PV: pv}) }},
+		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}, union(dynamicVars, inline)},
+		{protocol.PhaseValidation, []v1alpha1.ProvisioningMode{v1alpha1.Static}, func() (map[string]interface{}, error) {
+			vars, err := staticVars(StaticRequest{PV: pv})
+			if err != nil {
+				return nil, err
+			}
+			more := inlineVars(inline) // InlineValidation, whatever the modes
+			maps.Copy(vars, more)
+			return vars, nil
+		}},
 		{protocol.PhaseCreation, nil, union(creationVars, inline)},
 		{protocol.PhaseDeletion, nil, union(deletionVars, DynamicRequest{Inline: &iv, PV: inlinePV, Handle: "csi-1"})},
 		{protocol.PhaseExpansion, nil, func() (map[string]interface{}, error) { return expansionVars(full) }},

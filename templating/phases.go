@@ -2,6 +2,7 @@ package templating
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/protocol"
 )
 
 // sectionValues is the typed form of any section's fields.
@@ -52,6 +54,31 @@ type CreationConfig struct {
 	// VolumeAttributesClass the creation context had (vac), which the PV
 	// records; set by the controller, recorded with the rest.
 	VolumeAttributesClassName string `json:"volumeAttributesClassName,omitempty"`
+}
+
+// Record is the annotation that records c on its creation pod
+// (protocol.AnnotationCreationConfig), read back by RecordedCreation.
+func (c *CreationConfig) Record() (map[string]string, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("recording the evaluated spec.volumeCreation: %w", err)
+	}
+	return map[string]string{protocol.AnnotationCreationConfig: string(raw)}, nil
+}
+
+// RecordedCreation is the CreationConfig recorded on a creation pod (the
+// fields that decide the volume; no pod template); empty if the pod has no
+// record.
+func RecordedCreation(pod *corev1.Pod) (*CreationConfig, error) {
+	cc := &CreationConfig{}
+	raw, ok := pod.Annotations[protocol.AnnotationCreationConfig]
+	if !ok {
+		return cc, nil
+	}
+	if err := json.Unmarshal([]byte(raw), cc); err != nil {
+		return nil, fmt.Errorf("reading annotation %s of creation pod %s/%s: %w", protocol.AnnotationCreationConfig, pod.Namespace, pod.Name, err)
+	}
+	return cc, nil
 }
 
 // PodConfig is an evaluated section that only holds a pod template
@@ -164,6 +191,37 @@ func (c *Compiled) StaticValidation(ctx context.Context, r StaticRequest, get PV
 		return nil, err
 	}
 	return c.validationConfig(ctx, vars, get, "podTemplate")
+}
+
+// InlineValidation evaluates spec.volumeValidation's fields for a CSI
+// inline ephemeral volume (r.Inline), whatever the provisioning modes; the
+// validation pod is for claims only and is not evaluated (its template may
+// need pvc). The node plugin checks the volume mode before the creation
+// (CheckInlineRequest) and the capacity after it (CheckInlineCapacity).
+func (c *Compiled) InlineValidation(ctx context.Context, r DynamicRequest, get PVCGetter) (*ValidationConfig, error) {
+	if r.Inline == nil {
+		return nil, fmt.Errorf("no inline volume")
+	}
+	return c.validationConfig(ctx, inlineVars(r), get, "podTemplate")
+}
+
+// CheckInlineRequest checks an inline volume before its creation: volumeModes
+// must have Filesystem (kubelet mounts inline volumes only as file
+// systems). accessModes is not checked: one pod uses the volume, which any
+// access mode allows.
+func (v *ValidationConfig) CheckInlineRequest() error {
+	return v.Check(VolumeRequest{VolumeMode: corev1.PersistentVolumeFilesystem})
+}
+
+// CheckInlineCapacity checks the capacity an inline volume's creation made
+// as Check does a statically provisioned volume's: within minCapacity and
+// maxCapacity.
+func (v *ValidationConfig) CheckInlineCapacity(capacity resource.Quantity) error {
+	n, err := Bytes(capacity)
+	if err != nil {
+		return err
+	}
+	return v.Check(VolumeRequest{VolumeMode: corev1.PersistentVolumeFilesystem, MinCapacity: n, MaxCapacity: &n})
 }
 
 // Creation evaluates spec.volumeCreation.

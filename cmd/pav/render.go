@@ -498,11 +498,10 @@ func (r *renderer) creation() (*rendered, error) {
 		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
 	}
 	// The controller records the evaluation on the creation pod.
-	recorded, err := json.Marshal(cfg)
+	extra, err := cfg.Record()
 	if err != nil {
 		return nil, err
 	}
-	extra := map[string]string{protocol.AnnotationCreationConfig: string(recorded)}
 	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseCreation, req, extra)}, nil
 }
 

@@ -46,6 +46,12 @@ func fullProvisioner() *PavProvisioner {
 			TopologyKeys:       []string{"k"},
 			StorageCapacity:    &StorageCapacity{Capacity: value("cc"), PodTemplate: value("cpt"), RefreshPeriod: &metav1.Duration{Duration: time.Minute}},
 			InlineVolumes:      true,
+			InlineVolumePolicy: &InlineVolumePolicy{
+				Attributes:             []InlineVolumeAttribute{{Name: "a", Pattern: "p", Enum: []string{"e"}, MaxLength: ptr(int32(3)), Default: ptr("e")}},
+				NamespaceSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{"k": "v"}},
+				MaxVolumesPerPod:       ptr(int32(1)),
+				MaxVolumesPerNamespace: ptr(int32(2)),
+			},
 		},
 		Status: PavProvisionerStatus{ObservedGeneration: 2, Stagings: 3, OutdatedStagings: 1, Conditions: []metav1.Condition{
 			{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: now}}},

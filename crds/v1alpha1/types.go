@@ -145,9 +145,94 @@ type PavProvisionerSpec struct {
 	// PaV-Go addition: CSI inline ephemeral volumes, opt-in. A pod's own
 	// `csi:` volume naming the provisioner is created (volumeCreation's pod,
 	// on the pod's node), staged, unstaged and deleted (volumeDeletion's
-	// pod) by the node plugin, with the volume's attributes as params; the
-	// CSIDriver then lists the Ephemeral lifecycle mode.
+	// pod) by the node plugin; the CSIDriver then lists the Ephemeral
+	// lifecycle mode. The pod's volumeAttributes are written by a tenant:
+	// only those inlineVolumePolicy declares are accepted (none without
+	// it), and they reach the templates as params.
 	InlineVolumes bool `json:"inlineVolumes,omitempty"`
+	// PaV-Go addition: what a pod may ask of the provisioner's inline
+	// volumes, and which pods may: the attributes a pod's volumeAttributes
+	// may set, the namespaces whose pods may use them, and how many. Only
+	// with inlineVolumes: true.
+	// +optional
+	InlineVolumePolicy *InlineVolumePolicy `json:"inlineVolumePolicy,omitempty"`
+}
+
+// InlineVolumePolicy is spec.inlineVolumePolicy.
+type InlineVolumePolicy struct {
+	// The attributes a pod may set in its inline volume's volumeAttributes
+	// (the templates' params). A volume with any other attribute, or a
+	// value that does not fit its declaration, fails to mount.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Attributes []InlineVolumeAttribute `json:"attributes,omitempty"`
+	// The namespaces (by their labels) whose pods may use inline volumes of
+	// the provisioner. Not set: every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// At most this many inline volumes of the provisioner in one pod. Not
+	// set: no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxVolumesPerPod *int32 `json:"maxVolumesPerPod,omitempty"`
+	// At most this many inline volumes of the provisioner in the pods of
+	// one namespace that have not terminated, the oldest pods first (a
+	// newer pod's volumes wait until older ones go). Not set: no limit.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxVolumesPerNamespace *int32 `json:"maxVolumesPerNamespace,omitempty"`
+}
+
+// DefaultInlineAttributeMaxLength is InlineVolumeAttribute.MaxLength's default.
+const DefaultInlineAttributeMaxLength = 253
+
+// InlineVolumeAttribute declares one attribute a pod may set.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.enum) || !has(self.default) || self.default in self.enum",message="default must be one of enum"
+// +kubebuilder:validation:XValidation:rule="!has(self.default) || self.default.size() <= (has(self.maxLength) ? self.maxLength : 253)",message="default is longer than maxLength"
+// +kubebuilder:validation:XValidation:rule="!(has(self.required) && self.required && has(self.default))",message="a required attribute has no default"
+type InlineVolumeAttribute struct {
+	// The attribute's key, written like a label key (an optional DNS
+	// subdomain prefix and "/", then a name), not under
+	// csi.storage.k8s.io/ (kubelet's).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('csi.storage.k8s.io/')",message="keys under csi.storage.k8s.io/ are kubelet's"
+	// +required
+	Name string `json:"name"`
+	// A regular expression (Go's RE2 syntax) the whole value must match.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Pattern string `json:"pattern,omitempty"`
+	// The values a pod may give.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=set
+	// +optional
+	Enum []string `json:"enum,omitempty"`
+	// The longest value, in bytes (default 253, at most 4096).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	MaxLength *int32 `json:"maxLength,omitempty"`
+	// The value when the pod does not set the attribute. Without one the
+	// attribute is then absent from params.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Default *string `json:"default,omitempty"`
+	// True if every pod must set the attribute.
+	// +optional
+	Required bool `json:"required,omitempty"`
+}
+
+// MaxLengthOrDefault is the attribute's maxLength, or its default.
+func (a *InlineVolumeAttribute) MaxLengthOrDefault() int {
+	if a.MaxLength != nil {
+		return int(*a.MaxLength)
+	}
+	return DefaultInlineAttributeMaxLength
 }
 
 // StorageCapacity says how PaV measures the free space of one topology

@@ -66,6 +66,17 @@ func TestCRDValidation(t *testing.T) {
 		{"three modes", object(name(), withModes("Dynamic", "Static", "Dynamic")), []string{"spec.provisioningModes", "at most 2 items"}},
 		{"podLogsInEvents not a boolean", object(name(), map[string]any{"provisioningModes": []any{"Dynamic"}, "volumeStaging": staging, "podLogsInEvents": "yes"}),
 			[]string{"spec.podLogsInEvents", "must be of type boolean"}},
+		// Stored objects of before spec.inlineVolumePolicy keep decoding.
+		{"inlineVolumes alone", object(name(), map[string]any{"provisioningModes": []any{"Dynamic"}, "volumeStaging": staging, "inlineVolumes": true}), nil},
+		{"inline policy", object(name(), withInline(staging, map[string]any{"name": "size", "pattern": "[0-9]+", "enum": []any{"1", "2"}, "default": "1", "maxLength": 3})), nil},
+		{"inline default not in enum", object(name(), withInline(staging, map[string]any{"name": "size", "enum": []any{"1"}, "default": "2"})),
+			[]string{"spec.inlineVolumePolicy.attributes[0]", "default must be one of enum"}},
+		{"inline default longer than maxLength", object(name(), withInline(staging, map[string]any{"name": "size", "maxLength": 1, "default": "22"})),
+			[]string{"spec.inlineVolumePolicy.attributes[0]", "default is longer than maxLength"}},
+		{"inline attribute of kubelet's", object(name(), withInline(staging, map[string]any{"name": "csi.storage.k8s.io/pod.name"})),
+			[]string{"spec.inlineVolumePolicy.attributes[0].name", "keys under csi.storage.k8s.io/ are kubelet's"}},
+		{"inline attribute twice", object(name(), withInline(staging, map[string]any{"name": "a"}, map[string]any{"name": "a"})),
+			[]string{"spec.inlineVolumePolicy.attributes[1]", "Duplicate value"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := create(tt.obj)
@@ -120,4 +131,14 @@ func containsInOrder(s string, parts []string) bool {
 		s = s[i+len(part):]
 	}
 	return true
+}
+
+// withInline is a spec serving inline volumes with attrs declared.
+func withInline(staging map[string]any, attrs ...map[string]any) map[string]any {
+	list := make([]any, len(attrs))
+	for i, a := range attrs {
+		list[i] = a
+	}
+	return map[string]any{"provisioningModes": []any{"Dynamic"}, "volumeStaging": staging, "inlineVolumes": true,
+		"inlineVolumePolicy": map[string]any{"attributes": list}}
 }

@@ -26,9 +26,9 @@ import (
 func TestVolumeAttributesClassModification(t *testing.T) {
 	e := newEnv(t)
 	p := e.provisioner("vac", "provisioningModes: [Dynamic]\n"+
-		section("volumeCreation", "capacity: 1Gi\n"+pod(`echo -n "{{ mutableParams.tier }}" > /markers/created-$CLAIM_UID`))+
-		section("volumeModification", pod(`if [ "{{ mutableParams.tier }}" = impossible ]; then echo "no such tier" > /pav/infeasible; exit 1; fi
-echo "{{ currentMutableParams.tier }}->{{ mutableParams.tier }}" >> /markers/modified-$CLAIM_UID`))+staging)
+		section("volumeCreation", "capacity: 1Gi\n"+pod(`echo -n {{ mutableParams.tier | tobash }} > /markers/created-$CLAIM_UID`))+
+		section("volumeModification", pod(`if [ {{ mutableParams.tier | tobash }} = impossible ]; then echo "no such tier" > /pav/infeasible; exit 1; fi
+echo {{ currentMutableParams.tier | default('') | tobash }}"->"{{ mutableParams.tier | tobash }} >> /markers/modified-$CLAIM_UID`))+staging)
 	markers := e.markerDir()
 	for _, tier := range []string{"silver", "gold", "impossible"} {
 		vac := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: p.Name + "-" + tier}, DriverName: p.Name, Parameters: map[string]string{"tier": tier}}

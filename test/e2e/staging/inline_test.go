@@ -22,6 +22,10 @@ import (
 // marker named after the volume's handle.
 const inlineProvisioner = `provisioningModes: [Dynamic]
 inlineVolumes: true
+inlineVolumePolicy:
+  attributes:
+    - {name: greeting, pattern: "[a-z]+", maxLength: 16}
+    - {name: punctuation, enum: ["!", "?"], default: "!"}
 volumeCreation:
   capacity: 1Mi
 ` + `  podTemplate:
@@ -46,15 +50,20 @@ func inlineSpec() string {
 	return inlineProvisioner +
 		section("volumeDeletion", podTemplate("delete", "touch /marker/deleted-{{ handle }}", false)) +
 		section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
-echo "{{ params.greeting }} {{ params.made }} {{ handle }} {{ inlinePod.namespace }} {{ capacity }}" > /pav/volume/hello`, false)) +
+echo {{ params.greeting | tobash }}{{ params.punctuation | tobash }} {{ params.made | tobash }} {{ handle | tobash }} {{ inlinePod.namespace | tobash }} {{ capacity }} > /pav/volume/hello`, false)) +
 		section("volumeUnstaging", podTemplate("unstage", "touch /marker/unstaged-{{ handle }}", false))
 }
 
 // inlinePod is a client pod with an inline volume of the provisioner.
 func (e *env) inlinePod(name, greeting string) *corev1.Pod {
+	return e.inlinePodWith(name, map[string]string{"greeting": greeting})
+}
+
+// inlinePodWith is a client pod whose inline volume has attrs.
+func (e *env) inlinePodWith(name string, attrs map[string]string) *corev1.Pod {
 	pod := clientPodObject(name, "cat /scratch/hello", nil, false, false)
 	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
-		Driver: e.prov, VolumeAttributes: map[string]string{"greeting": greeting},
+		Driver: e.prov, VolumeAttributes: attrs,
 	}}}}
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 	return e.CreatePod(framework.PinToNode(pod, e.nodeName()))
@@ -69,7 +78,7 @@ func TestInlineEphemeralVolume(t *testing.T) {
 	e.inlinePod("client", "hi")
 	out := strings.TrimSpace(e.succeeded("client"))
 	f := strings.Fields(out)
-	if len(f) != 5 || f[0] != "hi" || f[1] != "by-creation" || !strings.HasPrefix(f[2], "csi-") || f[3] != e.Namespace || f[4] != "1048576" {
+	if len(f) != 5 || f[0] != "hi!" || f[1] != "by-creation" || !strings.HasPrefix(f[2], "csi-") || f[3] != e.Namespace || f[4] != "1048576" {
 		t.Fatalf("client read %q, want the pod's and the creation's attributes, the volume ID, the namespace and the capacity", out)
 	}
 	handle := f[2]
@@ -89,6 +98,36 @@ func TestInlineEphemeralVolume(t *testing.T) {
 		t.Fatalf("pod refused: %v %v", p.Status.Phase, err)
 	}
 	e.DeletePod("refused", timeout)
+	e.noInlinePods()
+}
+
+// A pod's inline volume attributes are a tenant's: one the provisioner
+// does not declare, or a value outside its declaration, fails the mount
+// with PaV's message in kubelet's FailedMount Event on the pod, and no
+// pod of PaV's runs for it.
+func TestInlineAttributesRefusedOnThePod(t *testing.T) {
+	e := newEnv(t, inlineSpec())
+	for _, tc := range []struct {
+		pod   string
+		attrs map[string]string
+		want  *regexp.Regexp
+	}{
+		{"undeclared", map[string]string{"greeting": "hi", "namespace": "kube-system"},
+			regexp.MustCompile(`MountVolume.SetUp failed .*attribute "namespace" is not one the provisioner accepts \(declared: "greeting", "punctuation"\)`)},
+		{"pattern", map[string]string{"greeting": `x$(id)`},
+			regexp.MustCompile(`MountVolume.SetUp failed .*attribute "greeting": it must match the pattern "\[a-z\]\+"`)},
+	} {
+		e.inlinePodWith(tc.pod, tc.attrs)
+		msg := e.waitForEvent(tc.pod, tc.want, timeout)
+		t.Logf("event: %s", msg)
+		e.noInlinePods()
+		e.DeletePod(tc.pod, timeout)
+	}
+	e.inlinePodWith("declared", map[string]string{"greeting": "ok", "punctuation": "?"})
+	if out := strings.Fields(e.succeeded("declared")); len(out) == 0 || out[0] != "ok?" {
+		t.Fatalf("client read %q, want the declared attributes", out)
+	}
+	e.DeletePod("declared", timeout)
 	e.noInlinePods()
 }
 

@@ -41,6 +41,9 @@ func (e *literalEngine) Staging(context.Context, *v1alpha1.PavProvisioner, templ
 func (e *literalEngine) Unstaging(context.Context, *v1alpha1.PavProvisioner, templating.StagingRequest) (*corev1.PodTemplateSpec, error) {
 	return e.unstaging, nil
 }
+func (e *literalEngine) InlineValidation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*templating.ValidationConfig, error) {
+	return &templating.ValidationConfig{VolumeModes: []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem}}, nil
+}
 func (e *literalEngine) Creation(context.Context, *v1alpha1.PavProvisioner, templating.DynamicRequest) (*templating.CreationConfig, error) {
 	return &templating.CreationConfig{}, nil
 }

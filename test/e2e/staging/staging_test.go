@@ -180,7 +180,7 @@ func TestStaticProvisioning(t *testing.T) {
 volumeValidation:
   maxCapacity: 10Mi
 `+section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
-echo "{{ params.greeting }} from {{ handle }}" > /pav/volume/hello`, false)))
+echo {{ params.greeting | tobash }} from {{ handle | tobash }} > /pav/volume/hello`, false)))
 	e.staticVolume("good", "static-handle-1", "1Mi", map[string]string{"greeting": "hi"})
 	e.clientPod("client", "cat /data/good/hello", []string{"good"}, false, false)
 	if out := e.succeeded("client"); !strings.Contains(out, "hi from static-handle-1") {
@@ -207,7 +207,7 @@ func TestStaticStagingWithDynamicValidationPod(t *testing.T) {
 	e := newEnv(t, `provisioningModes: [Dynamic, Static]
 volumeCreation:
   capacity: 1Mi
-`+section("volumeValidation", podTemplate("validate", `test -n "{{ pvc.metadata.name }}"`, false))+
+`+section("volumeValidation", podTemplate("validate", `test -n {{ pvc.metadata.name | tobash }}`, false))+
 		section("volumeStaging", podTemplate("stage", `mkdir /pav/volume
 echo "static {{ handle }}" > /pav/volume/hello`, false)))
 	e.staticVolume("good", "static-handle-3", "1Mi", nil)

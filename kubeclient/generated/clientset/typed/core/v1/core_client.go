@@ -13,6 +13,7 @@ import (
 type CoreV1Interface interface {
 	RESTClient() rest.Interface
 	EventsGetter
+	NamespacesGetter
 	NodesGetter
 	PersistentVolumesGetter
 	PersistentVolumeClaimsGetter
@@ -27,6 +28,10 @@ type CoreV1Client struct {
 
 func (c *CoreV1Client) Events(namespace string) EventInterface {
 	return newEvents(c, namespace)
+}
+
+func (c *CoreV1Client) Namespaces() NamespaceInterface {
+	return newNamespaces(c)
 }
 
 func (c *CoreV1Client) Nodes() NodeInterface {

@@ -4,6 +4,8 @@ package v1
 
 type EventExpansion interface{}
 
+type NamespaceExpansion interface{}
+
 type NodeExpansion interface{}
 
 type PersistentVolumeExpansion interface{}

@@ -16,6 +16,10 @@ func (c *FakeCoreV1) Events(namespace string) v1.EventInterface {
 	return newFakeEvents(c, namespace)
 }
 
+func (c *FakeCoreV1) Namespaces() v1.NamespaceInterface {
+	return newFakeNamespaces(c)
+}
+
 func (c *FakeCoreV1) Nodes() v1.NodeInterface {
 	return newFakeNodes(c)
 }
