@@ -28,8 +28,10 @@ func TestReplaceDeviceNodeFollowsNoSymlinks(t *testing.T) {
 	must(t, os.Symlink(dev, filepath.Join(base, "link")))
 
 	var allowed [][2]uint64
-	allow := func(_ int, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
-	pid := os.Getpid()
+	allow := func(_ *clientProcess, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
+	pid, err := openProcess(os.Getpid())
+	must(t, err)
+	defer pid.Close()
 
 	if _, err := replaceDeviceNode(pid, filepath.Join(base, "link", "vol"), old, fresh, allow); err == nil {
 		t.Error("a path through a symlink was followed")
@@ -83,7 +85,10 @@ func TestOpenDeviceCgroupOfSelf(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (fsmount)")
 	}
-	rel, err := deviceCgroup(os.Getpid())
+	self, err := openProcess(os.Getpid())
+	must(t, err)
+	defer self.Close()
+	rel, err := deviceCgroup(self)
 	if err == errDeviceCgroupV2 {
 		t.Skip("cgroup v2 machine")
 	}

@@ -66,7 +66,10 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	src, err := os.Open(newVol)
 	must(t, err)
 	defer src.Close()
-	replaced, err := replaceInNamespace(client.Process.Pid, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
+	proc, err := openProcess(client.Process.Pid)
+	must(t, err)
+	defer proc.Close()
+	replaced, err := replaceInNamespace(proc, 0, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
 	if err != nil {
 		t.Fatalf("replaceInNamespace: %v", err)
 	}
