@@ -128,3 +128,34 @@ func podNames(pods []corev1.Pod) []string {
 	}
 	return out
 }
+
+// The recovery worker is one goroutine for the node: reading a block
+// volume's device number at a target whose file system hangs (a FUSE daemon
+// that stopped answering) returns an error after the probes' timeout
+// instead of holding it.
+func TestLostIsBoundedByAHungStat(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	old := stoppedStaging(t, f)
+	pod, err := f.kube.CoreV1().Pods(old.Namespace).Get(context.Background(), old.Name, metav1.GetOptions{}) // failed
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan struct{})
+	defer close(hung)
+	f.stager.deviceAt = func(string) (uint64, error) { <-hung; return 0, errors.New("released") }
+	f.stager.probes.timeout = time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.stager.lost(context.Background(), pod, t.TempDir(), true)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no answer") {
+			t.Errorf("lost() = %v, want the device number unanswered", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("lost() is held by a stat that does not return")
+	}
+}
