@@ -605,8 +605,9 @@ func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRe
 
 // replaceInContainers replaces the volume rec recorded by src in every
 // running container of rec's client pods. A container whose process runs in
-// a mount namespace it made itself is left alone (errOwnNamespace): its pod
-// gets a Warning Event, and it is no error (nothing retries it).
+// a mount namespace of a user namespace of its own is left alone
+// (errOwnNamespace): its pod gets a Warning Event, and it is no error
+// (nothing retries it).
 func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, src *os.File, opts BindOptions) ([]string, error) {
 	old, err := rec.mounts()
 	if err != nil {
@@ -620,12 +621,12 @@ func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, s
 	var errs []error
 	for _, pod := range clients {
 		err := s.inContainers(ctx, pod, func(proc *clientProcess) error {
-			done, err := replaceInNamespace(proc, containerUserNSDepth(pod), old, src, opts, nil)
+			done, err := replaceInNamespace(proc, old, src, opts, nil)
 			replaced = append(replaced, done...)
 			if errors.Is(err, errOwnNamespace) {
 				klog.FromContext(ctx).Info("Not replacing the volume in a mount namespace the client made", "pod", klog.KObj(pod), "pid", proc.pid, "err", err)
 				s.eventOn([]*corev1.Pod{pod}, corev1.EventTypeWarning, ReasonVolumeNotReplaced,
-					"volume not replaced in container process %d: it runs in a mount namespace of a user namespace it made itself (e.g. unshare -Urm), where a new mount would not stay locked read-only; it keeps the old volume until the container restarts", proc.pid)
+					"volume not replaced in container process %d: it runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false), where a new mount would not stay locked read-only; it keeps the old volume until the container restarts", proc.pid)
 				return nil
 			}
 			return err

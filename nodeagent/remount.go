@@ -22,7 +22,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-	corev1 "k8s.io/api/core/v1"
 	mount "k8s.io/mount-utils"
 )
 
@@ -309,31 +308,21 @@ func userNSDepth(ns *os.File) (int, error) {
 	}
 }
 
-// containerUserNSDepth is the depth (userNSDepth) of the user namespace
-// that owns the mount namespaces the container runtime makes for pod's
-// containers: the node's own, or for a pod with hostUsers: false the pod's
-// own, a child of the node's.
-func containerUserNSDepth(pod *corev1.Pod) int {
-	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
-		return 1
-	}
-	return 0
-}
-
-// errOwnNamespace: a client's process runs in a mount namespace that a user
-// namespace of the client's own owns (it ran unshare -Urm or the like).
-// The kernel locks the flags of the mounts it copied into it (read-only
-// stays read-only); a clone the node plugin placed there would not be
-// locked, and the client, all-capable in its own user namespace, could
-// make it writable. Such a namespace is not touched.
-var errOwnNamespace = errors.New("the process runs in a mount namespace of its own user namespace (it made them itself, e.g. with unshare -Urm)")
+// errOwnNamespace: a client's process runs in a mount namespace owned by a
+// user namespace other than the node's: one the client made itself
+// (unshare -Urm needs no privilege), or the pod's own (hostUsers: false).
+// The kernel locks the mounts it copied into such a namespace (read-only
+// stays read-only, and none can be unmounted to show what is beneath); a
+// clone the node plugin placed there would not be locked, and the client,
+// all-capable in its own user namespace, could make it writable. Such a
+// namespace is not touched.
+var errOwnNamespace = errors.New("the process runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false)")
 
 // replaceInNamespace replaces, in the mount namespace of proc, every
 // mount that shows one of old (and that keep, if set, keeps) by a clone of
 // source (the same directory of it, for a subPath mount), and returns the
-// mount points replaced. The namespace must be owned by the user namespace
-// depth levels below the node plugin's (userNSDepth), else nothing is
-// replaced (errOwnNamespace).
+// mount points replaced. The namespace must be owned by the node plugin's
+// user namespace, else nothing is replaced (errOwnNamespace).
 //
 // A client container controls its own root file system, not its mounts: it
 // may rename a directory above its volume or plant symlinks, but not move or
@@ -342,7 +331,7 @@ var errOwnNamespace = errors.New("the process runs in a mount namespace of its o
 // following any symlink, and a mount is replaced only if the path led to
 // exactly that mount (its mount ID): whatever the client did, the node
 // plugin mounts only where an old mount of the volume is.
-func replaceInNamespace(proc *clientProcess, depth int, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
+func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
 	pid := proc.pid
 	// The namespace is held from here on: the one checked is the one entered.
 	ns, err := proc.openAt("ns/mnt", unix.O_RDONLY)
@@ -350,10 +339,10 @@ func replaceInNamespace(proc *clientProcess, depth int, old []volumeMount, sourc
 		return nil, fmt.Errorf("opening the mount namespace of process %d: %w", pid, err)
 	}
 	defer ns.Close()
-	if got, err := userNSDepth(ns); err != nil {
+	if depth, err := userNSDepth(ns); err != nil {
 		return nil, fmt.Errorf("process %d: %w: %w", pid, errOwnNamespace, err)
-	} else if got != depth {
-		return nil, fmt.Errorf("process %d: %w (its owner is %d user namespaces below the node's, the runtime's %d)", pid, errOwnNamespace, got, depth)
+	} else if depth != 0 {
+		return nil, fmt.Errorf("process %d: %w (its owner is %d user namespaces below the node's)", pid, errOwnNamespace, depth)
 	}
 	infos, err := mount.ParseMountInfo(proc.path("mountinfo"))
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-	corev1 "k8s.io/api/core/v1"
 	mount "k8s.io/mount-utils"
 )
 
@@ -73,7 +72,7 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	proc, err := openProcess(client.Process.Pid)
 	must(t, err)
 	defer proc.Close()
-	replaced, err := replaceInNamespace(proc, 0, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
+	replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
 	if err != nil {
 		t.Fatalf("replaceInNamespace: %v", err)
 	}
@@ -201,7 +200,7 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 		ns.Close()
 		before, err := os.ReadFile(proc.path("mountinfo"))
 		must(t, err)
-		replaced, err := replaceInNamespace(proc, 0, []volumeMount{old}, src, BindOptions{}, nil)
+		replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{}, nil)
 		after, _ := os.ReadFile(proc.path("mountinfo"))
 		proc.Close()
 		if c.depth == 0 {
@@ -215,19 +214,6 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 		}
 		if string(before) != string(after) {
 			t.Errorf("%s: its mount table changed:\n%s\n-> \n%s", c.name, before, after)
-		}
-	}
-}
-
-func TestContainerUserNSDepth(t *testing.T) {
-	yes, no := true, false
-	for _, c := range []struct {
-		hostUsers *bool
-		want      int
-	}{{nil, 0}, {&yes, 0}, {&no, 1}} {
-		pod := &corev1.Pod{Spec: corev1.PodSpec{HostUsers: c.hostUsers}}
-		if got := containerUserNSDepth(pod); got != c.want {
-			t.Errorf("hostUsers %v: depth %d, want %d", c.hostUsers, got, c.want)
 		}
 	}
 }

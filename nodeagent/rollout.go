@@ -166,7 +166,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if err != nil {
 		return err
 	}
-	replaced, err := replaceInNamespace(self, 0, []volumeMount{oldMount}, src, bind, isClients)
+	replaced, err := replaceInNamespace(self, []volumeMount{oldMount}, src, bind, isClients)
 	self.Close()
 	if err != nil {
 		// Unmount and bind instead: containers with HostToContainer
