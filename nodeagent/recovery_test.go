@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/protocol"
@@ -157,5 +159,46 @@ func TestLostIsBoundedByAHungStat(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("lost() is held by a stat that does not return")
+	}
+}
+
+// On cgroup v2 a stopped block staging is kept, not restaged (its device
+// number is not given back while running clients may still open it), and
+// its clients are told once, however often the staging is looked at.
+func TestBlockStagingKeptOnCgroupV2(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	events := record.NewFakeRecorder(10)
+	f.stager.recorder = events
+	client, err := f.kube.CoreV1().Pods("ns").Create(ctx, newClientPod(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := stoppedStaging(t, f)
+	req, err := f.stager.republishRequest(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Block = true
+	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{client.UID}, Since: time.Now(), Device: unix.Mkdev(7, 3)}
+	for range 3 {
+		f.stager.keepForBlockClients(old, req, rec)
+	}
+	close(events.Events)
+	var got []string
+	for e := range events.Events {
+		got = append(got, e)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "Warning "+ReasonVolumeNotRecovered) || !strings.Contains(got[0], "delete and recreate the pod") {
+		t.Errorf("Events %q, want one Warning %s", got, ReasonVolumeNotRecovered)
+	}
+	var stagings []corev1.Pod
+	for _, p := range f.pods() {
+		if p.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
+			stagings = append(stagings, p)
+		}
+	}
+	if len(stagings) != 1 || stagings[0].UID != old.UID || stagings[0].DeletionTimestamp != nil {
+		t.Errorf("staging pods %v, want the old one only, kept", podNames(stagings))
 	}
 }
