@@ -245,7 +245,7 @@ func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
 	}
 	out, err := kubectl(t.Context(), "", "-n", ns, "exec", pod, "--", "bash", "-c",
 		fmt.Sprintf("mknod /tmp/old-device b %d %d && head -c 22 /tmp/old-device", major, minor))
-	if err == nil || !strings.Contains(out, "Operation not permitted") {
+	if err == nil || !strings.Contains(err.Error(), "Operation not permitted") { // head's message, in kubectl's error
 		t.Errorf("the client opened its volume's old device number %d:%d (err %v): %q", major, minor, err, out)
 	}
 }
