@@ -248,7 +248,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			return nil
 		}
 		if req.Block && s.deviceCgroupV2() {
-			s.keepForBlockClients(pod, req, opts.rec)
+			s.keepForBlockClients(ctx, pod, req, opts.rec)
 			return nil
 		}
 	}
@@ -389,17 +389,17 @@ func replacementSuffix(old *corev1.Pod) string {
 // another volume's device, which the clients could open. So the old
 // staging is neither torn down nor replaced until the client pods go
 // (kubelet unpublishes then); they get a Warning Event, once per staging pod.
-func (s *Stager) keepForBlockClients(pod *corev1.Pod, req *pavcsi.PublishRequest, rec *recoveryRecord) {
+func (s *Stager) keepForBlockClients(ctx context.Context, pod *corev1.Pod, req *pavcsi.PublishRequest, rec *recoveryRecord) {
 	if _, told := s.keptBlockStagings.LoadOrStore(pod.UID, true); told {
 		return
 	}
-	clients, err := s.podsOnThisNode(context.Background(), rec.Clients)
+	clients, err := s.podsOnThisNode(ctx, rec.Clients)
 	if err != nil {
-		klog.InfoS("Not recovering a block volume on cgroup v2; its clients are unknown", "pod", klog.KObj(pod), "err", err)
+		klog.FromContext(ctx).Info("Not recovering a block volume on cgroup v2; its clients are unknown", "pod", klog.KObj(pod), "err", err)
 		s.keptBlockStagings.Delete(pod.UID)
 		return
 	}
-	klog.InfoS("Not recovering a block volume: the node's device cgroups are v2", "pod", klog.KObj(pod), "clients", rec.Clients)
+	klog.FromContext(ctx).Info("Not recovering a block volume: the node's device cgroups are v2", "pod", klog.KObj(pod), "clients", rec.Clients)
 	s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeNotRecovered,
 		"block volume %s stopped working (staging pod %s/%s: %s) and is not staged again while this pod runs: the node's device cgroups are cgroup v2, where PaV can neither let the running containers open a new device nor take the old device number from them; delete and recreate the pod to use the volume again",
 		req.VolumeID, pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))

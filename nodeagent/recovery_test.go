@@ -182,7 +182,7 @@ func TestBlockStagingKeptOnCgroupV2(t *testing.T) {
 	req.Block = true
 	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{client.UID}, Since: time.Now(), Device: unix.Mkdev(7, 3)}
 	for range 3 {
-		f.stager.keepForBlockClients(old, req, rec)
+		f.stager.keepForBlockClients(ctx, old, req, rec)
 	}
 	close(events.Events)
 	var got []string
