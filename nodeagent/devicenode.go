@@ -6,8 +6,11 @@
 // number. A restaged block volume may get another device (a loop device of
 // another number): the node plugin makes a node of the new number beside the
 // old one in the container's tree, renames it over the old one (a client
-// opening the path gets the old device or the new one, never none), and
-// lets the container's device cgroup open the new number.
+// opening the path gets the old device or the new one, never none), lets
+// the container's device cgroup open the new number and no longer the old
+// one: once given back, the old number may become another volume's (the next
+// loop device of another claim), and the container may make a node of any
+// number (CAP_MKNOD), so only its cgroup keeps it out.
 
 package nodeagent
 
@@ -28,8 +31,10 @@ import (
 
 // errDeviceCgroupV2 says a container's devices are governed by cgroup v2,
 // whose device rules are an eBPF program of the runtime's: PaV does not
-// rewrite it, so the container cannot open a new device number.
-var errDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot extend: restart the client pod to use the recovered device")
+// rewrite it, so the container can neither open a new device number nor
+// be kept from its old one (recovery keeps the old staging instead:
+// blockRecoveryImpossible).
+var errDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot change: restart the client pod to use the recovered device")
 
 // blockDevicePaths are the paths at which pod's containers see the block
 // volume of claim (a claim of pod's namespace, or of a generic ephemeral
@@ -56,14 +61,15 @@ func blockDevicePaths(pod *corev1.Pod, claim string) []string {
 	return out
 }
 
-// replaceDeviceNode replaces, in the file tree of process pid, the device
+// replaceDeviceNode replaces, in the file tree of process proc, the device
 // node at devicePath whose number is old by one of number new, with the same
 // mode and owner, once allow (allowDevice) let the process open new.
 // devicePath is the tenant's: it is resolved inside the process's
 // root without following symlinks, and anything there but a block device
 // node of number old is left alone (false).
-func replaceDeviceNode(pid int, devicePath string, old, new uint64, allow func(pid int, old, new uint64) error) (bool, error) {
-	root, err := os.OpenFile(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func replaceDeviceNode(proc *clientProcess, devicePath string, old, new uint64, allow func(proc *clientProcess, old, new uint64) error) (bool, error) {
+	pid := proc.pid
+	root, err := proc.openAt("root", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return false, fmt.Errorf("opening the root of process %d: %w", pid, err)
 	}
@@ -91,7 +97,7 @@ func replaceDeviceNode(pid int, devicePath string, old, new uint64, allow func(p
 		return false, nil
 	}
 	if old != new {
-		if err := allow(pid, old, new); err != nil {
+		if err := allow(proc, old, new); err != nil {
 			return false, err
 		}
 		if err := renameNodeOver(dirfd, base, st, new); err != nil {
@@ -131,34 +137,85 @@ func renameNodeOver(dirfd int, name string, st unix.Stat_t, dev uint64) error {
 	return nil
 }
 
-// allowDevice adds to the device cgroup (v1) of process pid a rule for block
-// device new with the access its rules give old.
-func allowDevice(pid int, old, new uint64) error {
-	rel, err := deviceCgroup(pid)
+// allowDevice adds to the device cgroup (v1) of process proc a rule for
+// block device new with the access its rules give old.
+func allowDevice(proc *clientProcess, old, new uint64) error {
+	dir, list, err := deviceRules(proc)
 	if err != nil {
 		return err
 	}
-	dir, err := openDeviceCgroup(rel)
-	if err != nil {
-		return fmt.Errorf("the device cgroup of process %d: %w", pid, err)
-	}
 	defer unix.Close(dir)
-	list, err := readAt(dir, "devices.list")
-	if err != nil {
-		return fmt.Errorf("reading the device rules of process %d: %w", pid, err)
-	}
 	access := deviceAccess(list, old)
 	if access == "" {
-		return fmt.Errorf("the device cgroup of process %d does not let it open block device %d:%d", pid, unix.Major(old), unix.Minor(old))
+		return fmt.Errorf("the device cgroup of process %d does not let it open block device %d:%d", proc.pid, unix.Major(old), unix.Minor(old))
 	}
-	rule := fmt.Sprintf("b %d:%d %s", unix.Major(new), unix.Minor(new), access)
-	fd, err := unix.Openat(dir, "devices.allow", unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	return writeRule(dir, "devices.allow", deviceRule(new, access))
+}
+
+// revokeDevice denies the device cgroup (v1) of process proc block device
+// old, if its rules let it open it.
+func revokeDevice(proc *clientProcess, old uint64) error {
+	dir, list, err := deviceRules(proc)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	if deviceAccess(list, old) == "" {
+		return nil
+	}
+	if err := writeRule(dir, "devices.deny", deviceRule(old, "rwm")); err != nil {
+		return err
+	}
+	// A cgroup that allows all but its exceptions lists only "a *:* rwm";
+	// one that denies all but its exceptions must no longer list old (a
+	// deny takes out only the exception of exactly that device).
+	if list, err = readAt(dir, "devices.list"); err != nil {
+		return fmt.Errorf("reading the device rules of process %d: %w", proc.pid, err)
+	}
+	if !allowsAll(list) && deviceAccess(list, old) != "" {
+		return fmt.Errorf("the device cgroup of process %d still lets it open block device %d:%d (a rule for more devices than it)", proc.pid, unix.Major(old), unix.Minor(old))
+	}
+	return nil
+}
+
+// deviceRule is a line of a v1 devices.allow or devices.deny: block device
+// dev, with access ("rwm" or part of it).
+func deviceRule(dev uint64, access string) string {
+	return fmt.Sprintf("b %d:%d %s", unix.Major(dev), unix.Minor(dev), access)
+}
+
+// allowsAll: a v1 devices.list of a cgroup that allows every device but
+// its denied exceptions (which it does not list).
+func allowsAll(list string) bool { return strings.TrimSpace(list) == "a *:* rwm" }
+
+// deviceRules opens the device cgroup (v1) of process proc and reads its
+// rules (devices.list).
+func deviceRules(proc *clientProcess) (dir int, list string, err error) {
+	rel, err := deviceCgroup(proc)
+	if err != nil {
+		return -1, "", err
+	}
+	dir, err = openDeviceCgroup(rel)
+	if err != nil {
+		return -1, "", fmt.Errorf("the device cgroup of process %d: %w", proc.pid, err)
+	}
+	if list, err = readAt(dir, "devices.list"); err != nil {
+		unix.Close(dir)
+		return -1, "", fmt.Errorf("reading the device rules of process %d: %w", proc.pid, err)
+	}
+	return dir, list, nil
+}
+
+// writeRule writes rule to file (devices.allow or devices.deny) of cgroup
+// directory dir.
+func writeRule(dir int, file, rule string) error {
+	fd, err := unix.Openat(dir, file, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err == nil {
 		_, err = unix.Write(fd, []byte(rule))
 		unix.Close(fd)
 	}
 	if err != nil {
-		return fmt.Errorf("allowing %q to process %d: %w", rule, pid, err)
+		return fmt.Errorf("writing %q to %s: %w", rule, file, err)
 	}
 	return nil
 }
@@ -205,10 +262,15 @@ func readAt(dir int, name string) (string, error) {
 	return string(b), err
 }
 
-// deviceCgroup is the path of process pid's device cgroup (v1) in the
+// deviceCgroup is the path of process proc's device cgroup (v1) in the
 // devices hierarchy.
-func deviceCgroup(pid int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+func deviceCgroup(proc *clientProcess) (string, error) {
+	f, err := proc.openAt("cgroup", unix.O_RDONLY)
+	if err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	f.Close()
 	if err != nil {
 		return "", err
 	}

@@ -1,8 +1,12 @@
 package nodeagent
 
 import (
+	"bufio"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -28,8 +32,10 @@ func TestReplaceDeviceNodeFollowsNoSymlinks(t *testing.T) {
 	must(t, os.Symlink(dev, filepath.Join(base, "link")))
 
 	var allowed [][2]uint64
-	allow := func(_ int, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
-	pid := os.Getpid()
+	allow := func(_ *clientProcess, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
+	pid, err := openProcess(os.Getpid())
+	must(t, err)
+	defer pid.Close()
 
 	if _, err := replaceDeviceNode(pid, filepath.Join(base, "link", "vol"), old, fresh, allow); err == nil {
 		t.Error("a path through a symlink was followed")
@@ -83,7 +89,10 @@ func TestOpenDeviceCgroupOfSelf(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (fsmount)")
 	}
-	rel, err := deviceCgroup(os.Getpid())
+	self, err := openProcess(os.Getpid())
+	must(t, err)
+	defer self.Close()
+	rel, err := deviceCgroup(self)
 	if err == errDeviceCgroupV2 {
 		t.Skip("cgroup v2 machine")
 	}
@@ -95,5 +104,96 @@ func TestOpenDeviceCgroupOfSelf(t *testing.T) {
 	must(t, err)
 	if deviceAccess(list, unix.Mkdev(1, 3)) == "" { // /dev/null: every cgroup may use it
 		t.Errorf("devices.list of %s lets no one open /dev/null:\n%s", rel, list)
+	}
+}
+
+func TestDeviceRule(t *testing.T) {
+	for _, c := range []struct {
+		dev    uint64
+		access string
+		want   string
+	}{
+		{unix.Mkdev(7, 3), "rwm", "b 7:3 rwm"},
+		{unix.Mkdev(259, 1048575), "rw", "b 259:1048575 rw"},
+	} {
+		if got := deviceRule(c.dev, c.access); got != c.want {
+			t.Errorf("deviceRule(%d:%d, %q) = %q, want %q", unix.Major(c.dev), unix.Minor(c.dev), c.access, got, c.want)
+		}
+	}
+	if !allowsAll("a *:* rwm\n") || allowsAll("a *:* rwm\nb 7:3 rwm\n") || allowsAll("b 7:3 rwm\n") {
+		t.Error("allowsAll")
+	}
+}
+
+// A client container keeps no access to its volume's old device number: in
+// a cgroup that denies all but its exceptions (an ordinary container's) and
+// in one that allows all (a privileged one's), revokeDevice makes opening
+// the old number fail with EPERM, and repeating it changes nothing.
+func TestRevokeDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (cgroups, mknod)")
+	}
+	self, err := openProcess(os.Getpid())
+	must(t, err)
+	_, err = deviceCgroup(self)
+	self.Close()
+	if err == errDeviceCgroupV2 {
+		t.Skip("cgroup v2 machine")
+	}
+	must(t, err)
+	hier := t.TempDir()
+	if err := unix.Mount("cgroup", hier, "cgroup", 0, "devices"); err != nil {
+		t.Skipf("cannot mount the devices hierarchy: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(hier, unix.MNT_DETACH) })
+	// a block major no driver has: an allowed open fails with ENXIO, a
+	// denied one with EPERM
+	old := unix.Mkdev(240, 7)
+	node := filepath.Join(t.TempDir(), "old")
+	must(t, unix.Mknod(node, unix.S_IFBLK|0o600, int(old)))
+
+	for name, rules := range map[string][]string{
+		"ordinary":   {"devices.deny", "a", "devices.allow", "c 1:3 rwm", "devices.allow", "b 240:7 rw"},
+		"privileged": {"devices.allow", "a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cg := filepath.Join(hier, fmt.Sprintf("pav-test-%d-%s", os.Getpid(), name))
+			must(t, os.Mkdir(cg, 0o755))
+			t.Cleanup(func() { _ = os.Remove(cg) })
+			for i := 0; i < len(rules); i += 2 {
+				must(t, os.WriteFile(filepath.Join(cg, rules[i]), []byte(rules[i+1]), 0))
+			}
+			// the container: a process in the cgroup; each open is tried
+			// by a new process in it
+			ctr := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && echo in && exec sleep 1000`, "sh", cg)
+			out, err := ctr.StdoutPipe()
+			must(t, err)
+			must(t, ctr.Start())
+			t.Cleanup(func() { _ = ctr.Process.Kill(); _ = ctr.Wait() })
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "in\n" {
+				t.Fatalf("the container process did not join its cgroup: %q %v", line, err)
+			}
+			open := func() string {
+				b, _ := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec 3< "$2"`, "sh", cg, node).CombinedOutput()
+				return string(b)
+			}
+			if got := open(); strings.Contains(got, "not permitted") {
+				t.Fatalf("the old device cannot be opened before the revocation: %s", got)
+			}
+			proc, err := openProcess(ctr.Process.Pid)
+			must(t, err)
+			defer proc.Close()
+			for range 2 {
+				must(t, revokeDevice(proc, old))
+				if got := open(); !strings.Contains(got, "not permitted") {
+					t.Errorf("opening the old device after the revocation: %q, want EPERM", got)
+				}
+			}
+			list, err := os.ReadFile(filepath.Join(cg, "devices.list"))
+			must(t, err)
+			if name == "ordinary" && strings.TrimSpace(string(list)) != "c 1:3 rwm" {
+				t.Errorf("devices.list after the revocation:\n%s", list)
+			}
+		})
 	}
 }

@@ -34,6 +34,12 @@ const (
 	ReasonVolumeLost           = "VolumeLost"
 	ReasonVolumeRecovered      = "VolumeRecovered"
 	ReasonVolumeRecoveryFailed = "VolumeRecoveryFailed"
+	// ReasonVolumeNotReplaced: a client container keeps the old volume
+	// (errOwnNamespace); recovery and rollout go on without it.
+	ReasonVolumeNotReplaced = "VolumeNotReplaced"
+	// ReasonVolumeNotRecovered: a block volume is not recovered under
+	// running clients (keepForBlockClients).
+	ReasonVolumeNotRecovered = "VolumeNotRecovered"
 )
 
 // recoveryTimeout bounds one attempt to recover a staging.
@@ -231,7 +237,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	if recorded == nil {
 		recoveryOff := p.Spec.VolumeStaging != nil && p.Spec.VolumeStaging.Recovery == v1alpha1.RecoveryNone
 		if !recoveryOff {
-			if opts.rec, err = s.lost(ctx, pod, s.seenAt(pod, req, opts.shared)); err != nil {
+			if opts.rec, err = s.lost(ctx, pod, s.seenAt(pod, req, opts.shared), req.Block); err != nil {
 				return err
 			}
 		}
@@ -239,6 +245,10 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 			if rollingUpdate(p) && outdated(pod, p) && !servingStopped(pod, s.exits) {
 				return s.replace(ctx, driver, pod)
 			}
+			return nil
+		}
+		if req.Block && s.deviceCgroupV2() {
+			s.keepForBlockClients(ctx, pod, req, opts.rec)
 			return nil
 		}
 	}
@@ -372,6 +382,41 @@ func replacementSuffix(old *corev1.Pod) string {
 	return "-" + uid[:min(8, len(uid))]
 }
 
+// keepForBlockClients keeps the stopped staging of a block volume on a node
+// whose device cgroups are v2 (errDeviceCgroupV2): a new device could not
+// be given to the running clients, nor the old number taken from them, and
+// once the old staging's unstaging gave that number back it could become
+// another volume's device, which the clients could open. So the old
+// staging is neither torn down nor replaced until the client pods go
+// (kubelet unpublishes then); they get a Warning Event, once per staging pod.
+func (s *Stager) keepForBlockClients(ctx context.Context, pod *corev1.Pod, req *pavcsi.PublishRequest, rec *recoveryRecord) {
+	if _, told := s.keptBlockStagings.LoadOrStore(pod.UID, true); told {
+		return
+	}
+	clients, err := s.podsOnThisNode(ctx, rec.Clients)
+	if err != nil {
+		klog.FromContext(ctx).Info("Not recovering a block volume on cgroup v2; its clients are unknown", "pod", klog.KObj(pod), "err", err)
+		s.keptBlockStagings.Delete(pod.UID)
+		return
+	}
+	klog.FromContext(ctx).Info("Not recovering a block volume: the node's device cgroups are v2", "pod", klog.KObj(pod), "clients", rec.Clients)
+	s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeNotRecovered,
+		"block volume %s stopped working (staging pod %s/%s: %s) and is not staged again while this pod runs: the node's device cgroups are cgroup v2, where PaV can neither let the running containers open a new device nor take the old device number from them; delete and recreate the pod to use the volume again",
+		req.VolumeID, pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))
+}
+
+// nodeDeviceCgroupV2: this node's device cgroups are cgroup v2 (the node
+// plugin's own process has no v1 devices controller).
+func nodeDeviceCgroupV2() bool {
+	self, err := openProcess(os.Getpid())
+	if err != nil {
+		return false
+	}
+	defer self.Close()
+	_, err = deviceCgroup(self)
+	return errors.Is(err, errDeviceCgroupV2)
+}
+
 // lost says whether the staging no longer serves its volume while client
 // pods still use it, and if so returns the record of the recovery to come:
 // the mount at the staging's target and the client pods whose directories
@@ -379,7 +424,10 @@ func replacementSuffix(old *corev1.Pod) string {
 // run-to-completion one's volume no longer answers at the target (the
 // health check's verdict). Nil: nothing to recover (the volume works, the
 // target is no longer published, or no client uses it: kubelet unpublishes).
-func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*recoveryRecord, error) {
+// Nothing here waits on the volume's file system: a block volume's device
+// number is read with a bound (a hung file system holding the node does
+// not hold the recovery worker).
+func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string, block bool) (*recoveryRecord, error) {
 	if longRunning(pod, s.root) {
 		if !servingStopped(pod, s.exits) {
 			return nil, nil
@@ -396,9 +444,14 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*rec
 		return nil, nil // unpublished meanwhile
 	}
 	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}}
-	var st unix.Stat_t
-	if err := unix.Stat(target, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
-		rec.Device = st.Rdev
+	if block {
+		dev, answered, err := bounded(ctx, s.probes.timeout, func() (uint64, error) { return s.deviceAt(target) })
+		if !answered {
+			return nil, fmt.Errorf("reading the device number of the block volume at %s: no answer in %v", target, s.probes.timeout)
+		} else if err != nil {
+			return nil, fmt.Errorf("reading the device number of the block volume at %s: %w", target, err)
+		}
+		rec.Device = dev
 	}
 	for _, m := range staleMounts(infos, []volumeMount{old}) {
 		if uid, ok := kubelet.PodUIDInPath(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
@@ -411,6 +464,18 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string) (*rec
 	}
 	klog.FromContext(ctx).Info("Volume lost; restaging it", "pod", klog.KObj(pod), "target", target, "clients", rec.Clients)
 	return rec, nil
+}
+
+// blockDeviceAt is the device number of the block device node at path.
+func blockDeviceAt(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return 0, fmt.Errorf("%s is no block device", path)
+	}
+	return st.Rdev, nil
 }
 
 // eventOn records an Event on each of pods.
@@ -501,7 +566,8 @@ func claimOf(stagingPod *corev1.Pod) string {
 
 // replaceDevicesInContainers replaces, in every running container of rec's
 // client pods, the device node of the block volume rec recorded by one of
-// the device src is.
+// the device src is, and revokes the old device number in each container's
+// device cgroup.
 func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRecord, claim string, src *os.File) ([]string, error) {
 	if s.processes == nil {
 		return nil, errNoProcesses
@@ -518,52 +584,100 @@ func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRe
 	var errs []error
 	for _, pod := range clients {
 		paths := blockDevicePaths(pod, claim)
-		pids, err := s.processes.PodPIDs(ctx, pod.UID)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, pid := range pids {
+		errs = append(errs, s.inContainers(ctx, pod, func(proc *clientProcess) error {
 			for _, p := range paths {
-				ok, err := replaceDeviceNode(pid, p, rec.Device, st.Rdev, allowDevice)
+				ok, err := replaceDeviceNode(proc, p, rec.Device, st.Rdev, allowDevice)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("container process %d of pod %s/%s: %w", pid, pod.Namespace, pod.Name, err))
+					return err
 				} else if ok {
 					replaced = append(replaced, fmt.Sprintf("%s/%s:%s", pod.Namespace, pod.Name, p))
 				}
 			}
-		}
+			if rec.Device == st.Rdev || rec.Device == 0 {
+				return nil
+			}
+			// Also where the node was replaced by an earlier attempt.
+			return revokeDevice(proc, rec.Device)
+		}))
 	}
 	return replaced, errors.Join(errs...)
 }
 
 // replaceInContainers replaces the volume rec recorded by src in every
-// running container of rec's client pods.
+// running container of rec's client pods. A container whose process runs in
+// a mount namespace of a user namespace of its own is left alone
+// (errOwnNamespace): its pod gets a Warning Event, and it is no error
+// (nothing retries it).
 func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, src *os.File, opts BindOptions) ([]string, error) {
-	if s.processes == nil {
-		return nil, errNoProcesses
-	}
 	old, err := rec.mounts()
+	if err != nil {
+		return nil, err
+	}
+	clients, err := s.podsOnThisNode(ctx, rec.Clients)
 	if err != nil {
 		return nil, err
 	}
 	var replaced []string
 	var errs []error
-	for _, uid := range rec.Clients {
-		pids, err := s.processes.PodPIDs(ctx, uid)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, pid := range pids {
-			done, err := replaceInNamespace(pid, old, src, opts, nil)
+	for _, pod := range clients {
+		err := s.inContainers(ctx, pod, func(proc *clientProcess) error {
+			done, err := replaceInNamespace(proc, old, src, opts, nil)
 			replaced = append(replaced, done...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("container process %d of pod %s: %w", pid, uid, err))
+			if errors.Is(err, errOwnNamespace) {
+				klog.FromContext(ctx).Info("Not replacing the volume in a mount namespace the client made", "pod", klog.KObj(pod), "pid", proc.pid, "err", err)
+				s.eventOn([]*corev1.Pod{pod}, corev1.EventTypeWarning, ReasonVolumeNotReplaced,
+					"volume not replaced in container process %d: it runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false), where a new mount would not stay locked read-only; it keeps the old volume until the container restarts", proc.pid)
+				return nil
 			}
-		}
+			return err
+		})
+		errs = append(errs, err)
 	}
 	return replaced, errors.Join(errs...)
+}
+
+// inContainers calls f with each running container process of pod, held by
+// a pidfd (openProcess) and named by the runtime before and after it was
+// opened.
+func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*clientProcess) error) error {
+	if s.processes == nil {
+		return errNoProcesses
+	}
+	pids, err := s.processes.PodPIDs(ctx, pod.UID)
+	if err != nil {
+		return err
+	}
+	var procs []*clientProcess
+	defer func() {
+		for _, p := range procs {
+			p.Close()
+		}
+	}()
+	for _, pid := range pids {
+		proc, err := openProcess(pid)
+		if errors.Is(err, errProcessGone) {
+			continue // the container stopped: the runtime makes its next one from kubelet's mount
+		} else if err != nil {
+			return err
+		}
+		procs = append(procs, proc)
+	}
+	// A PID reused by another process between the runtime's answer and
+	// pidfd_open: the runtime, asked again, no longer names it.
+	again, err := s.processes.PodPIDs(ctx, pod.UID)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, proc := range procs {
+		if !slices.Contains(again, proc.pid) {
+			continue
+		}
+		if err := f(proc); err != nil {
+			errs = append(errs, fmt.Errorf("container process %d of pod %s/%s: %w", proc.pid, pod.Namespace, pod.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // replaceOnNode rebinds, in the node plugin's mount namespace (kubelet's
@@ -599,9 +713,7 @@ func (s *Stager) replaceOnNode(src *os.File, old []volumeMount, opts BindOptions
 			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.sub)
 			defer from.Close()
 		}
-		mountOpts := opts
-		mountOpts.ReadOnly = opts.ReadOnly || m.readOnly
-		if err := binder.BindFD(from, m.mountPoint, mountOpts); err != nil {
+		if err := binder.BindFD(from, m.mountPoint, opts.keeping(m)); err != nil {
 			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.mountPoint, err)
 		}
 		replaced = append(replaced, m.mountPoint)

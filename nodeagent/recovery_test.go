@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/protocol"
@@ -127,4 +129,76 @@ func podNames(pods []corev1.Pod) []string {
 		out = append(out, p.Name)
 	}
 	return out
+}
+
+// The recovery worker is one goroutine for the node: reading a block
+// volume's device number at a target whose file system hangs (a FUSE daemon
+// that stopped answering) returns an error after the probes' timeout
+// instead of holding it.
+func TestLostIsBoundedByAHungStat(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	old := stoppedStaging(t, f)
+	pod, err := f.kube.CoreV1().Pods(old.Namespace).Get(context.Background(), old.Name, metav1.GetOptions{}) // failed
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan struct{})
+	defer close(hung)
+	f.stager.deviceAt = func(string) (uint64, error) { <-hung; return 0, errors.New("released") }
+	f.stager.probes.timeout = time.Millisecond
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.stager.lost(context.Background(), pod, t.TempDir(), true)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no answer") {
+			t.Errorf("lost() = %v, want the device number unanswered", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("lost() is held by a stat that does not return")
+	}
+}
+
+// On cgroup v2 a stopped block staging is kept, not restaged (its device
+// number is not given back while running clients may still open it), and
+// its clients are told once, however often the staging is looked at.
+func TestBlockStagingKeptOnCgroupV2(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	ctx := context.Background()
+	events := record.NewFakeRecorder(10)
+	f.stager.recorder = events
+	client, err := f.kube.CoreV1().Pods("ns").Create(ctx, newClientPod(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := stoppedStaging(t, f)
+	req, err := f.stager.republishRequest(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Block = true
+	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{client.UID}, Since: time.Now(), Device: unix.Mkdev(7, 3)}
+	for range 3 {
+		f.stager.keepForBlockClients(ctx, old, req, rec)
+	}
+	close(events.Events)
+	var got []string
+	for e := range events.Events {
+		got = append(got, e)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "Warning "+ReasonVolumeNotRecovered) || !strings.Contains(got[0], "delete and recreate the pod") {
+		t.Errorf("Events %q, want one Warning %s", got, ReasonVolumeNotRecovered)
+	}
+	var stagings []corev1.Pod
+	for _, p := range f.pods() {
+		if p.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
+			stagings = append(stagings, p)
+		}
+	}
+	if len(stagings) != 1 || stagings[0].UID != old.UID || stagings[0].DeletionTimestamp != nil {
+		t.Errorf("staging pods %v, want the old one only, kept", podNames(stagings))
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-
 	"runtime"
 	"slices"
 	"strconv"
@@ -112,7 +111,17 @@ type staleMount struct {
 	id         int    // its mount ID, which the node plugin checks it reached
 	mountPoint string // where it is, as the client's namespace sees it
 	sub        string // the directory of the volume it shows ("" for its root)
-	readOnly   bool   // it is mounted read-only (its replacement is too)
+	// its flags, which its replacement keeps: read-only (a readOnly
+	// volumeMount), nosuid and nodev (both, as a publish sets them)
+	readOnly, noSetuidNoDevices bool
+}
+
+// keeping are opts with the flags of m added: a replacement is never
+// writable, setuid or device-capable where the mount it replaces was not.
+func (opts BindOptions) keeping(m staleMount) BindOptions {
+	opts.ReadOnly = opts.ReadOnly || m.readOnly
+	opts.NoSetuidNoDevices = opts.NoSetuidNoDevices || m.noSetuidNoDevices
+	return opts
 }
 
 // staleMounts lists the mounts of a mount table that show one of old, top
@@ -122,7 +131,9 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 	for _, m := range infos {
 		for _, v := range old {
 			if sub, ok := v.within(m); ok {
-				found = append(found, staleMount{id: m.ID, mountPoint: UnescapeMountInfo(m.MountPoint), sub: sub, readOnly: slices.Contains(m.MountOptions, "ro")})
+				found = append(found, staleMount{id: m.ID, mountPoint: UnescapeMountInfo(m.MountPoint), sub: sub,
+					readOnly:          slices.Contains(m.MountOptions, "ro"),
+					noSetuidNoDevices: slices.Contains(m.MountOptions, "nosuid") && slices.Contains(m.MountOptions, "nodev")})
 				break
 			}
 		}
@@ -200,10 +211,118 @@ func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
 	return tree, nil
 }
 
-// replaceInNamespace replaces, in the mount namespace of process pid, every
+// clientProcess is a process of a client container (or the node plugin
+// itself), held by a pidfd: its /proc directory is opened while the pidfd's
+// process is alive, so it is that process's, and a PID that was reused
+// meanwhile never leads the node plugin into another process.
+type clientProcess struct {
+	pid   int
+	pidfd int
+	dir   int // /proc/<pid>, O_PATH
+}
+
+var errProcessGone = errors.New("the process is gone")
+
+// openProcess holds process pid. Whoever named pid (containerd) must still
+// name it after this returned: the pidfd may be of a process that got pid
+// after the named one ended.
+func openProcess(pid int) (*clientProcess, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("process %d: %w", pid, errProcessGone)
+	} else if err != nil {
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("process %d: %w: %w", pid, errProcessGone, err)
+	}
+	p := &clientProcess{pid: pid, pidfd: pidfd, dir: dir}
+	if err := p.alive(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// alive: the pidfd's process has not ended, so the /proc directory opened
+// after the pidfd is its own.
+func (p *clientProcess) alive() error {
+	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
+		return fmt.Errorf("process %d: %w: %w", p.pid, errProcessGone, err)
+	}
+	return nil
+}
+
+// path names a file of the process's /proc directory through the held
+// descriptor (magic links are followed only in paths the node plugin makes).
+func (p *clientProcess) path(name string) string {
+	return fmt.Sprintf("/proc/self/fd/%d/%s", p.dir, name)
+}
+
+// openAt opens a file of the process's /proc directory.
+func (p *clientProcess) openAt(name string, flags int) (*os.File, error) {
+	fd, err := unix.Openat(p.dir, name, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("/proc/%d/%s: %w", p.pid, name, err)
+	}
+	return os.NewFile(uintptr(fd), fmt.Sprintf("/proc/%d/%s", p.pid, name)), nil
+}
+
+func (p *clientProcess) Close() {
+	unix.Close(p.dir)
+	unix.Close(p.pidfd)
+}
+
+// userNSDepth is how many user namespaces below the node plugin's own the
+// owner of namespace ns (a descriptor) is: 0 for the node plugin's own, 1
+// for a child of it; an error if the owner is not the node plugin's nor
+// below it.
+func userNSDepth(ns *os.File) (int, error) {
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/user", &self); err != nil {
+		return 0, fmt.Errorf("the node plugin's user namespace: %w", err)
+	}
+	fd, err := unix.IoctlRetInt(int(ns.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return 0, fmt.Errorf("the owner of %s: %w", ns.Name(), err)
+	}
+	for depth := 0; ; depth++ {
+		var st unix.Stat_t
+		err := unix.Fstat(fd, &st)
+		if err == nil && st.Dev == self.Dev && st.Ino == self.Ino {
+			unix.Close(fd)
+			return depth, nil
+		}
+		parent := -1
+		if err == nil {
+			// EPERM at the node plugin's ancestors' (none, in the host's)
+			parent, err = unix.IoctlRetInt(fd, unix.NS_GET_PARENT)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return 0, fmt.Errorf("the owner of %s is no user namespace of the node plugin's or below it: %w", ns.Name(), err)
+		}
+		fd = parent
+	}
+}
+
+// errOwnNamespace: a client's process runs in a mount namespace owned by a
+// user namespace other than the node's: one the client made itself
+// (unshare -Urm needs no privilege), or the pod's own (hostUsers: false).
+// The kernel locks the mounts it copied into such a namespace (read-only
+// stays read-only, and none can be unmounted to show what is beneath); a
+// clone the node plugin placed there would not be locked, and the client,
+// all-capable in its own user namespace, could make it writable. Such a
+// namespace is not touched.
+var errOwnNamespace = errors.New("the process runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false)")
+
+// replaceInNamespace replaces, in the mount namespace of proc, every
 // mount that shows one of old (and that keep, if set, keeps) by a clone of
 // source (the same directory of it, for a subPath mount), and returns the
-// mount points replaced.
+// mount points replaced. The namespace must be owned by the node plugin's
+// user namespace, else nothing is replaced (errOwnNamespace).
 //
 // A client container controls its own root file system, not its mounts: it
 // may rename a directory above its volume or plant symlinks, but not move or
@@ -212,8 +331,20 @@ func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
 // following any symlink, and a mount is replaced only if the path led to
 // exactly that mount (its mount ID): whatever the client did, the node
 // plugin mounts only where an old mount of the volume is.
-func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
-	infos, err := mount.ParseMountInfo(fmt.Sprintf("/proc/%d/mountinfo", pid))
+func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
+	pid := proc.pid
+	// The namespace is held from here on: the one checked is the one entered.
+	ns, err := proc.openAt("ns/mnt", unix.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("opening the mount namespace of process %d: %w", pid, err)
+	}
+	defer ns.Close()
+	if depth, err := userNSDepth(ns); err != nil {
+		return nil, fmt.Errorf("process %d: %w: %w", pid, errOwnNamespace, err)
+	} else if depth != 0 {
+		return nil, fmt.Errorf("process %d: %w (its owner is %d user namespaces below the node's)", pid, errOwnNamespace, depth)
+	}
+	infos, err := mount.ParseMountInfo(proc.path("mountinfo"))
 	if err != nil {
 		return nil, fmt.Errorf("reading the mount table of process %d: %w", pid, err)
 	}
@@ -235,17 +366,10 @@ func replaceInNamespace(pid int, old []volumeMount, source *os.File, opts BindOp
 		}
 	}()
 	for i, m := range stale {
-		mountOpts := opts
-		mountOpts.ReadOnly = opts.ReadOnly || m.readOnly
-		if trees[i], err = cloneTree(source, m.sub, mountOpts); err != nil {
+		if trees[i], err = cloneTree(source, m.sub, opts.keeping(m)); err != nil {
 			return nil, err
 		}
 	}
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
-	if err != nil {
-		return nil, fmt.Errorf("opening the mount namespace of process %d: %w", pid, err)
-	}
-	defer ns.Close()
 
 	type result struct {
 		replaced []string

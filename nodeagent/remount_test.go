@@ -2,9 +2,11 @@ package nodeagent
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +47,7 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	script := strings.Join([]string{
 		"set -e",
 		"mount --bind " + oldVol + " " + ctr + "/data",
+		"mount -o remount,bind,ro " + ctr + "/data", // a readOnly volumeMount
 		"mount --bind " + oldVol + "/sub " + ctr + "/part",
 		"umount " + oldVol + " " + newVol, // a container sees only its own copies
 		"mv " + ctr + " " + ctr + "2",
@@ -66,7 +69,10 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	src, err := os.Open(newVol)
 	must(t, err)
 	defer src.Close()
-	replaced, err := replaceInNamespace(client.Process.Pid, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
+	proc, err := openProcess(client.Process.Pid)
+	must(t, err)
+	defer proc.Close()
+	replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
 	if err != nil {
 		t.Fatalf("replaceInNamespace: %v", err)
 	}
@@ -82,6 +88,20 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	}
 	infos, err := mount.ParseMountInfo("/proc/" + itoa(client.Process.Pid) + "/mountinfo")
 	must(t, err)
+	// The clones keep the read-only flag of the mount they replaced, and
+	// get nosuid,nodev as a publish does.
+	for mp, want := range map[string][]string{ctr + "2/data": {"ro", "nosuid", "nodev"}, ctr + "2/part": {"rw", "nosuid", "nodev"}} {
+		top := mountAtIn(infos, mp)
+		if top == nil {
+			t.Errorf("nothing mounted at %s in the client", mp)
+			continue
+		}
+		for _, opt := range want {
+			if !slices.Contains(top.MountOptions, opt) {
+				t.Errorf("the new mount at %s has options %v, want %s", mp, top.MountOptions, opt)
+			}
+		}
+	}
 	for _, m := range infos {
 		if m.MountPoint == "/etc" || strings.HasPrefix(m.MountPoint, "/etc/") {
 			t.Errorf("something was mounted where the planted symlink points: %+v", m)
@@ -92,22 +112,165 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	}
 }
 
+// mountAtIn is the top mount at mountPoint in infos.
+func mountAtIn(infos []mount.MountInfo, mountPoint string) *mount.MountInfo {
+	var top *mount.MountInfo
+	for i := range infos {
+		if UnescapeMountInfo(infos[i].MountPoint) == mountPoint {
+			top = &infos[i]
+		}
+	}
+	return top
+}
+
+// A client that made its own user and mount namespace (unshare -Urm, no
+// privilege needed) and bound its read-only volume there again: the kernel
+// locked the copies of its mounts read-only, but a clone the node plugin
+// placed beneath that bind would not be, and the client could remount it
+// writable. replaceInNamespace refuses such a namespace and leaves it as it
+// is; the container's own namespace (outer) is replaced.
+func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mount namespaces)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare(1)")
+	}
+	base := t.TempDir()
+	oldVol, newVol := filepath.Join(base, "old"), filepath.Join(base, "new")
+	for _, dir := range []string{oldVol, newVol} {
+		must(t, os.MkdirAll(dir, 0o755))
+		must(t, unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"))
+		t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	}
+	top, err := mountAt("self", oldVol)
+	must(t, err)
+	old := volumeMount{Major: top.Major, Minor: top.Minor, Root: top.Root}
+	data := filepath.Join(base, "data")
+	must(t, os.MkdirAll(data, 0o755))
+
+	// outer: the container's namespace (the node's user namespace), its
+	// volume read-only; inner: the client's own, with the volume bound again.
+	inner := strings.Join([]string{
+		"set -e",
+		"mount --bind " + data + " " + data,
+		"echo ready",
+		"exec sleep 1000",
+	}, "\n")
+	outer := strings.Join([]string{
+		"set -e",
+		"mount --bind " + oldVol + " " + data,
+		"mount -o remount,bind,ro " + data,
+		"umount " + oldVol + " " + newVol,
+		"sleep 1000 &",
+		"echo $!",
+		"exec unshare --user --map-root-user --mount sh -c '" + inner + "'",
+	}, "\n")
+	client := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", outer)
+	out, err := client.StdoutPipe()
+	must(t, err)
+	client.Stderr = os.Stderr
+	must(t, client.Start())
+	t.Cleanup(func() { _ = client.Process.Kill(); _ = client.Wait() })
+	r := bufio.NewReader(out)
+	sibling, err := r.ReadString('\n')
+	must(t, err)
+	siblingPID, err := strconv.Atoi(strings.TrimSpace(sibling))
+	must(t, err)
+	t.Cleanup(func() { _ = unix.Kill(siblingPID, unix.SIGKILL) })
+	if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("client did not get ready: %q %v", line, err)
+	}
+
+	src, err := os.Open(newVol)
+	must(t, err)
+	defer src.Close()
+	for _, c := range []struct {
+		name  string
+		pid   int
+		depth int
+	}{{"the client's own namespace", client.Process.Pid, 1}, {"the container's namespace", siblingPID, 0}} {
+		proc, err := openProcess(c.pid)
+		must(t, err)
+		ns, err := proc.openAt("ns/mnt", unix.O_RDONLY)
+		must(t, err)
+		if got, err := userNSDepth(ns); err != nil || got != c.depth {
+			t.Errorf("%s: userNSDepth = %d, %v; want %d", c.name, got, err, c.depth)
+		}
+		ns.Close()
+		before, err := os.ReadFile(proc.path("mountinfo"))
+		must(t, err)
+		replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{}, nil)
+		after, _ := os.ReadFile(proc.path("mountinfo"))
+		proc.Close()
+		if c.depth == 0 {
+			if err != nil || len(replaced) != 1 {
+				t.Errorf("%s: replaced %v, err %v; want %s", c.name, replaced, err, data)
+			}
+			continue
+		}
+		if !errors.Is(err, errOwnNamespace) || len(replaced) != 0 {
+			t.Errorf("%s: replaced %v, err %v; want errOwnNamespace and nothing replaced", c.name, replaced, err)
+		}
+		if string(before) != string(after) {
+			t.Errorf("%s: its mount table changed:\n%s\n-> \n%s", c.name, before, after)
+		}
+	}
+}
+
+// A reused PID does not lead into another process: a process held by a
+// pidfd that ended is gone, whatever now has its PID.
+func TestOpenProcessOfAnEndedProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "1000")
+	must(t, cmd.Start())
+	proc, err := openProcess(cmd.Process.Pid)
+	must(t, err)
+	defer proc.Close()
+	must(t, proc.alive())
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := proc.alive(); !errors.Is(err, errProcessGone) {
+		t.Errorf("alive() of an ended process: %v, want errProcessGone", err)
+	}
+	if _, err := proc.openAt("ns/mnt", unix.O_RDONLY); err == nil {
+		t.Error("opened the namespace of an ended process through its /proc directory")
+	}
+}
+
 func TestStaleMountsKeepsTopsOnly(t *testing.T) {
 	old := []volumeMount{{Major: 0, Minor: 50, Root: "/vol"}}
 	infos := []mount.MountInfo{
-		{ID: 1, Major: 0, Minor: 50, Root: "/vol", MountPoint: "/data"},
+		{ID: 1, Major: 0, Minor: 50, Root: "/vol", MountPoint: "/data", MountOptions: []string{"ro", "nosuid", "nodev", "relatime"}},
 		{ID: 2, Major: 0, Minor: 50, Root: "/vol/a", MountPoint: "/data/a"},      // nested in /data: goes with it
 		{ID: 3, Major: 0, Minor: 50, Root: "/vol/b", MountPoint: `/sub\040path`}, // a subPath, escaped space
 		{ID: 4, Major: 0, Minor: 50, Root: "/volume2", MountPoint: "/other"},     // another directory of the same file system
 		{ID: 5, Major: 0, Minor: 51, Root: "/vol", MountPoint: "/else"},          // another file system
 	}
 	got := staleMounts(infos, old)
-	want := []staleMount{{id: 1, mountPoint: "/data"}, {id: 3, mountPoint: "/sub path", sub: "b"}}
+	want := []staleMount{{id: 1, mountPoint: "/data", readOnly: true, noSetuidNoDevices: true}, {id: 3, mountPoint: "/sub path", sub: "b"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("staleMounts = %+v, want %+v", got, want)
 	}
 	if m, err := parseVolumeMount(old[0].String()); err != nil || m != old[0] {
 		t.Fatalf("parseVolumeMount(%q) = %v, %v", old[0].String(), m, err)
+	}
+}
+
+func TestBindOptionsKeeping(t *testing.T) {
+	for _, c := range []struct {
+		opts BindOptions
+		m    staleMount
+		want BindOptions
+	}{
+		{BindOptions{}, staleMount{}, BindOptions{}},
+		{BindOptions{}, staleMount{readOnly: true}, BindOptions{ReadOnly: true}},
+		{BindOptions{ReadOnly: true}, staleMount{}, BindOptions{ReadOnly: true}},
+		{BindOptions{}, staleMount{noSetuidNoDevices: true}, BindOptions{NoSetuidNoDevices: true}},
+		{BindOptions{NoSetuidNoDevices: true}, staleMount{readOnly: true}, BindOptions{ReadOnly: true, NoSetuidNoDevices: true}},
+	} {
+		if got := c.opts.keeping(c.m); got != c.want {
+			t.Errorf("%+v keeping %+v = %+v, want %+v", c.opts, c.m, got, c.want)
+		}
 	}
 }
 

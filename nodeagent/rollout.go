@@ -162,7 +162,12 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	}
 	bind := s.bindOptions(driver, false, req.ReadOnly)
 	isClients := func(mountPoint string) bool { _, ok := kubelet.PodUIDInPath(mountPoint); return ok }
-	replaced, err := replaceInNamespace(os.Getpid(), []volumeMount{oldMount}, src, bind, isClients)
+	self, err := openProcess(os.Getpid())
+	if err != nil {
+		return err
+	}
+	replaced, err := replaceInNamespace(self, []volumeMount{oldMount}, src, bind, isClients)
+	self.Close()
 	if err != nil {
 		// Unmount and bind instead: containers with HostToContainer
 		// propagation see the volume go for a moment.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -93,6 +94,14 @@ type Stager struct {
 	// processes finds client containers' processes; nil: recovery cannot
 	// reach into them
 	processes ContainerProcesses
+	// deviceAt reads a block volume's device number (blockDeviceAt);
+	// deviceCgroupV2 tells whether the node's device cgroups are v2
+	// (nodeDeviceCgroupV2): both but in tests
+	deviceAt       func(path string) (uint64, error)
+	deviceCgroupV2 func() bool
+	// keptBlockStagings: the stopped block stagings kept on cgroup v2
+	// whose clients were told (keepForBlockClients), by staging pod UID
+	keptBlockStagings sync.Map
 	// informers behind the caches above, by resource (Ready)
 	informers map[string]cache.SharedIndexInformer
 }
@@ -142,6 +151,7 @@ func NewStager(cfg StagerConfig) *Stager {
 		},
 	}
 	s.readStats = s.readVolumeStats
+	s.deviceAt, s.deviceCgroupV2 = blockDeviceAt, nodeDeviceCgroupV2
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
 	}

@@ -128,27 +128,39 @@ func (p *volumeProbes) run(ctx context.Context, path string, read func(string) (
 	}
 	p.running[path] = true
 	p.mu.Unlock()
+	return bounded(ctx, p.timeout, func() (*pavcsi.VolumeStats, error) {
+		defer func() {
+			p.mu.Lock()
+			delete(p.running, path)
+			p.mu.Unlock()
+		}()
+		return read(path)
+	})
+}
+
+// bounded calls f in a goroutine of its own and waits for its answer at
+// most timeout, or until ctx ends; answered is false if it did not come. f
+// may block for as long as a hung FUSE daemon does: that pins its own
+// goroutine (and thread), never the caller.
+func bounded[T any](ctx context.Context, timeout time.Duration, f func() (T, error)) (v T, answered bool, err error) {
 	type answer struct {
-		stats *pavcsi.VolumeStats
-		err   error
+		v   T
+		err error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		st, err := read(path)
-		p.mu.Lock()
-		delete(p.running, path)
-		p.mu.Unlock()
-		done <- answer{st, err}
+		v, err := f()
+		done <- answer{v, err}
 	}()
-	timer := time.NewTimer(p.timeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case a := <-done:
-		return a.stats, true, a.err
+		return a.v, true, a.err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return nil, false, nil
+	return v, false, nil
 }
 
 // stagingPodHealth: a long-running staging pod (one that signalled

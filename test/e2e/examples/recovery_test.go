@@ -5,7 +5,9 @@ package examples
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,9 @@ import (
 // numbered sector every 0.2 s; PaV stages the volume again on another loop
 // device and replaces the device node inside the running container (same
 // container, no restart, the node now of the new device), and every sector
-// acknowledged before and after is in the backing file.
+// acknowledged before and after is in the backing file. The old device
+// number, given back, becomes another disk: the container may make a node of
+// it (CAP_MKNOD) but its device cgroup no longer lets it open it.
 func TestLoopBlockRecovery(t *testing.T) {
 	sw := newStopwatch(t)
 	prov := readFile(t, example("loop-block", "provisioner.yaml"))
@@ -107,6 +111,8 @@ spec:
 		t.Errorf("restarted %s times", n)
 	}
 	sw.lap("the writer writes on the new device")
+	oldNumberIsAnotherDisk(t, ns, "writer", before)
+	sw.lap("the old device number, now another disk, cannot be opened")
 
 	pv := pvOf(t, ns, "loop-block")
 	img := filepath.Join("/var/lib/pav-examples/loop-block", field(pv, "spec", "csi", "volumeHandle").(string)+".img")
@@ -139,7 +145,7 @@ func TestGocryptfsRecovery(t *testing.T) {
 	writers := startWriters(t, ns, "gocryptfs")
 	sw.lap("two clients writing through gocryptfs")
 
-	killDaemonsAndWaitRecovered(t, ns, writers, "gocryptfs", "gocryptfs")
+	killDaemonsAndWaitRecovered(t, ns, writers, 0, "gocryptfs", "gocryptfs")
 	sw.lap("both clients write again")
 
 	for name := range writers {
@@ -157,7 +163,9 @@ func TestGocryptfsRecovery(t *testing.T) {
 // TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
 // the sshfs provisioner's staging section replaces the staging pods of two
 // writing clients (one without mountPropagation) make-before-break: the same
-// containers write on, without a single failed write.
+// containers write on, without a single failed write. A read-only client
+// that bound its volume again in a user and mount namespace of its own is
+// left alone there (VolumeNotReplaced) and never gets a writable volume.
 func TestSSHFSRollingUpdate(t *testing.T) {
 	sw := newStopwatch(t)
 	prov := strings.Replace(readFile(t, example("sshfs", "provisioner.yaml")), "  volumeStaging:\n", "  volumeStaging:\n    updateStrategy: RollingUpdate\n", 1)
@@ -169,14 +177,16 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
 	ns, writers := sshfsWriters(t)
-	eventually(t, time.Minute, "two stagings, none outdated", func() (bool, string) {
+	startOwnNamespaceReader(t, ns, "reader-own-namespace", "sshfs")
+	eventually(t, time.Minute, "three stagings, none outdated", func() (bool, string) {
 		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
-		return s == "2/", s
+		return s == "3/", s
 	})
 	sw.lap("two clients writing through sshfs")
 
 	k(t, "patch", "pavprovisioner", "sshfs", "--type=json", "-p",
 		`[{"op":"add","path":"/spec/volumeStaging/podTemplate/metadata/labels","value":{"rollout":"two"}}]`)
+	checkOwnNamespaceReader(t, ns, "reader-own-namespace", "StagingReplaced")
 	for name := range writers {
 		eventually(t, 3*time.Minute, "a StagingReplaced Event on "+name, func() (bool, string) {
 			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
@@ -185,10 +195,10 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	}
 	eventually(t, time.Minute, "no outdated staging left", func() (bool, string) {
 		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
-		return s == "2/", s
+		return s == "3/", s
 	})
-	if labels := kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs,rollout=two", "-o", "name"); len(strings.Fields(labels)) != 2 {
-		t.Errorf("staging pods from the new section: %q, want 2", labels)
+	if labels := kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs,rollout=two", "-o", "name"); len(strings.Fields(labels)) != 3 {
+		t.Errorf("staging pods from the new section: %q, want 3", labels)
 	}
 	sw.lap("both stagings replaced")
 	for name := range writers {
@@ -204,6 +214,38 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 			t.Errorf("%s: container %s replaced by %s", name, writers[name], id)
 		}
 	}
+	k(t, "-n", ns, "delete", "pod", "reader-own-namespace", "--wait=true")
 	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
+}
+
+// oldNumberIsAnotherDisk attaches a new file to loop device number old
+// ("%t:%T" of stat, hex) unless it is attached already, as a new volume of
+// another tenant would get it, and checks that the client pod, making a
+// node of that number, cannot open it (EPERM from its device cgroup).
+func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
+	t.Helper()
+	var major, minor int
+	if _, err := fmt.Sscanf(old, "%x:%x", &major, &minor); err != nil {
+		t.Fatalf("device number %q: %v", old, err)
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "other-tenant.img")
+	if err := os.WriteFile(disk, []byte(strings.Repeat("another tenant's disk\n", 1<<15)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(dir, "loop")
+	if out, err := exec.Command("mknod", node, "b", strconv.Itoa(major), strconv.Itoa(minor)).CombinedOutput(); err != nil {
+		t.Fatalf("mknod: %v: %s", err, out)
+	}
+	if out, err := exec.Command("losetup", node, disk).CombinedOutput(); err != nil {
+		t.Logf("the old device number %d:%d is in use already (%v: %s): checking it as it is", major, minor, err, out)
+	} else {
+		t.Cleanup(func() { _ = exec.Command("losetup", "-d", node).Run() })
+	}
+	out, err := kubectl(t.Context(), "", "-n", ns, "exec", pod, "--", "bash", "-c",
+		fmt.Sprintf("mknod /tmp/old-device b %d %d && head -c 22 /tmp/old-device", major, minor))
+	if err == nil || !strings.Contains(err.Error(), "Operation not permitted") { // head's message, in kubectl's error
+		t.Errorf("the client opened its volume's old device number %d:%d (err %v): %q", major, minor, err, out)
+	}
 }

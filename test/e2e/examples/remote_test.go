@@ -48,17 +48,23 @@ func TestSSHFS(t *testing.T) {
 // mountPropagation HostToContainer. PaV stages the volume again and the same
 // containers (same container ID, no restart) write again; every line
 // acknowledged before the kill and after the recovery is on the server.
+// A third client, read-only, that bound its volume again in a user and
+// mount namespace of its own, is left alone (VolumeNotReplaced, not
+// retried) and never gets a writable volume.
 func TestSSHFSRecovery(t *testing.T) {
 	sw := newStopwatch(t)
 	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
 	ns, writers := sshfsWriters(t)
-	sw.lap("two clients writing through sshfs")
+	startOwnNamespaceReader(t, ns, "reader-own-namespace", "sshfs")
+	sw.lap("two clients writing through sshfs, one reading in its own namespace")
 
-	killDaemonsAndWaitRecovered(t, ns, writers, "sshfs", "sshfs")
-	sw.lap("both clients write again")
+	killDaemonsAndWaitRecovered(t, ns, writers, 1, "sshfs", "sshfs")
+	checkOwnNamespaceReader(t, ns, "reader-own-namespace", "VolumeRecovered")
+	sw.lap("both clients write again, the reader cannot")
 
+	k(t, "-n", ns, "delete", "pod", "reader-own-namespace", "--wait=true")
 	sshfsDone(t, srv, ns, writers)
 	sw.lap("unstaged, claim deleted")
 }

@@ -103,14 +103,14 @@ func startWriters(t *testing.T, ns, claim string) (containerIDs map[string]strin
 }
 
 // killDaemonsAndWaitRecovered kills the processes named comm in every
-// staging pod of provisioner, one per writer, then waits until each writer
-// got VolumeLost and VolumeRecovered and writes again in the same container
-// (same container ID, no restart).
-func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]string, provisioner, comm string) {
+// staging pod of provisioner, one per writer and one per other client, then
+// waits until each writer got VolumeLost and VolumeRecovered and writes
+// again in the same container (same container ID, no restart).
+func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]string, others int, provisioner, comm string) {
 	t.Helper()
 	stagings := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner="+provisioner,
 		"-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`))
-	if len(stagings) != len(writers) {
+	if len(stagings) != len(writers)+others {
 		t.Fatalf("staging pods %v, want one per client", stagings)
 	}
 	for _, staging := range stagings {
@@ -202,4 +202,83 @@ func gocryptfsNamespace(t *testing.T) string {
 	ns := newNamespace(t)
 	k(t, "-n", ns, "create", "secret", "generic", "gocryptfs-key", "--from-literal=passphrase="+randomSecret(t))
 	return ns
+}
+
+// ownNamespaceReader is a client whose volume is mounted read-only and
+// that, as any unprivileged container may, runs in a user and mount
+// namespace of its own (unshare -Urm: all capabilities there) and binds its
+// volume there again. The kernel locked the read-only flag of the mounts it
+// copied into that namespace, so its attempts to remount the volume writable
+// and write to it, every 0.5 s (each logged "try"), log "remounted rw" or
+// "wrote" only if PaV ever gave it an unlocked mount. It logs "rebound"
+// once set up.
+func ownNamespaceReader(name, claim string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: reader
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command:
+        - unshare
+        - -Urm
+        - /bin/bash
+        - -c
+        - |
+          mount -o bind /data /data && echo rebound
+          while :; do
+            echo try
+            mount -o remount,bind,rw /data 2> /dev/null && echo "remounted rw"
+            (echo x > /data/%s.attempt) 2> /dev/null && echo wrote
+            sleep 0.5
+          done
+      volumeMounts:
+        - name: data
+          mountPath: /data
+          readOnly: true
+  volumes:
+    - name: data
+      persistentVolumeClaim:
+        claimName: %s
+`, name, name, claim)
+}
+
+// startOwnNamespaceReader creates an ownNamespaceReader of claim in ns and
+// waits until it has bound its volume again in its own namespace.
+func startOwnNamespaceReader(t *testing.T, ns, name, claim string) {
+	t.Helper()
+	applyStdin(t, ns, ownNamespaceReader(name, claim))
+	waitPodReady(t, ns, name)
+	eventually(t, time.Minute, name+" to bind its volume in its own namespace", func() (bool, string) {
+		logs := kq("-n", ns, "logs", name)
+		return strings.Contains(logs, "rebound"), logs
+	})
+}
+
+// checkOwnNamespaceReader checks that the ownNamespaceReader name got a
+// Warning VolumeNotReplaced and the Normal event (reason done) that ends
+// the recovery or rollout (no retries: no VolumeRecoveryFailed), and that it
+// never made its volume writable. Its log is read after the Events: it
+// tries every 0.5 s, so it had its chance with the new mount.
+func checkOwnNamespaceReader(t *testing.T, ns, name, done string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "VolumeNotReplaced and "+done+" Events on "+name, func() (bool, string) {
+		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
+		return strings.Contains(out, "VolumeNotReplaced") && strings.Contains(out, done), out
+	})
+	tries := strings.Count(kq("-n", ns, "logs", name), "try")
+	eventually(t, time.Minute, name+" to try again after the replacement", func() (bool, string) {
+		n := strings.Count(kq("-n", ns, "logs", name), "try")
+		return n >= tries+2, fmt.Sprintf("%d tries, %d at the Events", n, tries) // one whole try after them
+	})
+	if out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name+",reason=VolumeRecoveryFailed", "-o", "name"); out != "" {
+		t.Errorf("%s: the recovery failed and was retried: %s", name, out)
+	}
+	if logs := kq("-n", ns, "logs", name); strings.Contains(logs, "remounted rw") || strings.Contains(logs, "wrote") {
+		t.Errorf("%s made its read-only volume writable:\n%s", name, logs)
+	}
 }
