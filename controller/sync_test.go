@@ -111,6 +111,8 @@ type harness struct {
 	restarts int
 	// kubeletDir is the controller's Config.KubeletDir ("" for the default).
 	kubeletDir string
+	// poolDirs is the controller's Config.PoolKubeletDirs.
+	poolDirs []PoolKubeletDir
 	// engine is the controller's Engine (nil: stubEngine).
 	engine Engine
 	// backendMax, when set, is the most an expansion pod can grow a volume
@@ -174,7 +176,7 @@ func (h *harness) restart() {
 	if engine == nil {
 		engine = stubEngine{}
 	}
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Snapshots: h.snap, Engine: engine, KubeletDir: h.kubeletDir})
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Snapshots: h.snap, Engine: engine, KubeletDir: h.kubeletDir, PoolKubeletDirs: h.poolDirs})
 	if err != nil {
 		h.t.Fatal(err)
 	}
