@@ -423,6 +423,9 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
 		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
 	}
+	if problem, retry := checkClone(s.pvc, src, pv); problem != "" {
+		return problem, retry
+	}
 	s.source, s.sourcePV = src, pv
 	if src.DeletionTimestamp != nil {
 		// An attempt in progress keeps it (it holds the clone's finalizer); a new one may not start.
