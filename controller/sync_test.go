@@ -1344,3 +1344,21 @@ func TestCreationPodDeletedBeforeScheduling(t *testing.T) {
 	}
 	provisioning.run(t, h, 20)
 }
+
+// A class's csi.storage.k8s.io/fstype becomes the PV's fsType (so the
+// CSIDriver's fsGroupPolicy applies), and is no volume attribute.
+func TestProvisionedVolumeGetsTheClassFSType(t *testing.T) {
+	objs := testObjects()
+	objs[0].(*storagev1.StorageClass).Parameters = map[string]string{protocol.ParameterFSType: "ext4", "k": "v"}
+	h := newHarness(t, objs...)
+	for i := 0; i < 10 && !h.provisioned(); i++ {
+		_ = h.step()
+	}
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), testVolume, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("not provisioned: %v\n%s", err, h.describe())
+	}
+	if pv.Spec.CSI.FSType != "ext4" || pv.Spec.CSI.VolumeAttributes[protocol.ParameterFSType] != "" {
+		t.Errorf("PV fsType %q, attributes %v; want fsType ext4, not an attribute", pv.Spec.CSI.FSType, pv.Spec.CSI.VolumeAttributes)
+	}
+}
