@@ -105,7 +105,12 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	p := c.provisioner(provName)
 	ours := protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
 	if p == nil && !ours {
-		return nil // not a PaV claim (or its PavProvisioner does not exist yet)
+		// Not a PaV claim (or its PavProvisioner does not exist yet), unless
+		// bound to a PV of a PaV driver made by hand: its expansion and
+		// modification are refused with a status and an Event.
+		if p = c.staticVolumeProvisioner(pvc); p == nil {
+			return nil
+		}
 	}
 	if d := c.claimBackoff.wait(key); d > 0 {
 		c.claimQueue.AddAfter(key, d)
