@@ -533,8 +533,13 @@ func (c *Controller) contentVersion(name string) string {
 // --- event handlers: map every change to the work items it affects ---
 
 func (c *Controller) onContent(obj interface{}) {
-	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok && c.provisioner(content.Spec.Driver) != nil {
-		c.contentQueue.Add(content.Name)
+	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok {
+		if p := c.provisioner(content.Spec.Driver); p != nil {
+			c.contentQueue.Add(content.Name)
+			if p.DeletionTimestamp != nil {
+				c.provisionerQueue.Add(p.Name) // its contents may hold it
+			}
+		}
 	}
 }
 
