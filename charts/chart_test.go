@@ -410,6 +410,11 @@ terms:
 		t.Errorf("node-agent's required node affinity (-want +got):\n%s", d)
 	}
 	hasArg(t, main, "--kubelet-dir=/var/lib/kubelet")
+	// The controller places capacity pods' /pav under each pool's root.
+	ctrl := find(t, objs, "Deployment", "controller-agent")
+	hasArg(t, ctrl, "--kubelet-dir=/var/lib/kubelet")
+	hasArg(t, ctrl, "--pool-kubelet-dir=pav-cluster.local/kubelet-root=k0s:/var/lib/k0s/kubelet")
+	hasArg(t, ctrl, "--pool-kubelet-dir=example.com/distro=microk8s:/var/snap/microk8s/common/var/lib/kubelet")
 	for _, p := range []struct{ name, dir, label, value, memory string }{
 		{"k0s", "/var/lib/k0s/kubelet", "pav-cluster.local/kubelet-root", "k0s", "256Mi"},
 		{"microk8s", "/var/snap/microk8s/common/var/lib/kubelet", "example.com/distro", "microk8s", "512Mi"},

@@ -24,8 +24,15 @@ const (
 	reasonCapacityUnknown = "CapacityUnknown"
 )
 
+// capacityFailuresToRemove: after this many failed measurements of an item
+// in a row its CSIStorageCapacity object is deleted; until then it keeps
+// the last value measured, as external-provisioner does for a failed
+// GetCapacity (one slow or failed measurement must not close a segment).
+const capacityFailuresToRemove = 3
+
 // capacityItem is one measurement: a StorageClass of the provisioner in one
-// topology segment, measured on node (the first node of the segment by name).
+// topology segment, measured on node (the first Ready, schedulable node of
+// the segment by name; the first by name if none is).
 type capacityItem struct {
 	key     string // protocol.CapacityKey
 	class   *storagev1.StorageClass
@@ -37,7 +44,9 @@ func capacityObjectName(key string) string { return "pav-" + key }
 
 // capacityItems lists what the provisioner measures: every segment of the
 // cluster's nodes (nodes lacking a topology label belong to none) for every
-// StorageClass naming the provisioner.
+// WaitForFirstConsumer StorageClass naming the provisioner (the scheduler
+// reads capacity only for those, and external-provisioner by default
+// publishes none for Immediate classes).
 func (c *Controller) capacityItems(p *v1alpha1.PavProvisioner) ([]capacityItem, error) {
 	nodes, err := c.nodes.List(everything)
 	if err != nil {
@@ -46,13 +55,18 @@ func (c *Controller) capacityItems(p *v1alpha1.PavProvisioner) ([]capacityItem, 
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	segments := map[string]protocol.Segment{}
 	nodeOf := map[string]string{}
+	usable := map[string]bool{}
 	for _, n := range nodes {
 		seg, missing := protocol.NodeSegment(p.Spec.TopologyKeys, n.Labels)
 		if missing != "" {
 			continue
 		}
-		if k := seg.Key(); segments[k] == nil {
+		k := seg.Key()
+		if segments[k] == nil {
 			segments[k], nodeOf[k] = seg, n.Name
+		}
+		if !usable[k] && nodeUsable(n) {
+			usable[k], nodeOf[k] = true, n.Name
 		}
 	}
 	classes, err := c.classes.List(everything)
@@ -61,7 +75,7 @@ func (c *Controller) capacityItems(p *v1alpha1.PavProvisioner) ([]capacityItem, 
 	}
 	var items []capacityItem
 	for _, sc := range classes {
-		if sc.Provisioner != p.Name {
+		if sc.Provisioner != p.Name || sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 			continue
 		}
 		for k, seg := range segments {
@@ -88,6 +102,38 @@ func (c *Controller) capacityRoundDone(name string, next time.Time) {
 	c.capacityDue[name] = next
 }
 
+// capacityFailed counts a failed measurement of an item and returns how
+// many failed in a row; capacityMeasured resets the count.
+func (c *Controller) capacityFailed(name, key string) int {
+	c.capacityMu.Lock()
+	defer c.capacityMu.Unlock()
+	if c.capacityFailures[name] == nil {
+		c.capacityFailures[name] = map[string]int{}
+	}
+	c.capacityFailures[name][key]++
+	return c.capacityFailures[name][key]
+}
+
+func (c *Controller) capacityMeasured(name, key string) {
+	c.capacityMu.Lock()
+	defer c.capacityMu.Unlock()
+	delete(c.capacityFailures[name], key)
+}
+
+// forgetCapacityFailures drops the counts of items no longer measured.
+func (c *Controller) forgetCapacityFailures(name string, wanted map[string]bool) {
+	c.capacityMu.Lock()
+	defer c.capacityMu.Unlock()
+	for key := range c.capacityFailures[name] {
+		if !wanted[key] {
+			delete(c.capacityFailures[name], key)
+		}
+	}
+	if len(c.capacityFailures[name]) == 0 {
+		delete(c.capacityFailures, name)
+	}
+}
+
 // refreshCapacity makes the provisioner's next sync measure every segment
 // again (a volume was created or deleted).
 func (c *Controller) refreshCapacity(name string) {
@@ -102,10 +148,11 @@ func (c *Controller) refreshCapacity(name string) {
 // (and again after each creation and deletion). A measurement that fails
 // (template error, a pod that fails, writes something that is not a
 // quantity, or does not finish within the period) is a Warning Event on the
-// provisioner, and the item's object is deleted: the scheduler reads a
-// missing object as no capacity, so WaitForFirstConsumer claims of the class
-// are kept off the segment until a measurement succeeds, rather than sent to
-// a node that may be full. enabled false (no storageCapacity, an invalid
+// provisioner; the item's object keeps its last value until
+// capacityFailuresToRemove measurements failed in a row, and is deleted
+// then: the scheduler reads a missing object as no capacity, so
+// WaitForFirstConsumer claims of the class are kept off the segment until a
+// measurement succeeds, rather than sent to a node that may be full. enabled false (no storageCapacity, an invalid
 // spec, the provisioner going) removes every object and pod.
 func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, enabled bool) error {
 	var pods []*corev1.Pod
@@ -132,6 +179,7 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 	for _, it := range items {
 		wanted[it.key] = true
 	}
+	c.forgetCapacityFailures(p.Name, wanted)
 	byKey := map[string]*corev1.Pod{}
 	for _, pod := range pods {
 		if key := pod.Annotations[protocol.AnnotationCapacityOf]; wanted[key] && byKey[key] == nil {
@@ -171,7 +219,13 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 			err = c.capacityUnknown(ctx, p, it, obj, fmt.Sprintf("evaluating spec.storageCapacity: %v", err))
 		case cfg == nil:
 		case cfg.PodTemplate != nil:
-			pod := protocol.CapacityPod(cfg.PodTemplate, p.Name, c.podDirRoot(), it.key, it.node)
+			// The pod's /pav goes under the kubelet root of the node it runs
+			// on, where that node's plugin collects it.
+			node := it.node
+			if cfg.PodTemplate.Spec.NodeName != "" {
+				node = cfg.PodTemplate.Spec.NodeName
+			}
+			pod := protocol.CapacityPod(cfg.PodTemplate, p.Name, c.podDirRootOn(node), it.key, it.node)
 			squatter, cerr := c.createPod(ctx, pod)
 			if squatter != nil {
 				c.recorder.Event(p, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseCapacity))
@@ -239,9 +293,17 @@ func readFreeBytes(pod *corev1.Pod, r podOutcome) (resource.Quantity, string) {
 	return q, ""
 }
 
-// capacityUnknown reports a failed measurement and removes the item's
-// object (see syncCapacity for why).
+// capacityUnknown reports a failed measurement and, once
+// capacityFailuresToRemove failed in a row, removes the item's object (see
+// syncCapacity for why).
 func (c *Controller) capacityUnknown(ctx context.Context, p *v1alpha1.PavProvisioner, it capacityItem, obj *storagev1.CSIStorageCapacity, problem string) error {
+	failures := c.capacityFailed(p.Name, it.key)
+	if obj != nil && failures < capacityFailuresToRemove {
+		c.recorder.Eventf(p, corev1.EventTypeWarning, reasonCapacityUnknown,
+			"storage capacity of StorageClass %q in topology segment %s unknown: %s; keeping the last value measured (%s) until %d measurements in a row have failed (%d so far)",
+			it.class.Name, it.segment.Key(), problem, obj.Capacity, capacityFailuresToRemove, failures)
+		return nil
+	}
 	c.recorder.Eventf(p, corev1.EventTypeWarning, reasonCapacityUnknown,
 		"storage capacity of StorageClass %q in topology segment %s unknown: %s; until a measurement succeeds, the scheduler places no WaitForFirstConsumer claim of the class there",
 		it.class.Name, it.segment.Key(), problem)
@@ -256,6 +318,7 @@ func (c *Controller) capacityUnknown(ctx context.Context, p *v1alpha1.PavProvisi
 // segment as nodeTopology, owned by the provisioner (garbage collection
 // removes it with the provisioner).
 func (c *Controller) publishCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, it capacityItem, obj *storagev1.CSIStorageCapacity, free resource.Quantity) error {
+	c.capacityMeasured(p.Name, it.key)
 	client := c.kube.StorageV1().CSIStorageCapacities(c.cfg.Namespace)
 	if obj != nil {
 		if obj.Capacity != nil && obj.Capacity.Cmp(free) == 0 {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
@@ -33,18 +35,39 @@ func (e capacityEngine) StorageCapacity(_ context.Context, p *v1alpha1.PavProvis
 }
 
 // newCapacityHarness: nodes n1 and n2 (each its own segment) and one
-// without the hostname label; the provisioner tracks capacity with measure.
+// without the hostname label, Ready; class sc is WaitForFirstConsumer; the
+// provisioner tracks capacity with measure.
 func newCapacityHarness(t *testing.T, measure func(node string) (*templating.CapacityConfig, error)) *harness {
-	objs := append(testObjects(),
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{hostname: "n1"}}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Labels: map[string]string{hostname: "n2"}}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}})
+	return newCapacityHarnessOf(t, hostname, measure,
+		readyNode("n1", map[string]string{hostname: "n1"}),
+		readyNode("n2", map[string]string{hostname: "n2"}),
+		readyNode("bare", nil))
+}
+
+func newCapacityHarnessOf(t *testing.T, topologyKey string, measure func(node string) (*templating.CapacityConfig, error), nodes ...*corev1.Node) *harness {
+	objs := testObjects()
+	for _, o := range objs {
+		if sc, ok := o.(*storagev1.StorageClass); ok {
+			wffc := storagev1.VolumeBindingWaitForFirstConsumer
+			sc.VolumeBindingMode = &wffc
+		}
+	}
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
 	h := newHarness(t, objs...)
-	h.prov.Spec.TopologyKeys = []string{hostname}
+	h.prov.Spec.TopologyKeys = []string{topologyKey}
 	h.prov.Spec.StorageCapacity = &v1alpha1.StorageCapacity{RefreshPeriod: &metav1.Duration{Duration: time.Minute}}
 	h.engine = capacityEngine{measure: measure}
 	h.restart()
 	return h
+}
+
+func readyNode(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
 }
 
 func (h *harness) syncProvisioner() {
@@ -129,8 +152,11 @@ func TestCapacityFromTemplate(t *testing.T) {
 	}
 }
 
-// A template that fails for a segment: an Event, and no object for it.
-func TestCapacityTemplateErrorPublishesNothing(t *testing.T) {
+// A template that fails for a segment: an Event each time; the segment's
+// object keeps its last value until capacityFailuresToRemove measurements
+// failed in a row (one bad measurement does not close the segment to the
+// scheduler), then goes; a success in between starts the count anew.
+func TestCapacityKeptUntilFailuresInARow(t *testing.T) {
 	fail := false
 	h := newCapacityHarness(t, func(node string) (*templating.CapacityConfig, error) {
 		if node == "n2" && fail {
@@ -139,15 +165,35 @@ func TestCapacityTemplateErrorPublishesNothing(t *testing.T) {
 		return capacityOf("1Gi"), nil
 	})
 	h.syncProvisioner()
+	remeasure := func() string {
+		h.c.refreshCapacity(testProvisioner)
+		h.syncProvisioner()
+		return fmt.Sprint(h.capacities())
+	}
 	fail = true
-	h.c.refreshCapacity(testProvisioner)
-	h.syncProvisioner()
-	if got := fmt.Sprint(h.capacities()); got != "map[n1:1Gi]" {
-		t.Errorf("capacities %s, want only n1's (n2's removed)", got)
+	for i := 1; i < capacityFailuresToRemove; i++ {
+		if got := remeasure(); got != "map[n1:1Gi n2:1Gi]" {
+			t.Fatalf("after %d failed measurements capacities %s, want n2's last value kept", i, got)
+		}
 	}
 	events := strings.Join(drain(h.events), "\n")
-	if !strings.Contains(events, reasonCapacityUnknown) || !strings.Contains(events, "kubernetes.io/hostname=n2 unknown: evaluating spec.storageCapacity: spec.storageCapacity.capacity: boom") {
-		t.Errorf("events:\n%s\nwant one about n2", events)
+	if !strings.Contains(events, reasonCapacityUnknown) || !strings.Contains(events, "kubernetes.io/hostname=n2 unknown: evaluating spec.storageCapacity: spec.storageCapacity.capacity: boom; keeping the last value measured (1Gi)") {
+		t.Errorf("events:\n%s\nwant one about n2 keeping its value", events)
+	}
+	// A success resets the count.
+	fail = false
+	remeasure()
+	fail = true
+	for i := 1; i < capacityFailuresToRemove; i++ {
+		if got := remeasure(); got != "map[n1:1Gi n2:1Gi]" {
+			t.Fatalf("after a success and %d failures capacities %s, want n2's kept", i, got)
+		}
+	}
+	if got := remeasure(); got != "map[n1:1Gi]" {
+		t.Errorf("after %d failures in a row capacities %s, want only n1's (n2's removed)", capacityFailuresToRemove, got)
+	}
+	if events := strings.Join(drain(h.events), "\n"); !strings.Contains(events, "until a measurement succeeds, the scheduler places no WaitForFirstConsumer claim of the class there") {
+		t.Errorf("events:\n%s\nwant one about n2's removal", events)
 	}
 }
 
@@ -187,7 +233,8 @@ func TestCapacityPods(t *testing.T) {
 		t.Errorf("%d capacity pods left", len(left))
 	}
 
-	// A pod that never ends fails once it is a period old.
+	// A pod that never ends fails once it is a period old; n1 keeps its
+	// last value (one failure), n2 still has none.
 	h.c.refreshCapacity(testProvisioner)
 	h.syncProvisioner()
 	for _, pod := range h.capacityPods() {
@@ -197,8 +244,8 @@ func TestCapacityPods(t *testing.T) {
 		}
 	}
 	h.syncProvisioner()
-	if got := h.capacities(); len(got) != 0 {
-		t.Errorf("capacities %v, want none: both measurements timed out", got)
+	if got := fmt.Sprint(h.capacities()); got != "map[n1:5Gi]" {
+		t.Errorf("capacities %s, want n1's last value: both measurements timed out once", got)
 	}
 	if events := strings.Join(drain(h.events), "\n"); !strings.Contains(events, "did not finish within the refresh period (1m0s)") {
 		t.Errorf("events:\n%s\nwant timeouts", events)
@@ -233,7 +280,8 @@ func TestCapacityPodsGoWithTheProvisioner(t *testing.T) {
 func TestCapacityOfANewClassIsMeasuredAtOnce(t *testing.T) {
 	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) { return capacityOf("1Gi"), nil })
 	h.syncProvisioner()
-	sc2 := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc2"}, Provisioner: testProvisioner}
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	sc2 := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc2"}, Provisioner: testProvisioner, VolumeBindingMode: &wffc}
 	if _, err := h.kube.StorageV1().StorageClasses().Create(context.Background(), sc2, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,5 +300,101 @@ func TestCapacityOfANewClassIsMeasuredAtOnce(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d CSIStorageCapacity objects for the new class, want one per segment (2)", n)
+	}
+}
+
+// Immediate classes get no CSIStorageCapacity: the scheduler reads
+// capacity only for WaitForFirstConsumer claims (external-provisioner
+// publishes none for them by default).
+func TestCapacityNotForImmediateClasses(t *testing.T) {
+	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) { return capacityOf("1Gi"), nil })
+	immediate := storagev1.VolumeBindingImmediate
+	for _, sc := range []*storagev1.StorageClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "immediate"}, Provisioner: testProvisioner, VolumeBindingMode: &immediate},
+		{ObjectMeta: metav1.ObjectMeta{Name: "unset"}, Provisioner: testProvisioner},
+	} {
+		if _, err := h.kube.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.syncProvisioner()
+	list, err := h.kube.StorageV1().CSIStorageCapacities("pav").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]int{}
+	for _, c := range list.Items {
+		classes[c.StorageClassName]++
+	}
+	if got := fmt.Sprint(classes); got != "map[sc:2]" {
+		t.Errorf("CSIStorageCapacity objects by class %s, want only sc's two", got)
+	}
+}
+
+// The capacity pod of a segment runs on its first Ready, schedulable node
+// by name, not on a NotReady or cordoned one that comes first.
+func TestCapacityPodOnAReadySchedulableNode(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	notReady := readyNode("a1", map[string]string{zone: "a"})
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	cordoned := readyNode("a2", map[string]string{zone: "a"})
+	cordoned.Spec.Unschedulable = true
+	h := newCapacityHarnessOf(t, zone, func(string) (*templating.CapacityConfig, error) {
+		return &templating.CapacityConfig{PodTemplate: stubPod("measure")}, nil
+	}, notReady, cordoned, readyNode("a3", map[string]string{zone: "a"}), readyNode("a4", map[string]string{zone: "a"}),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b1", Labels: map[string]string{zone: "b"}}})
+	h.syncProvisioner()
+	nodes := map[string]bool{}
+	for _, pod := range h.capacityPods() {
+		nodes[pod.Spec.NodeName] = true
+	}
+	// Zone b has no usable node: its only one is measured all the same (a
+	// failure there is reported and bounded like any other).
+	if got := fmt.Sprint(nodes); got != "map[a3:true b1:true]" {
+		t.Errorf("capacity pods on %s, want on a3 (zone a's first Ready, schedulable node) and b1", got)
+	}
+}
+
+// A capacity pod's /pav goes under the kubelet root of the node it runs
+// on (a node pool's), where that node's plugin collects /pav/capacity.
+func TestCapacityPodUsesItsNodesKubeletRoot(t *testing.T) {
+	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) {
+		return &templating.CapacityConfig{PodTemplate: stubPod("measure")}, nil
+	})
+	if _, err := h.kube.CoreV1().Nodes().Update(context.Background(), readyNode("n2", map[string]string{hostname: "n2", "root": "k0s"}), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.poolDirs = []PoolKubeletDir{{Selector: labels.SelectorFromSet(labels.Set{"root": "k0s"}), Dir: "/var/lib/k0s/kubelet"}}
+	h.restart()
+	h.syncProvisioner()
+	roots := map[string]string{}
+	for _, pod := range h.capacityPods() {
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath != nil {
+				roots[pod.Spec.NodeName] = path.Dir(v.HostPath.Path)
+			}
+		}
+	}
+	want := map[string]string{"n1": protocol.PodDirRoot(protocol.DefaultKubeletDir), "n2": protocol.PodDirRoot("/var/lib/k0s/kubelet")}
+	if fmt.Sprint(roots) != fmt.Sprint(want) {
+		t.Errorf("capacity pods' /pav roots %v, want %v", roots, want)
+	}
+}
+
+// The Node cache keeps what placing a capacity pod reads.
+func TestStripNodeKeepsReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		ready, unschedulable, usable bool
+	}{{true, false, true}, {false, false, false}, {true, true, false}} {
+		n := readyNode("n", nil)
+		if !tc.ready {
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+		n.Spec.Unschedulable = tc.unschedulable
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse})
+		stripped, _ := stripNode(n)
+		if got := nodeUsable(stripped.(*corev1.Node)); got != tc.usable {
+			t.Errorf("ready %v, unschedulable %v: usable %v after stripNode, want %v", tc.ready, tc.unschedulable, got, tc.usable)
+		}
 	}
 }

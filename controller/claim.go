@@ -105,7 +105,12 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	p := c.provisioner(provName)
 	ours := protocol.HasFinalizer(pvc, protocol.FinalizerClaim)
 	if p == nil && !ours {
-		return nil // not a PaV claim (or its PavProvisioner does not exist yet)
+		// Not a PaV claim (or its PavProvisioner does not exist yet), unless
+		// bound to a PV of a PaV driver made by hand: its expansion and
+		// modification are refused with a status and an Event.
+		if p = c.staticVolumeProvisioner(pvc); p == nil {
+			return nil
+		}
 	}
 	if d := c.claimBackoff.wait(key); d > 0 {
 		c.claimQueue.AddAfter(key, d)
@@ -422,6 +427,9 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
 		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
+	}
+	if problem, retry := checkClone(s.pvc, src, pv); problem != "" {
+		return problem, retry
 	}
 	s.source, s.sourcePV = src, pv
 	if src.DeletionTimestamp != nil {

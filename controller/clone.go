@@ -111,3 +111,33 @@ func (c *Controller) cloning(source *corev1.PersistentVolumeClaim, uid string) b
 	}
 	return false
 }
+
+// checkClone is what external-provisioner checks of a clone's bound source
+// claim and its volume before it clones them (getPVCSource): the volume is
+// bound to that claim, both claims are of one StorageClass, the clone is at
+// least the source's size, and both have the same volume mode. problem says
+// why not; retry whether that may pass by itself.
+func checkClone(pvc, src *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (problem string, retry bool) {
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != src.UID || ref.Namespace != src.Namespace || ref.Name != src.Name {
+		return fmt.Sprintf("the volume %q of the claim %q to clone is not bound to that claim", pv.Name, src.Name), true
+	}
+	if from, to := ptrString(src.Spec.StorageClassName), ptrString(pvc.Spec.StorageClassName); from != to {
+		return fmt.Sprintf("the claim %q to clone is of StorageClass %q, the clone of %q: a clone must be of its source's StorageClass", src.Name, from, to), false
+	}
+	requested := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	size := src.Status.Capacity[corev1.ResourceStorage]
+	if requested.Value() < size.Value() {
+		return fmt.Sprintf("the claim requests %s (%d bytes), less than the size of the claim %q to clone (%s, %d bytes): a clone must be at least as large as its source",
+			requested.String(), requested.Value(), src.Name, size.String(), size.Value()), false
+	}
+	mode := func(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
+		if m == nil {
+			return corev1.PersistentVolumeFilesystem
+		}
+		return *m
+	}
+	if from, to := mode(pv.Spec.VolumeMode), mode(pvc.Spec.VolumeMode); from != to {
+		return fmt.Sprintf("the claim's volumeMode %s differs from volumeMode %s of the claim %q to clone: a clone must have its source's volume mode", to, from, src.Name), false
+	}
+	return "", false
+}

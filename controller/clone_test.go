@@ -223,3 +223,51 @@ func TestCloneOfASourceBeingDeletedLetsItGo(t *testing.T) {
 		t.Errorf("events:\n%s", events)
 	}
 }
+
+// external-provisioner's checks of a clone's source: a clone that fails
+// one gets an Event and no pod, and its source is not held.
+func TestCloneChecks(t *testing.T) {
+	block := corev1.PersistentVolumeBlock
+	other := "other"
+	for _, tc := range []struct {
+		name   string
+		change func(clone, src *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume)
+		want   string
+	}{
+		{"smaller than the source", func(_, src *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+			src.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+		}, `the claim requests 1Gi (1073741824 bytes), less than the size of the claim "src" to clone (2Gi, 2147483648 bytes)`},
+		{"Block clone of a Filesystem source", func(clone, _ *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+			clone.Spec.VolumeMode = &block
+		}, `the claim's volumeMode Block differs from volumeMode Filesystem of the claim "src" to clone`},
+		{"Filesystem clone of a Block source", func(_, _ *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+			pv.Spec.VolumeMode = &block
+		}, `the claim's volumeMode Filesystem differs from volumeMode Block of the claim "src" to clone`},
+		{"another class", func(_, src *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+			src.Spec.StorageClassName = &other
+		}, `the claim "src" to clone is of StorageClass "other", the clone of "sc"`},
+		{"volume bound to another claim", func(_, _ *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef.UID = "someone-else"
+		}, `the volume "pvc-src-uid" of the claim "src" to clone is not bound to that claim`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := cloneObjects()
+			tc.change(objs[1].(*corev1.PersistentVolumeClaim), objs[2].(*corev1.PersistentVolumeClaim), objs[3].(*corev1.PersistentVolume))
+			h := newHarness(t, objs...)
+			allowCloning(h)
+			for i := 0; i < 3; i++ {
+				_ = h.stepBoth()
+			}
+			pods, _ := h.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+			if len(pods.Items) != 0 {
+				t.Errorf("%d pods for a clone that fails a check", len(pods.Items))
+			}
+			if holdsClone(h.source()) {
+				t.Errorf("the source is held by a clone that fails a check")
+			}
+			if events := strings.Join(drain(h.events), "\n"); !strings.Contains(events, tc.want) {
+				t.Errorf("events:\n%s\nwant %q", events, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -90,6 +91,11 @@ type Config struct {
 	// of claim and volume pods go under it (protocol.PodDirRoot), where the
 	// node plugin reads them (default protocol.DefaultKubeletDir).
 	KubeletDir string
+	// PoolKubeletDirs: nodes whose kubelet root is another (node pools
+	// served by their own node plugin DaemonSet), first match wins. Pods
+	// the controller places on a node itself (capacity pods) keep their
+	// /pav under that node's root, where its node plugin reads it.
+	PoolKubeletDirs []PoolKubeletDir
 	// Settled, if set, is told of every sync that ended without error: the
 	// queue ("claims", "volumes", "provisioners" or "snapshotcontents"), the key, and the
 	// resourceVersion of the object in the cache as the sync began (the sync
@@ -151,9 +157,11 @@ type Controller struct {
 	// capacityIndexer: PaV's CSIStorageCapacity objects, by provisioner.
 	capacityIndexer cache.Indexer
 	// capacityDue: when each provisioner's next round of capacity
-	// measurements is due (capacity.go).
-	capacityMu  sync.Mutex
-	capacityDue map[string]time.Time
+	// measurements is due; capacityFailures: how many measurements of
+	// each item failed in a row (capacity.go).
+	capacityMu       sync.Mutex
+	capacityDue      map[string]time.Time
+	capacityFailures map[string]map[string]int
 
 	claimQueue       workqueue.TypedRateLimitingInterface[string]
 	volumeQueue      workqueue.TypedRateLimitingInterface[string]
@@ -186,6 +194,26 @@ type Controller struct {
 // whichever node runs them.
 func (c *Controller) podDirRoot() string { return protocol.PodDirRoot(c.cfg.KubeletDir) }
 
+// PoolKubeletDir: the kubelet root directory of the nodes Selector matches.
+type PoolKubeletDir struct {
+	Selector labels.Selector
+	Dir      string
+}
+
+// podDirRootOn is where the /pav directory of a pod the controller places
+// on node goes: under that node's kubelet root (its pool's, else
+// KubeletDir).
+func (c *Controller) podDirRootOn(node string) string {
+	if n, err := c.nodes.Get(node); err == nil {
+		for _, p := range c.cfg.PoolKubeletDirs {
+			if p.Selector.Matches(labels.Set(n.Labels)) {
+				return protocol.PodDirRoot(p.Dir)
+			}
+		}
+	}
+	return c.podDirRoot()
+}
+
 // New builds a Controller; Run starts it.
 func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
@@ -194,6 +222,11 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if err := protocol.CheckKubeletDir(cfg.KubeletDir); err != nil {
 		return nil, err
+	}
+	for _, p := range cfg.PoolKubeletDirs {
+		if err := protocol.CheckKubeletDir(p.Dir); err != nil {
+			return nil, err
+		}
 	}
 	c := &Controller{
 		cfg:           cfg,
@@ -279,7 +312,7 @@ func New(cfg Config) (*Controller, error) {
 	if err := capInf.AddIndexers(cache.Indexers{indexProvisioner: labelIndex(protocol.LabelProvisioner)}); err != nil {
 		return nil, err
 	}
-	c.capacityIndexer, c.capacityDue = capInf.GetIndexer(), map[string]time.Time{}
+	c.capacityIndexer, c.capacityDue, c.capacityFailures = capInf.GetIndexer(), map[string]time.Time{}, map[string]map[string]int{}
 	c.claimIndexer, c.pvIndexer, c.classIndexer = claimInf.GetIndexer(), pvInf.GetIndexer(), scInf.GetIndexer()
 	c.csiDriverIndexer, c.podIndexer = csiInf.GetIndexer(), podInf.GetIndexer()
 	c.claims = corelisters.NewPersistentVolumeClaimLister(c.claimIndexer)
@@ -511,8 +544,13 @@ func (c *Controller) contentVersion(name string) string {
 // --- event handlers: map every change to the work items it affects ---
 
 func (c *Controller) onContent(obj interface{}) {
-	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok && c.provisioner(content.Spec.Driver) != nil {
-		c.contentQueue.Add(content.Name)
+	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok {
+		if p := c.provisioner(content.Spec.Driver); p != nil {
+			c.contentQueue.Add(content.Name)
+			if p.DeletionTimestamp != nil {
+				c.provisionerQueue.Add(p.Name) // its contents may hold it
+			}
+		}
 	}
 }
 

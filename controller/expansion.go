@@ -113,7 +113,7 @@ func infeasibleRecord(pvc *corev1.PersistentVolumeClaim, size resource.Quantity)
 // expand grows the claim's volume if the claim requests more than it has.
 func (s *claimSync) expand(ctx context.Context) error {
 	pvc := s.pvc
-	pv := s.boundVolume()
+	pv, static := s.boundVolume()
 	if pv == nil {
 		return nil
 	}
@@ -127,7 +127,10 @@ func (s *claimSync) expand(ctx context.Context) error {
 	}
 	v := expansionView{pvc: pvc, want: want, have: have, pod: pod != nil}
 	var tmpl *corev1.PodTemplateSpec
-	if pod == nil && want.Cmp(have) > 0 {
+	switch {
+	case pod == nil && want.Cmp(have) > 0 && static:
+		v.notAllowed = fmt.Sprintf("cannot expand volume %s to %s: it was not provisioned by PaV (a PersistentVolume made for an existing volume of PavProvisioner %q), and PaV expands only the volumes it provisioned", pv.Name, want.String(), s.p.Name)
+	case pod == nil && want.Cmp(have) > 0:
 		req, ok := s.volumeRequest(pv)
 		if !ok {
 			return s.expansionFailed("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))

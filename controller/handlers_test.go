@@ -5,6 +5,7 @@ import (
 	"sort"
 	"testing"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,18 @@ func TestEventHandlersEnqueue(t *testing.T) {
 		{"provisioner deleted: the claims too", func(c *Controller) {
 			c.provisionerFuncs().OnDelete(cache.DeletedFinalStateUnknown{Key: "prov", Obj: provisionerFixture("prov")})
 		}, []string{"ns/infeasible", "ns/pending"}, nil, []string{"prov"}},
+		{"content of a provisioner: not the provisioner", func(c *Controller) {
+			c.onContent(contentFixture(snapshotv1.VolumeSnapshotContentDelete))
+		}, nil, nil, nil},
+		{"content of a provisioner being deleted: the provisioner (its contents hold it)", func(c *Controller) {
+			p := provisionerFixture("prov")
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			if err := c.provInformer.GetStore().Update(p); err != nil {
+				panic(err)
+			}
+			c.onContent(contentFixture(snapshotv1.VolumeSnapshotContentDelete))
+		}, nil, nil, []string{"prov"}},
 		{"CSIDriver", func(c *Controller) {
 			c.onCSIDriver(&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "prov"}})
 		}, nil, nil, []string{"prov"}},

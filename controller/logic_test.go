@@ -90,7 +90,7 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	pvc.Spec.VolumeMode = &block
 	pvc.Spec.StorageClassName = strp("sc")
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov",
-		Parameters:    map[string]string{"k": "v", "csi.storage.k8s.io/node-publish-secret-name": "s"},
+		Parameters:    map[string]string{"k": "v", "csi.storage.k8s.io/node-publish-secret-name": "s", protocol.ParameterFSType: "xfs"},
 		ReclaimPolicy: &retain, MountOptions: []string{"ro"}}
 	aff := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}
@@ -113,6 +113,7 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 		"affinity":                 pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity != aff,
 		"finalizer":                protocol.HasFinalizer(pv, protocol.FinalizerVolume),
 		"selectedNode":             pv.Annotations[protocol.AnnotationSelectedNode] == "n1",
+		"no fsType for Block":      pv.Spec.CSI.FSType == "",
 	}
 	for k, ok := range checks {
 		if !ok {
@@ -136,6 +137,10 @@ func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	pv, _ = protocol.BuildVolume(protocol.VolumeSpec{Provisioner: "prov", PVC: pvc, Class: sc, Handle: "h", Capacity: resource.MustParse("1Gi")})
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
 		t.Errorf("defaults: %v %v", pv.Spec.PersistentVolumeReclaimPolicy, *pv.Spec.VolumeMode)
+	}
+	// A Filesystem volume gets the class's csi.storage.k8s.io/fstype, as with external-provisioner.
+	if pv.Spec.CSI.FSType != "xfs" {
+		t.Errorf("fsType %q, want the class's xfs", pv.Spec.CSI.FSType)
 	}
 	if _, ok := pv.Annotations[protocol.AnnotationSelectedNode]; ok {
 		t.Errorf("selected node annotation without a selected node")

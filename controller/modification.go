@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -139,18 +140,36 @@ func modifyErrorRecord(pvc *corev1.PersistentVolumeClaim, target string, state c
 	return nil
 }
 
-// boundVolume is the PV of a bound claim that PaV provisioned for the
-// claim's provisioner; nil if there is none.
-func (s *claimSync) boundVolume() *corev1.PersistentVolume {
+// boundVolume is the PV of a bound claim that is a volume of the claim's
+// provisioner; nil if there is none. static: PaV did not provision it (a
+// PV made by hand for a volume that already existed), so it has none of
+// what expansion and modification pods need (the claim and class it was
+// created for): those are refused as infeasible, with external-resizer's
+// status and Event, rather than ignored.
+func (s *claimSync) boundVolume() (pv *corev1.PersistentVolume, static bool) {
 	pvc := s.pvc
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" || s.p == nil {
-		return nil
+		return nil, false
 	}
 	pv, err := s.c.volumes.Get(pvc.Spec.VolumeName)
-	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name || pv.Annotations[protocol.AnnotationProvisionedBy] != s.p.Name {
+	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
+		return nil, false
+	}
+	return pv, pv.Annotations[protocol.AnnotationProvisionedBy] != s.p.Name
+}
+
+// staticVolumeProvisioner is the PavProvisioner of the PV a claim is bound
+// to, if PaV did not provision it (nil otherwise): the claim names no PaV
+// class, but changes of its size or VolumeAttributesClass are reported.
+func (c *Controller) staticVolumeProvisioner(pvc *corev1.PersistentVolumeClaim) *v1alpha1.PavProvisioner {
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
 		return nil
 	}
-	return pv
+	pv, err := c.volumes.Get(pvc.Spec.VolumeName)
+	if err != nil || pv.Spec.CSI == nil || pv.Annotations[protocol.AnnotationProvisionedBy] == pv.Spec.CSI.Driver {
+		return nil
+	}
+	return c.provisioner(pv.Spec.CSI.Driver)
 }
 
 // volumeRequest is the dynamic request of a phase that works on the claim's
@@ -196,7 +215,7 @@ func (s *claimSync) classNotAllowed(vac *storagev1.VolumeAttributesClass) string
 
 // modify gives the claim's volume the class the claim asks for.
 func (s *claimSync) modify(ctx context.Context) error {
-	pv := s.boundVolume()
+	pv, static := s.boundVolume()
 	if pv == nil {
 		return nil
 	}
@@ -216,6 +235,9 @@ func (s *claimSync) modify(ctx context.Context) error {
 		}
 		if v.classMissing = vac == nil; vac != nil {
 			v.notAllowed = s.classNotAllowed(vac)
+		}
+		if static && !v.classMissing && v.notAllowed == "" {
+			v.notAllowed = fmt.Sprintf("volume %s was not provisioned by PaV (a PersistentVolume made for an existing volume of PavProvisioner %q): PaV modifies only the volumes it provisioned", pv.Name, s.p.Name)
 		}
 	}
 	step, msg := decideModification(v)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -357,5 +358,65 @@ func TestCreationRefusesAClassItCannotUse(t *testing.T) {
 				t.Errorf("%d pods created", len(pods.Items))
 			}
 		})
+	}
+}
+
+// staticObjects: claim "claim" with no class bound to static-pv, a PV of
+// the provisioner made by hand (PaV did not provision it), asking for 5Gi
+// and VolumeAttributesClass gold.
+func staticObjects() []runtime.Object {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim", UID: "claim-uid"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName:          ptr(""),
+			VolumeName:                "static-pv",
+			AccessModes:               []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:                 corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")}},
+			VolumeAttributesClassName: ptr("gold"),
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "static-pv"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: "claim", UID: "claim-uid"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testProvisioner, VolumeHandle: "existing"}},
+		},
+	}
+	return []runtime.Object{pvc, pv, attributesClass("gold", testProvisioner, "3000")}
+}
+
+// Expanding or modifying a static PV of a PaV provisioner is refused as
+// external-resizer refuses what a driver cannot do: infeasible status and
+// condition, and an Event, not silence; and no pod runs.
+func TestStaticVolumeExpansionAndModificationAreRefused(t *testing.T) {
+	h := newHarness(t, staticObjects()...)
+	h.prov.Spec.VolumeExpansion = &v1alpha1.VolumeExpansion{}
+	h.prov.Spec.VolumeModification = &v1alpha1.VolumeModification{}
+	for i := 0; i < 3; i++ {
+		_ = h.step()
+	}
+	if !h.infeasibleRecorded("5Gi", infeasibleNotAllowed) {
+		t.Errorf("the claim's status does not record the expansion as infeasible: %+v", h.claim().Status)
+	}
+	if !h.modifyInfeasibleRecorded("gold", modifyNotAllowed) {
+		t.Errorf("the claim's status does not record the modification as infeasible: %+v", h.claim().Status)
+	}
+	events := strings.Join(drain(h.events), "\n")
+	for _, want := range []string{
+		"cannot expand volume static-pv to 5Gi: it was not provisioned by PaV",
+		"volume static-pv was not provisioned by PaV",
+	} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events:\n%s\nwant %q", events, want)
+		}
+	}
+	if pods, _ := h.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d pods for a static volume", len(pods.Items))
+	}
+	pv, _ := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), "static-pv", metav1.GetOptions{})
+	if pv.Spec.Capacity.Storage().String() != "1Gi" || pv.Spec.VolumeAttributesClassName != nil || len(pv.Finalizers) != 0 {
+		t.Errorf("the static PV changed: %+v", pv.Spec)
 	}
 }

@@ -14,14 +14,38 @@ import (
 
 const reasonNodeGone = "NodeGone"
 
-// stripNode keeps only what the controller needs of a Node (its name, and
-// its labels for topology segments), so that the cache of every Node of a
-// large cluster stays small.
+// stripNode keeps only what the controller needs of a Node (its name, its
+// labels for topology segments, and for placing capacity pods whether it
+// is schedulable and its Ready condition's status), so that the cache of
+// every Node of a large cluster stays small.
 func stripNode(obj interface{}) (interface{}, error) {
 	if n, ok := obj.(*corev1.Node); ok {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+		out := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+			Spec:       corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+			}
+		}
+		return out, nil
 	}
 	return obj, nil
+}
+
+// nodeUsable: the node is Ready and schedulable, so a pod placed there
+// runs.
+func nodeUsable(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (c *Controller) onNode(obj interface{}) {

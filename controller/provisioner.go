@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -235,11 +237,13 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 }
 
 // provisionerTerminating holds a deleted PavProvisioner until PaV is done
-// with it: until no volume PaV must still delete and none of its pods (a
-// staging pod means a staged volume) is left. Retained and statically
-// provisioned PVs, which PaV never deletes, do not hold it (as in the
-// original PaV: uninstalling must not wait for them). Then it removes what
-// it owns and lets the provisioner go.
+// with it: until no volume PaV must still delete, no VolumeSnapshotContent
+// of its with deletionPolicy Delete (PaV deletes its snapshot when it goes)
+// and none of its pods (a staging pod means a staged volume) is left.
+// Retained and statically provisioned PVs, which PaV never deletes, and
+// Retain contents do not hold it (as in the original PaV: uninstalling must
+// not wait for them). Then it removes what it owns and lets the provisioner
+// go.
 func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.PavProvisioner) error {
 	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
 		return nil
@@ -255,12 +259,16 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 			vols = append(vols, pv)
 		}
 	}
+	contents, err := c.contentsToDelete(ctx, p.Name)
+	if err != nil {
+		return err
+	}
 	pods := c.podsBy(indexProvisioner, protocol.LabelValue(p.Name))
-	if len(vols) > 0 || len(pods) > 0 {
+	if len(vols) > 0 || contents > 0 || len(pods) > 0 {
 		status := &p.DeepCopy().Status
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasonTerminating,
-			Message:            fmt.Sprintf("being deleted; waiting for %d PersistentVolume(s) and %d pod(s) of this provisioner to go", len(vols), len(pods)),
+			Message:            fmt.Sprintf("being deleted; waiting for %d PersistentVolume(s), %d VolumeSnapshotContent(s) and %d pod(s) of this provisioner to go", len(vols), contents, len(pods)),
 			ObservedGeneration: p.Generation,
 		})
 		return c.updateProvisionerStatus(ctx, p, status)
@@ -275,6 +283,42 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 	}
 	klog.InfoS("PavProvisioner released", "name", p.Name)
 	return nil
+}
+
+// contentsToDelete counts the VolumeSnapshotContents of driver whose
+// snapshot PaV deletes with them (deletionPolicy Delete). From the cache
+// once it synced; before that (a new leader) from the API, where a cluster
+// without the snapshot CRDs has none.
+func (c *Controller) contentsToDelete(ctx context.Context, driver string) (int, error) {
+	if c.contentInformer == nil {
+		return 0, nil
+	}
+	var contents []*snapshotv1.VolumeSnapshotContent
+	if c.contentInformer.HasSynced() {
+		all, err := c.contents.List(everything)
+		if err != nil {
+			return 0, err
+		}
+		contents = all
+	} else {
+		list, err := c.snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("listing VolumeSnapshotContents: %w", err)
+		}
+		for i := range list.Items {
+			contents = append(contents, &list.Items[i])
+		}
+	}
+	n := 0
+	for _, content := range contents {
+		if content.Spec.Driver == driver && content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // pavMustDelete: PaV provisioned the volume (its finalizer is on the PV) and

@@ -9,8 +9,10 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -394,5 +396,59 @@ func TestSnapshotNotReadyIsCheckedAgain(t *testing.T) {
 	}
 	if c, _ := h.content(); *c.Status.CreationTime != *first.Status.CreationTime {
 		t.Errorf("creation time changed from %d to %d", *first.Status.CreationTime, *c.Status.CreationTime)
+	}
+}
+
+// A deleted provisioner is kept while a VolumeSnapshotContent of its with
+// deletionPolicy Delete exists (PaV deletes that snapshot when the content
+// goes), as while its PVs exist; Retain contents do not hold it.
+func TestProvisionerKeptWhileItsDeleteContentsExist(t *testing.T) {
+	for _, policy := range []snapshotv1.DeletionPolicy{snapshotv1.VolumeSnapshotContentDelete, snapshotv1.VolumeSnapshotContentRetain} {
+		t.Run(string(policy), func(t *testing.T) {
+			h := newHarness(t, contentFixture(policy))
+			ctx := context.Background()
+			h.syncProvisioner() // adds the provisioner's finalizer
+			p, err := h.pav.PavV1alpha1().PavProvisioners().Get(ctx, testProvisioner, metav1.GetOptions{})
+			if err != nil || !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
+				t.Fatalf("provisioner %+v (%v), want its finalizer", p, err)
+			}
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			h.prov = p
+			h.syncProvisioner()
+			held := func() bool {
+				p, err := h.pav.PavV1alpha1().PavProvisioners().Get(ctx, testProvisioner, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.prov = p
+				return protocol.HasFinalizer(p, protocol.FinalizerProvisioner)
+			}
+			if got, want := held(), policy == snapshotv1.VolumeSnapshotContentDelete; got != want {
+				t.Fatalf("provisioner held %v with a %s content, want %v", got, policy, want)
+			}
+			if policy == snapshotv1.VolumeSnapshotContentRetain {
+				return
+			}
+			if c := meta.FindStatusCondition(h.prov.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "1 VolumeSnapshotContent(s)") {
+				t.Errorf("Ready condition %+v, want one counting the content", c)
+			}
+			// Gone: deleted, and released by PaV and the snapshot-controller.
+			c, err := h.content()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Finalizers = nil
+			if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, testContent, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h.syncProvisioner()
+			if held() {
+				t.Errorf("provisioner still held once its content is gone")
+			}
+		})
 	}
 }

@@ -111,6 +111,8 @@ type harness struct {
 	restarts int
 	// kubeletDir is the controller's Config.KubeletDir ("" for the default).
 	kubeletDir string
+	// poolDirs is the controller's Config.PoolKubeletDirs.
+	poolDirs []PoolKubeletDir
 	// engine is the controller's Engine (nil: stubEngine).
 	engine Engine
 	// backendMax, when set, is the most an expansion pod can grow a volume
@@ -174,7 +176,7 @@ func (h *harness) restart() {
 	if engine == nil {
 		engine = stubEngine{}
 	}
-	c, err := New(Config{Kube: h.kube, Pav: h.pav, Snapshots: h.snap, Engine: engine, KubeletDir: h.kubeletDir})
+	c, err := New(Config{Kube: h.kube, Pav: h.pav, Snapshots: h.snap, Engine: engine, KubeletDir: h.kubeletDir, PoolKubeletDirs: h.poolDirs})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -1341,4 +1343,22 @@ func TestCreationPodDeletedBeforeScheduling(t *testing.T) {
 		t.Error("no Event says why the creation failed")
 	}
 	provisioning.run(t, h, 20)
+}
+
+// A class's csi.storage.k8s.io/fstype becomes the PV's fsType (so the
+// CSIDriver's fsGroupPolicy applies), and is no volume attribute.
+func TestProvisionedVolumeGetsTheClassFSType(t *testing.T) {
+	objs := testObjects()
+	objs[0].(*storagev1.StorageClass).Parameters = map[string]string{protocol.ParameterFSType: "ext4", "k": "v"}
+	h := newHarness(t, objs...)
+	for i := 0; i < 10 && !h.provisioned(); i++ {
+		_ = h.step()
+	}
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), testVolume, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("not provisioned: %v\n%s", err, h.describe())
+	}
+	if pv.Spec.CSI.FSType != "ext4" || pv.Spec.CSI.VolumeAttributes[protocol.ParameterFSType] != "" {
+		t.Errorf("PV fsType %q, attributes %v; want fsType ext4, not an attribute", pv.Spec.CSI.FSType, pv.Spec.CSI.VolumeAttributes)
+	}
 }

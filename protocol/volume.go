@@ -28,6 +28,12 @@ func VolumeName(pvc *corev1.PersistentVolumeClaim) string { return "pvc-" + stri
 // external-provisioner.
 const reservedParameterPrefix = "csi.storage.k8s.io/"
 
+// ParameterFSType: the StorageClass parameter external-provisioner puts in
+// a Filesystem PV's spec.csi.fsType (kubelet then passes it to the node
+// plugin, and the CSIDriver's fsGroupPolicy ReadWriteOnceWithFSType applies
+// fsGroup only to volumes that have one).
+const ParameterFSType = reservedParameterPrefix + "fstype"
+
 // annLastApplied is kubectl's copy of the whole object: a snapshot has the
 // object itself, so the copy is dropped.
 const annLastApplied = corev1.LastAppliedConfigAnnotation
@@ -216,6 +222,9 @@ func BuildVolume(s VolumeSpec) (*corev1.PersistentVolume, error) {
 				VolumeAttributes: volumeAttributes(s.Class.Parameters, s.Attributes),
 			}},
 		},
+	}
+	if mode != corev1.PersistentVolumeBlock {
+		pv.Spec.CSI.FSType = s.Class.Parameters[ParameterFSType]
 	}
 	if s.VolumeAttributesClassName != "" {
 		pv.Spec.VolumeAttributesClassName = &s.VolumeAttributesClassName

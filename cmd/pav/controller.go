@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +46,7 @@ type controllerOptions struct {
 	metricsAddr   string
 	shutdownDelay time.Duration
 	kubeletDir    string
+	poolDirs      []string
 
 	leaderElection bool
 	leaseNamespace string
@@ -92,6 +95,7 @@ func init() {
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
 	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
+	f.StringArrayVar(&o.poolDirs, "pool-kubelet-dir", nil, "<label selector>:<dir>, repeatable: the kubelet root directory of the nodes the selector matches (a node pool with its own node plugin DaemonSet), first match wins; the controller puts the /pav of the pods it places on such a node (capacity pods) there")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
 	f.StringVar(&o.leaseNamespace, "leader-election-namespace", ns, "namespace of the leader election Lease")
@@ -148,14 +152,19 @@ func runController(ctx context.Context, o controllerOptions) error {
 	if err := protocol.CheckKubeletDir(o.kubeletDir); err != nil {
 		return err
 	}
+	poolDirs, err := parsePoolKubeletDirs(o.poolDirs)
+	if err != nil {
+		return err
+	}
 	newController := func() (*controller.Controller, error) {
 		return controller.New(controller.Config{
 			Kube: client, Pav: client, Snapshots: client, Engine: engine,
 			ClaimWorkers: o.claimWorkers, VolumeWorkers: o.volumeWorkers,
 			RetryStart: o.retryStart, RetryMax: o.retryMax,
 			ResultsTimeout: o.resultsWait, Resync: o.resync,
-			Metrics:    controller.NewMetrics(reg),
-			KubeletDir: o.kubeletDir,
+			Metrics:         controller.NewMetrics(reg),
+			KubeletDir:      o.kubeletDir,
+			PoolKubeletDirs: poolDirs,
 			// PaV's namespace: the CSIStorageCapacity objects go there.
 			Namespace: o.leaseNamespace,
 		})
@@ -310,4 +319,25 @@ func newElector(stop context.Context, kube kubeclient.Interface, o controllerOpt
 		lec.WatchDog = watchdog
 	}
 	return leaderelection.NewLeaderElector(lec)
+}
+
+// parsePoolKubeletDirs reads --pool-kubelet-dir values, "<label
+// selector>:<dir>" (neither label keys nor values contain a colon).
+func parsePoolKubeletDirs(values []string) ([]controller.PoolKubeletDir, error) {
+	var out []controller.PoolKubeletDir
+	for _, v := range values {
+		sel, dir, ok := strings.Cut(v, ":")
+		if !ok {
+			return nil, fmt.Errorf("--pool-kubelet-dir %q: want <label selector>:<dir>", v)
+		}
+		selector, err := labels.Parse(sel)
+		if err != nil || selector.Empty() {
+			return nil, fmt.Errorf("--pool-kubelet-dir %q: label selector %q: want a non-empty selector (%v)", v, sel, err)
+		}
+		if err := protocol.CheckKubeletDir(dir); err != nil {
+			return nil, fmt.Errorf("--pool-kubelet-dir %q: %w", v, err)
+		}
+		out = append(out, controller.PoolKubeletDir{Selector: selector, Dir: dir})
+	}
+	return out, nil
 }

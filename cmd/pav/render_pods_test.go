@@ -322,10 +322,12 @@ func TestRenderCapacityPodIsPaVs(t *testing.T) {
 		t.Fatal(err)
 	}
 	prov.UID = "prov-uid"
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	class := &storagev1.StorageClass{
 		TypeMeta:    metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
 		ObjectMeta:  metav1.ObjectMeta{Name: "measured-class", UID: "class-uid"},
 		Provisioner: prov.Name, Parameters: map[string]string{"path": "/srv/volumes"},
+		VolumeBindingMode: &wffc,
 	}
 	node := &corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},

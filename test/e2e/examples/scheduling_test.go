@@ -99,9 +99,10 @@ func events(name, reason string) string {
 // full node stays Pending with the scheduler's reason; once that volume is
 // deleted the node has room again and the pending client is placed there.
 //
-// The controller's pods cannot run on node 3, whose kubelet root is another
-// (README: "Nodes with another kubelet root"): its capacity pods are never
-// collected, so its segment has no object and gets no claim either.
+// Node 3's kubelet root is another (README: "Nodes with another kubelet
+// root"): its capacity pod keeps /pav under that root, where its pool's node
+// plugin collects it, so its segment is measured too (its NoSchedule taint
+// keeps the unpinned clients off it).
 func TestMultiNodeStorageCapacity(t *testing.T) {
 	nodes := threeNodes(t)
 	const (
@@ -125,17 +126,17 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 	if got := kq("get", "csidriver", "host-directory", "-o", "jsonpath={.spec.storageCapacity}"); got != "true" {
 		t.Fatalf("CSIDriver host-directory has storageCapacity %q", got)
 	}
-	waitCapacities(t, class, map[string]int64{nodes.first: quota, nodes.second: quota})
+	waitCapacities(t, class, map[string]int64{nodes.first: quota, nodes.second: quota, nodes.altRoot: quota})
 
 	// Fill the first node.
 	applyStdin(t, ns, claimManifest("filler", class, fmt.Sprint(quota)))
 	applyStdin(t, ns, clientPod("filler", "filler", nodes.first, "true"))
 	waitPodDone(t, ns, "filler", clientTimeout)
 	fillerPV := field(pvOf(t, ns, "filler"), "metadata", "name").(string)
-	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota})
+	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota, nodes.altRoot: quota})
 
-	// Claims of clients the scheduler places: never on the full node, nor on
-	// the unmeasured one. Four fit on the second.
+	// Claims of clients the scheduler places: never on the full node (nor on
+	// node 3, tainted). Four fit on the second.
 	used := map[string]int64{}
 	for i := range 4 {
 		name := fmt.Sprintf("c%d", i)
@@ -151,7 +152,7 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 		used[node] += small
 	}
 	t.Logf("placed: %v", used)
-	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota - used[nodes.second]})
+	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota - used[nodes.second], nodes.altRoot: quota})
 
 	// A client pinned to the full node waits, with the scheduler's reason.
 	applyStdin(t, ns, claimManifest("again", class, fmt.Sprint(small))+"---\n"+clientPod("again", "again", nodes.first, "echo again > /data/hello"))
@@ -168,11 +169,11 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 	if n := podNode(t, ns, "again"); n != nodes.first {
 		t.Fatalf("pod again ran on %s, not %s", n, nodes.first)
 	}
-	waitCapacities(t, class, map[string]int64{nodes.first: quota - small, nodes.second: quota - used[nodes.second]})
+	waitCapacities(t, class, map[string]int64{nodes.first: quota - small, nodes.second: quota - used[nodes.second], nodes.altRoot: quota})
 
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 	k(t, "-n", ns, "delete", "pvc", "--all", "--wait=true")
-	waitCapacities(t, class, map[string]int64{nodes.first: quota, nodes.second: quota})
+	waitCapacities(t, class, map[string]int64{nodes.first: quota, nodes.second: quota, nodes.altRoot: quota})
 	noPavPodsLeft(t, "host-directory")
 }
 
