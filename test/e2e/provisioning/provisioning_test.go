@@ -896,9 +896,9 @@ func claimCondition(pvc *corev1.PersistentVolumeClaim, t corev1.PersistentVolume
 	return nil
 }
 
-// A tenant with the "edit" role in its namespace, where a privileged staging
-// pod serves its claim, cannot exec into that pod (policy pav-pod-exec),
-// while a cluster admin can.
+// A tenant with the "edit" role in its namespace, where a staging pod (root,
+// often privileged) serves its claim, cannot exec into that pod (policy
+// pav-pod-exec), while a cluster admin can.
 func TestTenantCannotExecIntoPavPods(t *testing.T) {
 	e := newEnv(t)
 	p := e.provisioner("noexec", "provisioningModes: [Dynamic]\n"+section("volumeCreation", "capacity: 1Gi\n")+`volumeStaging:
@@ -911,7 +911,6 @@ func TestTenantCannotExecIntoPavPods(t *testing.T) {
         - name: main
           image: `+framework.TestImage+`
           imagePullPolicy: Never
-          securityContext: {privileged: true}
           command: [bash, -c, 'mkdir -p /pav/volume && touch /pav/ready && exec sleep 3600']
 `)
 	class := e.class(p, nil)
