@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -283,7 +285,7 @@ func (p *printer) printf(format string, args ...interface{}) {
 
 func (p *printer) field(name, value string) {
 	if value != "" {
-		p.printf("%-13s %s\n", name+":", value)
+		p.printf("%-13s %s\n", name+":", terminalSafe(value, "\n"))
 	}
 }
 
@@ -291,6 +293,7 @@ func (p *printer) section(title string) { p.printf("\n%s:\n", title) }
 
 // line prints an item of a section, a multi-line one indented as a block.
 func (p *printer) line(s string) {
+	s = terminalSafe(s, "\n")
 	indent := "\n    " + s[:len(s)-len(strings.TrimLeft(s, " "))]
 	p.printf("  %s\n", strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", indent))
 }
@@ -430,6 +433,9 @@ func (p *printer) table(header ...string) *table {
 }
 
 func (t *table) write(cells []string) {
+	for i, c := range cells {
+		cells[i] = terminalSafe(c, "") // a tab or line break would break the columns
+	}
 	if t.p.err == nil {
 		_, t.p.err = fmt.Fprintf(t.tw, "  %s\n", strings.Join(cells, "\t"))
 	}
@@ -447,6 +453,38 @@ func (t *table) flush() {
 	if err := t.tw.Flush(); err != nil && t.p.err == nil {
 		t.p.err = err
 	}
+}
+
+// terminalSafe escapes what a terminal would act on rather than show, but
+// the characters in keep: much of what describe prints was written by pods
+// (/pav/error, termination messages, logs) or by tenants, and an escape
+// sequence in it could rewrite the screen, hide a line or set the terminal's
+// title. Control characters (ESC, CR, backspace, C1 controls), Unicode's
+// bidirectional overrides and invalid UTF-8 become Go escapes (\x1b,
+// \u202e).
+func terminalSafe(s, keep string) string {
+	safe := func(r rune) bool {
+		return (!unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r) && r != utf8.RuneError) || strings.ContainsRune(keep, r)
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return !safe(r) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", s[0])
+		case safe(r):
+			b.WriteString(s[:n])
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 func shortError(err error) string {

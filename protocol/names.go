@@ -40,6 +40,14 @@ const (
 	PhaseModification Phase = "modification"
 )
 
+// Phases are all the phases, PaV-Go's and inline volumes' included: the
+// names of PaV's pods begin pav-<phase>- (PodName), and policy pav-pod-exec
+// in deployment.yaml knows PaV's pods by that (it lists them too).
+var Phases = []Phase{
+	PhaseValidation, PhaseCreation, PhaseDeletion, PhaseStaging, PhaseUnstaging, PhaseExpansion, PhaseCapacity,
+	PhaseSnapshotCreation, PhaseSnapshotDeletion, PhaseModification, PhaseInlineCreation, PhaseInlineDeletion,
+}
+
 // CapacityKey names one measurement of storage capacity: a provisioner's
 // StorageClass in one topology segment. The CSIStorageCapacity PaV publishes
 // for it is named "pav-<key>", and the capacity pod that measures it records

@@ -1,6 +1,11 @@
 package protocol
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,5 +52,45 @@ func TestCheckHandleCharacters(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), named) {
 			t.Errorf("CheckHandle(%q) = %v, want an error naming %s", h, err, named)
 		}
+	}
+}
+
+// Phases lists every Phase constant of the package: a phase left out would
+// be a kind of PaV pod that policy pav-pod-exec does not guard (the
+// integration test TestAccess checks the policy against Phases).
+func TestPhasesListsEveryPhase(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consts []string
+	for _, f := range pkgs["protocol"].Files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				v := spec.(*ast.ValueSpec)
+				if id, ok := v.Type.(*ast.Ident); ok && id.Name == "Phase" {
+					for _, val := range v.Values {
+						lit := val.(*ast.BasicLit)
+						consts = append(consts, strings.Trim(lit.Value, `"`))
+					}
+				}
+			}
+		}
+	}
+	if len(consts) < 12 {
+		t.Fatalf("found only %d Phase constants (%v): the parse misses some", len(consts), consts)
+	}
+	for _, c := range consts {
+		if !slices.Contains(Phases, Phase(c)) {
+			t.Errorf("phase %q is not in Phases", c)
+		}
+	}
+	if len(Phases) != len(consts) {
+		t.Errorf("Phases has %d phases, the package declares %d: %v", len(Phases), len(consts), consts)
 	}
 }

@@ -44,6 +44,7 @@ type controllerOptions struct {
 	resync        time.Duration
 	httpAddr      string
 	metricsAddr   string
+	metricsAuth   bool
 	shutdownDelay time.Duration
 	kubeletDir    string
 	poolDirs      []string
@@ -94,6 +95,7 @@ func init() {
 	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (a safety net; all work is event-driven)")
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
+	f.BoolVar(&o.metricsAuth, "metrics-auth", true, metricsAuthFlagHelp)
 	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
 	f.StringArrayVar(&o.poolDirs, "pool-kubelet-dir", nil, "<label selector>:<dir>, repeatable: the kubelet root directory of the nodes the selector matches (a node pool with its own node plugin DaemonSet), first match wins; the controller puts the /pav of the pods it places on such a node (capacity pods) there")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
@@ -136,11 +138,15 @@ func runController(ctx context.Context, o controllerOptions) error {
 	// Before any client, queue or elector: client-go takes its metrics
 	// providers once, for what is made afterwards.
 	reg := newRegistry()
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
 	}
+	access, err := metricsReviews(cfg, o.metricsAuth)
+	if err != nil {
+		return err
+	}
+	go serveMetrics(ctx, o.metricsAddr, reg, access)
 	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err

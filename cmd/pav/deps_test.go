@@ -18,11 +18,14 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 		"k8s.io/client-go/kubernetes/scheme": "the all-groups scheme (every client-go typed client registers into it)",
 		"k8s.io/client-go/discovery":         "the discovery client (registers into the all-groups scheme)",
 	}
-	// The API groups PaV calls (kubeclient/generated), and what the webhook
-	// decodes (AdmissionReview, which names an authentication/v1 UserInfo).
+	// The API groups PaV calls (kubeclient/generated), what the webhook
+	// decodes (AdmissionReview, which names an authentication/v1 UserInfo),
+	// and the TokenReviews and SubjectAccessReviews of /metrics
+	// (kubeclient.Reviews: authentication/v1, authorization/v1).
 	groups := map[string]bool{
 		"k8s.io/api/core/v1": true, "k8s.io/api/storage/v1": true, "k8s.io/api/coordination/v1": true,
 		"k8s.io/api/admissionregistration/v1": true, "k8s.io/api/admission/v1": true, "k8s.io/api/authentication/v1": true,
+		"k8s.io/api/authorization/v1": true,
 	}
 
 	// Of containerd, only the API's generated types and clients the node

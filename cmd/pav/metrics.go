@@ -21,8 +21,13 @@ import (
 // Metrics are served on their own address, loopback by default: they tell
 // which claims, namespaces and provisioners exist, so only who can reach the
 // pod's own network namespace (a sidecar, kubectl port-forward, which RBAC
-// guards) reads them unless an operator deliberately exposes the endpoint.
-const metricsFlagHelp = "address of /metrics (empty: disabled); the default serves loopback only, set e.g. :9090 to let a scraper in (and restrict it yourself)"
+// guards) reads them unless an operator deliberately exposes the endpoint;
+// and then, with --metrics-auth, only who the API server says may
+// (metricsAccess).
+const (
+	metricsFlagHelp     = "address of /metrics (empty: disabled); the default serves loopback only, set e.g. :9090 to let a scraper in"
+	metricsAuthFlagHelp = "let only requests with a bearer token of a user who may get the non-resource URL /metrics (ClusterRole pav-metrics-reader) read /metrics: TokenReview and SubjectAccessReview, as kube-apiserver delegates them (false: anyone who reaches the address)"
+)
 
 // newRegistry holds the metrics every process exports: Go runtime and
 // process, pav_build_info, and those of the client-go parts PaV runs
@@ -180,12 +185,18 @@ func (l leaderMetric) SlowpathExercised(name string) {
 	l.m.leaderSlowpath.WithLabelValues(name).Inc()
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) {
+// serveMetrics serves reg's /metrics on addr, to whom access allows if it is
+// not nil.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, access reviewer) {
 	if addr == "" {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if access != nil {
+		h = newMetricsAccess(access, h)
+	}
+	mux.Handle("/metrics", h)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()

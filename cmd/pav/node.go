@@ -24,6 +24,7 @@ type nodeOptions struct {
 	burst       int
 	httpAddr    string
 	metricsAddr string
+	metricsAuth bool
 	workers     int
 	runtime     string
 	maxVolumes  int64
@@ -53,6 +54,7 @@ func init() {
 	f.IntVar(&o.burst, "kube-api-burst", 200, "client-side burst of Kubernetes API requests")
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9091", metricsFlagHelp)
+	f.BoolVar(&o.metricsAuth, "metrics-auth", true, metricsAuthFlagHelp)
 	f.IntVar(&o.workers, "result-workers", 4, "pods whose results are collected in parallel")
 	f.StringVar(&o.runtime, "runtime-endpoint", "unix:///run/containerd/containerd.sock",
 		"containerd's socket on this node: its task exit events tell the node plugin that PaV's pods' containers exited before kubelet's pod status does (empty: disabled; exits are learnt from the pod status alone)")
@@ -66,12 +68,16 @@ func init() {
 
 func runNode(ctx context.Context, o nodeOptions) error {
 	reg := newRegistry() // before any client or queue, as for the controller
-	go serveMetrics(ctx, o.metricsAddr, reg)
 	cfg, err := restConfig(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
 	}
 	cfg.UserAgent = "pav-node/" + version
+	access, err := metricsReviews(cfg, o.metricsAuth)
+	if err != nil {
+		return err
+	}
+	go serveMetrics(ctx, o.metricsAddr, reg, access)
 	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return err

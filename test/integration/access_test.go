@@ -181,7 +181,8 @@ func TestAccess(t *testing.T) {
 		patch(tenant, tenantNS, creation.Name, `{"spec":{"containers":[{"name":"c","image":"evil"}]}}`), "only PaV may change")
 	ephemeral := `{"spec":{"ephemeralContainers":[{"name":"debug","image":"evil","targetContainerName":"c"}]}}`
 	_, err = tenant.CoreV1().Pods(tenantNS).Patch(ctx, creation.Name, types.StrategicMergePatchType, []byte(ephemeral), metav1.PatchOptions{}, "ephemeralcontainers")
-	denied("tenant adds an ephemeral container to PaV's pod", err, "only PaV may change")
+	// Refused by pav-pod-exec (and pav-reserved-pods): whichever answers first.
+	denied("tenant adds an ephemeral container to PaV's pod", err, "forbidden: ValidatingAdmissionPolicy 'pav-")
 	allowed("tenant adds its own label to PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
 
@@ -453,7 +454,120 @@ func TestAccess(t *testing.T) {
 
 	checkPodConfinement(t, admin, ctrl, node, creation, stagingOnNodeA, allowed, denied)
 
+	checkExec(t, cfg, admin, tenant, creation, allowed, denied)
+
 	checkRBAC(t, tenant, ctrl, node)
+}
+
+// checkExec: nobody but PaV's service accounts and cluster admins may exec,
+// attach, port-forward or add ephemeral containers into PaV's pods (policy
+// pav-pod-exec), though the tenant's "edit" role grants it all.
+func checkExec(t *testing.T, cfg *rest.Config, admin, tenant kubernetes.Interface, creation *corev1.Pod,
+	allowed func(what string, err error), denied func(what string, err error, want string)) {
+	t.Helper()
+	ctx := context.Background()
+	// PaV's controller may exec nowhere by RBAC; grant it here, in the
+	// tenant's namespace, so that the policy alone decides. And a cluster
+	// admin who is not in system:masters: bound to ClusterRole cluster-admin.
+	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "exec"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"},
+			Verbs: []string{"get", "create"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrlUser, ctrlGroups := serviceAccount("controller")
+	if _, err := admin.RbacV1().RoleBindings(tenantNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "controller-exec"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "exec"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "controller", Namespace: "pav"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "carol-cluster-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "carol"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrl := as(t, cfg, ctrlUser, ctrlGroups, nil)
+	carol := as(t, cfg, "carol", nil, nil)
+	waitForRole(t, ctrl, "create", "pods", "exec", tenantNS)
+	waitForRole(t, carol, "delete", "pods", "", tenantNS)
+
+	// connect makes the request of kubectl exec, attach or port-forward.
+	// Admission comes before the API server looks for the pod and its
+	// kubelet, so whatever the policy lets through fails later (here the
+	// pods are not even scheduled), with another error.
+	connect := func(c kubernetes.Interface, sub, pod string) error {
+		req := c.CoreV1().RESTClient().Post().Namespace(tenantNS).Resource("pods").Name(pod).SubResource(sub)
+		switch sub {
+		case "exec":
+			req = req.Param("command", "true").Param("stdout", "true")
+		case "attach":
+			req = req.Param("stdout", "true")
+		case "portforward":
+			req = req.Param("ports", "80")
+		}
+		return req.Do(ctx).Error()
+	}
+	const refused = "only cluster admins may"
+	// past the policy: any error but its refusal.
+	passed := func(what string, err error) {
+		t.Helper()
+		if err == nil || strings.Contains(err.Error(), refused) || strings.Contains(err.Error(), "pav-pod-exec") {
+			t.Errorf("%s: %v, want past admission (an error from the pod's lookup or its kubelet)", what, err)
+		}
+	}
+	// The API server loads a new policy a moment after it is created.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := connect(tenant, "exec", creation.Name)
+		if err != nil && strings.Contains(err.Error(), refused) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("policy pav-pod-exec does not apply after 30 s: a tenant's exec into %s got %v", creation.Name, err)
+		}
+	}
+
+	for _, phase := range protocol.Phases {
+		name := protocol.PodName(phase, "k")
+		for _, sub := range []string{"exec", "attach", "portforward"} {
+			denied(fmt.Sprintf("tenant %s into PaV's %s pod", sub, phase), connect(tenant, sub, name), refused)
+		}
+		denied(fmt.Sprintf("tenant exec into PaV's %s pod under another name", phase),
+			connect(tenant, "exec", protocol.AlternatePodName(name)), refused)
+		passed(fmt.Sprintf("PaV's controller execs into a %s pod", phase), connect(ctrl, "exec", name))
+	}
+	err := connect(tenant, "exec", creation.Name)
+	denied("tenant exec into PaV's creation pod", err, "is PaV's")
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("tenant exec into PaV's creation pod: %v, want Forbidden", err)
+	}
+	for _, sub := range []string{"exec", "attach", "portforward"} {
+		passed("system:masters "+sub+" into PaV's creation pod", connect(admin, sub, creation.Name))
+		passed("a cluster-admin "+sub+" into PaV's creation pod", connect(carol, sub, creation.Name))
+	}
+	passed("tenant exec into its own pod", connect(tenant, "exec", "web"))
+	passed("tenant exec into its own pod named pav-something", connect(tenant, "exec", "pav-web"))
+
+	// Ephemeral containers: the policy sees the pod, so only PaV's pods.
+	addDebug := func(c kubernetes.Interface, pod string) error {
+		_, err := c.CoreV1().Pods(tenantNS).Patch(ctx, pod, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"ephemeralContainers":[{"name":"debug","image":"busybox","targetContainerName":"c"}]}}`),
+			metav1.PatchOptions{}, "ephemeralcontainers")
+		return err
+	}
+	// pav-pod-exec or pav-reserved-pods, whichever answers first.
+	denied("tenant adds an ephemeral container to PaV's pod", addDebug(tenant, creation.Name), "forbidden: ValidatingAdmissionPolicy 'pav-")
+	lookalike := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: protocol.PodName(protocol.PhaseStaging, "mine"), Namespace: tenantNS}, Spec: creation.Spec}
+	if _, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, lookalike, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allowed("tenant adds an ephemeral container to its own pod named like PaV's", addDebug(tenant, lookalike.Name))
+	denied("tenant exec into its own pod named like PaV's (the policy's collateral)", connect(tenant, "exec", lookalike.Name), refused)
+	allowed("a cluster-admin adds an ephemeral container to PaV's pod", addDebug(carol, creation.Name))
 }
 
 // tenantNS is the tenant's namespace, where PaV's pods may run (the admin
@@ -482,7 +596,7 @@ func createTenant(t *testing.T, admin kubernetes.Interface) {
 	if _, err := admin.RbacV1().Roles(tenantNS).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "edit"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
-			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "persistentvolumeclaims",
+			Resources: []string{"pods", "pods/ephemeralcontainers", "pods/exec", "pods/attach", "pods/portforward", "persistentvolumeclaims",
 				"pods/status", "pods/resize", "pods/binding"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
 	}, metav1.CreateOptions{}); err != nil {

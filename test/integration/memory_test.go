@@ -105,11 +105,12 @@ const settle = 10 * time.Second
 
 // controllerArgs are `pav controller`'s production flags on loopback ports,
 // for a Lease name in namespace ns.
+// (With --metrics-auth=false: the benchmark reads /metrics without a token.)
 func controllerArgs(b *testing.B, kubeconfig, ns, lease string) []string {
 	return []string{"controller", "--kubeconfig=" + kubeconfig,
 		"--leader-election-namespace=" + ns, "--leader-election-name=" + lease,
 		"--webhook-configuration=", "--webhook-address=127.0.0.1:" + freePort(b),
-		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
+		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b), "--metrics-auth=false"}
 }
 
 // nodeArgs are `pav node`'s production flags for node, its kubelet
@@ -118,7 +119,7 @@ func controllerArgs(b *testing.B, kubeconfig, ns, lease string) []string {
 func nodeArgs(b *testing.B, dir, kubeconfig, node string) []string {
 	return []string{"node", "--kubeconfig=" + kubeconfig, "--node-name=" + node,
 		"--kubelet-dir=" + filepath.Join(dir, "kubelet"), "--preflight=false",
-		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b)}
+		"--http-endpoint=127.0.0.1:" + freePort(b), "--metrics-endpoint=127.0.0.1:" + freePort(b), "--metrics-auth=false"}
 }
 
 type memFigures struct{ rss, anon, heap float64 }

@@ -231,10 +231,10 @@ spec:
 }
 
 // clusterScoped are the cluster-scoped objects of the chart but its CRD.
-const clusterScoped = "clusterroles/pav-controller clusterroles/pav-node clusterrolebindings/pav-controller clusterrolebindings/pav-node " +
+const clusterScoped = "clusterroles/pav-controller clusterroles/pav-node clusterroles/pav-metrics-reader clusterrolebindings/pav-controller clusterrolebindings/pav-node " +
 	"validatingwebhookconfigurations/pav.albertofaria.github.io " +
-	"validatingadmissionpolicies/pav-node-csinode validatingadmissionpolicies/pav-reserved-pods validatingadmissionpolicies/pav-controller-scope validatingadmissionpolicies/pav-node-scope " +
-	"validatingadmissionpolicybindings/pav-node-csinode validatingadmissionpolicybindings/pav-reserved-pods validatingadmissionpolicybindings/pav-controller-scope validatingadmissionpolicybindings/pav-node-scope"
+	"validatingadmissionpolicies/pav-node-csinode validatingadmissionpolicies/pav-reserved-pods validatingadmissionpolicies/pav-pod-exec validatingadmissionpolicies/pav-controller-scope validatingadmissionpolicies/pav-node-scope " +
+	"validatingadmissionpolicybindings/pav-node-csinode validatingadmissionpolicybindings/pav-reserved-pods validatingadmissionpolicybindings/pav-pod-exec validatingadmissionpolicybindings/pav-controller-scope validatingadmissionpolicybindings/pav-node-scope"
 
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if os.Getenv("PAV_HELM") == "" {

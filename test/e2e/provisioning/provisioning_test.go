@@ -895,3 +895,75 @@ func claimCondition(pvc *corev1.PersistentVolumeClaim, t corev1.PersistentVolume
 	}
 	return nil
 }
+
+// A tenant with the "edit" role in its namespace, where a staging pod (root,
+// often privileged) serves its claim, cannot exec into that pod (policy
+// pav-pod-exec), while a cluster admin can.
+func TestTenantCannotExecIntoPavPods(t *testing.T) {
+	e := newEnv(t)
+	p := e.provisioner("noexec", "provisioningModes: [Dynamic]\n"+section("volumeCreation", "capacity: 1Gi\n")+`volumeStaging:
+  podTemplate:
+    metadata:
+      namespace: NS
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: main
+          image: `+framework.TestImage+`
+          imagePullPolicy: Never
+          command: [bash, -c, 'mkdir -p /pav/volume && touch /pav/ready && exec sleep 3600']
+`)
+	class := e.class(p, nil)
+	e.claim("data", class, "1Gi")
+	e.CreatePod(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "client"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &[]int64{1}[0],
+			Containers: []corev1.Container{{Name: "c", Image: framework.TestImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sleep", "3600"}, VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	e.WaitForPod("client", timeout, framework.PodRunningReady)
+	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(e.Ctx, metav1.ListOptions{
+		LabelSelector: protocol.LabelPhase + "=" + string(protocol.PhaseStaging) + "," + protocol.LabelProvisioner + "=" + p.Name})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the client's staging pod: %v, %d pods", err, len(pods.Items))
+	}
+	staging := pods.Items[0].Name
+
+	// The tenant: ClusterRole edit (pods/exec among it) in its namespace.
+	if _, err := e.Client.RbacV1().RoleBindings(e.Namespace).Create(e.Ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "mallory-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "mallory"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:authenticated"}}
+	tenant := kubernetes.NewForConfigOrDie(cfg)
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		review, err := tenant.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: "create", Resource: "pods", Subresource: "exec", Namespace: e.Namespace}}}, metav1.CreateOptions{})
+		if err == nil && review.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant never got pods/exec: %v", err)
+		}
+	}
+
+	out, err := e.Kubectl("exec", "--as=mallory", "--as-group=system:authenticated", staging, "--", "id", "-u")
+	if err == nil || !strings.Contains(err.Error(), "only cluster admins may exec into it") {
+		t.Errorf("the tenant's exec into staging pod %s: %q, %v; want refused by policy pav-pod-exec", staging, out, err)
+	}
+	if out, err := e.Kubectl("exec", "--as=mallory", "--as-group=system:authenticated", "client", "--", "true"); err != nil {
+		t.Errorf("the tenant's exec into its own pod: %q, %v", out, err)
+	}
+	if out, err := e.Kubectl("exec", staging, "--", "id", "-u"); err != nil || strings.TrimSpace(out) != "0" {
+		t.Errorf("the admin's exec into staging pod %s: %q, %v; want it to run (uid 0)", staging, out, err)
+	}
+	e.DeletePod("client", timeout)
+}
