@@ -83,6 +83,16 @@ func TestPythonMethods(t *testing.T) {
 	}, nil)
 }
 
+// Strings are sequences of characters, not bytes: iteration, indices,
+// padding and find count code points; case mappings are Unicode's full ones.
+func TestStringsAreCharacters(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% for c in 'hé' %}[{{ c }}]{% endfor %}|{{ 'héllo'[1] }}|{{ 'héllo'[-4] }}|{{ 'hé' | reverse }}|{{ 'hé' | last }}":   "[h][é]|é|é|éh|é",
+		"{{ 'straße' | upper }}|{{ 'straße'.upper() }}|{{ 'ÉA' | lower }}|{{ 'ßa' | capitalize }}":                             "STRASSE|STRASSE|éa|Ssa",
+		"[{{ 'é' | center(4) }}]|[{{ 'abc' | center(6) }}]|{{ 'héllo'.find('l') }}|{{ 'é'.zfill(3) }}|{{ 'abc'.find('', 5) }}": "[ é  ]|[ abc  ]|2|00é|-1",
+	}, nil)
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.

@@ -167,9 +167,7 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if in.Len() <= 0 {
 		return exec.AsValue("")
 	}
-	t := in.String()
-	r, size := utf8.DecodeRuneInString(t)
-	return exec.AsValue(strings.ToUpper(string(r)) + strings.ToLower(t[size:]))
+	return exec.AsValue(exec.PyCapitalize(in.String()))
 }
 
 func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -182,17 +180,10 @@ func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	slen := in.Len()
-	if width <= slen {
+	if width <= in.Len() {
 		return in
 	}
-
-	spaces := width - slen
-	left := spaces/2 + spaces%2
-	right := spaces / 2
-
-	return exec.AsValue(fmt.Sprintf("%s%s%s", strings.Repeat(" ", left),
-		in.String(), strings.Repeat(" ", right)))
+	return exec.AsValue(exec.PyPad("center", in.String(), width, " "))
 }
 
 func sortByKey(in *exec.Value, caseSensitive bool, reverse bool) []tupleValue {
@@ -683,7 +674,7 @@ func filterLower(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(strings.ToLower(in.String()))
+	return exec.AsValue(exec.PyLower(in.String()))
 }
 
 func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1422,7 +1413,7 @@ func filterUpper(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(strings.ToUpper(in.String()))
+	return exec.AsValue(exec.PyUpper(in.String()))
 }
 
 func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

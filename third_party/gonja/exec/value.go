@@ -845,23 +845,21 @@ func iterateList(resolved reflect.Value, fn func(idx, count int, key, value *Val
 }
 
 func iterateString(resolved reflect.Value, fn func(idx, count int, key, value *Value) bool, empty func(), reverse, sorted, caseSensitive bool) {
+	r := []rune(resolved.String())
 	if sorted {
-		r := []rune(resolved.String())
 		if caseSensitive {
 			sort.Sort(sortRunes(r))
 		} else {
 			sort.Sort(CaseInsensitive(sortRunes(r)))
 		}
-		resolved = reflect.ValueOf(string(r))
 	}
-	// TODO(flosch): Not utf8-compatible (utf8-decoding necessary)
-	charCount := resolved.Len()
+	charCount := len(r)
 	for n := range charCount {
 		i := n
 		if reverse {
 			i = charCount - 1 - n
 		}
-		if !fn(i, charCount, &Value{Val: resolved.Slice(i, i+1)}, nil) {
+		if !fn(i, charCount, AsValue(string(r[i])), nil) {
 			return
 		}
 	}
@@ -1127,10 +1125,12 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 	case int:
 		switch val.Kind() {
 		case reflect.String:
-			if t >= 0 && val.Len() > t {
-				return ToValue(string(val.String()[t])), true
-			} else if t < 0 && val.Len() > -t {
-				return ToValue(string(val.String()[val.Len()+t])), true
+			runes := []rune(val.String())
+			if t < 0 {
+				t += len(runes)
+			}
+			if t >= 0 && t < len(runes) {
+				return ToValue(string(runes[t])), true
 			}
 		case reflect.Array, reflect.Slice:
 			if t >= 0 && val.Len() > t {

@@ -13,7 +13,8 @@ import (
 // pyStrMethods replace gonja's versions of Python str methods whose defaults or
 // results differ from Python's (replace without count, center/ljust/rjust
 // without fillchar, split/rsplit without separator or with maxsplit,
-// strip/lstrip/rstrip without chars, index/rindex missing).
+// strip/lstrip/rstrip without chars, index/rindex missing; find/rfind/zfill
+// counted bytes, upper/lower mapped single runes).
 var pyStrMethods = map[string]exec.Method[string]{
 	"replace": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		p, err := exec.MethodArgs("replace", a, 2, 3, "old", "new", "count")
@@ -44,9 +45,30 @@ var pyStrMethods = map[string]exec.Method[string]{
 	"strip":  stripMethod("strip"),
 	"lstrip": stripMethod("lstrip"),
 	"rstrip": stripMethod("rstrip"),
-	"index":  indexMethod(false),
-	"rindex": indexMethod(true),
-	"count":  countMethod,
+	"index":  findMethod("index", false, true),
+	"rindex": findMethod("rindex", true, true),
+	"find":   findMethod("find", false, false),
+	"rfind":  findMethod("rfind", true, false),
+	"zfill":  zfill,
+	"upper": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyUpper(s), nil
+	},
+	"capitalize": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyCapitalize(s), nil
+	},
+	"lower": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyLower(s), nil
+	},
+	"count": countMethod,
 	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		p, err := exec.MethodArgs("expandtabs", a, 0, 1, "tabsize")
 		if err != nil {
@@ -109,31 +131,7 @@ func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		return nil, fmt.Errorf("count() argument must be str, not %s", exec.PyType(p[0]))
 	}
 	r := []rune(s)
-	n := int64(len(r))
-	bound := func(v *exec.Value, dflt int64) (int64, error) {
-		if v == nil || v.IsNil() {
-			return dflt, nil
-		}
-		if !exec.IsInt(v) {
-			return 0, fmt.Errorf("slice indices must be integers or None")
-		}
-		i := exec.AsInt(v)
-		if i < 0 {
-			i += n
-		}
-		if i < 0 {
-			i = 0
-		}
-		if i > n {
-			i = n
-		}
-		return i, nil
-	}
-	start, err := bound(p[1], 0)
-	if err != nil {
-		return nil, err
-	}
-	end, err := bound(p[2], n)
+	start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
 	if err != nil {
 		return nil, err
 	}
@@ -160,19 +158,7 @@ func padMethod(name string) exec.Method[string] {
 			}
 			fill = p[1].String()
 		}
-		width := exec.AsInt(p[0])
-		marg := int(width) - utf8.RuneCountInString(s)
-		if marg <= 0 {
-			return s, nil
-		}
-		left := 0
-		switch name {
-		case "center": // CPython's pad split
-			left = marg/2 + (marg & int(width) & 1)
-		case "rjust":
-			left = marg
-		}
-		return strings.Repeat(fill, left) + s + strings.Repeat(fill, marg-left), nil
+		return exec.PyPad(name, s, int(exec.AsInt(p[0])), fill), nil
 	}
 }
 
@@ -296,21 +282,83 @@ func stripMethod(name string) exec.Method[string] {
 	}
 }
 
-// indexMethod is str.index/rindex(sub) (start and end are not supported).
-func indexMethod(right bool) exec.Method[string] {
+// findMethod is str.find/rfind/index/rindex(sub[, start[, end]]): the
+// character index of sub in s[start:end], -1 or an error (index) when absent.
+func findMethod(name string, right, raise bool) exec.Method[string] {
 	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		if len(a.Args) != 1 || len(a.KwArgs) > 0 || !a.Args[0].IsString() {
-			return nil, fmt.Errorf("index()/rindex() take exactly one string argument here")
+		p, err := exec.MethodArgs(name, a, 1, 3, "sub", "start", "end")
+		if err != nil {
+			return nil, err
 		}
-		i := strings.Index(s, a.Args[0].String())
-		if right {
-			i = strings.LastIndex(s, a.Args[0].String())
+		if !p[0].IsString() {
+			return nil, fmt.Errorf("must be str, not %s", exec.PyType(p[0]))
 		}
-		if i < 0 {
+		r := []rune(s)
+		start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		i := int64(-1)
+		if start <= end {
+			in, sub := string(r[start:end]), p[0].String()
+			j := strings.Index(in, sub)
+			if right {
+				j = strings.LastIndex(in, sub)
+			}
+			if j >= 0 {
+				i = start + int64(utf8.RuneCountInString(in[:j]))
+			}
+		}
+		if i < 0 && raise {
 			return nil, fmt.Errorf("substring not found")
 		}
-		return int64(utf8.RuneCountInString(s[:i])), nil
+		return i, nil
 	}
+}
+
+// sliceBounds are Python's start and end of s[start:end] for a sequence of
+// n items (none is the default; negative counts from the end); start may
+// exceed n (then nothing is found there, not even "").
+func sliceBounds(n int64, start, end *exec.Value) (int64, int64, error) {
+	bound := func(v *exec.Value, dflt int64) (int64, error) {
+		if v == nil || v.IsNil() {
+			return dflt, nil
+		}
+		if !exec.IsInt(v) {
+			return 0, fmt.Errorf("slice indices must be integers or None")
+		}
+		i := exec.AsInt(v)
+		if i < 0 {
+			i = max(0, i+n)
+		}
+		return i, nil
+	}
+	s, err := bound(start, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := bound(end, n)
+	return s, min(e, n), err
+}
+
+// zfill is Python's str.zfill: zeros after the sign up to width characters.
+func zfill(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	p, err := exec.MethodArgs("zfill", a, 1, 1, "width")
+	if err != nil {
+		return nil, err
+	}
+	if !exec.IsInt(p[0]) {
+		return nil, fmt.Errorf("zfill(): width must be an integer")
+	}
+	marg := exec.AsInt(p[0]) - int64(utf8.RuneCountInString(s))
+	if marg <= 0 {
+		return s, nil
+	}
+	sign := ""
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		sign, s = s[:1], s[1:]
+	}
+	return sign + strings.Repeat("0", int(marg)) + s, nil
 }
 
 // pyDictMethods keep Python's order of keys (gonja's sort them): see exec.PyKeys.
