@@ -93,6 +93,20 @@ func TestStringsAreCharacters(t *testing.T) {
 	}, nil)
 }
 
+// Comparisons chain as Python's (a < b < c is a < b and b < c, b evaluated
+// once), a bool equals the number it is and is a number, an empty dict is
+// false, and not nests and gives a bool.
+func TestComparisonAndTruth(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 0 < x < 3 }}|{{ 1 < 5 < 3 }}|{{ 3 > 2 > 1 }}|{{ 1 == 1 == 1 }}|{{ 2 == 2 == true }}|{{ 2 < 1 < 'a' }}": "True|False|True|True|False|False",
+		"{{ 1 == true }}|{{ 1.0 == true }}|{{ true in [1] }}|{{ true is number }}|{{ true is integer }}":           "True|True|True|True|False",
+		"{{ 'y' if {} else 'n' }}|{{ 'y' if d else 'n' }}|{{ not not x }}|{{ not 0 }}|{{ not {} }}":                "n|y|True|True|True",
+	}, pyVars)
+	checkPythonFails(t, map[string]string{
+		"{{ 1 < 2 < 'a' }}": "'<' not supported between instances of 'int' and 'str'",
+	})
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.
