@@ -107,6 +107,20 @@ func TestComparisonAndTruth(t *testing.T) {
 	})
 }
 
+// A macro's default sees the arguments before it; for and set unpack
+// nested and parenthesized tuples; cycler keeps its items' types and resets.
+func TestMacrosAndAssignment(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro f(a, b=a ~ '!', c=b ~ '?') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f('x') }}|{{ f('x', 'y') }}":                                  "xx!x!?|xyy?",
+		"{% for (a, b), c in [((1, 2), 3), ((4, 5), 6)] %}{{ a }}{{ b }}{{ c }};{% endfor %}|{% for a, b, c in ['xyz'] %}{{ c }}{% endfor %}":      "123;456;|z",
+		"{% set (p, q) = [3, 4] %}{{ p }}{{ q }}|{% set c = cycler(1, 2) %}{{ c.next() + 1 }}{{ c.next() }}{% set _ = c.reset() %}{{ c.current }}": "34|221",
+	}, nil)
+	checkPythonFails(t, map[string]string{
+		"{% for a, b in [(1, 2, 3)] %}{% endfor %}": "too many values to unpack (expected 2)",
+		"{% for a, b in [1] %}{% endfor %}":         "cannot unpack non-iterable int object",
+	})
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.
