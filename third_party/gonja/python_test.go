@@ -162,6 +162,53 @@ func TestHooks(t *testing.T) {
 	}
 }
 
+// Filters that walk or build lists of items are bounded by Limits.ListItems
+// (a long string is as many items), and ask Interrupt as they go: a
+// deadline ends them, not only the next statement.
+func TestItemFiltersAreBounded(t *testing.T) {
+	for _, f := range []string{"list", "sort", "reverse", "unique | list", "map('upper') | list", "join", "sum(start='')"} {
+		checkPythonFails(t, map[string]string{"{{ 'abcdefghijk' | " + f + " }}": "more than 10 items"})
+	}
+	big := make([]any, 20000)
+	for i := range big {
+		big[i] = len(big) - i
+	}
+	// render asks Interrupt until it has been asked failAt times (0: never)
+	render := func(src string, items []any, failAt int) (int, error) {
+		asked := 0
+		loader, err := loaders.NewShiftedLoader("t", strings.NewReader(src), gonja.DefaultLoader)
+		if err != nil {
+			return 0, err
+		}
+		env := &exec.Environment{
+			Context: exec.NewContext(map[string]any{"items": items}), Filters: builtins.Filters, Tests: builtins.Tests,
+			ControlStructures: builtins.ControlStructures, Methods: builtins.Methods,
+			Interrupt: func() error {
+				if asked++; asked == failAt {
+					return errors.New("interrupted")
+				}
+				return nil
+			},
+		}
+		tpl, err := exec.NewTemplate("t", gonja.DefaultConfig, loader, env)
+		if err != nil {
+			return 0, err
+		}
+		var out bytes.Buffer
+		return asked, tpl.Execute(&out, nil)
+	}
+	for _, f := range []string{"list", "sort", "reverse", "unique | list", "sum"} {
+		src := "{{ items | " + f + " | length }}"
+		outside, err := render(src, []any{3, 2, 1}, 0) // the questions outside the filter's loop
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if _, err := render(src, big, outside+1); err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Errorf("%s of 20000 items: %v, want it interrupted inside the filter", src, err)
+		}
+	}
+}
+
 // checkPythonFails checks that each source fails with an error containing
 // the given text, as Jinja's does, rendered with Hooks (and small Limits).
 func checkPythonFails(t *testing.T, cases map[string]string) {

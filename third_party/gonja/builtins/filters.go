@@ -392,11 +392,15 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return true
 	}, func() {})
 
-	sort.SliceStable(items, func(i, j int) bool {
+	less, stopped := interruptible(e, func(i, j int) bool {
 		left, _ := resolveAttributeValue(items[i], attribute, defaultValue)
 		right, _ := resolveAttributeValue(items[j], attribute, defaultValue)
 		return compareValues(left, right, caseSensitive) < 0
 	})
+	sort.SliceStable(items, less)
+	if stop := stopped(); stop != nil {
+		return stop
+	}
 
 	out := make([]groupTupleValue, 0)
 	for _, item := range items {
@@ -655,15 +659,23 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if in.IsString() {
 		out := []string{}
 		for _, r := range in.String() {
+			if stop := e.Tick(len(out)); stop != nil {
+				return stop
+			}
 			out = append(out, string(r))
 		}
 		return exec.AsValue(out)
 	}
 	out := make([]any, 0)
+	var stop *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
-		return true
+		stop = e.Tick(idx)
+		return stop == nil
 	}, func() {})
+	if stop != nil {
+		return stop
+	}
 	return exec.AsValue(out)
 }
 
@@ -981,6 +993,16 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		}, func() {}, true, false, false)
 		return exec.AsValue(out.String())
 	}
+	if in.IsList() { // PaV: item by item, interruptible
+		out := make([]any, 0, in.Len())
+		for i := in.Len() - 1; i >= 0; i-- {
+			if stop := e.Tick(i); stop != nil {
+				return stop
+			}
+			out = append(out, in.Index(i).Interface())
+		}
+		return exec.AsValue(out)
+	}
 	out := make([]any, 0)
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
@@ -1132,7 +1154,7 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return true
 	}, func() {})
 
-	sort.SliceStable(items, func(i, j int) bool {
+	less, stopped := interruptible(e, func(i, j int) bool {
 		if attribute.IsNil() {
 			comparison := compareValues(items[i], items[j], caseSensitive)
 			if reverse {
@@ -1155,6 +1177,10 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		}
 		return false
 	})
+	sort.SliceStable(items, less)
+	if stop := stopped(); stop != nil {
+		return stop
+	}
 
 	out := make([]any, 0, len(items))
 	for _, item := range items {
@@ -1369,8 +1395,12 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	out := make([]any, 0)
 	tracker := map[any]bool{}
 	var err error
+	var stop *exec.Value
 
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
+		if stop = e.Tick(idx); stop != nil {
+			return false
+		}
 		val := key
 		if !attribute.IsNil() {
 			nested, found := resolveAttributeValue(key, attribute, nil)
@@ -1401,6 +1431,9 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 
 	if err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if stop != nil {
+		return stop
 	}
 
 	return exec.AsValue(out)

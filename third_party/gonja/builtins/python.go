@@ -36,6 +36,7 @@ func init() {
 			must(Tests.Replace(name, testOrder(op)))
 		}
 	}
+	boundItemFilters() // last: it wraps the filters above
 }
 
 func must(err error) {
@@ -285,7 +286,11 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		acc = p[1]
 	}
 	var failure string
-	in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
+	var stop *exec.Value
+	in.Iterate(func(i, _ int, item, _ *exec.Value) bool {
+		if stop = e.Tick(i); stop != nil {
+			return false
+		}
 		if p[0] != nil && !p[0].IsNil() {
 			for _, part := range strings.Split(p[0].String(), ".") {
 				v, found := exec.AsValue(nil), false
@@ -301,7 +306,7 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 				item = v
 			}
 		}
-		v, err := exec.PyArith("+", acc, item, false, exec.Limits{})
+		v, err := exec.PyArith("+", acc, item, false, e.Limits())
 		if err != nil {
 			failure = err.Error()
 			return false
@@ -311,6 +316,9 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	}, func() {})
 	if failure != "" {
 		return raise(e, "filter sum: "+failure)
+	}
+	if stop != nil {
+		return stop
 	}
 	return acc
 }
