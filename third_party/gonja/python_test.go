@@ -121,6 +121,18 @@ func TestMacrosAndAssignment(t *testing.T) {
 	})
 }
 
+// Filters with Python's exact semantics: int's sign before the base's
+// prefix, float's whitespace, urlencode's order, striptags' entities,
+// wordcount's \w+, min/max returning the item (undefined when empty),
+// attr reading no dict item, and is upper/lower wanting a cased character.
+func TestPythonFilterSemantics(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '-0x1A' | int(base=16) }}|{{ ' 1.5 ' | float }}|{{ {'b': 1, 'a': 2} | urlencode }}|{{ '<b>a &amp; b</b>' | striptags }}|{{ 'a-b c.d' | wordcount }}": "-26|1.5|b=1&a=2|a & b|4",
+		"{{ ([{'n': 3, 'k': 'a'}, {'n': 1, 'k': 'b'}] | min(attribute='n')).k }}|{{ [] | max is undefined }}|{{ [[1, 2], [1, 3]] | max | last }}":                "b|True|3",
+		"{{ {'a': 1} | attr('a') is undefined }}|{{ '' is upper }}|{{ 'A1' is upper }}|{{ '1' is lower }}":                                                       "True|False|True|False",
+	}, nil)
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.

@@ -111,7 +111,10 @@ func filterAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	value, _ := in.GetAttribute(name)
+	value, found := in.GetAttribute(name)
+	if !found || in.IsDict() { // PaV: Jinja's attr reads no item of a dict
+		return exec.Undefined(fmt.Sprintf("'%s object' has no attribute '%s'", exec.TypeName(in), name))
+	}
 	return value
 }
 
@@ -512,6 +515,10 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return defaultValue
 	}
 
+	sign := "" // PaV: Python's int() takes a sign before the base's prefix
+	if raw[0] == '-' || raw[0] == '+' {
+		sign, raw = raw[:1], raw[1:]
+	}
 	switch {
 	case base == 16 && strings.HasPrefix(strings.ToLower(raw), "0x"):
 		raw = raw[2:]
@@ -520,6 +527,7 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	case base == 2 && strings.HasPrefix(strings.ToLower(raw), "0b"):
 		raw = raw[2:]
 	}
+	raw = sign + raw
 
 	if parsed, ok := new(big.Int).SetString(raw, base); ok {
 		if parsed.IsInt64() {

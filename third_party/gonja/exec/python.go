@@ -582,6 +582,13 @@ func TypeName(v *Value) string {
 func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
 	va, vb := AsValue(a), AsValue(b)
 	switch {
+	case va.IsList() && vb.IsList(): // item by item, then the shorter first (PaV)
+		for i := 0; i < va.Len() && i < vb.Len(); i++ {
+			if c, err := PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), caseSensitive); err != nil || c != 0 {
+				return c, err
+			}
+		}
+		return PyCompare(va.Len(), vb.Len(), true)
 	case va.IsString() && vb.IsString():
 		x, y := va.String(), vb.String()
 		if !caseSensitive {
