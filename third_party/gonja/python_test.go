@@ -133,6 +133,14 @@ func TestPythonFilterSemantics(t *testing.T) {
 	}, nil)
 }
 
+// An integer result outside 64 bits is an error, never a wrap-around.
+func TestIntegerOverflowIsAnError(t *testing.T) {
+	for _, src := range []string{"{{ -(-9223372036854775807 - 1) }}", "{{ (-9223372036854775807 - 1) | abs }}", "{{ 1e300 | int }}",
+		"{{ '99999999999999999999' | int }}", "{{ 9223372036854775807 | round(-1) }}", "{{ [9223372036854775807, 1] | sum }}"} {
+		checkPythonFails(t, map[string]string{src: "integer overflow"})
+	}
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.

@@ -91,6 +91,9 @@ func filterAbs(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 	}
 	if in.IsInteger() {
 		asInt := in.Integer()
+		if asInt == math.MinInt64 {
+			return e.Raise(exec.ErrOverflow)
+		}
 		if asInt < 0 {
 			return exec.AsValue(-asInt)
 		}
@@ -503,7 +506,7 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	case in.IsInteger():
 		return exec.AsValue(in.Interface())
 	case in.IsFloat():
-		return exec.AsValue(int(in.Float()))
+		return floatToInt(e, in.Float())
 	}
 
 	if converted, ok := in.Interface().(interface{ Int() int }); ok {
@@ -531,18 +534,13 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 
 	if parsed, ok := new(big.Int).SetString(raw, base); ok {
 		if parsed.IsInt64() {
-			parsedInt := parsed.Int64()
-			maxInt := int64(^uint(0) >> 1)
-			minInt := -maxInt - 1
-			if parsedInt >= minInt && parsedInt <= maxInt {
-				return exec.AsValue(int(parsedInt))
-			}
+			return exec.AsValue(int(parsed.Int64()))
 		}
-		return exec.AsValue(parsed)
+		return e.Raise(exec.ErrOverflow) // PaV: not a big.Int no operator takes
 	}
 
-	if parsed, err := strconv.ParseFloat(raw, 64); err == nil && !math.IsNaN(parsed) && !math.IsInf(parsed, 0) {
-		return exec.AsValue(int(parsed))
+	if parsed, err := strconv.ParseFloat(raw, 64); err == nil && !math.IsNaN(parsed) {
+		return floatToInt(e, parsed)
 	}
 
 	return defaultValue
@@ -1715,4 +1713,13 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}, func() {})
 
 	return exec.AsValue(out)
+}
+
+// floatToInt is Python's int() of a float, an overflow error outside 64
+// bits (PaV: Go's conversion gave the smallest int64).
+func floatToInt(e *exec.Evaluator, f float64) *exec.Value {
+	if math.IsInf(f, 0) || f >= math.MaxInt64 || f < math.MinInt64 {
+		return e.Raise(exec.ErrOverflow)
+	}
+	return exec.AsValue(int(f))
 }

@@ -201,7 +201,11 @@ func filterPyRound(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	switch method {
 	case "common":
 		if exec.IsInt(in) {
-			return exec.AsValue(roundInt(exec.AsInt(in), precision))
+			r, ok := roundInt(exec.AsInt(in), precision)
+			if !ok {
+				return e.Raise(exec.ErrOverflow)
+			}
+			return exec.AsValue(r)
 		}
 		return exec.AsValue(roundFloat(in.Float(), precision))
 	case "floor", "ceil":
@@ -232,12 +236,12 @@ func roundFloat(x float64, n int64) float64 {
 }
 
 // roundInt is Python's round(i, n) on an int: unchanged unless n < 0.
-func roundInt(i, n int64) int64 {
+func roundInt(i, n int64) (int64, bool) {
 	if n >= 0 {
-		return i
+		return i, true
 	}
 	if n < -18 {
-		return 0
+		return 0, true
 	}
 	m := int64(1)
 	for ; n < 0; n++ {
@@ -250,7 +254,10 @@ func roundInt(i, n int64) int64 {
 	if 2*r > m || (2*r == m && q%2 != 0) {
 		q++
 	}
-	return q * m
+	if q > math.MaxInt64/m || q < math.MinInt64/m {
+		return 0, false
+	}
+	return q * m, true
 }
 
 // filterInt is Jinja's int: as gonja's, except that a boolean is 1 or 0

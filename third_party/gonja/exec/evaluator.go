@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/pkg/errors"
@@ -229,6 +230,9 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 			case result.IsFloat():
 				return AsValue(-1 * result.Float())
 			case result.IsInteger():
+				if AsInt(result) == math.MinInt64 {
+					return e.Raise(ErrOverflow)
+				}
 				return AsValue(-1 * result.Integer())
 			default:
 				return AsValue(errors.New("Operation between a number and a non-(float/integer) is not possible"))
