@@ -141,6 +141,17 @@ func TestIntegerOverflowIsAnError(t *testing.T) {
 	}
 }
 
+// Python's str.format conversions, startswith/endswith with a tuple, and
+// list.index/count.
+func TestPythonMethodsFormatAndLists(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '{!r}'.format('a') }}|{{ '{!s:>4}'.format(1) }}|{{ '{} {!r} {}'.format(1, 'a', 2) }}|{{ '{k!r}'.format(k='v') }}": "'a'|   1|1 'a' 2|'v'",
+		"{{ 'hello'.startswith(('x', 'he')) }}|{{ 'hello'.endswith(('lo', 'x')) }}|{{ 'hello'.endswith('l', 0, 4) }}":         "True|True|True",
+		"{{ [1, 2, 3, 2].index(2) }}|{{ [1, 2, 3, 2].index(2, 2) }}|{{ [1, 2, 3, 2].count(2) }}|{{ [1, true].count(1) }}":     "1|3|2|2",
+	}, nil)
+	checkPythonFails(t, map[string]string{"{{ [1, 2].index(5) }}": "5 is not in list"})
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.

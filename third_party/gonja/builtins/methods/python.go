@@ -68,7 +68,10 @@ var pyStrMethods = map[string]exec.Method[string]{
 		}
 		return exec.PyLower(s), nil
 	},
-	"count": countMethod,
+	"count":      countMethod,
+	"format":     formatMethod,
+	"startswith": affixMethod("startswith", strings.HasPrefix),
+	"endswith":   affixMethod("endswith", strings.HasSuffix),
 	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		p, err := exec.MethodArgs("expandtabs", a, 0, 1, "tabsize")
 		if err != nil {
@@ -382,4 +385,79 @@ func dictView(elem func(self map[string]any, key string) any) exec.Method[map[st
 		}
 		return out, nil
 	}
+}
+
+// affixMethod is str.startswith/endswith(affix[, start[, end]]): affix is
+// a string or a tuple (list) of strings, any of which may match
+// s[start:end] (gonja's endswith took no tuple, startswith no tuple literal).
+func affixMethod(name string, has func(s, affix string) bool) exec.Method[string] {
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs(name, a, 1, 3, "affix", "start", "end")
+		if err != nil {
+			return nil, err
+		}
+		var affixes []string
+		switch {
+		case p[0].IsString():
+			affixes = []string{p[0].String()}
+		case p[0].IsList():
+			for i := 0; i < p[0].Len(); i++ {
+				item := p[0].Index(i)
+				if !item.IsString() {
+					return nil, fmt.Errorf("tuple for %s must only contain str, not %s", name, exec.PyType(item))
+				}
+				affixes = append(affixes, item.String())
+			}
+		default:
+			return nil, fmt.Errorf("%s first arg must be str or a tuple of str, not %s", name, exec.PyType(p[0]))
+		}
+		r := []rune(s)
+		start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		if start > end {
+			return false, nil
+		}
+		in := string(r[start:end])
+		for _, affix := range affixes {
+			if has(in, affix) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// pyListMethods are Python's list methods gonja lacks: index and count.
+var pyListMethods = map[string]exec.Method[[]any]{
+	"count": func(self []any, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("count", a, 1, 1, "value")
+		if err != nil {
+			return nil, err
+		}
+		n := int64(0)
+		for _, item := range self {
+			if exec.AsValue(item).EqualValueTo(p[0]) {
+				n++
+			}
+		}
+		return n, nil
+	},
+	"index": func(self []any, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("index", a, 1, 3, "value", "start", "end")
+		if err != nil {
+			return nil, err
+		}
+		start, end, err := sliceBounds(int64(len(self)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		for i := start; i < end; i++ {
+			if exec.AsValue(self[i]).EqualValueTo(p[0]) {
+				return i, nil
+			}
+		}
+		return nil, fmt.Errorf("%s is not in list", exec.PyRepr(p[0]))
+	},
 }
