@@ -130,6 +130,7 @@ func TestPythonFilterSemantics(t *testing.T) {
 		"{{ '-0x1A' | int(base=16) }}|{{ ' 1.5 ' | float }}|{{ {'b': 1, 'a': 2} | urlencode }}|{{ '<b>a &amp; b</b>' | striptags }}|{{ 'a-b c.d' | wordcount }}": "-26|1.5|b=1&a=2|a & b|4",
 		"{{ ([{'n': 3, 'k': 'a'}, {'n': 1, 'k': 'b'}] | min(attribute='n')).k }}|{{ [] | max is undefined }}|{{ [[1, 2], [1, 3]] | max | last }}":                "b|True|3",
 		"{{ {'a': 1} | attr('a') is undefined }}|{{ '' is upper }}|{{ 'A1' is upper }}|{{ '1' is lower }}":                                                       "True|False|True|False",
+		"{{ [] | first is undefined }}|{{ '' | last is undefined }}|{% set a, b = 'ab' %}{{ b }}{{ a }}":                                                         "True|True|ba",
 	}, nil)
 }
 

@@ -329,7 +329,7 @@ func filterFirst(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 			return first
 		}
 	}
-	return exec.AsValue("")
+	return exec.Undefined("No first item, sequence was empty.") // PaV: as Jinja
 }
 
 func filterFloat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -618,7 +618,7 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			return last
 		}
 	}
-	return exec.AsValue("")
+	return exec.Undefined("No last item, sequence was empty.") // PaV: as Jinja
 }
 
 func filterLength(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

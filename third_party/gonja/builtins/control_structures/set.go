@@ -104,6 +104,13 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 // Python does: there must be exactly as many items as names.
 func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) error {
 	names := append([]*nodes.Name{scs.target.(*nodes.Name)}, scs.more...)
+	if value.IsString() { // its characters, as in Python
+		var chars []any
+		for _, r := range value.String() {
+			chars = append(chars, string(r))
+		}
+		value = exec.AsValue(chars)
+	}
 	if !value.IsList() {
 		return errors.Errorf("cannot unpack a non-list value into %d names", len(names)) // not the value: it may be large
 	}
