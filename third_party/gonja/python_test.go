@@ -150,6 +150,9 @@ func TestPythonMethodsFormatAndLists(t *testing.T) {
 		"{{ 'hello'.startswith(('x', 'he')) }}|{{ 'hello'.endswith(('lo', 'x')) }}|{{ 'hello'.endswith('l', 0, 4) }}":         "True|True|True",
 		"{{ [1, 2, 3, 2].index(2) }}|{{ [1, 2, 3, 2].index(2, 2) }}|{{ [1, 2, 3, 2].count(2) }}|{{ [1, true].count(1) }}":     "1|3|2|2",
 	}, nil)
+	checkJinja(t, map[string]string{
+		"{{ '{:,}'.format(1234567) }}|{{ '{:_x}'.format(1048575) }}|{{ '{:,.2f}'.format(1234567.891) }}|{{ '{:,}'.format(1234.5) }}": "1,234,567|f_ffff|1,234,567.89|1,234.5",
+	}, nil)
 	checkPythonFails(t, map[string]string{"{{ [1, 2].index(5) }}": "5 is not in list"})
 }
 
