@@ -42,6 +42,12 @@ var attacks = map[string]string{
 	"long concatenation":      "{{ 'a'" + strings.Repeat("~'a'", 60000) + " }}",
 	"many statements":         strings.Repeat("{% set s = ('x' * 4000000)|upper %}", 600),
 	"many method calls":       "{% set s = 'x' * 4000000 %}{{ (" + strings.Repeat("s.upper()|length + ", 1200) + "0) }}",
+	// a 4 MiB string is 4 million items to the filters that list them
+	"list of a long string":    "{{ ('x' * 4000000)|list|length }}",
+	"sort of a long string":    "{{ ('x' * 4000000)|sort|length }}",
+	"reverse of a long string": "{{ ('x' * 4000000)|list|reverse|length }}",
+	"unique of a long string":  "{{ ('x' * 4000000)|unique|list|length }}",
+	"sum of a long list":       "{% set l = ('ab' * 130000)|list %}{{ l|sum(start='')|length }}",
 }
 
 func TestAttacksFailCleanly(t *testing.T) {

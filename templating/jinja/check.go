@@ -112,9 +112,8 @@ func (w *walker) visitNode(n nodes.Node) {
 			w.calls = append(w.calls, namedUse{name: name.Name.Val, tok: name.Name})
 		}
 	case *controlStructures.ForControlStructure:
-		w.defined[n.Key] = true
-		if n.Value != "" {
-			w.defined[n.Value] = true
+		for _, name := range n.Names() {
+			w.defined[name] = true
 		}
 		if n.Recursive { // the body may call loop(children)
 			w.defined["loop"] = true

@@ -48,6 +48,30 @@ var knownDivergences = map[string]struct{ reason, errContains string }{
 		reason:      "Python ints are unbounded; PaV's are 64-bit, and overflow is an error rather than a silent wrap-around",
 		errContains: "integer overflow",
 	},
+	"int-overflow-negate-min": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
+	"int-overflow-abs-min": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
+	"int-overflow-int-of-float": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
+	"int-overflow-int-of-string": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
+	"int-overflow-round": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
+	"int-overflow-sum": {
+		reason:      "as int-overflow-error-or-big (docs/reference.md)",
+		errContains: "integer overflow",
+	},
 	"center-huge": {
 		reason:      "a 1 GB string would exhaust the memory of the process rendering the template; width arguments are capped at maxWidth",
 		errContains: "filter center: argument 1000000000 too large",

@@ -321,8 +321,9 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 		if name == "replace" && len(args.Args) >= 2 && int64(len(self))+replaceGrowth(self, args) > maxOutputBytes {
 			return nil, fmt.Errorf("replace(): result too large")
 		}
+		formats := name == "format" || name == "format_map" // its arguments are values, not widths
 		for _, a := range append(append([]*exec.Value{}, args.Args...), mapValues(args.KwArgs)...) {
-			if exec.IsInt(a) && exec.AsInt(a) > maxWidth {
+			if !formats && exec.IsInt(a) && exec.AsInt(a) > maxWidth {
 				return nil, fmt.Errorf("%s(): argument %d too large", name, exec.AsInt(a))
 			}
 		}

@@ -83,6 +83,79 @@ func TestPythonMethods(t *testing.T) {
 	}, nil)
 }
 
+// Strings are sequences of characters, not bytes: iteration, indices,
+// padding and find count code points; case mappings are Unicode's full ones.
+func TestStringsAreCharacters(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% for c in 'hé' %}[{{ c }}]{% endfor %}|{{ 'héllo'[1] }}|{{ 'héllo'[-4] }}|{{ 'hé' | reverse }}|{{ 'hé' | last }}":   "[h][é]|é|é|éh|é",
+		"{{ 'straße' | upper }}|{{ 'straße'.upper() }}|{{ 'ÉA' | lower }}|{{ 'ßa' | capitalize }}":                             "STRASSE|STRASSE|éa|Ssa",
+		"[{{ 'é' | center(4) }}]|[{{ 'abc' | center(6) }}]|{{ 'héllo'.find('l') }}|{{ 'é'.zfill(3) }}|{{ 'abc'.find('', 5) }}": "[ é  ]|[ abc  ]|2|00é|-1",
+	}, nil)
+}
+
+// Comparisons chain as Python's (a < b < c is a < b and b < c, b evaluated
+// once), a bool equals the number it is and is a number, an empty dict is
+// false, and not nests and gives a bool.
+func TestComparisonAndTruth(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 0 < x < 3 }}|{{ 1 < 5 < 3 }}|{{ 3 > 2 > 1 }}|{{ 1 == 1 == 1 }}|{{ 2 == 2 == true }}|{{ 2 < 1 < 'a' }}": "True|False|True|True|False|False",
+		"{{ 1 == true }}|{{ 1.0 == true }}|{{ true in [1] }}|{{ true is number }}|{{ true is integer }}":           "True|True|True|True|False",
+		"{{ 'y' if {} else 'n' }}|{{ 'y' if d else 'n' }}|{{ not not x }}|{{ not 0 }}|{{ not {} }}":                "n|y|True|True|True",
+	}, pyVars)
+	checkPythonFails(t, map[string]string{
+		"{{ 1 < 2 < 'a' }}": "'<' not supported between instances of 'int' and 'str'",
+	})
+}
+
+// A macro's default sees the arguments before it; for and set unpack
+// nested and parenthesized tuples; cycler keeps its items' types and resets.
+func TestMacrosAndAssignment(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro f(a, b=a ~ '!', c=b ~ '?') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f('x') }}|{{ f('x', 'y') }}":                                  "xx!x!?|xyy?",
+		"{% for (a, b), c in [((1, 2), 3), ((4, 5), 6)] %}{{ a }}{{ b }}{{ c }};{% endfor %}|{% for a, b, c in ['xyz'] %}{{ c }}{% endfor %}":      "123;456;|z",
+		"{% set (p, q) = [3, 4] %}{{ p }}{{ q }}|{% set c = cycler(1, 2) %}{{ c.next() + 1 }}{{ c.next() }}{% set _ = c.reset() %}{{ c.current }}": "34|221",
+	}, nil)
+	checkPythonFails(t, map[string]string{
+		"{% for a, b in [(1, 2, 3)] %}{% endfor %}": "too many values to unpack (expected 2)",
+		"{% for a, b in [1] %}{% endfor %}":         "cannot unpack non-iterable int object",
+	})
+}
+
+// Filters with Python's exact semantics: int's sign before the base's
+// prefix, float's whitespace, urlencode's order, striptags' entities,
+// wordcount's \w+, min/max returning the item (undefined when empty),
+// attr reading no dict item, and is upper/lower wanting a cased character.
+func TestPythonFilterSemantics(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '-0x1A' | int(base=16) }}|{{ ' 1.5 ' | float }}|{{ {'b': 1, 'a': 2} | urlencode }}|{{ '<b>a &amp; b</b>' | striptags }}|{{ 'a-b c.d' | wordcount }}": "-26|1.5|b=1&a=2|a & b|4",
+		"{{ ([{'n': 3, 'k': 'a'}, {'n': 1, 'k': 'b'}] | min(attribute='n')).k }}|{{ [] | max is undefined }}|{{ [[1, 2], [1, 3]] | max | last }}":                "b|True|3",
+		"{{ {'a': 1} | attr('a') is undefined }}|{{ '' is upper }}|{{ 'A1' is upper }}|{{ '1' is lower }}":                                                       "True|False|True|False",
+		"{{ [] | first is undefined }}|{{ '' | last is undefined }}|{% set a, b = 'ab' %}{{ b }}{{ a }}":                                                         "True|True|ba",
+	}, nil)
+}
+
+// An integer result outside 64 bits is an error, never a wrap-around.
+func TestIntegerOverflowIsAnError(t *testing.T) {
+	for _, src := range []string{"{{ -(-9223372036854775807 - 1) }}", "{{ (-9223372036854775807 - 1) | abs }}", "{{ 1e300 | int }}",
+		"{{ '99999999999999999999' | int }}", "{{ 9223372036854775807 | round(-1) }}", "{{ [9223372036854775807, 1] | sum }}"} {
+		checkPythonFails(t, map[string]string{src: "integer overflow"})
+	}
+}
+
+// Python's str.format conversions, startswith/endswith with a tuple, and
+// list.index/count.
+func TestPythonMethodsFormatAndLists(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '{!r}'.format('a') }}|{{ '{!s:>4}'.format(1) }}|{{ '{} {!r} {}'.format(1, 'a', 2) }}|{{ '{k!r}'.format(k='v') }}": "'a'|   1|1 'a' 2|'v'",
+		"{{ 'hello'.startswith(('x', 'he')) }}|{{ 'hello'.endswith(('lo', 'x')) }}|{{ 'hello'.endswith('l', 0, 4) }}":         "True|True|True",
+		"{{ [1, 2, 3, 2].index(2) }}|{{ [1, 2, 3, 2].index(2, 2) }}|{{ [1, 2, 3, 2].count(2) }}|{{ [1, true].count(1) }}":     "1|3|2|2",
+	}, nil)
+	checkJinja(t, map[string]string{
+		"{{ '{:,}'.format(1234567) }}|{{ '{:_x}'.format(1048575) }}|{{ '{:,.2f}'.format(1234567.891) }}|{{ '{:,}'.format(1234.5) }}": "1,234,567|f_ffff|1,234,567.89|1,234.5",
+	}, nil)
+	checkPythonFails(t, map[string]string{"{{ [1, 2].index(5) }}": "5 is not in list"})
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.
@@ -121,6 +194,53 @@ func TestHooks(t *testing.T) {
 	}
 	if _, err := renderWith(&exec.Hooks{Finalize: hooks.Finalize}, "{{ missing }}"); err == nil || !strings.Contains(err.Error(), "undefined at column 1") {
 		t.Errorf("finalize's error: %v", err)
+	}
+}
+
+// Filters that walk or build lists of items are bounded by Limits.ListItems
+// (a long string is as many items), and ask Interrupt as they go: a
+// deadline ends them, not only the next statement.
+func TestItemFiltersAreBounded(t *testing.T) {
+	for _, f := range []string{"list", "sort", "reverse", "unique | list", "map('upper') | list", "join", "sum(start='')"} {
+		checkPythonFails(t, map[string]string{"{{ 'abcdefghijk' | " + f + " }}": "more than 10 items"})
+	}
+	big := make([]any, 20000)
+	for i := range big {
+		big[i] = len(big) - i
+	}
+	// render asks Interrupt until it has been asked failAt times (0: never)
+	render := func(src string, items []any, failAt int) (int, error) {
+		asked := 0
+		loader, err := loaders.NewShiftedLoader("t", strings.NewReader(src), gonja.DefaultLoader)
+		if err != nil {
+			return 0, err
+		}
+		env := &exec.Environment{
+			Context: exec.NewContext(map[string]any{"items": items}), Filters: builtins.Filters, Tests: builtins.Tests,
+			ControlStructures: builtins.ControlStructures, Methods: builtins.Methods,
+			Interrupt: func() error {
+				if asked++; asked == failAt {
+					return errors.New("interrupted")
+				}
+				return nil
+			},
+		}
+		tpl, err := exec.NewTemplate("t", gonja.DefaultConfig, loader, env)
+		if err != nil {
+			return 0, err
+		}
+		var out bytes.Buffer
+		return asked, tpl.Execute(&out, nil)
+	}
+	for _, f := range []string{"list", "sort", "reverse", "unique | list", "sum"} {
+		src := "{{ items | " + f + " | length }}"
+		outside, err := render(src, []any{3, 2, 1}, 0) // the questions outside the filter's loop
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if _, err := render(src, big, outside+1); err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Errorf("%s of 20000 items: %v, want it interrupted inside the filter", src, err)
+		}
 	}
 }
 

@@ -91,6 +91,9 @@ func filterAbs(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 	}
 	if in.IsInteger() {
 		asInt := in.Integer()
+		if asInt == math.MinInt64 {
+			return e.Raise(exec.ErrOverflow)
+		}
 		if asInt < 0 {
 			return exec.AsValue(-asInt)
 		}
@@ -111,7 +114,10 @@ func filterAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	value, _ := in.GetAttribute(name)
+	value, found := in.GetAttribute(name)
+	if !found || in.IsDict() { // PaV: Jinja's attr reads no item of a dict
+		return exec.Undefined(fmt.Sprintf("'%s object' has no attribute '%s'", exec.TypeName(in), name))
+	}
 	return value
 }
 
@@ -167,9 +173,7 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if in.Len() <= 0 {
 		return exec.AsValue("")
 	}
-	t := in.String()
-	r, size := utf8.DecodeRuneInString(t)
-	return exec.AsValue(strings.ToUpper(string(r)) + strings.ToLower(t[size:]))
+	return exec.AsValue(exec.PyCapitalize(in.String()))
 }
 
 func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -182,17 +186,10 @@ func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	slen := in.Len()
-	if width <= slen {
+	if width <= in.Len() {
 		return in
 	}
-
-	spaces := width - slen
-	left := spaces/2 + spaces%2
-	right := spaces / 2
-
-	return exec.AsValue(fmt.Sprintf("%s%s%s", strings.Repeat(" ", left),
-		in.String(), strings.Repeat(" ", right)))
+	return exec.AsValue(exec.PyPad("center", in.String(), width, " "))
 }
 
 func sortByKey(in *exec.Value, caseSensitive bool, reverse bool) []tupleValue {
@@ -332,7 +329,7 @@ func filterFirst(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 			return first
 		}
 	}
-	return exec.AsValue("")
+	return exec.Undefined("No first item, sequence was empty.") // PaV: as Jinja
 }
 
 func filterFloat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -401,11 +398,15 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return true
 	}, func() {})
 
-	sort.SliceStable(items, func(i, j int) bool {
+	less, stopped := interruptible(e, func(i, j int) bool {
 		left, _ := resolveAttributeValue(items[i], attribute, defaultValue)
 		right, _ := resolveAttributeValue(items[j], attribute, defaultValue)
 		return compareValues(left, right, caseSensitive) < 0
 	})
+	sort.SliceStable(items, less)
+	if stop := stopped(); stop != nil {
+		return stop
+	}
 
 	out := make([]groupTupleValue, 0)
 	for _, item := range items {
@@ -505,7 +506,7 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	case in.IsInteger():
 		return exec.AsValue(in.Interface())
 	case in.IsFloat():
-		return exec.AsValue(int(in.Float()))
+		return floatToInt(e, in.Float())
 	}
 
 	if converted, ok := in.Interface().(interface{ Int() int }); ok {
@@ -517,6 +518,10 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return defaultValue
 	}
 
+	sign := "" // PaV: Python's int() takes a sign before the base's prefix
+	if raw[0] == '-' || raw[0] == '+' {
+		sign, raw = raw[:1], raw[1:]
+	}
 	switch {
 	case base == 16 && strings.HasPrefix(strings.ToLower(raw), "0x"):
 		raw = raw[2:]
@@ -525,21 +530,17 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	case base == 2 && strings.HasPrefix(strings.ToLower(raw), "0b"):
 		raw = raw[2:]
 	}
+	raw = sign + raw
 
 	if parsed, ok := new(big.Int).SetString(raw, base); ok {
 		if parsed.IsInt64() {
-			parsedInt := parsed.Int64()
-			maxInt := int64(^uint(0) >> 1)
-			minInt := -maxInt - 1
-			if parsedInt >= minInt && parsedInt <= maxInt {
-				return exec.AsValue(int(parsedInt))
-			}
+			return exec.AsValue(int(parsed.Int64()))
 		}
-		return exec.AsValue(parsed)
+		return e.Raise(exec.ErrOverflow) // PaV: not a big.Int no operator takes
 	}
 
-	if parsed, err := strconv.ParseFloat(raw, 64); err == nil && !math.IsNaN(parsed) && !math.IsInf(parsed, 0) {
-		return exec.AsValue(int(parsed))
+	if parsed, err := strconv.ParseFloat(raw, 64); err == nil && !math.IsNaN(parsed) {
+		return floatToInt(e, parsed)
 	}
 
 	return defaultValue
@@ -617,7 +618,7 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			return last
 		}
 	}
-	return exec.AsValue("")
+	return exec.Undefined("No last item, sequence was empty.") // PaV: as Jinja
 }
 
 func filterLength(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -664,15 +665,23 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if in.IsString() {
 		out := []string{}
 		for _, r := range in.String() {
+			if stop := e.Tick(len(out)); stop != nil {
+				return stop
+			}
 			out = append(out, string(r))
 		}
 		return exec.AsValue(out)
 	}
 	out := make([]any, 0)
+	var stop *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
-		return true
+		stop = e.Tick(idx)
+		return stop == nil
 	}, func() {})
+	if stop != nil {
+		return stop
+	}
 	return exec.AsValue(out)
 }
 
@@ -683,7 +692,7 @@ func filterLower(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(strings.ToLower(in.String()))
+	return exec.AsValue(exec.PyLower(in.String()))
 }
 
 func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -990,6 +999,16 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		}, func() {}, true, false, false)
 		return exec.AsValue(out.String())
 	}
+	if in.IsList() { // PaV: item by item, interruptible
+		out := make([]any, 0, in.Len())
+		for i := in.Len() - 1; i >= 0; i-- {
+			if stop := e.Tick(i); stop != nil {
+				return stop
+			}
+			out = append(out, in.Index(i).Interface())
+		}
+		return exec.AsValue(out)
+	}
 	out := make([]any, 0)
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
@@ -1141,7 +1160,7 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return true
 	}, func() {})
 
-	sort.SliceStable(items, func(i, j int) bool {
+	less, stopped := interruptible(e, func(i, j int) bool {
 		if attribute.IsNil() {
 			comparison := compareValues(items[i], items[j], caseSensitive)
 			if reverse {
@@ -1164,6 +1183,10 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		}
 		return false
 	})
+	sort.SliceStable(items, less)
+	if stop := stopped(); stop != nil {
+		return stop
+	}
 
 	out := make([]any, 0, len(items))
 	for _, item := range items {
@@ -1378,8 +1401,12 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	out := make([]any, 0)
 	tracker := map[any]bool{}
 	var err error
+	var stop *exec.Value
 
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
+		if stop = e.Tick(idx); stop != nil {
+			return false
+		}
 		val := key
 		if !attribute.IsNil() {
 			nested, found := resolveAttributeValue(key, attribute, nil)
@@ -1411,6 +1438,9 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if stop != nil {
+		return stop
+	}
 
 	return exec.AsValue(out)
 }
@@ -1422,7 +1452,7 @@ func filterUpper(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(strings.ToUpper(in.String()))
+	return exec.AsValue(exec.PyUpper(in.String()))
 }
 
 func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1683,4 +1713,13 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}, func() {})
 
 	return exec.AsValue(out)
+}
+
+// floatToInt is Python's int() of a float, an overflow error outside 64
+// bits (PaV: Go's conversion gave the smallest int64).
+func floatToInt(e *exec.Evaluator, f float64) *exec.Value {
+	if math.IsInf(f, 0) || f >= math.MaxInt64 || f < math.MinInt64 {
+		return e.Raise(exec.ErrOverflow)
+	}
+	return exec.AsValue(int(f))
 }

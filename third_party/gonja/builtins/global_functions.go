@@ -69,31 +69,35 @@ func dictFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	return exec.AsValue(dict)
 }
 
+// cycler is Jinja's cycler: its items keep their types, and reset()
+// returns none (PaV; upstream made every item a string, and reset, which
+// returned nothing, could not be called).
 type cycler struct {
-	values  []string
+	values  []any
 	idx     int
 	getters map[string]any
 }
 
-func (c *cycler) Reset() {
+func (c *cycler) Reset() *exec.Value {
 	c.idx = 0
 	c.getters["current"] = c.values[c.idx]
+	return exec.AsValue(nil)
 }
 
-func (c *cycler) Next() string {
-	c.idx++
-	value := c.getters["current"].(string)
-	if c.idx >= len(c.values) {
-		c.idx = 0
-	}
+func (c *cycler) Next() *exec.Value {
+	value := c.values[c.idx]
+	c.idx = (c.idx + 1) % len(c.values)
 	c.getters["current"] = c.values[c.idx]
-	return value
+	return exec.AsValue(value)
 }
 
 func cyclerFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	c := &cycler{}
 	for _, arg := range params.Args {
-		c.values = append(c.values, arg.String())
+		c.values = append(c.values, arg.Interface())
+	}
+	if len(c.values) == 0 {
+		return exec.AsValue(errors.New("at least one item has to be provided"))
 	}
 	c.getters = map[string]any{
 		"next":  c.Next,

@@ -3,7 +3,9 @@ package builtins
 import (
 	"errors"
 	"fmt"
+	"html"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +19,8 @@ func init() {
 		"default": filterPyDefault, "d": filterPyDefault, "dictsort": filterPyDictSort, "urlencode": filterPyURLEncode,
 		"round": filterPyRound, "string": filterPyString, "format": filterPyFormat, "sum": filterPySum,
 		"int": filterPyInt(filterInteger), "sort": filterSortChecked(filterSort), "pprint": filterPyPPrint,
-		"wordwrap": filterPyWordwrap, "items": filterPyItems,
+		"wordwrap": filterPyWordwrap, "items": filterPyItems, "float": filterPyFloat,
+		"striptags": filterPyStriptags, "wordcount": filterPyWordcount, "max": filterPyMinMax(true), "min": filterPyMinMax(false),
 		"select": filterSelectChecked("select", filterSelect), "reject": filterSelectChecked("reject", filterReject),
 		"selectattr": filterSelectChecked("selectattr", filterSelectAttr), "rejectattr": filterSelectChecked("rejectattr", filterRejectAttr),
 	} {
@@ -27,6 +30,7 @@ func init() {
 		"defined": testPyDefined, "undefined": testPyUndefined, "none": testPyNone,
 		"sequence": testPySequence, "filter": testPyFilter, "test": testPyTest,
 		"true": testPyTrue, "false": testPyFalse, "escaped": testPyEscaped,
+		"upper": testPyCase(exec.PyUpper, exec.PyLower), "lower": testPyCase(exec.PyLower, exec.PyUpper),
 	} {
 		must(Tests.Replace(name, t))
 	}
@@ -36,6 +40,7 @@ func init() {
 			must(Tests.Replace(name, testOrder(op)))
 		}
 	}
+	boundItemFilters() // last: it wraps the filters above
 }
 
 func must(err error) {
@@ -124,11 +129,7 @@ func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 		if !ok {
 			return raise(e, "filter urlencode: unsupported mapping")
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := exec.PyKeys(m, in) // Python's order
 		parts := make([]string, len(keys))
 		for i, k := range keys {
 			parts[i] = urlQuote(k, true) + "=" + urlQuote(exec.PyStr(exec.AsValue(m[k])), true)
@@ -200,7 +201,11 @@ func filterPyRound(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	switch method {
 	case "common":
 		if exec.IsInt(in) {
-			return exec.AsValue(roundInt(exec.AsInt(in), precision))
+			r, ok := roundInt(exec.AsInt(in), precision)
+			if !ok {
+				return e.Raise(exec.ErrOverflow)
+			}
+			return exec.AsValue(r)
 		}
 		return exec.AsValue(roundFloat(in.Float(), precision))
 	case "floor", "ceil":
@@ -231,12 +236,12 @@ func roundFloat(x float64, n int64) float64 {
 }
 
 // roundInt is Python's round(i, n) on an int: unchanged unless n < 0.
-func roundInt(i, n int64) int64 {
+func roundInt(i, n int64) (int64, bool) {
 	if n >= 0 {
-		return i
+		return i, true
 	}
 	if n < -18 {
-		return 0
+		return 0, true
 	}
 	m := int64(1)
 	for ; n < 0; n++ {
@@ -249,7 +254,10 @@ func roundInt(i, n int64) int64 {
 	if 2*r > m || (2*r == m && q%2 != 0) {
 		q++
 	}
-	return q * m
+	if q > math.MaxInt64/m || q < math.MinInt64/m {
+		return 0, false
+	}
+	return q * m, true
 }
 
 // filterInt is Jinja's int: as gonja's, except that a boolean is 1 or 0
@@ -285,7 +293,11 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		acc = p[1]
 	}
 	var failure string
-	in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
+	var stop *exec.Value
+	in.Iterate(func(i, _ int, item, _ *exec.Value) bool {
+		if stop = e.Tick(i); stop != nil {
+			return false
+		}
 		if p[0] != nil && !p[0].IsNil() {
 			for _, part := range strings.Split(p[0].String(), ".") {
 				v, found := exec.AsValue(nil), false
@@ -301,7 +313,7 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 				item = v
 			}
 		}
-		v, err := exec.PyArith("+", acc, item, false, exec.Limits{})
+		v, err := exec.PyArith("+", acc, item, false, e.Limits())
 		if err != nil {
 			failure = err.Error()
 			return false
@@ -311,6 +323,9 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	}, func() {})
 	if failure != "" {
 		return raise(e, "filter sum: "+failure)
+	}
+	if stop != nil {
+		return stop
 	}
 	return acc
 }
@@ -574,4 +589,93 @@ func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		out[i] = []any{k, m[k]}
 	}
 	return exec.AsValue(out)
+}
+
+// filterPyFloat is Jinja's float: Python's float() of a string, which
+// ignores surrounding whitespace, else the default.
+func filterPyFloat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsString() {
+		in = exec.AsValue(strings.TrimSpace(in.String()))
+	}
+	return filterFloat(e, in, params)
+}
+
+// filterPyStriptags is Jinja's striptags: comments and tags removed,
+// whitespace collapsed, and then HTML entities unescaped.
+func filterPyStriptags(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	out := filterStriptags(e, in, params)
+	if !out.IsString() {
+		return out
+	}
+	return exec.AsValue(html.UnescapeString(out.String()))
+}
+
+// pyWord is Python's \w+ (Unicode letters, digits, underscore).
+var pyWord = regexp.MustCompile(`[\p{L}\p{N}_]+`)
+
+// filterPyWordcount is Jinja's wordcount: the matches of \w+.
+func filterPyWordcount(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if err := params.Take(); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	return exec.AsValue(len(pyWord.FindAllStringIndex(exec.PyStr(in), -1)))
+}
+
+// filterPyMinMax is Jinja's min and max: the first smallest or largest
+// item (compared by attribute, when given, but the item is returned),
+// undefined for an empty sequence.
+func filterPyMinMax(isMax bool) exec.FilterFunction {
+	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsError() {
+			return in
+		}
+		p, err := exec.MethodArgs("min/max", params, 0, 2, "case_sensitive", "attribute")
+		if err != nil {
+			return raise(e, "filter min/max: "+err.Error())
+		}
+		caseSensitive := p[0] != nil && p[0].IsTrue()
+		var best, bestKey *exec.Value
+		var failure error
+		in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
+			key := item
+			if p[1] != nil && !p[1].IsNil() {
+				key, _ = resolveAttributeValue(item, p[1], exec.Undefined("no such attribute"))
+			}
+			if best == nil {
+				best, bestKey = item, key
+				return true
+			}
+			c, err := exec.PyCompare(key.Interface(), bestKey.Interface(), caseSensitive)
+			if err != nil {
+				failure = err
+				return false
+			}
+			if (isMax && c > 0) || (!isMax && c < 0) {
+				best, bestKey = item, key
+			}
+			return true
+		}, func() {})
+		switch {
+		case failure != nil:
+			return raise(e, failure.Error())
+		case best == nil:
+			return exec.Undefined("No aggregated item, sequence was empty.")
+		}
+		return best
+	}
+}
+
+// testPyCase is Python's str.isupper (same, other: PyUpper, PyLower) or
+// islower: a string with a cased character, all of them in that case.
+func testPyCase(same, other func(string) string) exec.TestFunction {
+	return func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
+		if !in.IsString() {
+			return false, nil
+		}
+		s := in.String()
+		return same(s) == s && other(s) != s, nil
+	}
 }

@@ -173,7 +173,7 @@ func testNone(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, erro
 }
 
 func testNumber(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return in.IsNumber(), nil
+	return exec.IsNum(in), nil // a bool is a number, as in Python (PaV)
 }
 
 func testOdd(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {

@@ -370,3 +370,35 @@ func (m *MethodSet[I]) Exists(name string) bool {
 	_, existing := m.methods[name]
 	return existing
 }
+
+// CheckItems is asked by a filter that walks the items of in, or builds a
+// list of them, before it does (PaV): more than Limits.ListItems items is
+// an error raised, and Interrupt's answer ends it too (a deadline), as
+// building millions of values takes seconds. It returns nil to go on.
+func (e *Evaluator) CheckItems(filter string, in *Value) *Value {
+	if lim := e.Environment.limits().ListItems; lim > 0 && (in.IsList() || in.IsString() || in.IsDict()) && in.Len() > lim {
+		return e.Raise(fmt.Errorf("filter %s: more than %d items", filter, lim))
+	}
+	return e.Interrupted()
+}
+
+// Interrupted is Interrupt's answer as a value, nil to go on (PaV): asked
+// by filters that work long, between items.
+func (e *Evaluator) Interrupted() *Value {
+	if err := e.Environment.interrupted(); err != nil {
+		return AsValue(err)
+	}
+	return nil
+}
+
+// Tick is Interrupted once in every 1024 items a filter's loop counts with
+// i, nil otherwise (PaV).
+func (e *Evaluator) Tick(i int) *Value {
+	if i%1024 != 0 {
+		return nil
+	}
+	return e.Interrupted()
+}
+
+// Limits are the Hooks' limits, none without hooks (PaV).
+func (e *Evaluator) Limits() Limits { return e.Environment.limits() }

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/pkg/errors"
@@ -90,6 +91,10 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 }
 
 func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
+	if node.Chained {
+		result, _ := e.evalChain(node)
+		return result
+	}
 	var (
 		left  *Value
 		right *Value
@@ -138,6 +143,37 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 			return right
 		}
 		return right
+	}
+	return e.operate(node, left, right)
+}
+
+// evalChain evaluates a comparison of a chain (a < b < c) as Python does,
+// a < b and b < c with b evaluated once: it returns the result and the
+// right operand.
+func (e *Evaluator) evalChain(node *nodes.BinaryExpression) (*Value, *Value) {
+	var left *Value
+	if prev, ok := node.Left.(*nodes.BinaryExpression); ok && node.Chained {
+		result, mid := e.evalChain(prev)
+		if result.IsError() || !result.IsTrue() {
+			return result, nil
+		}
+		left = mid
+	} else {
+		left = e.Eval(node.Left)
+		if left.IsError() {
+			return left, nil
+		}
+	}
+	right := e.Eval(node.Right)
+	if right.IsError() {
+		return right, nil
+	}
+	return e.operate(node, left, right), right
+}
+
+// operate applies node's operator, other than and/or, to its operands.
+func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *Value {
+	switch node.Operator.Token.Type {
 	case tokens.Equals:
 		return AsValue(left.EqualValueTo(right))
 	case tokens.Ne:
@@ -194,6 +230,9 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 			case result.IsFloat():
 				return AsValue(-1 * result.Float())
 			case result.IsInteger():
+				if AsInt(result) == math.MinInt64 {
+					return e.Raise(ErrOverflow)
+				}
 				return AsValue(-1 * result.Integer())
 			default:
 				return AsValue(errors.New("Operation between a number and a non-(float/integer) is not possible"))

@@ -118,8 +118,12 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			}
 		}
 
-		// --- Fill defaults for any params still unbound ---
+		// --- Fill defaults for any params still unbound, in order, each
+		// seeing the arguments before it (PaV: b=a ~ '!', as in Jinja) ---
 		for i, defaultArgument := range node.Kwargs {
+			if macroArguments[i] != nil {
+				sub.Environment.Context.Set(macroArguments[i].Key.String(), macroArguments[i].Value)
+			}
 			if macroArguments[i] == nil {
 				key := r.Eval(defaultArgument.Key)
 				if key.IsError() {
@@ -128,7 +132,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 						node.Name, defaultArgument.Key.String(), key,
 					))
 				}
-				value := r.Eval(defaultArgument.Value)
+				value := sub.Eval(defaultArgument.Value)
 				if value.IsError() {
 					return AsValue(fmt.Errorf(
 						"macro '%s' failed to evaluate '%s': %s",
@@ -139,6 +143,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 					Key:   key,
 					Value: value,
 				}
+				sub.Environment.Context.Set(key.String(), value)
 			}
 		}
 

@@ -71,7 +71,9 @@ func otherType(v *Value) string {
 	return "object"
 }
 
-var errOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")
+// ErrOverflow: an integer result outside 64 bits, which Python would
+// have (PaV: an error, never a silent wrap-around).
+var ErrOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")
 
 func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error) {
 	if op == "%" && l.IsString() {
@@ -184,13 +186,13 @@ func intArith(op string, a, b int64) (interface{}, error) {
 	case "+":
 		s := a + b
 		if (s > a) != (b > 0) {
-			return nil, errOverflow
+			return nil, ErrOverflow
 		}
 		return s, nil
 	case "-":
 		s := a - b
 		if (s < a) != (b > 0) {
-			return nil, errOverflow
+			return nil, ErrOverflow
 		}
 		return s, nil
 	case "*":
@@ -214,7 +216,7 @@ func intMul(a, b int64) (int64, error) {
 	}
 	p := a * b
 	if p/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
-		return 0, errOverflow
+		return 0, ErrOverflow
 	}
 	return p, nil
 }
@@ -235,7 +237,7 @@ func intDivMod(op string, a, b int64) (int64, error) {
 		return m, nil
 	}
 	if a == math.MinInt64 && b == -1 {
-		return 0, errOverflow
+		return 0, ErrOverflow
 	}
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
@@ -582,6 +584,13 @@ func TypeName(v *Value) string {
 func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
 	va, vb := AsValue(a), AsValue(b)
 	switch {
+	case va.IsList() && vb.IsList(): // item by item, then the shorter first (PaV)
+		for i := 0; i < va.Len() && i < vb.Len(); i++ {
+			if c, err := PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), caseSensitive); err != nil || c != 0 {
+				return c, err
+			}
+		}
+		return PyCompare(va.Len(), vb.Len(), true)
 	case va.IsString() && vb.IsString():
 		x, y := va.String(), vb.String()
 		if !caseSensitive {

@@ -539,6 +539,9 @@ func (v *Value) IsTrue() bool {
 	case reflect.Bool:
 		return v.getResolvedValue().Bool()
 	case reflect.Struct:
+		if v.getResolvedValue().Type() == TypeDict {
+			return v.Len() > 0 // an empty dict is false (PaV)
+		}
 		return true // struct instance is always true
 	default:
 		if logging.Enabled() {
@@ -556,33 +559,7 @@ func (v *Value) IsTrue() bool {
 //
 //	AsValue(1).Negate().IsTrue() == false
 func (v *Value) Negate() *Value {
-	if v.IsNil() || v.IsError() {
-		return AsValue(true)
-	}
-	switch v.getResolvedValue().Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if v.Integer() != 0 {
-			return AsValue(0)
-		}
-		return AsValue(1)
-	case reflect.Float32, reflect.Float64:
-		if v.Float() != 0.0 {
-			return AsValue(float64(0.0))
-		}
-		return AsValue(float64(1.1))
-	case reflect.Array, reflect.Chan, reflect.Map, reflect.Slice, reflect.String:
-		return AsValue(v.getResolvedValue().Len() == 0)
-	case reflect.Bool:
-		return AsValue(!v.getResolvedValue().Bool())
-	case reflect.Struct:
-		return AsValue(false)
-	default:
-		if logging.Enabled() {
-			log.Errorf("Value.Negate() not available for type: %s\n", v.getResolvedValue().Kind().String())
-		}
-		return AsValue(true)
-	}
+	return AsValue(!v.IsTrue()) // `not x` is a bool, as in Python (PaV)
 }
 
 // Len returns the length for an array, chan, map, slice or string.
@@ -845,23 +822,21 @@ func iterateList(resolved reflect.Value, fn func(idx, count int, key, value *Val
 }
 
 func iterateString(resolved reflect.Value, fn func(idx, count int, key, value *Value) bool, empty func(), reverse, sorted, caseSensitive bool) {
+	r := []rune(resolved.String())
 	if sorted {
-		r := []rune(resolved.String())
 		if caseSensitive {
 			sort.Sort(sortRunes(r))
 		} else {
 			sort.Sort(CaseInsensitive(sortRunes(r)))
 		}
-		resolved = reflect.ValueOf(string(r))
 	}
-	// TODO(flosch): Not utf8-compatible (utf8-decoding necessary)
-	charCount := resolved.Len()
+	charCount := len(r)
 	for n := range charCount {
 		i := n
 		if reverse {
 			i = charCount - 1 - n
 		}
-		if !fn(i, charCount, &Value{Val: resolved.Slice(i, i+1)}, nil) {
+		if !fn(i, charCount, AsValue(string(r[i])), nil) {
 			return
 		}
 	}
@@ -881,12 +856,13 @@ func (v *Value) Interface() any {
 // EqualValueTo checks whether two values are equal.
 func (v *Value) EqualValueTo(other *Value) bool {
 	// comparison of uint with int fails using .Interface()-comparison (see issue #64)
-	if v.IsInteger() && other.IsInteger() {
-		return v.Integer() == other.Integer()
+	// A bool is a number, as in Python: 1 == true (PaV).
+	if IsInt(v) && IsInt(other) {
+		return AsInt(v) == AsInt(other)
 	}
 	// comparison of float with int also fails using .Interface()-comparison
-	if v.IsNumber() && other.IsNumber() {
-		return v.Float() == other.Float()
+	if IsNum(v) && IsNum(other) {
+		return AsFloat(v) == AsFloat(other)
 	}
 
 	// Both nil: undefined equals only undefined, none only none (PaV).
@@ -1127,10 +1103,12 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 	case int:
 		switch val.Kind() {
 		case reflect.String:
-			if t >= 0 && val.Len() > t {
-				return ToValue(string(val.String()[t])), true
-			} else if t < 0 && val.Len() > -t {
-				return ToValue(string(val.String()[val.Len()+t])), true
+			runes := []rune(val.String())
+			if t < 0 {
+				t += len(runes)
+			}
+			if t >= 0 && t < len(runes) {
+				return ToValue(string(runes[t])), true
 			}
 		case reflect.Array, reflect.Slice:
 			if t >= 0 && val.Len() > t {

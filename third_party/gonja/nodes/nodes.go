@@ -419,6 +419,10 @@ type BinaryExpression struct {
 	Left     Expression
 	Right    Expression
 	Operator *BinOperator
+	// Chained: Left is the previous comparison of a chain, whose right
+	// operand is this one's left: a < b < c is a < b and b < c, b
+	// evaluated once (PaV).
+	Chained bool
 }
 
 func (expr *BinaryExpression) Position() *tokens.Token {

@@ -111,7 +111,13 @@ func (p *Parser) parseNot() (nodes.Expression, error) {
 	}
 
 	op := p.Match(tokens.Not)
-	expr, err := p.parseCompare()
+	var expr nodes.Expression
+	var err error
+	if op != nil {
+		expr, err = p.parseNot() // not not x (PaV)
+	} else {
+		expr, err = p.parseCompare()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +151,7 @@ func (p *Parser) parseCompare() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	chained := false
 	for p.Current(compareOps...) != nil {
 		op := p.Pop()
 
@@ -159,7 +166,9 @@ func (p *Parser) parseCompare() (nodes.Expression, error) {
 				Left:     expr,
 				Operator: BinOp(op),
 				Right:    right,
+				Chained:  chained,
 			}
+			chained = true
 		}
 	}
 

@@ -12,8 +12,11 @@ import (
 )
 
 type ForControlStructure struct {
-	Key             string
-	Value           string // only for maps: for key, value in map
+	Key   string
+	Value string // only for maps: for key, value in map
+	// Target is what each item is assigned to (PaV): Key alone, or a
+	// tuple (Key and Value are its first two names, when they are names).
+	Target          *UnpackTarget
 	ObjectEvaluator nodes.Expression
 	IfCondition     nodes.Expression
 	Recursive       bool
@@ -169,30 +172,16 @@ func isLoopControlError[T error](err error) bool {
 func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value, depth int) error {
 	// First pass: materialise items, applying any {% if cond %} filter.
 	items := exec.NewDict()
+	var unpackErr error
 	obj.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		sub := r.Inherit()
 		ctx := sub.Environment.Context
-		pair := &exec.Pair{}
-
-		if fcs.Value != "" && !key.IsString() && key.Len() == 2 {
-			key.Iterate(func(idx, count int, key, value *exec.Value) bool {
-				switch idx {
-				case 0:
-					ctx.Set(fcs.Key, key)
-					pair.Key = key
-				case 1:
-					ctx.Set(fcs.Value, key)
-					pair.Value = key
-				}
-				return true
-			}, func() {})
-		} else {
-			ctx.Set(fcs.Key, key)
-			pair.Key = key
-			if value != nil {
-				ctx.Set(fcs.Value, value)
-				pair.Value = value
-			}
+		pair := &exec.Pair{Key: key}
+		if value != nil && fcs.Value != "" { // a mapping's key and value
+			pair.Value = value
+		}
+		if unpackErr = fcs.bind(ctx, pair); unpackErr != nil {
+			return false
 		}
 
 		if fcs.IfCondition != nil {
@@ -203,6 +192,9 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		items.Pairs = append(items.Pairs, pair)
 		return true
 	}, func() {})
+	if unpackErr != nil {
+		return r.Evaluator().Raise(unpackErr)
+	}
 
 	// Empty case.
 	length := len(items.Pairs)
@@ -235,11 +227,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 	for idx, pair := range items.Pairs {
 		sub := r.Inherit()
 		ctx := sub.Environment.Context
-
-		ctx.Set(fcs.Key, pair.Key)
-		if pair.Value != nil {
-			ctx.Set(fcs.Value, pair.Value)
-		}
+		_ = fcs.bind(ctx, pair) // it bound once already
 
 		ctx.Set("loop", loop)
 		loop.index0 = idx
@@ -292,21 +280,33 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 	return nil
 }
 
+// bind assigns an item to the loop's target: a mapping's key and value
+// (pair.Value set) to Key and Value, else the item to Target, unpacked.
+func (fcs *ForControlStructure) bind(ctx *exec.Context, pair *exec.Pair) error {
+	if pair.Value != nil {
+		ctx.Set(fcs.Key, pair.Key)
+		ctx.Set(fcs.Value, pair.Value)
+		return nil
+	}
+	return fcs.Target.assign(ctx, pair.Key)
+}
+
+// Names are the names the loop binds for each item.
+func (fcs *ForControlStructure) Names() []string { return fcs.Target.Names() }
+
 func forParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
 	cs := &ForControlStructure{}
 
-	// Arguments parsing
-	var valueToken *tokens.Token
-	keyToken := args.Match(tokens.Name)
-	if keyToken == nil {
-		return nil, args.Error("Expected an key identifier as first argument for 'for'-tag", nil)
+	// Arguments parsing (PaV: any tuple of names, nested, as in Python)
+	target, err := parseUnpackTargets(args)
+	if err != nil {
+		return nil, err
 	}
-
-	if args.Match(tokens.Comma) != nil {
-		valueToken = args.Match(tokens.Name)
-		if valueToken == nil {
-			return nil, args.Error("Value name must be an identifier.", nil)
-		}
+	cs.Target = target
+	if target.Items == nil {
+		cs.Key = target.Name
+	} else if len(target.Items) == 2 && target.Items[0].Items == nil && target.Items[1].Items == nil {
+		cs.Key, cs.Value = target.Items[0].Name, target.Items[1].Name
 	}
 
 	if args.Match(tokens.In) == nil {
@@ -318,10 +318,6 @@ func forParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		return nil, err
 	}
 	cs.ObjectEvaluator = objectEvaluator
-	cs.Key = keyToken.Val
-	if valueToken != nil {
-		cs.Value = valueToken.Val
-	}
 
 	if args.MatchName("if") != nil {
 		ifCondition, err := args.ParseExpression()

@@ -104,6 +104,13 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 // Python does: there must be exactly as many items as names.
 func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) error {
 	names := append([]*nodes.Name{scs.target.(*nodes.Name)}, scs.more...)
+	if value.IsString() { // its characters, as in Python
+		var chars []any
+		for _, r := range value.String() {
+			chars = append(chars, string(r))
+		}
+		value = exec.AsValue(chars)
+	}
 	if !value.IsList() {
 		return errors.Errorf("cannot unpack a non-list value into %d names", len(names)) // not the value: it may be large
 	}
@@ -124,6 +131,28 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		location: p.Current(),
 	}
 
+	// PaV: a parenthesized tuple of names, {% set (a, b) = ... %}.
+	if args.Match(tokens.LeftParenthesis) != nil {
+		target, err := parseUnpackTargets(args)
+		if err != nil {
+			return nil, err
+		}
+		if args.Match(tokens.RightParenthesis) == nil {
+			return nil, args.Error("Expected ')' after the names to unpack into.", nil)
+		}
+		names := target.Names()
+		if target.Items != nil && len(names) != len(target.Items) {
+			return nil, args.Error("Only names can be unpacked into in a set tag.", nil)
+		}
+		cs.target = &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: names[0], Line: cs.location.Line, Col: cs.location.Col}}
+		for _, name := range names[1:] {
+			cs.more = append(cs.more, &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: name, Line: cs.location.Line, Col: cs.location.Col}})
+		}
+		if args.Match(tokens.Assign) == nil {
+			return nil, args.Error("Expected '=' after the names to unpack into.", args.Current())
+		}
+		return setValue(cs, args)
+	}
 	// Parse target (variable name / attr / item).
 	ident, err := args.ParseVariableOrLiteral()
 	if err != nil {
@@ -175,7 +204,11 @@ func setParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		return cs, nil
 	}
 
-	// --- Expression form: {% set x = expr [if cond else alt] %} ---
+	return setValue(cs, args)
+}
+
+// setValue parses what follows the `=` of {% set x = expr %} into cs.
+func setValue(cs *SetControlStructure, args *parser.Parser) (nodes.ControlStructure, error) {
 	expr, err := args.ParseExpression()
 	if err != nil {
 		return nil, err

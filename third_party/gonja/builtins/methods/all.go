@@ -9,5 +9,5 @@ var All = exec.Methods{
 	Int:   intMethods,
 	Float: floatMethods,
 	Dict:  dictMethods.With(pyDictMethods),
-	List:  listMethods,
+	List:  listMethods.With(pyListMethods),
 }

@@ -13,7 +13,8 @@ import (
 // pyStrMethods replace gonja's versions of Python str methods whose defaults or
 // results differ from Python's (replace without count, center/ljust/rjust
 // without fillchar, split/rsplit without separator or with maxsplit,
-// strip/lstrip/rstrip without chars, index/rindex missing).
+// strip/lstrip/rstrip without chars, index/rindex missing; find/rfind/zfill
+// counted bytes, upper/lower mapped single runes).
 var pyStrMethods = map[string]exec.Method[string]{
 	"replace": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		p, err := exec.MethodArgs("replace", a, 2, 3, "old", "new", "count")
@@ -44,9 +45,33 @@ var pyStrMethods = map[string]exec.Method[string]{
 	"strip":  stripMethod("strip"),
 	"lstrip": stripMethod("lstrip"),
 	"rstrip": stripMethod("rstrip"),
-	"index":  indexMethod(false),
-	"rindex": indexMethod(true),
-	"count":  countMethod,
+	"index":  findMethod("index", false, true),
+	"rindex": findMethod("rindex", true, true),
+	"find":   findMethod("find", false, false),
+	"rfind":  findMethod("rfind", true, false),
+	"zfill":  zfill,
+	"upper": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyUpper(s), nil
+	},
+	"capitalize": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyCapitalize(s), nil
+	},
+	"lower": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		if err := a.Take(); err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		return exec.PyLower(s), nil
+	},
+	"count":      countMethod,
+	"format":     formatMethod,
+	"startswith": affixMethod("startswith", strings.HasPrefix),
+	"endswith":   affixMethod("endswith", strings.HasSuffix),
 	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		p, err := exec.MethodArgs("expandtabs", a, 0, 1, "tabsize")
 		if err != nil {
@@ -109,31 +134,7 @@ func countMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		return nil, fmt.Errorf("count() argument must be str, not %s", exec.PyType(p[0]))
 	}
 	r := []rune(s)
-	n := int64(len(r))
-	bound := func(v *exec.Value, dflt int64) (int64, error) {
-		if v == nil || v.IsNil() {
-			return dflt, nil
-		}
-		if !exec.IsInt(v) {
-			return 0, fmt.Errorf("slice indices must be integers or None")
-		}
-		i := exec.AsInt(v)
-		if i < 0 {
-			i += n
-		}
-		if i < 0 {
-			i = 0
-		}
-		if i > n {
-			i = n
-		}
-		return i, nil
-	}
-	start, err := bound(p[1], 0)
-	if err != nil {
-		return nil, err
-	}
-	end, err := bound(p[2], n)
+	start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
 	if err != nil {
 		return nil, err
 	}
@@ -160,19 +161,7 @@ func padMethod(name string) exec.Method[string] {
 			}
 			fill = p[1].String()
 		}
-		width := exec.AsInt(p[0])
-		marg := int(width) - utf8.RuneCountInString(s)
-		if marg <= 0 {
-			return s, nil
-		}
-		left := 0
-		switch name {
-		case "center": // CPython's pad split
-			left = marg/2 + (marg & int(width) & 1)
-		case "rjust":
-			left = marg
-		}
-		return strings.Repeat(fill, left) + s + strings.Repeat(fill, marg-left), nil
+		return exec.PyPad(name, s, int(exec.AsInt(p[0])), fill), nil
 	}
 }
 
@@ -296,21 +285,83 @@ func stripMethod(name string) exec.Method[string] {
 	}
 }
 
-// indexMethod is str.index/rindex(sub) (start and end are not supported).
-func indexMethod(right bool) exec.Method[string] {
+// findMethod is str.find/rfind/index/rindex(sub[, start[, end]]): the
+// character index of sub in s[start:end], -1 or an error (index) when absent.
+func findMethod(name string, right, raise bool) exec.Method[string] {
 	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
-		if len(a.Args) != 1 || len(a.KwArgs) > 0 || !a.Args[0].IsString() {
-			return nil, fmt.Errorf("index()/rindex() take exactly one string argument here")
+		p, err := exec.MethodArgs(name, a, 1, 3, "sub", "start", "end")
+		if err != nil {
+			return nil, err
 		}
-		i := strings.Index(s, a.Args[0].String())
-		if right {
-			i = strings.LastIndex(s, a.Args[0].String())
+		if !p[0].IsString() {
+			return nil, fmt.Errorf("must be str, not %s", exec.PyType(p[0]))
 		}
-		if i < 0 {
+		r := []rune(s)
+		start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		i := int64(-1)
+		if start <= end {
+			in, sub := string(r[start:end]), p[0].String()
+			j := strings.Index(in, sub)
+			if right {
+				j = strings.LastIndex(in, sub)
+			}
+			if j >= 0 {
+				i = start + int64(utf8.RuneCountInString(in[:j]))
+			}
+		}
+		if i < 0 && raise {
 			return nil, fmt.Errorf("substring not found")
 		}
-		return int64(utf8.RuneCountInString(s[:i])), nil
+		return i, nil
 	}
+}
+
+// sliceBounds are Python's start and end of s[start:end] for a sequence of
+// n items (none is the default; negative counts from the end); start may
+// exceed n (then nothing is found there, not even "").
+func sliceBounds(n int64, start, end *exec.Value) (int64, int64, error) {
+	bound := func(v *exec.Value, dflt int64) (int64, error) {
+		if v == nil || v.IsNil() {
+			return dflt, nil
+		}
+		if !exec.IsInt(v) {
+			return 0, fmt.Errorf("slice indices must be integers or None")
+		}
+		i := exec.AsInt(v)
+		if i < 0 {
+			i = max(0, i+n)
+		}
+		return i, nil
+	}
+	s, err := bound(start, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := bound(end, n)
+	return s, min(e, n), err
+}
+
+// zfill is Python's str.zfill: zeros after the sign up to width characters.
+func zfill(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	p, err := exec.MethodArgs("zfill", a, 1, 1, "width")
+	if err != nil {
+		return nil, err
+	}
+	if !exec.IsInt(p[0]) {
+		return nil, fmt.Errorf("zfill(): width must be an integer")
+	}
+	marg := exec.AsInt(p[0]) - int64(utf8.RuneCountInString(s))
+	if marg <= 0 {
+		return s, nil
+	}
+	sign := ""
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		sign, s = s[:1], s[1:]
+	}
+	return sign + strings.Repeat("0", int(marg)) + s, nil
 }
 
 // pyDictMethods keep Python's order of keys (gonja's sort them): see exec.PyKeys.
@@ -334,4 +385,79 @@ func dictView(elem func(self map[string]any, key string) any) exec.Method[map[st
 		}
 		return out, nil
 	}
+}
+
+// affixMethod is str.startswith/endswith(affix[, start[, end]]): affix is
+// a string or a tuple (list) of strings, any of which may match
+// s[start:end] (gonja's endswith took no tuple, startswith no tuple literal).
+func affixMethod(name string, has func(s, affix string) bool) exec.Method[string] {
+	return func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs(name, a, 1, 3, "affix", "start", "end")
+		if err != nil {
+			return nil, err
+		}
+		var affixes []string
+		switch {
+		case p[0].IsString():
+			affixes = []string{p[0].String()}
+		case p[0].IsList():
+			for i := 0; i < p[0].Len(); i++ {
+				item := p[0].Index(i)
+				if !item.IsString() {
+					return nil, fmt.Errorf("tuple for %s must only contain str, not %s", name, exec.PyType(item))
+				}
+				affixes = append(affixes, item.String())
+			}
+		default:
+			return nil, fmt.Errorf("%s first arg must be str or a tuple of str, not %s", name, exec.PyType(p[0]))
+		}
+		r := []rune(s)
+		start, end, err := sliceBounds(int64(len(r)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		if start > end {
+			return false, nil
+		}
+		in := string(r[start:end])
+		for _, affix := range affixes {
+			if has(in, affix) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// pyListMethods are Python's list methods gonja lacks: index and count.
+var pyListMethods = map[string]exec.Method[[]any]{
+	"count": func(self []any, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("count", a, 1, 1, "value")
+		if err != nil {
+			return nil, err
+		}
+		n := int64(0)
+		for _, item := range self {
+			if exec.AsValue(item).EqualValueTo(p[0]) {
+				n++
+			}
+		}
+		return n, nil
+	},
+	"index": func(self []any, _ *exec.Value, a *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("index", a, 1, 3, "value", "start", "end")
+		if err != nil {
+			return nil, err
+		}
+		start, end, err := sliceBounds(int64(len(self)), p[1], p[2])
+		if err != nil {
+			return nil, err
+		}
+		for i := start; i < end; i++ {
+			if exec.AsValue(self[i]).EqualValueTo(p[0]) {
+				return i, nil
+			}
+		}
+		return nil, fmt.Errorf("%s is not in list", exec.PyRepr(p[0]))
+	},
 }

@@ -250,7 +250,7 @@ func (f FormatSpec) ExpectNumericType() bool {
 
 func (f FormatSpec) ExpectStringType() bool {
 	return (f.Type == 's' || f.Type == 'c' ||
-		(f.Type == 0) && (f.Precision == 0 && f.Sign == 0 && !f.Alternate && f.Align == 0))
+		(f.Type == 0) && (f.Precision == 0 && f.Sign == 0 && !f.Alternate && f.Align == 0 && f.GroupingOption == 0))
 }
 
 func (f FormatSpec) Validate() error {
@@ -291,7 +291,10 @@ func (f FormatSpec) validateCombination() error {
 		return fmt.Errorf("%w: Precision not allowed with string format specifier 's'", pyerrors.ErrValue)
 	}
 
-	if f.GroupingOption != 0 && (f.Type != 'd' && f.Type != 'b' && f.Type != 'o' && f.Type != 'x' && f.Type != 'X') {
+	// PaV: as Python, ',' groups decimal numbers (no type, d, e, f, g, %),
+	// '_' those and b, o, x, X.
+	if f.GroupingOption != 0 && !strings.ContainsRune("\x00deEfFgG%", rune(f.Type)) &&
+		(f.GroupingOption == ',' || !strings.ContainsRune("boxX", rune(f.Type))) {
 		return fmt.Errorf("%w: Cannot specify '%s' with '%s'", pyerrors.ErrValue, string(f.GroupingOption), string(f.Type))
 	}
 
@@ -378,7 +381,12 @@ func (f FormatSpec) Format(v any) (string, error) {
 		groupingInterval = 4
 	}
 	if f.GroupingOption != 0 && (valueCat == ValueCategoryFloat || valueCat == ValueCategoryInt) {
-		s = group(s, groupingInterval, f.GroupingOption)
+		// PaV: only the integer digits, not a fraction or exponent
+		digits := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+		if valueCat != ValueCategoryFloat || digits < 0 {
+			digits = len(s)
+		}
+		s = group(s[:digits], groupingInterval, f.GroupingOption) + s[digits:]
 	}
 
 	// Avoid panics in strings.Repeat

@@ -1,0 +1,99 @@
+package controlStructures
+
+import (
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
+	"github.com/pkg/errors"
+)
+
+// UnpackTarget is what a for loop assigns each item to (PaV): a name, or a
+// tuple of targets, possibly parenthesized and nested, as Python's
+// `for (a, b), c in ...`.
+type UnpackTarget struct {
+	Name  string          // a name, or "" for a tuple
+	Items []*UnpackTarget // a tuple's targets
+}
+
+// Names are the names target binds, in order.
+func (t *UnpackTarget) Names() []string {
+	if t.Items == nil {
+		return []string{t.Name}
+	}
+	var out []string
+	for _, item := range t.Items {
+		out = append(out, item.Names()...)
+	}
+	return out
+}
+
+// parseUnpackTargets parses `a`, `a, b`, `(a, b), c`..., up to what is not
+// part of it.
+func parseUnpackTargets(args *parser.Parser) (*UnpackTarget, error) {
+	first, err := parseUnpackTarget(args)
+	if err != nil {
+		return nil, err
+	}
+	if args.Current(tokens.Comma) == nil {
+		return first, nil
+	}
+	tuple := &UnpackTarget{Items: []*UnpackTarget{first}}
+	for args.Match(tokens.Comma) != nil {
+		if args.Current(tokens.Name, tokens.LeftParenthesis) == nil {
+			break // a trailing comma: `for a, in ...`
+		}
+		next, err := parseUnpackTarget(args)
+		if err != nil {
+			return nil, err
+		}
+		tuple.Items = append(tuple.Items, next)
+	}
+	return tuple, nil
+}
+
+func parseUnpackTarget(args *parser.Parser) (*UnpackTarget, error) {
+	if args.Match(tokens.LeftParenthesis) != nil {
+		inner, err := parseUnpackTargets(args)
+		if err != nil {
+			return nil, err
+		}
+		if args.Match(tokens.RightParenthesis) == nil {
+			return nil, args.Error("Expected ')' after the names to unpack into.", nil)
+		}
+		return inner, nil // (a) is a, as in Python
+	}
+	name := args.Match(tokens.Name)
+	if name == nil {
+		return nil, args.Error("Expected a name to assign the items to in the 'for'-tag.", nil)
+	}
+	return &UnpackTarget{Name: name.Val}, nil
+}
+
+// assign binds value to target in ctx, unpacking a tuple target as Python
+// does: value must have exactly as many items.
+func (t *UnpackTarget) assign(ctx *exec.Context, value *exec.Value) error {
+	if t.Items == nil {
+		ctx.Set(t.Name, value)
+		return nil
+	}
+	if !value.IsList() && !value.IsString() {
+		return errors.Errorf("cannot unpack non-iterable %s object", exec.PyType(value))
+	}
+	var items []*exec.Value
+	value.Iterate(func(_, _ int, key, _ *exec.Value) bool {
+		items = append(items, key)
+		return len(items) <= len(t.Items)
+	}, func() {})
+	if n := len(items); n != len(t.Items) {
+		if n < len(t.Items) {
+			return errors.Errorf("not enough values to unpack (expected %d, got %d)", len(t.Items), n)
+		}
+		return errors.Errorf("too many values to unpack (expected %d)", len(t.Items))
+	}
+	for i, item := range t.Items {
+		if err := item.assign(ctx, items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
