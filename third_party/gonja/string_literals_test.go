@@ -19,3 +19,16 @@ y' }}`: "a\nb|xy",
 	}, nil)
 	checkJinjaFails(t, map[string]string{`{{ '\x4' }}`: `truncated \xXX escape`})
 }
+
+// Numbers, booleans and none have no length and do not iterate, as in
+// Python (upstream counted 0 and iterated nothing).
+func TestScalarsDoNotIterate(t *testing.T) {
+	checkJinjaFails(t, map[string]string{
+		"{{ 3|length }}":                             "object of type 'int' has no len()",
+		"{{ none|length }}":                          "object of type 'NoneType' has no len()",
+		"{{ true|list }}":                            "'bool' object is not iterable",
+		"{% for x in 2.5 %}{% endfor %}":             "'float' object is not iterable",
+		"{% for x in false %}{% else %}{% endfor %}": "'bool' object is not iterable",
+	})
+	checkJinja(t, map[string]string{"{{ x|length }}|{{ 'ab'|list|length }}": "0|2"}, nil)
+}

@@ -627,7 +627,19 @@ func filterLength(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's len() (upstream counted 0)
+		return exec.AsValue(fmt.Errorf("object of type '%s' has no len()", pyTypeName(in)))
+	}
 	return exec.AsValue(in.Len())
+}
+
+// pyTypeName is Python's name of a scalar's type (PaV).
+func pyTypeName(in *exec.Value) string {
+	if in.IsNil() {
+		return "NoneType"
+	}
+	return exec.PyType(in)
 }
 
 func filterItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -667,6 +679,10 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			out = append(out, string(r))
 		}
 		return exec.AsValue(out)
+	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's list() (upstream made an empty list)
+		return exec.AsValue(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
 	}
 	out := make([]any, 0)
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
