@@ -32,3 +32,12 @@ func TestScalarsDoNotIterate(t *testing.T) {
 	})
 	checkJinja(t, map[string]string{"{{ x|length }}|{{ 'ab'|list|length }}": "0|2"}, nil)
 }
+
+// odd, even and divisibleby use Python's modulo: -1 is odd, 3.0 is odd.
+func TestOddEvenWithPythonModulo(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ -1 is odd }}|{{ -3 is even }}|{{ 3.0 is odd }}|{{ -6 is divisibleby(3) }}": "True|False|True|True",
+		"{{ [1, 2, -1, -4]|select('odd')|join(',') }}":                                 "1,-1",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ 3 is divisibleby(0) }}": "by zero", "{{ 'a' is odd }}": "not all arguments converted"})
+}
