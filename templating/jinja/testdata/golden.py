@@ -13,7 +13,7 @@ writes one JSON line per request: {"output": ..., "yaml": ...} or
 {"error": ...}, or {"timeout": true} for a render that ran too long; its first
 line is {"jinja": <version>, "python": <version>}.
 """
-import json, os, shlex, signal, sys
+import json, os, shlex, signal, sys, warnings
 import jinja2
 from jinja2 import Undefined, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -66,6 +66,7 @@ def serve(timeout_seconds=10):
     def expired(signum, frame):
         raise Timeout()
     signal.signal(signal.SIGALRM, expired)
+    warnings.simplefilter("ignore")  # Python's SyntaxWarnings about generated code
     sys.setrecursionlimit(10000)
     print(json.dumps({"jinja": jinja2.__version__, "python": sys.version.split()[0]}), flush=True)
     for line in sys.stdin:
