@@ -488,3 +488,29 @@ func (o *oracle) receive() (result, error) {
 	}
 	return r, nil
 }
+
+// TestLimitsHeldFindsViolations: the differential tester's check of PaV's
+// limits fails on a render that passed one.
+func TestLimitsHeldFindsViolations(t *testing.T) {
+	out := func(s string) result { return result{Output: &s} }
+	probe := []limitProbe{{marker: "probe1=", max: maxListItems, what: "list items"}}
+	for name, c := range map[string]struct {
+		src    string
+		probes []limitProbe
+		pav    result
+	}{
+		"output":   {"{{ x }}", nil, out(strings.Repeat("x", maxOutputBytes+1))},
+		"probe":    {"{{ x }}", probe, out(fmt.Sprintf("probe1=%d;", maxListItems+1))},
+		"no probe": {"{{ x }}", probe, out("")},
+		"tokens":   {strings.Repeat("{{ 1 }}", maxTokens/3+1), nil, out("")},
+		"brackets": {"{{ " + strings.Repeat("(", maxNesting+1) + "1" + strings.Repeat(")", maxNesting+1) + " }}", nil, out("1")},
+		"deadline": {"{{ x }}", nil, result{Output: new(string), elapsed: 5 * maxRenderTime}},
+	} {
+		if msg := limitsHeld(c.src, c.probes, c.pav); msg == "" {
+			t.Errorf("%s: a passed limit went unnoticed", name)
+		}
+	}
+	if msg := limitsHeld("{{ x }}", probe, out(fmt.Sprintf("probe1=%d;", maxListItems))); msg != "" {
+		t.Errorf("a render within the limits: %s", msg)
+	}
+}

@@ -82,11 +82,40 @@ var deliberateDivergences = []struct {
 // the test asserts PaV's own behaviour instead: the render must fail with an
 // error containing errContains. If one starts to render, the test fails, and
 // the entry must be reconsidered.
-var knownDivergences = map[string]struct{ divergence, errContains string }{
-	"int-overflow-error-or-big": {"64-bit integers", "integer overflow"},
-	"center-huge":               {"Limits", "filter center: argument 1000000000 too large"},
-	"string-multiply-huge":      {"Limits", "repetition result too large"},
-	"unknown-function-untaken":  {"Unknown functions", "unknown function 'frob'"},
+var knownDivergences = map[string]struct{ divergence, errContains, pending string }{
+	"int-overflow-error-or-big": {divergence: "64-bit integers", errContains: "integer overflow"},
+	"center-huge":               {divergence: "Limits", errContains: "filter center: argument 1000000000 too large"},
+	"string-multiply-huge":      {divergence: "Limits", errContains: "repetition result too large"},
+	"unknown-function-untaken":  {divergence: "Unknown functions", errContains: "unknown function 'frob'"},
+	// Found by the differential tester and not fixed yet (its
+	// pendingDivergences): PaV still differs; once it does what Jinja does,
+	// the test fails until the entry goes.
+	"diff-unary-chain":             {pending: "chains of unary operators"},
+	"diff-unary-plus-filter":       {pending: "unary plus binds looser than filters"},
+	"diff-set-unpack-string":       {pending: "tuple unpacking in for and set"},
+	"diff-for-unpack-short":        {pending: "tuple unpacking in for and set"},
+	"diff-repr-items-tuples":       {pending: "repr of tuples and dicts"},
+	"diff-first-of-empty":          {pending: "first and last of an empty sequence"},
+	"diff-max-of-empty":            {pending: "max of an empty sequence"},
+	"diff-min-of-lists":            {pending: "min and max of lists"},
+	"diff-attr-of-bool":            {pending: "attr filter"},
+	"diff-format-conversion":       {pending: "str.format conversions"},
+	"diff-empty-dict-false":        {pending: "empty dict is false"},
+	"diff-list-index":              {pending: "list index and count"},
+	"diff-autoescape-block":        {pending: "autoescape blocks"},
+	"diff-markup-plus-str":         {pending: "Markup operands"},
+	"diff-wordcount-backslash":     {pending: "wordcount"},
+	"diff-center-odd":              {pending: "center odd padding"},
+	"diff-select-number-bool":      {pending: "bools as numbers"},
+	"diff-abs-of-string":           {pending: "filters on the wrong type"},
+	"diff-truncate-of-int":         {pending: "filters on the wrong type"},
+	"diff-xmlattr-empty":           {pending: "xmlattr"},
+	"diff-xmlattr-not-dict":        {pending: "filters on the wrong type"},
+	"diff-filter-block-non-string": {pending: "a filter block whose filter returns a non-string"},
+	"diff-list-plus-tuple":         {pending: "list + tuple"},
+	"diff-int-dict-keys":           {pending: "mappings with non-string keys"},
+	"diff-cycler-reset":            {pending: "cycler.reset"},
+	"diff-title-sharp-s":           {pending: "strings as characters"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of
@@ -121,7 +150,7 @@ func TestDeliberateDivergencesDocumented(t *testing.T) {
 		t.Errorf("docs/reference.md's deliberate divergences are %q, want %q (deliberateDivergences)", got, strings.Join(want, ", "))
 	}
 	for c, d := range knownDivergences {
-		if !names[d.divergence] {
+		if d.pending == "" && !names[d.divergence] {
 			t.Errorf("known divergence %s: %q is not one of deliberateDivergences", c, d.divergence)
 		}
 	}
@@ -144,6 +173,13 @@ func TestGoldenAgainstJinja(t *testing.T) {
 		seen[c.Name] = true
 		t.Run(c.Name, func(t *testing.T) {
 			out, isYAML, err := render(c.Source, c.Vars)
+			if d, ok := knownDivergences[c.Name]; ok && d.pending != "" {
+				agrees := c.Error != "" && err != nil || c.Error == "" && err == nil && out == *c.Output
+				if agrees {
+					t.Fatalf("pending divergence (%s) is fixed: remove its entry from knownDivergences", d.pending)
+				}
+				return
+			}
 			if d, ok := knownDivergences[c.Name]; ok {
 				if err == nil {
 					t.Fatalf("known divergence (%s): want an error containing %q, but rendered %q", d.divergence, d.errContains, out)
