@@ -41,3 +41,10 @@ func TestOddEvenWithPythonModulo(t *testing.T) {
 	}, nil)
 	checkJinjaFails(t, map[string]string{"{{ 3 is divisibleby(0) }}": "by zero", "{{ 'a' is odd }}": "not all arguments converted"})
 }
+
+// reverse reverses a list as it is (upstream sorted it first).
+func TestReverseDoesNotSort(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [1, 'a', none]|reverse|map('string')|join(',') }}|{{ [2, 3, 1]|reverse|join(',') }}": "None,a,1|1,3,2",
+	}, nil)
+}

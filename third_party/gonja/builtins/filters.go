@@ -1007,10 +1007,12 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return exec.AsValue(out.String())
 	}
 	out := make([]any, 0)
+	// PaV: a list is reversed as it is (upstream sorted it first); a
+	// mapping's keys in PaV's order of them, sorted
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
 		return true
-	}, func() {}, true, true, false)
+	}, func() {}, true, in.IsDict(), false)
 	return exec.AsValue(out)
 }
 
