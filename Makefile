@@ -162,6 +162,16 @@ TEST_FUZZTIME ?= 3000x
 fuzz: ## each fuzz target (templates, whole provisioners, the webhook handler) for FUZZTIME (default 5m); a failing input lands in the package's testdata/fuzz: keep it there, a seed from then on
 	$(foreach t,$(FUZZ_TARGETS),$(GO) test -run '^$$' -fuzz '^$(word 2,$(subst :, ,$(t)))$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s $(word 1,$(subst :, ,$(t))) &&) true
 
+# The Jinja differential tester (templating/jinja TestDifferential): N random templates from SEED,
+# rendered by PaV and by real Jinja 3; `make test` runs its default (2,000 templates, seed 1).
+N ?= 200000
+SEED ?= 1
+.PHONY: fuzz-jinja
+fuzz-jinja: ## N random templates (default 200000) from SEED (default 1) rendered by PaV and by real Jinja 3 (python3-jinja2, installed if missing), compared; divergences in _output/fuzz-jinja.jsonl
+	mkdir -p _output
+	PAV_JINJADIFF_N=$(N) PAV_JINJADIFF_SEED=$(SEED) PAV_JINJADIFF_OUT=$(CURDIR)/_output/fuzz-jinja.jsonl \
+	  $(GO) test -count=1 -timeout 24h -run '^TestDifferential$$' -v ./templating/jinja/
+
 test-integration: ## tests with build tag `integration` (real etcd + kube-apiserver on loopback)
 	hack/cluster/ensure-kube.sh >/dev/null
 	$(if $(call tagged_pkgs,integration),PAV_REQUIRE_INTEGRATION=1 $(GO) test -tags integration -v $(GOTEST_FLAGS) $(call tagged_pkgs,integration),@echo "no integration tests")

@@ -233,6 +233,10 @@ func formatWidths(format string) int64 {
 	return total
 }
 
+// nestedFormatField finds a replacement field inside another ("{:>{w}}"),
+// or a literal "{{", which is taken for one.
+var nestedFormatField = regexp.MustCompile(`\{[^{}]*\{`)
+
 var formatSpecWidth = regexp.MustCompile(`\{[^{}]*:[^{}0-9]*0*([0-9]+)`)
 
 // limitedWriter fails once more than maxOutputBytes have been written.
@@ -321,9 +325,13 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 		if name == "replace" && len(args.Args) >= 2 && int64(len(self))+replaceGrowth(self, args) > maxOutputBytes {
 			return nil, fmt.Errorf("replace(): result too large")
 		}
-		formats := name == "format" || name == "format_map" // its arguments are values, not widths
+		if (name == "format" || name == "format_map") && !nestedFormatField.MatchString(self) {
+			// its arguments are values, not widths (formatWidths bounded
+			// those), unless a field's spec takes its width from one
+			return f(self, v, args)
+		}
 		for _, a := range append(append([]*exec.Value{}, args.Args...), mapValues(args.KwArgs)...) {
-			if !formats && exec.IsInt(a) && exec.AsInt(a) > maxWidth {
+			if exec.IsInt(a) && exec.AsInt(a) > maxWidth {
 				return nil, fmt.Errorf("%s(): argument %d too large", name, exec.AsInt(a))
 			}
 		}

@@ -628,7 +628,19 @@ func filterLength(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's len() (upstream counted 0)
+		return exec.AsValue(fmt.Errorf("object of type '%s' has no len()", pyTypeName(in)))
+	}
 	return exec.AsValue(in.Len())
+}
+
+// pyTypeName is Python's name of a scalar's type (PaV).
+func pyTypeName(in *exec.Value) string {
+	if in.IsNil() {
+		return "NoneType"
+	}
+	return exec.PyType(in)
 }
 
 func filterItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -671,6 +683,10 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			out = append(out, string(r))
 		}
 		return exec.AsValue(out)
+	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's list() (upstream made an empty list)
+		return exec.AsValue(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
 	}
 	out := make([]any, 0)
 	var stop *exec.Value
@@ -1010,10 +1026,12 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return exec.AsValue(out)
 	}
 	out := make([]any, 0)
+	// PaV: a list is reversed as it is (upstream sorted it first); a
+	// mapping's keys in PaV's order of them, sorted
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
 		return true
-	}, func() {}, true, true, false)
+	}, func() {}, true, in.IsDict(), false)
 	return exec.AsValue(out)
 }
 

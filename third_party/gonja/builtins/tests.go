@@ -63,11 +63,21 @@ func testDefined(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, e
 }
 
 func testDivisibleby(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	param := params.First()
-	if param.Integer() == 0 {
-		return false, nil
+	return pyRemainderIs(in, params.First(), 0)
+}
+
+// pyRemainderIs reports whether in % by == want, with Python's modulo
+// (PaV: -1 is odd, 3.0 is odd, a remainder by zero is an error; upstream
+// used Go's on integers only).
+func pyRemainderIs(in, by *exec.Value, want float64) (bool, error) {
+	if in.IsString() {
+		return false, errors.New("not all arguments converted during string formatting")
 	}
-	return in.Integer()%param.Integer() == 0, nil
+	r, err := exec.PyArith("%", in, by, false, exec.Limits{})
+	if err != nil {
+		return false, err
+	}
+	return exec.AsFloat(exec.AsValue(r)) == want, nil
 }
 
 func testEqual(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
@@ -76,10 +86,7 @@ func testEqual(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, err
 }
 
 func testEven(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	if !in.IsInteger() {
-		return false, nil
-	}
-	return in.Integer()%2 == 0, nil
+	return pyRemainderIs(in, exec.AsValue(2), 0)
 }
 
 func testFalse(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
@@ -177,10 +184,7 @@ func testNumber(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, er
 }
 
 func testOdd(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	if !in.IsInteger() {
-		return false, nil
-	}
-	return in.Integer()%2 == 1, nil
+	return pyRemainderIs(in, exec.AsValue(2), 1)
 }
 
 func testSameas(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {

@@ -72,11 +72,11 @@ func (p *Parser) parseString() (nodes.Expression, error) {
 	if t == nil {
 		return nil, p.Error("Expected a string", t)
 	}
-	str := strconv.Quote(t.Val)
-	replaced := strings.Replace(str, `\\`, "\\", -1)
-	newstr, err := strconv.Unquote(replaced)
-	if err != nil {
-		return nil, p.Error(err.Error(), t)
+	// PaV: the lexer decoded the escapes (tokens.pyUnescape); adjacent
+	// literals are one string, as in Python ('a' 'b' is 'ab').
+	newstr := t.Val
+	for next := p.Match(tokens.String); next != nil; next = p.Match(tokens.String) {
+		newstr += next.Val
 	}
 	sr := &nodes.String{
 		Location: t,
@@ -187,9 +187,8 @@ func (p *Parser) parseTupleOrExpression() (nodes.Expression, error) {
 	if len(list) > 1 || trailingComa {
 		expression = &nodes.Tuple{Location: t, Val: list}
 	}
-	if t := p.Match(tokens.Dot, tokens.LeftBracket); t != nil {
-		return p.ParseGetter(t, expression)
-	}
+	// Accessors and calls after the parenthesis are the caller's
+	// (ParseVariableOrLiteral), which records the object a method is called on.
 	return expression, nil
 }
 

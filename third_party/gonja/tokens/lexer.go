@@ -19,10 +19,6 @@ import (
 // EOF is an arbitraty value for End Of File
 const rEOF = -1
 
-var escapedStrings = map[string]string{
-	`\"`: `"`,
-	`\'`: `'`,
-}
 
 // var pattern = regexp.MustCompile(`(?m)(?P<key>\w+):\s+(?P<value>\w+)$`)
 
@@ -1108,29 +1104,30 @@ func (l *Lexer) scanExponent() (bool, error) {
 	return true, nil
 }
 
-func unescape(str string) string {
-	str = str[1 : len(str)-1]
-	for escaped, unescaped := range escapedStrings {
-		str = strings.ReplaceAll(str, escaped, unescaped)
-	}
-	return str
-}
-
 func (l *Lexer) lexString() lexFn {
 	quote := l.next() // should be either ' or "
-	var prev rune
 	near := make([]rune, 0)
-	for r := l.next(); r != quote || prev == '\\'; r, prev = l.next(), r {
+	for r := l.next(); r != quote; r = l.next() {
 		// only keep near context of the current line in case of error
 		if (len(near) == 0 || near[len(near)-1] != '\n') && r != rEOF {
 			near = append(near, r)
+		}
+		if r == '\\' {
+			// PaV: a backslash escapes the next character, whatever it
+			// is (upstream ended `'\\'` at the quote after it)
+			r = l.next()
 		}
 		if r == rEOF {
 			return l.errorf(`%s`, string(near))
 		}
 	}
-	l.processAndEmit(String, func(value string) string {
-		return normalizeNewlines(unescape(value), l.Config.NewlineSequence)
+	body := l.Input[l.Start+1 : l.Pos-1]
+	value, err := pyUnescape(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\r", "\n"))
+	if err != nil {
+		return l.errorf("%v", err)
+	}
+	l.processAndEmit(String, func(string) string {
+		return normalizeNewlines(value, l.Config.NewlineSequence)
 	})
 	return l.lexExpression
 }

@@ -136,6 +136,8 @@ func (fcs *ForControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 		obj = exec.AsValue([]any{})
 	case obj.IsNil():
 		return r.Evaluator().Raise(errors.New("'NoneType' object is not iterable"))
+	case obj.IsBool() || obj.IsNumber(): // PaV: as in Python (upstream iterated nothing)
+		return r.Evaluator().Raise(fmt.Errorf("'%s' object is not iterable", exec.PyType(obj)))
 	}
 	return fcs.renderIterable(r, obj, 1)
 }
