@@ -177,7 +177,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 		wh = &webhook.Server{
 			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
-			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate, Warnings: templating.Warnings, Metrics: webhook.NewMetrics(reg)},
+			Addr: o.webhookAddr, Handler: &webhook.Handler{Check: templating.Check, Metrics: webhook.NewMetrics(reg)},
 			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames,
 		}
 		servers.Add(1)

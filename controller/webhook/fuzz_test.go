@@ -54,7 +54,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add(review(`{"provisioningModes":"Dynamic"}`))
 	f.Add([]byte(`{"request":{"uid":"u","operation":"UPDATE","object":{"spec":{}},"oldObject":[]}}`))
 	f.Add([]byte(`{"request":null}`))
-	h := &Handler{Validate: templating.Validate}
+	h := &Handler{Check: templating.Check}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
