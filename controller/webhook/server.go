@@ -343,6 +343,9 @@ type Server struct {
 	// or DNS SAN) one of which that certificate must carry.
 	ClientCAFile string
 	ClientNames  []string
+	// ClientCAOptional: a ClientCAFile that does not exist (yet) lets any
+	// caller in until it does (an optional ConfigMap not created).
+	ClientCAOptional bool
 
 	now func() time.Time // the clock for certificate decisions; nil: time.Now
 
@@ -425,7 +428,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.ClientCAFile != "" {
 		tlsConfig.NextProtos = []string{"h2", "http/1.1"} // as ServeTLS sets on the config it is given
-		ca, err := newClientAuth(s.ClientCAFile, s.ClientNames, tlsConfig)
+		ca, err := newClientAuth(s.ClientCAFile, s.ClientNames, s.ClientCAOptional, tlsConfig)
 		if err != nil {
 			return err
 		}
