@@ -526,8 +526,8 @@ func TestMetrics(t *testing.T) {
 // TestWebhookAccess: by default, client certificates are required once the
 // optional ConfigMap pav-webhook-client-ca exists; controller.webhook.clientAuth
 // names another ConfigMap (required, without optional) or turns them off;
-// controller.webhook.from narrows the NetworkPolicy's webhook port and
-// nothing else.
+// controller.webhook.from, or else podCIDRs, narrows the NetworkPolicy's
+// webhook port and nothing else.
 func TestWebhookAccess(t *testing.T) {
 	d := find(t, render(t), "Deployment", "controller-agent")
 	hasArg(t, d, "--webhook-client-ca=/etc/pav/webhook-client-ca/ca.crt")
@@ -568,6 +568,27 @@ func TestWebhookAccess(t *testing.T) {
 `
 	if got := toYAML(get(find(t, objs, "NetworkPolicy", "controller-agent"), "spec", "ingress")); got != want {
 		t.Errorf("NetworkPolicy controller-agent's ingress:\n%s\nwant:\n%s", got, want)
+	}
+	// podCIDRs: every address but the pods'.
+	objs = render(t, "--set", "controller.webhook.podCIDRs={10.244.0.0/16,fd00:10:244::/56}")
+	want = `- from:
+  - ipBlock:
+      cidr: 0.0.0.0/0
+      except:
+      - 10.244.0.0/16
+  - ipBlock:
+      cidr: ::/0
+      except:
+      - fd00:10:244::/56
+  ports:
+  - port: 9443
+    protocol: TCP
+- ports:
+  - port: 8080
+    protocol: TCP
+`
+	if got := toYAML(get(find(t, objs, "NetworkPolicy", "controller-agent"), "spec", "ingress")); got != want {
+		t.Errorf("NetworkPolicy controller-agent's ingress with podCIDRs:\n%s\nwant:\n%s", got, want)
 	}
 }
 
