@@ -111,7 +111,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The server's ReadTimeout is for a whole connection's request; the
 	// body gets less, and no slot while it arrives.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, reserved))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, reserved), r.ContentLength)
 	if err != nil {
 		var tooLong *http.MaxBytesError
 		if errors.As(err, &tooLong) {
@@ -140,6 +140,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp.UID = review.Request.UID
 	result = reviewResult(resp)
 	writeReview(w, review.TypeMeta, resp)
+}
+
+// readBody reads a body of length bytes (-1: unknown) into one buffer of
+// that length, not a series of growing ones.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length < 0 {
+		return io.ReadAll(r)
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(length) + bytes.MinRead) // ReadFrom wants MinRead free for the read that finds the end
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 func busy() metav1.Status {
