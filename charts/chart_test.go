@@ -528,18 +528,31 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestWebhookAccess: controller.webhook.clientAuth mounts the ConfigMap and
-// turns on client certificates (off by default); controller.webhook.from
-// narrows the NetworkPolicy's webhook port and nothing else.
+// TestWebhookAccess: by default, client certificates are required once the
+// optional ConfigMap pav-webhook-client-ca exists; controller.webhook.clientAuth
+// names another ConfigMap (required, without optional) or turns them off;
+// controller.webhook.from, or else podCIDRs, narrows the NetworkPolicy's
+// webhook port and nothing else.
 func TestWebhookAccess(t *testing.T) {
-	for _, a := range args(t, find(t, render(t), "Deployment", "controller-agent")) {
+	d := find(t, render(t), "Deployment", "controller-agent")
+	hasArg(t, d, "--webhook-client-ca=/etc/pav/webhook-client-ca/ca.crt")
+	hasArg(t, d, "--webhook-client-ca-optional")
+	if s := toYAML(get(d, "spec", "template", "spec", "volumes")); !strings.Contains(s, "name: pav-webhook-client-ca\n    optional: true") {
+		t.Errorf("volumes by default:\n%s", s)
+	}
+	for _, a := range args(t, find(t, render(t, "--set", "controller.webhook.clientAuth.caConfigMap="), "Deployment", "controller-agent")) {
 		if strings.HasPrefix(a, "--webhook-client") {
-			t.Errorf("client authentication is off by default, yet %s", a)
+			t.Errorf("client authentication off, yet %s", a)
 		}
 	}
-	objs := render(t, "--set", "controller.webhook.clientAuth.caConfigMap=apiserver-ca,controller.webhook.clientAuth.names={apiserver,other}",
+	objs := render(t, "--set", "controller.webhook.clientAuth.caConfigMap=apiserver-ca,controller.webhook.clientAuth.optional=false,controller.webhook.clientAuth.names={apiserver,other}",
 		"--set", "controller.webhook.from[0].ipBlock.cidr=10.0.0.0/24")
-	d := find(t, objs, "Deployment", "controller-agent")
+	d = find(t, objs, "Deployment", "controller-agent")
+	for _, a := range args(t, d) {
+		if a == "--webhook-client-ca-optional" {
+			t.Errorf("clientAuth.optional=false, yet %s", a)
+		}
+	}
 	hasArg(t, d, "--webhook-client-ca=/etc/pav/webhook-client-ca/ca.crt")
 	hasArg(t, d, "--webhook-client-names=apiserver,other")
 	if s := toYAML(get(d, "spec", "template", "spec", "volumes")); !strings.Contains(s, "name: apiserver-ca") {
@@ -560,6 +573,27 @@ func TestWebhookAccess(t *testing.T) {
 `
 	if got := toYAML(get(find(t, objs, "NetworkPolicy", "controller-agent"), "spec", "ingress")); got != want {
 		t.Errorf("NetworkPolicy controller-agent's ingress:\n%s\nwant:\n%s", got, want)
+	}
+	// podCIDRs: every address but the pods'.
+	objs = render(t, "--set", "controller.webhook.podCIDRs={10.244.0.0/16,fd00:10:244::/56}")
+	want = `- from:
+  - ipBlock:
+      cidr: 0.0.0.0/0
+      except:
+      - 10.244.0.0/16
+  - ipBlock:
+      cidr: ::/0
+      except:
+      - fd00:10:244::/56
+  ports:
+  - port: 9443
+    protocol: TCP
+- ports:
+  - port: 8080
+    protocol: TCP
+`
+	if got := toYAML(get(find(t, objs, "NetworkPolicy", "controller-agent"), "spec", "ingress")); got != want {
+		t.Errorf("NetworkPolicy controller-agent's ingress with podCIDRs:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -3,6 +3,11 @@
 # the local cluster's), restart PaV so it runs that image even under the same tag, and wait
 # until it is rolled out. Used by `make deploy-only`, on the local cluster or any other.
 #
+# The API server authenticates to PaV's admission webhook: with $WEBHOOK_CLIENT_CA (default,
+# with the local cluster's kubectl: the CA of the client certificate hack/cluster/up.sh gives
+# its API server), ConfigMap pav/pav-webhook-client-ca holds it, and the webhook answers only
+# callers with a certificate from it (deployment.yaml mounts that optional ConfigMap).
+#
 # An uninstall cut short leaves the CRD terminating: it refuses every new PavProvisioner until
 # its last one is gone, and applying deployment.yaml over it changes nothing. So this first
 # lets that deletion finish (PaV's controller, started by the first apply, finalizes the
@@ -14,6 +19,9 @@ IMAGE=${IMAGE:-pav:latest}
 CRD=pavprovisioners.pav.albertofaria.github.io
 k() { $KUBECTL "$@"; }
 apply() { sed "s|image: pav:latest|image: $IMAGE|" "$REPO/deployment.yaml" | k apply -f -; }
+if [ -z "${WEBHOOK_CLIENT_CA+set}" ] && [ "$KUBECTL" = "$REPO/hack/cluster/kubectl" ] && [ -f /var/lib/pav-cluster/pki/webhook-client-ca.crt ]; then
+  WEBHOOK_CLIENT_CA=/var/lib/pav-cluster/pki/webhook-client-ca.crt
+fi
 
 apply
 if [ -n "$(k get crd "$CRD" -o jsonpath='{.metadata.deletionTimestamp}' --ignore-not-found)" ]; then
@@ -24,6 +32,9 @@ if [ -n "$(k get crd "$CRD" -o jsonpath='{.metadata.deletionTimestamp}' --ignore
     exit 1
   fi
   apply
+fi
+if [ -n "${WEBHOOK_CLIENT_CA:-}" ]; then
+  k -n pav create configmap pav-webhook-client-ca --from-file=ca.crt="$WEBHOOK_CLIENT_CA" --dry-run=client -o yaml | k apply -f -
 fi
 # same tag, new image: restart so the pods run what was just loaded
 k -n pav rollout restart deployment/controller-agent daemonset/node-agent

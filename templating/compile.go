@@ -1,6 +1,7 @@
 package templating
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -54,13 +55,23 @@ func Validate(p *v1alpha1.PavProvisioner) field.ErrorList {
 // written before this check keep working; `pav validate` counts them as
 // problems. Nil when p does not compile (Validate reports why).
 func Warnings(p *v1alpha1.PavProvisioner) field.ErrorList {
+	_, warnings := Check(p)
+	return warnings
+}
+
+// Check is Validate and, for a valid p, Warnings, with one compile.
+func Check(p *v1alpha1.PavProvisioner) (errs, warnings field.ErrorList) {
 	c, errs, _ := compile(p)
 	if len(errs) > 0 {
-		return nil
+		return errs, nil
 	}
+	return nil, c.warnings()
+}
+
+func (c *Compiled) warnings() field.ErrorList {
 	var warnings field.ErrorList
 	for _, sec := range c.sections() {
-		known := ContextVariables(sec.phase(), p.Spec.ProvisioningModes)
+		known := ContextVariables(sec.phase(), c.Provisioner.Spec.ProvisioningModes)
 		sec.eachTemplate(func(path *field.Path, t *jinja.Template) {
 			for _, n := range t.FreeNames() {
 				if slices.Contains(known, n.Name) {
@@ -107,6 +118,16 @@ const maxTemplateBytes = 64 << 10
 // compile validates and compiles p; overtime reports a template that ran out
 // of time, a failure another try may not have.
 func compile(p *v1alpha1.PavProvisioner) (_ *Compiled, _ field.ErrorList, overtime bool) {
+	// The bounds first, on the spec as the API server stores it: what an
+	// admin stored before they applied (or what got past an older webhook)
+	// costs no more here than at admission.
+	spec, err := json.Marshal(&p.Spec)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(specPath, "", fmt.Sprintf("encoding the spec: %v", err))}, false
+	}
+	if errs := CheckSpecBounds(spec); len(errs) > 0 {
+		return nil, errs, false
+	}
 	errs := validateObjectMeta(p)
 	errs = append(errs, validateModes(p)...)
 	errs = append(errs, validateTopology(&p.Spec)...)

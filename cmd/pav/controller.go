@@ -62,6 +62,7 @@ type controllerOptions struct {
 	webhookConfig  string
 	webhookCA      string
 	webhookNames   []string
+	webhookCAOpt   bool
 }
 
 func init() {
@@ -110,6 +111,7 @@ func init() {
 	f.StringVar(&o.webhookService, "webhook-service", "pav-webhook", "Service through which the API server reaches the webhook")
 	f.StringVar(&o.webhookConfig, "webhook-configuration", "pav.albertofaria.github.io", "ValidatingWebhookConfiguration whose caBundle the controller maintains (empty: leave alone)")
 	f.StringVar(&o.webhookCA, "webhook-client-ca", "", "PEM file of the CAs of the client certificate the API server presents to the webhook (its AdmissionConfiguration's kubeconfig): callers without one are refused at the TLS handshake; re-read when it changes (empty: any caller)")
+	f.BoolVar(&o.webhookCAOpt, "webhook-client-ca-optional", false, "with --webhook-client-ca: while that file does not exist (an optional ConfigMap not created), any caller gets past the TLS handshake; once it exists, only callers with a certificate from its CAs")
 	f.StringSliceVar(&o.webhookNames, "webhook-client-names", nil, "with --webhook-client-ca: names (CN or DNS SAN) one of which the client certificate must carry (empty: any from those CAs)")
 	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
@@ -132,8 +134,8 @@ func restConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 }
 
 func runController(ctx context.Context, o controllerOptions) error {
-	if len(o.webhookNames) > 0 && o.webhookCA == "" {
-		return fmt.Errorf("--webhook-client-names needs --webhook-client-ca")
+	if (len(o.webhookNames) > 0 || o.webhookCAOpt) && o.webhookCA == "" {
+		return fmt.Errorf("--webhook-client-names and --webhook-client-ca-optional need --webhook-client-ca")
 	}
 	// Before any client, queue or elector: client-go takes its metrics
 	// providers once, for what is made afterwards.
@@ -192,8 +194,8 @@ func runController(ctx context.Context, o controllerOptions) error {
 		wh = &webhook.Server{
 			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
 			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
-			Addr: o.webhookAddr, Handler: &webhook.Handler{Validate: engine.Validate, Warnings: templating.Warnings, Metrics: webhook.NewMetrics(reg)},
-			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames,
+			Addr: o.webhookAddr, Handler: &webhook.Handler{Check: templating.Check, Metrics: webhook.NewMetrics(reg)},
+			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames, ClientCAOptional: o.webhookCAOpt,
 		}
 		servers.Add(1)
 		go func() {

@@ -67,9 +67,10 @@ Documents of other kinds are skipped.`,
 					count++
 					p, errs := decodeProvisioner(d)
 					if p != nil {
-						errs = append(errs, templating.Validate(p)...)
+						invalid, warnings := templating.Check(p)
+						errs = append(errs, invalid...)
 						if len(errs) == 0 {
-							errs = templating.Warnings(p)
+							errs = warnings
 						}
 					}
 					for _, e := range errs {

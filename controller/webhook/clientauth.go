@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"sync"
@@ -17,10 +18,13 @@ import (
 // AdmissionConfiguration), optionally with one of a list of names, so that
 // nobody else gets past the TLS handshake. The file is re-read when it
 // changes (a mounted ConfigMap is updated in place): a new CA applies to the
-// next handshake without a restart.
+// next handshake without a restart. An optional file that does not exist
+// yet (an optional ConfigMap not created) lets any caller in until it does.
 type clientAuth struct {
-	file  string
-	names []string // CN or DNS SAN, one of which the certificate must carry; empty: any
+	file     string
+	names    []string // CN or DNS SAN, one of which the certificate must carry; empty: any
+	optional bool
+	open     *tls.Config // the server's config without client certificates
 
 	mu      sync.Mutex
 	read    os.FileInfo // of the file last read
@@ -28,11 +32,11 @@ type clientAuth struct {
 	lastErr string      // of the last reload, logged once
 }
 
-// newClientAuth reads file, which must hold at least one certificate, and
-// returns the config source for base (its ClientAuth, ClientCAs and
-// VerifyConnection are set here).
-func newClientAuth(file string, names []string, base *tls.Config) (*clientAuth, error) {
-	c := &clientAuth{file: file, names: names}
+// newClientAuth reads file, which must hold at least one certificate (unless
+// optional and absent), and returns the config source for base (its
+// ClientAuth, ClientCAs and VerifyConnection are set here).
+func newClientAuth(file string, names []string, optional bool, base *tls.Config) (*clientAuth, error) {
+	c := &clientAuth{file: file, names: names, optional: optional, open: base.Clone()}
 	base = base.Clone()
 	base.ClientAuth = tls.RequireAndVerifyClientCert
 	if len(names) > 0 {
@@ -40,9 +44,19 @@ func newClientAuth(file string, names []string, base *tls.Config) (*clientAuth, 
 	}
 	c.config = base
 	if err := c.reload(); err != nil {
+		if c.absent(err) {
+			klog.InfoS("Webhook client CA not there (yet): any caller gets past the TLS handshake until it is", "file", file)
+			return c, nil
+		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// absent reports whether err is an optional file that was never read and
+// does not exist.
+func (c *clientAuth) absent(err error) bool {
+	return c.optional && c.read == nil && errors.Is(err, fs.ErrNotExist)
 }
 
 // configForClient is tls.Config.GetConfigForClient: the config with the
@@ -53,6 +67,9 @@ func (c *clientAuth) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) 
 	err := c.reload()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err != nil && c.absent(err) {
+		return c.open, nil
+	}
 	if err != nil && err.Error() != c.lastErr {
 		klog.ErrorS(err, "Webhook client CA: keeping the CAs last read")
 	}

@@ -121,6 +121,46 @@ func TestClientCertificateRequired(t *testing.T) {
 	}
 }
 
+// An optional client CA file lets any caller in while it does not exist,
+// and requires a certificate from its CA once it appears.
+func TestOptionalClientCA(t *testing.T) {
+	now := time.Now()
+	ca, key, err := newCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	s := testServer(newKube(webhookConfig()), &fakeClock{t: now})
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "answered") })
+	s.ClientCAFile, s.ClientCAOptional = file, true
+	start(t, s)
+	call := func(certs ...tls.Certificate) error {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Post("https://"+s.addr.String()+Path, "application/json", nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := call(); err != nil {
+		t.Errorf("no client certificate, no CA file: %v", err)
+	}
+	writeCA(t, file, ca)
+	if err := call(); err == nil {
+		t.Error("no client certificate once the CA file exists: answered")
+	}
+	if err := call(clientCert(t, ca, key, "apiserver")); err != nil {
+		t.Errorf("the CA's client once the file exists: %v", err)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(); err == nil {
+		t.Error("no client certificate once the file read is gone: answered")
+	}
+}
+
 // A client CA file without a certificate stops the server before it serves.
 func TestClientCAFileInvalid(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "ca.crt")

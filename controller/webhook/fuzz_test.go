@@ -38,8 +38,17 @@ func stagingEnv(values ...string) string {
 
 // FuzzHandler: any body, as any pod may send it, gets an answer (a review
 // with the request's UID, or an HTTP error), with the real validation behind
-// it; never a panic or a hang. Seeded with the template bombs.
+// it; never a panic or a hang. Seeded with the template bombs and the
+// costliest literal specs at and past the bounds.
 func FuzzHandler(f *testing.F) {
+	for _, body := range worstBodies() {
+		f.Add(body)
+	}
+	container := `{"name":"c","image":"i"}`
+	for _, n := range []int{templating.MaxPodContainers, templating.MaxPodContainers + 1} {
+		f.Add(review(`{"provisioningModes":["Static"],"volumeStaging":{"podTemplate":{"spec":{"containers":[` + strings.Repeat(container+",", n-1) + container + `]}}}}`))
+	}
+	f.Add(review(`{"provisioningModes":["Static"],"volumeStaging":{"podTemplate":{"spec":` + strings.Repeat(`{"a":`, templating.MaxSpecDepth) + `1` + strings.Repeat(`}`, templating.MaxSpecDepth) + `}}}`))
 	sum := "{{ 1" + strings.Repeat("+1", 128<<10) + " }}"
 	issue := make([]string, 12) // the issue's ~3 MiB review
 	for i := range issue {
@@ -54,7 +63,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add(review(`{"provisioningModes":"Dynamic"}`))
 	f.Add([]byte(`{"request":{"uid":"u","operation":"UPDATE","object":{"spec":{}},"oldObject":[]}}`))
 	f.Add([]byte(`{"request":null}`))
-	h := &Handler{Validate: templating.Validate}
+	h := &Handler{Check: templating.Check}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))

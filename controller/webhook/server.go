@@ -17,7 +17,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,51 +28,58 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/templating"
 )
 
 // Path is where the webhook answers AdmissionReviews for PavProvisioners.
 const Path = "/validate-pavprovisioner"
 
-// MaxRequestBytes bounds an AdmissionReview: an object the API server stores
-// is at most 1.5 MiB (etcd's request limit), and a review carries the object
-// and, for updates, its old version.
-const MaxRequestBytes = 4 << 20
+// MaxRequestBytes bounds an AdmissionReview, refused (413) before it is
+// decoded. A review carries the object and, for an update, its old version,
+// each with kubectl's last-applied-configuration annotation: four copies of
+// a spec of up to templating.MaxSpecBytes, and room for the rest.
+const MaxRequestBytes = 4*templating.MaxSpecBytes + 512<<10
 
-// ValidateFunc checks a PavProvisioner (templating.Validate).
-type ValidateFunc func(p *v1alpha1.PavProvisioner) field.ErrorList
+// CheckFunc validates a PavProvisioner and, if it is valid, finds what it
+// likely got wrong (templating.Check): the API server shows the warnings to
+// the user, who may still create or update the object.
+type CheckFunc func(p *v1alpha1.PavProvisioner) (errs, warnings field.ErrorList)
 
-// Bounds on the reviews a Handler works on at once. Each review running holds
-// its body (up to MaxRequestBytes) and the decoded object, and compiles
-// templates (as many at once as templating runs, 4); a review waiting holds
-// only its connection, its body unread. Slots go to the clients in turn
-// (fairQueue), so the API server's reviews are not stuck behind a flood from
-// one pod. A review that finds no place in the queue, or waits longer than
-// maxReviewWait (well within the API server's timeoutSeconds, 10), is
-// answered "busy" at once.
+// Bounds on the reviews a Handler works on at once. A body is read whole,
+// within bodyReadTimeout, before its review takes a place in the queue, so
+// that a client dribbling its body holds only its share of bodyBytes, never
+// a slot. Each review running holds its body and what decoding and
+// compiling its spec (bounded by templating.CheckSpecBounds) take. Slots go
+// to the clients in turn (fairQueue), so the API server's reviews are not
+// stuck behind a flood from one pod. A review that finds no room for its
+// body, no place in the queue, or waits longer than maxReviewWait (well
+// within the API server's timeoutSeconds, 10), is answered "busy" at once.
 const (
-	maxReviews    = 4
-	maxWaiting    = 64
-	maxReviewWait = 5 * time.Second
+	maxReviews      = 4
+	maxWaiting      = 64
+	maxReviewWait   = 5 * time.Second
+	bodyReadTimeout = 3 * time.Second
+	// bodyBytes bounds the bodies held at once (being read, waiting or
+	// running), and bodyBytesPerClient those of one client address.
+	bodyBytes          = 32 << 20
+	bodyBytesPerClient = 8 << 20
 	// busyPeekBytes is how much of a review answered "busy" is read to
 	// find its UID (the API server writes it near the start).
 	busyPeekBytes = 64 << 10
 )
 
 // Handler validates PavProvisioners on CREATE and UPDATE. Updates that do not
-// touch the spec (metadata such as finalizers, status) and updates of an
-// object being deleted are always allowed, so a provisioner that an older PaV
-// accepted can still be cleaned up.
+// touch the spec (metadata such as finalizers, status) are always allowed, so
+// a provisioner that an older PaV accepted can still be cleaned up; a spec
+// change is validated whatever the object's state, being deleted included.
 type Handler struct {
-	Validate ValidateFunc
-	// Warnings, if set, finds what a valid PavProvisioner likely got wrong
-	// (templating.Warnings); the API server shows them to the user, who may
-	// still create or update the object.
-	Warnings ValidateFunc
+	Check CheckFunc
 	// Metrics counts the reviews (nil: not counted).
 	Metrics *Metrics
 
-	once  sync.Once
-	queue *fairQueue // maxReviews slots, maxWaiting places
+	once   sync.Once
+	queue  *fairQueue // maxReviews slots, maxWaiting places
+	bodies *byteBudget
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -81,25 +87,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.queue == nil {
 			h.queue = newFairQueue(maxReviews, maxWaiting)
 		}
+		if h.bodies == nil {
+			h.bodies = newByteBudget(bodyBytes, bodyBytesPerClient)
+		}
 	})
 	result := resultBadRequest
 	defer h.Metrics.observe(time.Now(), &result)
-	if !h.queue.acquire(r.Context(), clientOf(r), maxReviewWait) {
+	client := clientOf(r)
+	if r.ContentLength > MaxRequestBytes {
+		refuse(w, io.LimitReader(r.Body, busyPeekBytes), tooLarge(r.ContentLength), http.StatusRequestEntityTooLarge)
+		return
+	}
+	reserved := int64(MaxRequestBytes)
+	if r.ContentLength >= 0 {
+		reserved = r.ContentLength
+	}
+	if !h.bodies.take(client, reserved) {
 		result = resultBusy
-		h.busy(w, r)
+		refuse(w, io.LimitReader(r.Body, busyPeekBytes), busy(), http.StatusTooManyRequests)
+		return
+	}
+	defer func() { h.bodies.give(client, reserved) }()
+	// The server's ReadTimeout is for a whole connection's request; the
+	// body gets less, and no slot while it arrives.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, reserved), r.ContentLength)
+	if err != nil {
+		var tooLong *http.MaxBytesError
+		if errors.As(err, &tooLong) {
+			refuse(w, bytes.NewReader(body[:min(len(body), busyPeekBytes)]), tooLarge(-1), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, fmt.Sprintf("reading the AdmissionReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	// What the body holds from now on (a chunked one reserved the most).
+	h.bodies.give(client, reserved-int64(len(body)))
+	reserved = int64(len(body))
+
+	if !h.queue.acquire(r.Context(), client, maxReviewWait) {
+		result = resultBusy
+		refuse(w, bytes.NewReader(body[:min(len(body), busyPeekBytes)]), busy(), http.StatusTooManyRequests)
 		return
 	}
 	defer h.queue.release()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	if err != nil {
-		code := http.StatusBadRequest
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			code = http.StatusRequestEntityTooLarge
-		}
-		http.Error(w, fmt.Sprintf("reading the AdmissionReview: %v", err), code)
-		return
-	}
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
 		http.Error(w, fmt.Sprintf("not an AdmissionReview: %v", err), http.StatusBadRequest)
@@ -109,6 +140,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp.UID = review.Request.UID
 	result = reviewResult(resp)
 	writeReview(w, review.TypeMeta, resp)
+}
+
+// readBody reads a body of length bytes (-1: unknown) into one buffer of
+// that length, not a series of growing ones.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length < 0 {
+		return io.ReadAll(r)
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(length) + bytes.MinRead) // ReadFrom wants MinRead free for the read that finds the end
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+func busy() metav1.Status {
+	return apierrors.NewTooManyRequests("PaV's admission webhook is busy validating other PavProvisioners; try again", 1).Status()
+}
+
+// tooLarge is the answer to a review of more than MaxRequestBytes (size:
+// its length, -1 if unknown).
+func tooLarge(size int64) metav1.Status {
+	n := "more"
+	if size >= 0 {
+		n = fmt.Sprint(size)
+	}
+	msg := fmt.Sprintf("the AdmissionReview has %s bytes, PaV's admission webhook reads at most %d: a PavProvisioner's spec may have at most %d bytes of JSON",
+		n, MaxRequestBytes, templating.MaxSpecBytes)
+	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusRequestEntityTooLarge, Reason: metav1.StatusReasonRequestEntityTooLarge, Message: msg}
 }
 
 func writeReview(w http.ResponseWriter, tm metav1.TypeMeta, resp *admissionv1.AdmissionResponse) {
@@ -129,17 +188,17 @@ func clientOf(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// busy denies a review the handler has no room for, with 429 and a message
-// the user sees (the API server needs the review's UID for that: without
-// one near the start of the body, the answer is a bare HTTP 429).
-func (h *Handler) busy(w http.ResponseWriter, r *http.Request) {
-	tm, uid, ok := peekReview(io.LimitReader(r.Body, busyPeekBytes))
+// refuse denies a review the handler does not work on, with status, which
+// the user sees (the API server needs the review's UID for that, read from
+// prefix: without one near the start of the body, the answer is a bare HTTP
+// code).
+func refuse(w http.ResponseWriter, prefix io.Reader, status metav1.Status, code int) {
+	tm, uid, ok := peekReview(prefix)
 	if !ok {
-		http.Error(w, "the PavProvisioner webhook is busy", http.StatusTooManyRequests)
+		http.Error(w, status.Message, code)
 		return
 	}
-	resp := deny(apierrors.NewTooManyRequests(
-		"PaV's admission webhook is busy validating other PavProvisioners; try again", 1).Status())
+	resp := deny(status)
 	resp.UID = uid
 	writeReview(w, tm, resp)
 }
@@ -214,33 +273,60 @@ func skipValue(dec *json.Decoder) error {
 	}
 }
 
+// reviewedObject is what the handler decodes of a PavProvisioner before
+// its spec is known to be within bounds: nothing of the metadata but what
+// validation reads, the spec as it came.
+type reviewedObject struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec json.RawMessage `json:"spec"`
+}
+
 func (h *Handler) review(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{Allowed: true}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return allow
 	}
-	var p v1alpha1.PavProvisioner
-	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+	var obj reviewedObject
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return deny(apierrors.NewBadRequest(fmt.Sprintf("decoding PavProvisioner: %v", err)).Status())
 	}
 	if req.Operation == admissionv1.Update {
-		var old v1alpha1.PavProvisioner
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil {
-			if p.DeletionTimestamp != nil || equality.Semantic.DeepEqual(old.Spec, p.Spec) {
-				return allow
-			}
+		var old reviewedObject
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil && sameJSON(old.Spec, obj.Spec) {
+			return allow
 		}
 	}
-	if errs := h.Validate(&p); len(errs) > 0 {
-		gk := schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.Kind}
+	gk := schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.Kind}
+	if errs := templating.CheckSpecBounds(obj.Spec); len(errs) > 0 {
+		return deny(apierrors.NewInvalid(gk, obj.Metadata.Name, errs).Status())
+	}
+	p := v1alpha1.PavProvisioner{TypeMeta: obj.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace}}
+	if len(obj.Spec) > 0 {
+		if err := json.Unmarshal(obj.Spec, &p.Spec); err != nil {
+			return deny(apierrors.NewBadRequest(fmt.Sprintf("decoding PavProvisioner: %v", err)).Status())
+		}
+	}
+	errs, warnings := h.Check(&p)
+	if len(errs) > 0 {
 		return deny(apierrors.NewInvalid(gk, p.Name, errs).Status())
 	}
-	if h.Warnings != nil {
-		for _, w := range h.Warnings(&p) {
-			allow.Warnings = append(allow.Warnings, w.Error())
-		}
+	for _, w := range warnings {
+		allow.Warnings = append(allow.Warnings, w.Error())
 	}
 	return allow
+}
+
+// sameJSON reports whether two JSON texts are the same but for whitespace
+// (the API server encodes an object's old and new versions alike, keys
+// sorted).
+func sameJSON(a, b []byte) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 func deny(s metav1.Status) *admissionv1.AdmissionResponse {
@@ -269,6 +355,9 @@ type Server struct {
 	// or DNS SAN) one of which that certificate must carry.
 	ClientCAFile string
 	ClientNames  []string
+	// ClientCAOptional: a ClientCAFile that does not exist (yet) lets any
+	// caller in until it does (an optional ConfigMap not created).
+	ClientCAOptional bool
 
 	now func() time.Time // the clock for certificate decisions; nil: time.Now
 
@@ -351,7 +440,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.ClientCAFile != "" {
 		tlsConfig.NextProtos = []string{"h2", "http/1.1"} // as ServeTLS sets on the config it is given
-		ca, err := newClientAuth(s.ClientCAFile, s.ClientNames, tlsConfig)
+		ca, err := newClientAuth(s.ClientCAFile, s.ClientNames, s.ClientCAOptional, tlsConfig)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,19 +88,24 @@ func TestPatchCABundle(t *testing.T) {
 
 func TestHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := &Handler{Validate: func(p *v1alpha1.PavProvisioner) field.ErrorList {
+	h := &Handler{Check: func(p *v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) {
 		if len(p.Spec.ProvisioningModes) == 0 {
-			return field.ErrorList{field.Required(field.NewPath("spec", "provisioningModes"), "")}
+			return field.ErrorList{field.Required(field.NewPath("spec", "provisioningModes"), "")}, nil
 		}
-		return nil
+		return nil, nil
 	}, Metrics: NewMetrics(reg)}
 	valid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}
 	invalid := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	invalidWithFinalizer := invalid.DeepCopy()
 	invalidWithFinalizer.Finalizers = []string{"x"}
-	deleting := invalid.DeepCopy()
 	now := metav1.Now()
-	deleting.DeletionTimestamp = &now
+	deletingInvalid := invalid.DeepCopy()
+	deletingInvalid.DeletionTimestamp = &now
+	deletingInvalidNoFinalizer := deletingInvalid.DeepCopy()
+	deletingInvalidNoFinalizer.Finalizers = nil
+	deletingInvalid.Finalizers = []string{"x"}
+	deletingValid := valid.DeepCopy()
+	deletingValid.DeletionTimestamp = &now
 	invalid2 := invalid.DeepCopy()
 	invalid2.Spec.VolumeStaging = &v1alpha1.VolumeStaging{}
 
@@ -113,7 +119,8 @@ func TestHandler(t *testing.T) {
 		{"create invalid", admissionv1.Create, invalid, nil, false},
 		{"update to invalid spec", admissionv1.Update, invalid2, valid, false},
 		{"metadata-only update of an invalid object", admissionv1.Update, invalidWithFinalizer, invalid, true},
-		{"update while deleting", admissionv1.Update, deleting, valid, true},
+		{"finalizer removal while deleting an invalid object", admissionv1.Update, deletingInvalidNoFinalizer, deletingInvalid, true},
+		{"spec change to invalid while deleting", admissionv1.Update, deletingInvalid, deletingValid, false},
 		{"delete", admissionv1.Delete, invalid, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,7 +144,7 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
-	checkReviews(t, reg, map[string]float64{resultAllowed: 4, resultDenied: 2, resultWarned: 0, resultBusy: 0, resultBadRequest: 0})
+	checkReviews(t, reg, map[string]float64{resultAllowed: 4, resultDenied: 3, resultWarned: 0, resultBusy: 0, resultBadRequest: 0})
 }
 
 // checkReviews compares pav_webhook_requests_total by result, and checks
@@ -158,9 +165,8 @@ func checkReviews(t *testing.T, reg prometheus.Gatherer, want map[string]float64
 // A valid provisioner with warnings is allowed, with the warnings.
 func TestHandlerReturnsWarnings(t *testing.T) {
 	h := &Handler{
-		Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil },
-		Warnings: func(*v1alpha1.PavProvisioner) field.ErrorList {
-			return field.ErrorList{field.Invalid(field.NewPath("spec", "volumeCreation", "capacity"), field.OmitValueType{}, "'x' is not a variable")}
+		Check: func(*v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) {
+			return nil, field.ErrorList{field.Invalid(field.NewPath("spec", "volumeCreation", "capacity"), field.OmitValueType{}, "'x' is not a variable")}
 		},
 		Metrics: NewMetrics(prometheus.NewRegistry()),
 	}
@@ -189,7 +195,7 @@ func raw(p *v1alpha1.PavProvisioner) runtime.RawExtension {
 
 // An oversized AdmissionReview is refused before it is decoded.
 func TestHandlerRefusesOversizedReviews(t *testing.T) {
-	h := &Handler{Validate: func(*v1alpha1.PavProvisioner) field.ErrorList { return nil }, Metrics: NewMetrics(prometheus.NewRegistry())}
+	h := &Handler{Check: func(*v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) { return nil, nil }, Metrics: NewMetrics(prometheus.NewRegistry())}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxRequestBytes+1))))
 	if rec.Code != http.StatusRequestEntityTooLarge {
@@ -206,10 +212,10 @@ func TestHandlerRefusesOversizedReviews(t *testing.T) {
 func TestHandlerAnswersBusy(t *testing.T) {
 	entered, release := make(chan string, 3), make(chan struct{})
 	h := &Handler{
-		Validate: func(p *v1alpha1.PavProvisioner) field.ErrorList {
+		Check: func(p *v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) {
 			entered <- p.Name
 			<-release
-			return nil
+			return nil, nil
 		},
 		queue:   newFairQueue(1, 1),
 		Metrics: NewMetrics(prometheus.NewRegistry()),
@@ -286,4 +292,143 @@ func (c *Certs) usable(dnsNames []string, now time.Time) bool {
 // EnsureSecret is EnsureSecretAt at the current time.
 func EnsureSecret(ctx context.Context, kube kubeclient.Interface, namespace, name string, dnsNames []string) (*Certs, error) {
 	return EnsureSecretAt(ctx, kube, namespace, name, dnsNames, time.Now())
+}
+
+// admissionReview is a CREATE review of p, as the API server sends it.
+func admissionReview(p *v1alpha1.PavProvisioner) []byte {
+	body, _ := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &admissionv1.AdmissionRequest{UID: types.UID("uid-" + p.Name), Operation: admissionv1.Create, Object: raw(p)}})
+	return body
+}
+
+// Clients that dribble their bodies hold no slot: with more of them than
+// slots, an ordinary review is answered meanwhile; each slow body is cut off
+// at the read deadline, without its client closing it.
+func TestSlowBodiesHoldNoSlot(t *testing.T) {
+	h := &Handler{Check: func(*v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) { return nil, nil }}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const slow = 2 * maxReviews
+	answers := make(chan int, slow)
+	var writers []*io.PipeWriter
+	for range slow {
+		r, w := io.Pipe()
+		writers = append(writers, w)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, r)
+		req.ContentLength = 1000
+		go func() {
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				answers <- 0
+				return
+			}
+			resp.Body.Close()
+			answers <- resp.StatusCode
+		}()
+		if _, err := w.Write([]byte(`{"apiVersion":`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, w := range writers {
+			w.Close()
+		}
+	}()
+	for h.bodies == nil || h.bodies.heldBy("127.0.0.1") < slow*1000 { // every slow body is being read
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := srv.Client().Post(srv.URL+Path, "application/json", bytes.NewReader(admissionReview(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "p"}})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil || !out.Response.Allowed {
+		t.Errorf("ordinary review among %d slow bodies: %d %+v (%v), want allowed", slow, resp.StatusCode, out.Response, err)
+	}
+	resp.Body.Close()
+	for range slow {
+		if code := <-answers; code != http.StatusBadRequest {
+			t.Errorf("a slow body was answered %d, want 400 (cut off at the read deadline)", code)
+		}
+	}
+}
+
+// The bodies one client holds are bounded: past its share, a review is
+// answered busy at once, while another client's is still read.
+func TestBodyBudgetPerClient(t *testing.T) {
+	b := newByteBudget(3*MaxRequestBytes, 2*MaxRequestBytes)
+	if !b.take("a", MaxRequestBytes) || !b.take("a", MaxRequestBytes) {
+		t.Fatal("a client's first two bodies refused")
+	}
+	if b.take("a", 1) {
+		t.Error("a client took more than its share")
+	}
+	if !b.take("b", MaxRequestBytes) {
+		t.Error("another client refused while there was room")
+	}
+	if b.take("c", 1) {
+		t.Error("a body taken past the total")
+	}
+	b.give("a", MaxRequestBytes)
+	if !b.take("c", 1) {
+		t.Error("room given back not taken")
+	}
+}
+
+// A spec past the bounds is refused, naming the bound, before it is decoded
+// and compiled; an update that leaves the spec as it was is allowed without
+// either, and a spec change of an object being deleted is checked as any.
+func TestHandlerBoundsTheSpecBeforeDecoding(t *testing.T) {
+	checked := 0
+	h := &Handler{Check: func(*v1alpha1.PavProvisioner) (field.ErrorList, field.ErrorList) { checked++; return nil, nil }}
+	containers := make([]string, 120000)
+	for i := range containers {
+		containers[i] = fmt.Sprintf(`{"name":"c%d","image":"i"}`, i)
+	}
+	huge := `{"provisioningModes":["Static"],"volumeStaging":{"podTemplate":{"spec":{"containers":[` + strings.Join(containers, ",") + `]}}}}`
+	many := `{"provisioningModes":["Static"],"volumeStaging":{"podTemplate":{"spec":{"containers":[` + strings.Join(containers[:maxReviews*10], ",") + `]}}}}`
+	deleting := func(spec string) string {
+		return `{"apiVersion":"pav.albertofaria.github.io/v1alpha1","kind":"PavProvisioner","metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["x"]},"spec":` + spec + `}`
+	}
+	for _, tc := range []struct {
+		name      string
+		body      []byte
+		code      int
+		wantError string
+	}{
+		{"over the body limit", review(huge), http.StatusRequestEntityTooLarge, "PaV's admission webhook reads at most"},
+		{"too many containers", review(many), http.StatusUnprocessableEntity, "at most 32 containers of all kinds"},
+		{"too many containers while deleting", update(deleting(many), deleting(`{"provisioningModes":["Static"]}`)), http.StatusUnprocessableEntity, "at most 32 containers of all kinds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(tc.body)))
+			var out admissionv1.AdmissionReview
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+				t.Fatalf("response %d %.200q: %v", rec.Code, rec.Body.String(), err)
+			}
+			if r := out.Response; r.UID != "u" || r.Allowed || r.Result.Code != int32(tc.code) || !strings.Contains(r.Result.Message, tc.wantError) {
+				t.Errorf("response %+v, want a denial %d with %q", r, tc.code, tc.wantError)
+			}
+		})
+	}
+	if checked != 0 {
+		t.Errorf("%d specs past the bounds were checked", checked)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(update(deleting(many), strings.Replace(deleting(many), `"finalizers":["x"]`, `"finalizers":[]`, 1)))))
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || !out.Response.Allowed || checked != 0 {
+		t.Errorf("finalizer removal of an object being deleted: %.300q (checked %d), want allowed without a check", rec.Body.String(), checked)
+	}
+}
+
+// update is an UPDATE review of the PavProvisioner old to obj (JSON).
+func update(obj, old string) []byte {
+	b, _ := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{UID: "u", Operation: admissionv1.Update,
+			Object: runtime.RawExtension{Raw: []byte(obj)}, OldObject: runtime.RawExtension{Raw: []byte(old)}}})
+	return b
 }

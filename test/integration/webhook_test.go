@@ -21,6 +21,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/test/integration/framework"
 )
 
@@ -77,7 +78,7 @@ func TestWebhook(t *testing.T) {
 	srv := &webhook.Server{
 		Kube: e.client, Namespace: e.ns, SecretName: "cert", ServiceName: "pav-webhook",
 		WebhookConfigName: cfgName, Addr: addr, ExtraNames: []string{"127.0.0.1"},
-		Handler: &webhook.Handler{Validate: e.engine.Validate},
+		Handler: &webhook.Handler{Check: templating.Check},
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()

@@ -1,7 +1,9 @@
 // Command pav-webhook-load sends hostile AdmissionReviews to PaV's admission
 // webhook, as any pod could: concurrent requests of up to the webhook's body
 // limit, with templates that are expensive to compile and bodies that are
-// not JSON. It is built into the test image (hack/images/build.sh) and run
+// not JSON, literal specs past the bounds (120,000 containers, deep
+// structures, many environment variables), and bodies dribbled a byte at a
+// time (-slow). It is built into the test image (hack/images/build.sh) and run
 // by test/e2e/webhookload.
 //
 // It prints "load: in flight" once every worker has sent its first request
@@ -27,10 +29,10 @@ import (
 	"time"
 )
 
-// The webhook's limits the payloads go up to: the body (4 MiB) and one
+// The webhook's limits the payloads go up to: the body (1.5 MiB) and one
 // template (256 KiB).
 const (
-	maxBody     = 4 << 20
+	maxBody     = 1536 << 10
 	maxTemplate = 256 << 10
 )
 
@@ -40,6 +42,7 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "how long to keep sending")
 	count := flag.Int("count", 0, "requests per worker (0: until -duration)")
 	timeout := flag.Duration("timeout", 40*time.Second, "per request")
+	slow := flag.Int("slow", 0, "of the workers, how many dribble their bodies (a byte per 100 ms)")
 	flag.Parse()
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "-url is required")
@@ -75,7 +78,12 @@ func main() {
 			defer wg.Done()
 			for n := 0; (*count == 0 || n < *count) && (*count > 0 || time.Now().Before(deadline)); n++ {
 				k := kinds[(w+n)%len(kinds)]
-				out := send(client, sent, *url, k.body)
+				var body io.Reader = bytes.NewReader(k.body)
+				if w < *slow {
+					k.name = "slow"
+					body = &dribble{r: body}
+				}
+				out := send(client, sent, *url, body)
 				mu.Lock()
 				if outcomes[k.name] == nil {
 					outcomes[k.name] = map[string]int{}
@@ -92,8 +100,8 @@ func main() {
 
 // send posts one body and says how it ended; sent is called once the
 // request is written or its connection failed.
-func send(client *http.Client, sent func(), url string, body []byte) string {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+func send(client *http.Client, sent func(), url string, body io.Reader) string {
+	req, err := http.NewRequest(http.MethodPost, url, body)
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -152,6 +160,15 @@ func classify(err error) string {
 	return "error: " + s
 }
 
+// dribble reads r a byte per 100 ms, as a client that sends its body
+// slowly (the request is chunked: its length is not known up front).
+type dribble struct{ r io.Reader }
+
+func (d *dribble) Read(p []byte) (int, error) {
+	time.Sleep(100 * time.Millisecond)
+	return d.r.Read(p[:min(len(p), 1)])
+}
+
 type payload struct {
 	name string
 	body []byte
@@ -184,7 +201,32 @@ func payloads() []payload {
 		})},
 		{"garbage", garbage},
 		{"deep-json", []byte(strings.Repeat("[", maxBody))},
+		// literal specs, no template: past the body limit, and within it
+		// past the bounds on containers, depth and environment
+		{"120000-containers", literal(items(120000, func(i int) string { return fmt.Sprintf(`{"name":"c%d","image":"i"}`, i) }))},
+		{"40000-containers", literal(items(40000, func(i int) string { return fmt.Sprintf(`{"name":"c%d","image":"i"}`, i) }))},
+		{"deep-literal", literal(`{"name":"c","image":"i","x":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat(`}`, 5000) + `}`)},
+		{"env", literal(`{"name":"c","image":"i","env":[` + items(30000, func(i int) string { return fmt.Sprintf(`{"name":"V%d","value":"x"}`, i) }) + `]}`)},
 	}
+}
+
+// items joins n items.
+func items(n int, item func(i int) string) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = item(i)
+	}
+	return strings.Join(out, ",")
+}
+
+// literal is a CREATE AdmissionReview of a PavProvisioner whose staging pod
+// template has the containers given (JSON list items) and no template; it
+// may be larger than maxBody.
+func literal(containers string) []byte {
+	return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"00000000-0000-0000-0000-000000000000",` +
+		`"kind":{"group":"pav.albertofaria.github.io","version":"v1alpha1","kind":"PavProvisioner"},"operation":"CREATE","name":"hostile",` +
+		`"object":{"apiVersion":"pav.albertofaria.github.io/v1alpha1","kind":"PavProvisioner","metadata":{"name":"hostile"},` +
+		`"spec":{"provisioningModes":["Static"],"volumeStaging":{"podTemplate":{"spec":{"containers":[` + containers + `]}}}}}}}`)
 }
 
 // fill repeats tpl as many times as a review holds.
