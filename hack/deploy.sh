@@ -19,7 +19,8 @@ IMAGE=${IMAGE:-pav:latest}
 CRD=pavprovisioners.pav.albertofaria.github.io
 k() { $KUBECTL "$@"; }
 apply() { sed "s|image: pav:latest|image: $IMAGE|" "$REPO/deployment.yaml" | k apply -f -; }
-if [ -z "${WEBHOOK_CLIENT_CA+set}" ] && [ "$KUBECTL" = "$REPO/hack/cluster/kubectl" ] && [ -f /var/lib/pav-cluster/pki/webhook-client-ca.crt ]; then
+# (make passes KUBECTL relative to the repository)
+if [ -z "${WEBHOOK_CLIENT_CA+set}" ] && [ "$(realpath -m "$KUBECTL")" = "$REPO/hack/cluster/kubectl" ] && [ -f /var/lib/pav-cluster/pki/webhook-client-ca.crt ]; then
   WEBHOOK_CLIENT_CA=/var/lib/pav-cluster/pki/webhook-client-ca.crt
 fi
 
