@@ -160,7 +160,7 @@ func revokeDevice(proc *clientProcess, old uint64) error {
 		return err
 	}
 	defer unix.Close(dir)
-	if deviceAccess(list, old) == "" {
+	if !opens(deviceAccess(list, old)) {
 		return nil
 	}
 	if err := writeRule(dir, "devices.deny", deviceRule(old, "rwm")); err != nil {
@@ -172,7 +172,7 @@ func revokeDevice(proc *clientProcess, old uint64) error {
 	if list, err = readAt(dir, "devices.list"); err != nil {
 		return fmt.Errorf("reading the device rules of process %d: %w", proc.pid, err)
 	}
-	if !allowsAll(list) && deviceAccess(list, old) != "" {
+	if !allowsAll(list) && opens(deviceAccess(list, old)) {
 		return fmt.Errorf("the device cgroup of process %d still lets it open block device %d:%d (a rule for more devices than it)", proc.pid, unix.Major(old), unix.Minor(old))
 	}
 	return nil
@@ -292,6 +292,7 @@ func deviceCgroup(proc *clientProcess) (string, error) {
 // devices.list give to block device dev: its own rule's, or a wildcard's.
 func deviceAccess(list string, dev uint64) string {
 	major, minor := strconv.FormatUint(uint64(unix.Major(dev)), 10), strconv.FormatUint(uint64(unix.Minor(dev)), 10)
+	access := ""
 	for line := range strings.SplitSeq(list, "\n") {
 		f := strings.Fields(line)
 		if len(f) != 3 || (f[0] != "b" && f[0] != "a") {
@@ -299,8 +300,18 @@ func deviceAccess(list string, dev uint64) string {
 		}
 		maj, min, _ := strings.Cut(f[1], ":")
 		if (maj == "*" || maj == major) && (min == "*" || min == minor) {
-			return f[2]
+			// the union of every matching rule: runtimes list "b *:* m"
+			// (mknod of any block device) beside a device's own "rw"
+			for _, c := range "rwm" {
+				if strings.ContainsRune(f[2], c) && !strings.ContainsRune(access, c) {
+					access += string(c)
+				}
+			}
 		}
 	}
-	return ""
+	return access
 }
+
+// opens reports whether device access lets a process open the device:
+// read or write ("m" alone only lets it make the node).
+func opens(access string) bool { return strings.ContainsAny(access, "rw") }

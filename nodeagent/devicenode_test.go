@@ -76,6 +76,9 @@ func TestDeviceAccess(t *testing.T) {
 		"a *:* rwm\n":           "rwm",
 		"c 7:3 rwm\n":           "",
 		"":                      "",
+		// runtimes' "mknod any block device" beside the device's own rule
+		"b *:* m\nb 7:3 rw\n": "mrw",
+		"b *:* m\n":           "m",
 	} {
 		if got := deviceAccess(list, dev); got != want {
 			t.Errorf("deviceAccess(%q) = %q, want %q", list, got, want)
