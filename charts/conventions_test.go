@@ -297,7 +297,8 @@ controller:
 }
 
 // TestServiceMonitor: off by default; on, it selects both metrics Services
-// (and no other) by labels and scrapes their metrics port; it needs them.
+// (and no other) by labels and scrapes their metrics port with Prometheus's
+// own token (PaV's /metrics refuses anonymous scrapes); it needs them.
 func TestServiceMonitor(t *testing.T) {
 	for _, o := range render(t, "--set", "metrics.enabled=true") {
 		if str(o, "kind") == "ServiceMonitor" {
@@ -309,7 +310,7 @@ func TestServiceMonitor(t *testing.T) {
 	if l := str(sm, "metadata", "labels", "release"); l != "prom" {
 		t.Errorf("ServiceMonitor labels: %v", get(sm, "metadata", "labels"))
 	}
-	if s := toYAML(get(sm, "spec", "endpoints")); s != "- interval: 15s\n  port: metrics\n" {
+	if s := toYAML(get(sm, "spec", "endpoints")); s != "- bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n  interval: 15s\n  port: metrics\n" {
 		t.Errorf("ServiceMonitor endpoints:\n%s", s)
 	}
 	b, err := yaml.Marshal(get(sm, "spec", "selector"))
