@@ -41,6 +41,18 @@ func (f *stagerFixture) cached(pod *corev1.Pod) {
 	f.t.Fatalf("pod %s never reached the cache", pod.Name)
 }
 
+// cachedByName waits until the node plugin's pod cache holds a pod of pod's
+// name (the fake API gives pods no UIDs unless withUIDs).
+func (f *stagerFixture) cachedByName(pod *corev1.Pod) {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, ok, _ := f.stager.pods.GetByKey(pod.Namespace + "/" + pod.Name); ok {
+			return
+		}
+	}
+	f.t.Fatalf("pod %s never reached the cache", pod.Name)
+}
+
 // live reads pod again from the API.
 func (f *stagerFixture) live(pod *corev1.Pod) *corev1.Pod {
 	f.t.Helper()

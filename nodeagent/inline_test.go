@@ -168,6 +168,7 @@ func TestSweepDeletesAbandonedInlineVolume(t *testing.T) {
 		t.Fatal("publish succeeded before the creation pod finished")
 	}
 	f.finish(created, 0, nil)
+	f.cachedByName(created) // the sweep looks at the node plugin's pod cache
 
 	ctx = context.Background()
 	if gone := f.stager.sweepAbandoned(ctx, nil); len(gone) != 0 {
