@@ -139,3 +139,23 @@ func TestPoliciesListTheNodePluginAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// Policy pav-controller-scope lets the controller write on a
+// VolumeSnapshotContent only csi-snapshotter's annotation and finalizer:
+// the names it writes must be those, or its own writes are refused.
+func TestControllerScopeNamesTheSnapshotContentWrites(t *testing.T) {
+	policy := find(manifestDocs(t), "ValidatingAdmissionPolicy", "pav-controller-scope")
+	if policy == nil {
+		t.Fatal("deployment.yaml has no ValidatingAdmissionPolicy pav-controller-scope")
+	}
+	var exprs []string
+	for _, v := range policy["spec"].(map[string]interface{})["validations"].([]interface{}) {
+		exprs = append(exprs, v.(map[string]interface{})["expression"].(string))
+	}
+	all := strings.Join(exprs, "\n")
+	for _, name := range []string{annSnapshotBeingCreated, finalizerContentBound} {
+		if !strings.Contains(all, "'"+name+"'") {
+			t.Errorf("pav-controller-scope does not name %q", name)
+		}
+	}
+}
