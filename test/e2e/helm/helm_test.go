@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
@@ -230,11 +232,40 @@ spec:
 `, name, restart, node, poolLabel, script, claim)
 }
 
-// clusterScoped are the cluster-scoped objects of the chart but its CRD.
-const clusterScoped = "clusterroles/pav-controller clusterroles/pav-node clusterroles/pav-metrics-reader clusterrolebindings/pav-controller clusterrolebindings/pav-node " +
-	"validatingwebhookconfigurations/pav.albertofaria.github.io " +
-	"validatingadmissionpolicies/pav-node-csinode validatingadmissionpolicies/pav-reserved-pods validatingadmissionpolicies/pav-pod-exec validatingadmissionpolicies/pav-controller-scope validatingadmissionpolicies/pav-node-scope " +
-	"validatingadmissionpolicybindings/pav-node-csinode validatingadmissionpolicybindings/pav-reserved-pods validatingadmissionpolicybindings/pav-pod-exec validatingadmissionpolicybindings/pav-controller-scope validatingadmissionpolicybindings/pav-node-scope"
+// clusterScoped are the cluster-scoped objects of the chart but its CRD, as
+// kubectl names them: those of deployment.yaml (the chart's default
+// rendering) that have no namespace, but the Namespace and the CRD.
+func clusterScoped(t *testing.T) []string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var o struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("deployment.yaml: %v", err)
+		}
+		if o.Kind != "" && o.Metadata.Namespace == "" && o.Kind != "Namespace" && o.Kind != "CustomResourceDefinition" {
+			names = append(names, strings.ToLower(o.Kind)+"/"+o.Metadata.Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("deployment.yaml has no cluster-scoped objects")
+	}
+	return names
+}
 
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if os.Getenv("PAV_HELM") == "" {
@@ -394,7 +425,7 @@ func checkNotInstalled(t *testing.T) {
 	if kq(t, "get", "crd", crd, "--ignore-not-found", "-o", "name") != "" || kq(t, "get", "namespace", namespace, "--ignore-not-found", "-o", "name") != "" {
 		t.Fatalf("PaV is installed (CRD %s or namespace %s): `make test-helm` uninstalls deployment.yaml first (make undeploy)", crd, namespace)
 	}
-	for _, o := range strings.Fields(clusterScoped) {
+	for _, o := range clusterScoped(t) {
 		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
 			t.Fatalf("%s exists before helm install: is PaV being installed by someone not holding /tmp/pav-e2e.lock?", got)
 		}
@@ -498,7 +529,7 @@ func checkUninstalled(t *testing.T, sw *stopwatch) {
 	if strings.Join(got, " ") != wantLeft {
 		t.Errorf("namespace %s after helm uninstall holds %v, want %s", namespace, got, wantLeft)
 	}
-	for _, o := range strings.Fields(clusterScoped) {
+	for _, o := range clusterScoped(t) {
 		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
 			t.Errorf("%s is left after helm uninstall", got)
 		}
