@@ -219,10 +219,10 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	sw.lap("unstaged, claim deleted")
 }
 
-// oldNumberIsAnotherDisk attaches a new file to loop device number old
-// ("%t:%T" of stat, hex) unless it is attached already, as a new volume of
-// another tenant would get it, and checks that the client pod, making a
-// node of that number, cannot open it (EPERM from its device cgroup).
+// oldNumberIsAnotherDisk gives loop device number old ("%t:%T" of stat,
+// hex) to a new file, as a new volume of another tenant would get it, and
+// checks that the client pod, making a node of that number, cannot open it
+// (EPERM from its device cgroup).
 func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
 	t.Helper()
 	var major, minor int
@@ -238,10 +238,22 @@ func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
 	if out, err := exec.Command("mknod", node, "b", strconv.Itoa(major), strconv.Itoa(minor)).CombinedOutput(); err != nil {
 		t.Fatalf("mknod: %v: %s", err, out)
 	}
-	if out, err := exec.Command("losetup", node, disk).CombinedOutput(); err != nil {
-		t.Logf("the old device number %d:%d is in use already (%v: %s): checking it as it is", major, minor, err, out)
-	} else {
-		t.Cleanup(func() { _ = exec.Command("losetup", "-d", node).Run() })
+	// The old staging's loop device stays attached to the volume's file (a
+	// kernel object): detach it, as a later unstaging of the volume would, so
+	// that its number is given to another disk, as on a busy node.
+	if out, err := exec.Command("losetup", node).CombinedOutput(); err == nil {
+		t.Logf("the old device number %d:%d still holds %s: detaching it", major, minor, strings.TrimSpace(string(out)))
+		if out, err := exec.Command("losetup", "-d", node).CombinedOutput(); err != nil {
+			t.Fatalf("losetup -d %d:%d: %v: %s", major, minor, err, out)
+		}
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("another disk on the old device number %d:%d", major, minor), func() (bool, string) {
+		out, err := exec.Command("losetup", node, disk).CombinedOutput()
+		return err == nil, string(out)
+	})
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", node).Run() })
+	if out, err := exec.Command("head", "-c", "22", node).CombinedOutput(); err != nil || string(out) != "another tenant's disk\n" {
+		t.Fatalf("the old device number %d:%d is not the other disk here: %q, %v", major, minor, out, err)
 	}
 	out, err := kubectl(t.Context(), "", "-n", ns, "exec", pod, "--", "bash", "-c",
 		fmt.Sprintf("mknod /tmp/old-device b %d %d && head -c 22 /tmp/old-device", major, minor))
