@@ -21,10 +21,17 @@ import (
 // CSIStorageCapacity cannot hold a WaitForFirstConsumer claim.
 const notEnoughStorage = "did not have enough free storage"
 
-// unpinnedClientPod is clientPod without a node: the scheduler picks it (any
-// of the local cluster's nodes, the tainted one included).
+// unpinnedClientPod is clientPod without a node and without its toleration
+// of node 3's taint: the scheduler picks one of the other nodes.
 func unpinnedClientPod(name, claim, script string) string {
-	return strings.Replace(clientPod(name, claim, "", script), "  nodeSelector: {kubernetes.io/hostname: }\n", "", 1)
+	pod := clientPod(name, claim, "", script)
+	for _, line := range []string{"  nodeSelector: {kubernetes.io/hostname: }\n", "  tolerations: [{key: " + kubeletRootLabel + ", operator: Exists, effect: NoSchedule}]\n"} {
+		if !strings.Contains(pod, line) {
+			panic("clientPod no longer has the line " + line)
+		}
+		pod = strings.Replace(pod, line, "", 1)
+	}
+	return pod
 }
 
 func claimManifest(name, class, size string) string {
@@ -231,8 +238,7 @@ func installInline(t *testing.T, name, spec string) {
 // leaves that class without a CSIStorageCapacity there, so no
 // WaitForFirstConsumer claim of the class is placed there: a client pinned
 // to such a node stays Pending with the scheduler's reason, and an unpinned
-// one goes to the node measured (node 3, whose capacity pods are never
-// collected, has no object either: TestMultiNodeStorageCapacity).
+// one goes to the node measured (node 3, measured too, is tainted).
 func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	nodes := threeNodes(t)
 	name := "capacity-faults-" + utilrand.String(5)
@@ -273,8 +279,8 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 			strings.Contains(msgs, "did not finish within the refresh period (20s)")
 		return garbage && stuck, msgs
 	})
-	waitCapacities(t, classA, map[string]int64{nodes.second: 1 << 30})
-	waitCapacities(t, classB, map[string]int64{nodes.first: 1 << 30})
+	waitCapacities(t, classA, map[string]int64{nodes.second: 1 << 30, nodes.altRoot: 1 << 30})
+	waitCapacities(t, classB, map[string]int64{nodes.first: 1 << 30, nodes.altRoot: 1 << 30})
 
 	applyStdin(t, ns, claimManifest("pinned", classA, "1Mi")+"---\n"+clientPod("pinned", "pinned", nodes.first, "true"))
 	applyStdin(t, ns, claimManifest("free", classA, "1Mi")+"---\n"+unpinnedClientPod("free", "free", "true"))
@@ -286,8 +292,8 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	if v := kq("-n", ns, "get", "pvc", "pinned", "-o", "jsonpath={.spec.volumeName}"); v != "" {
 		t.Fatalf("claim pinned got volume %s on a node whose capacity is unknown", v)
 	}
-	if got := capacities(t, classA); len(got) != 1 {
-		t.Errorf("CSIStorageCapacities of %s: %v, want only %s's", classA, got, nodes.second)
+	if got := capacities(t, classA); len(got) != 2 {
+		t.Errorf("CSIStorageCapacities of %s: %v, want only %s's and %s's", classA, got, nodes.second, nodes.altRoot)
 	}
 }
 
