@@ -16,4 +16,5 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${VERSION_LDFLAGS}" -o /pav
 
 FROM busybox:1.36
 COPY --from=build /pav /pav
+LABEL org.opencontainers.image.licenses="Apache-2.0"
 ENTRYPOINT ["/pav"]

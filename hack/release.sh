@@ -12,6 +12,8 @@
 #   deployment.yaml                    the plain manifest (hack/manifests.sh) pinned to pav:VERSION
 #   pavprovisioners.crd.yaml           the CRD alone: upgrades apply it first
 #   RELEASE-NOTES.md                   CHANGELOG.md's section for VERSION (which must exist)
+#   LICENSE                            Apache-2.0 (also in the chart and the image's label
+#                                      org.opencontainers.image.licenses)
 #   SHA256SUMS                         of all of the above
 #
 # Without Docker or a registry: the image is packed by hack/tools/mkimg from busybox-static (each
@@ -84,7 +86,7 @@ done
 image=pav-image-$VERSION.tar
 annotations=org.opencontainers.image.version=$VERSION,org.opencontainers.image.revision=$commit
 annotations+=,org.opencontainers.image.source=$SOURCE,org.opencontainers.image.created=$created
-annotations+=,org.opencontainers.image.title=pav
+annotations+=,org.opencontainers.image.title=pav,org.opencontainers.image.licenses=Apache-2.0
 "$WORK/mkimg" -rootfs "$(IFS=,; echo "${rootfs[*]}")" -name "$(fullname "pav:$VERSION")" -entrypoint /pav \
   -annotation "$annotations" -out "$OUT/$image"
 
@@ -101,9 +103,10 @@ helm=$(hack/ensure-helm.sh)
 CHART=$WORK/chart hack/manifests.sh "$OUT/deployment.yaml"
 grep -q "image: \"\?pav:$VERSION\"\?$" "$OUT/deployment.yaml" || { echo "deployment.yaml is not pinned to pav:$VERSION" >&2; exit 1; }
 cp crds/pavprovisioners.yaml "$OUT/pavprovisioners.crd.yaml"
+cp LICENSE "$OUT/LICENSE"
 printf '# PaV %s\n%s\n' "$VERSION" "$notes" > "$OUT/RELEASE-NOTES.md"
 
 (cd "$OUT" && sha256sum pav-linux-* "$image" "pav-$VERSION.spdx.json" "pav-$CHART_VERSION.tgz" deployment.yaml pavprovisioners.crd.yaml \
-  RELEASE-NOTES.md > SHA256SUMS)
+  RELEASE-NOTES.md LICENSE > SHA256SUMS)
 say "release $VERSION in ${OUT#"$REPO"/}:"
 (cd "$OUT" && ls -l)

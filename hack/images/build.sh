@@ -50,7 +50,7 @@ build_pav() {
   local r=$IMAGES_DIR/rootfs-pav
   busybox_rootfs "$r"   # the node plugin runs mount/umount (k8s.io/mount-utils) and sh
   (cd "$REPO" && go build -trimpath -ldflags "-s -w $(hack/version.sh)" -o "$r/pav" ./cmd/pav)
-  "$MKIMG" -rootfs "$r" -entrypoint /pav -out "$IMAGES_DIR/pav.tar" -name "$(fullname "$IMAGE")"
+  "$MKIMG" -rootfs "$r" -entrypoint /pav -annotation org.opencontainers.image.licenses=Apache-2.0 -out "$IMAGES_DIR/pav.tar" -name "$(fullname "$IMAGE")"
 }
 
 build_csi_anchor() {
