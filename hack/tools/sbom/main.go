@@ -18,6 +18,7 @@ import (
 	"log"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -37,6 +38,7 @@ type pkg struct {
 	FilesAnalyzed    bool          `json:"filesAnalyzed"`
 	PrimaryPurpose   string        `json:"primaryPackagePurpose,omitempty"`
 	ExternalRefs     []externalRef `json:"externalRefs,omitempty"`
+	Comment          string        `json:"comment,omitempty"`
 }
 
 type relationship struct {
@@ -96,11 +98,7 @@ func build(name, version, created, source string, binaries, debs []string) ([]by
 		addDep(pkg{Name: "stdlib", SPDXID: id("go", "stdlib", goVersion), VersionInfo: goVersion, DownloadLocation: "https://go.dev/dl/",
 			ExternalRefs: []externalRef{purl("pkg:golang/stdlib@" + goVersion)}})
 		for _, m := range info.Deps {
-			if m.Replace != nil {
-				m = m.Replace
-			}
-			addDep(pkg{Name: m.Path, SPDXID: id("go", m.Path, m.Version), VersionInfo: m.Version, DownloadLocation: "NOASSERTION",
-				ExternalRefs: []externalRef{purl("pkg:golang/" + m.Path + "@" + url.PathEscape(m.Version))}})
+			addDep(goModule(m))
 		}
 	}
 	for _, d := range debs {
@@ -133,6 +131,20 @@ func build(name, version, created, source string, binaries, debs []string) ([]by
 	body["documentNamespace"] = fmt.Sprintf("%s/spdx/%s-%s-%s", source, name, version, hex.EncodeToString(sum[:8]))
 	out, err := json.MarshalIndent(body, "", "  ")
 	return append(out, '\n'), err
+}
+
+// goModule is the SBOM entry of a module built into a binary. A module
+// replaced by a directory (PaV's forks in third_party) has no version of its
+// own: it is the module it forks, at that version, said to be modified.
+func goModule(m *debug.Module) pkg {
+	comment := ""
+	if r := m.Replace; r != nil && r.Version == "" {
+		comment = "modified: PaV's fork in " + strings.TrimPrefix(r.Path, "./") + " (its PAV.md lists the changes)"
+	} else if r != nil {
+		m = r
+	}
+	return pkg{Name: m.Path, SPDXID: id("go", m.Path, m.Version), VersionInfo: m.Version, DownloadLocation: "NOASSERTION", Comment: comment,
+		ExternalRefs: []externalRef{purl("pkg:golang/" + m.Path + "@" + url.PathEscape(m.Version))}}
 }
 
 func purl(s string) externalRef { return externalRef{"PACKAGE-MANAGER", "purl", s} }
