@@ -144,12 +144,18 @@ func (d *Driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi
 	return &csi.GetPluginInfoResponse{Name: d.name, VendorVersion: d.version}, nil
 }
 
-// GetPluginCapabilities: none. There is no controller service (PaV's
-// controller provisions through the API, not through CSI, and puts a
-// volume's node affinity on its PV); a node's topology segment is in
-// NodeGetInfo, which kubelet reads whatever the capabilities.
+// GetPluginCapabilities: VOLUME_ACCESSIBILITY_CONSTRAINTS for a
+// provisioner with topology keys, which the CSI spec requires of a plugin
+// whose NodeGetInfo reports accessible topology. There is no controller
+// service (PaV's controller provisions through the API, not through CSI,
+// and puts a volume's node affinity on its PV).
 func (d *Driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{}, nil
+	resp := &csi.GetPluginCapabilitiesResponse{}
+	if tr, ok := d.stager.(TopologyReporter); ok && tr.HasTopology(d.name) {
+		resp.Capabilities = append(resp.Capabilities, &csi.PluginCapability{Type: &csi.PluginCapability_Service_{
+			Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}}})
+	}
+	return resp, nil
 }
 
 // Probe: ready while the stager is (CSI lets a plugin that is alive but
@@ -182,9 +188,10 @@ func (d *Driver) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*c
 }
 
 // TopologyReporter is a Stager that knows the node's topology segment for
-// a driver (nil: none).
+// a driver (nil: none) and whether the driver has topology at all.
 type TopologyReporter interface {
 	NodeTopology(ctx context.Context, driver string) (map[string]string, error)
+	HasTopology(driver string) bool
 }
 
 // NodeGetCapabilities: volume stats, volume health (CSI 1.13's

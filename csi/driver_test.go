@@ -912,3 +912,36 @@ func TestPublishPassesTheClientPodUID(t *testing.T) {
 		}
 	}
 }
+
+// topologyStager is a fakeStager whose drivers named "zoned" have topology.
+type topologyStager struct{ *fakeStager }
+
+func (topologyStager) HasTopology(driver string) bool { return driver == "zoned" }
+func (t topologyStager) NodeTopology(_ context.Context, driver string) (map[string]string, error) {
+	if !t.HasTopology(driver) {
+		return nil, nil
+	}
+	return map[string]string{"topology.kubernetes.io/zone": "a"}, nil
+}
+
+// A driver that reports accessible topology in NodeGetInfo has the
+// VOLUME_ACCESSIBILITY_CONSTRAINTS plugin capability, as the CSI spec
+// requires; one without topology has neither.
+func TestTopologyCapability(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"zoned", "flat"} {
+		d := NewDriver(name, "v", "node1", topologyStager{newFakeStager()})
+		caps, err := d.GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := d.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasCap := len(caps.Capabilities) == 1 && caps.Capabilities[0].GetService().GetType() == csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS
+		if hasTopology := info.AccessibleTopology != nil; hasCap != hasTopology || hasTopology != (name == "zoned") {
+			t.Errorf("%s: capabilities %v, accessible topology %v", name, caps.Capabilities, info.AccessibleTopology)
+		}
+	}
+}

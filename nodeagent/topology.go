@@ -18,6 +18,12 @@ import (
 // of a provisioner's spec.topologyKeys.
 const ReasonMissingTopologyLabel = "MissingTopologyLabel"
 
+// HasTopology: the driver's PavProvisioner has topology keys.
+func (s *Stager) HasTopology(driver string) bool {
+	p, err := s.provisioner(driver)
+	return err == nil && len(p.Spec.TopologyKeys) > 0
+}
+
 // NodeTopology is this node's segment for the driver's (PavProvisioner's)
 // topology keys, which NodeGetInfo reports as its accessible topology; nil
 // for a provisioner without topology keys. A node lacking one of the labels
