@@ -236,8 +236,14 @@ func (s *contentSync) retryLater(msg string) error {
 	return retryScheduled{fmt.Errorf("VolumeSnapshotContent %s: %s (retrying in %v)", s.content.Name, msg, d)}
 }
 
+// errSnapshotClassGone: the content names a VolumeSnapshotClass that does
+// not exist. A creation then fails, as csi-snapshotter's does (the class's
+// parameters say how to take the snapshot); a deletion goes on without them.
+var errSnapshotClassGone = errors.New("VolumeSnapshotClass not found")
+
 // request gathers the snapshot phases' context: the VolumeSnapshot, the
-// class's parameters, the volume and its claim (each nil if gone).
+// class's parameters, the volume and its claim (each nil if gone; a class
+// gone is errSnapshotClassGone, with the request made without it).
 func (s *contentSync) request(ctx context.Context) (templating.SnapshotRequest, error) {
 	r := templating.SnapshotRequest{Content: s.content}
 	api := s.c.snapshots.SnapshotV1()
@@ -250,12 +256,15 @@ func (s *contentSync) request(ctx context.Context) (templating.SnapshotRequest, 
 			return r, fmt.Errorf("reading VolumeSnapshot %s/%s: %w", ref.Namespace, ref.Name, err)
 		}
 	}
+	var classGone error
 	if n := s.content.Spec.VolumeSnapshotClassName; n != nil && *n != "" {
 		class, err := api.VolumeSnapshotClasses().Get(ctx, *n, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			r.ClassParameters = class.Parameters
-		case !apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err):
+			classGone = fmt.Errorf("%w: %s", errSnapshotClassGone, *n)
+		default:
 			return r, fmt.Errorf("reading VolumeSnapshotClass %s: %w", *n, err)
 		}
 	}
@@ -267,7 +276,7 @@ func (s *contentSync) request(ctx context.Context) (templating.SnapshotRequest, 
 			}
 		}
 	}
-	return r, nil
+	return r, classGone
 }
 
 // volumeByHandle is the PV of driver with that volume handle, nil if none.
@@ -305,6 +314,9 @@ func (s *contentSync) create(ctx context.Context) error {
 		return s.fail(ctx, "no PersistentVolume of PavProvisioner %q has the volume handle %q", s.p.Name, *s.content.Spec.Source.VolumeHandle)
 	}
 	req, err := s.request(ctx)
+	if errors.Is(err, errSnapshotClassGone) {
+		return s.fail(ctx, "%v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -484,7 +496,7 @@ func (s *contentSync) deleteSnapshot(ctx context.Context, pod *corev1.Pod) error
 	}
 	if pod == nil {
 		req, err := s.request(ctx)
-		if err != nil {
+		if err != nil && !errors.Is(err, errSnapshotClassGone) {
 			return err
 		}
 		tmpl, err := s.c.engine.SnapshotDeletion(ctx, s.p, req)

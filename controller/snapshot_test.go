@@ -262,6 +262,51 @@ func TestSnapshotCreationFailureIsReportedAndRetried(t *testing.T) {
 	snapshotting(snapshotv1.VolumeSnapshotContentDelete).run(t, h, 10)
 }
 
+// A content whose VolumeSnapshotClass does not exist is not cut (its
+// parameters say how): status.error and an Event naming the class, no pod,
+// retried; once the class exists the snapshot is taken. Its deletion needs
+// no class.
+func TestSnapshotOfAMissingClassFails(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	provisioning.run(t, h, 10)
+	ctx := context.Background()
+	content := contentFixture(snapshotv1.VolumeSnapshotContentDelete)
+	class := "gone"
+	content.Spec.VolumeSnapshotClassName = &class
+	if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Create(ctx, content, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); !isRetryScheduled(err) {
+		t.Fatalf("sync: %v", err)
+	}
+	c, _ := h.content()
+	if c.Status == nil || c.Status.Error == nil || !strings.Contains(*c.Status.Error.Message, "VolumeSnapshotClass not found: gone") || contentReady(c) {
+		t.Errorf("status %+v", c.Status)
+	}
+	if !h.noPods() {
+		t.Errorf("a pod runs without the class:\n%s", h.describe())
+	}
+	if ev := strings.Join(drain(h.events), "\n"); !strings.Contains(ev, reasonSnapshotCreationFailed) || !strings.Contains(ev, "gone") {
+		t.Errorf("events: %s", ev)
+	}
+	if _, err := h.snap.SnapshotV1().VolumeSnapshotClasses().Create(ctx, &snapshotv1.VolumeSnapshotClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class}, Driver: testProvisioner, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snapshotting(snapshotv1.VolumeSnapshotContentDelete).run(t, h, 10)
+	if err := h.snap.SnapshotV1().VolumeSnapshotClasses().Delete(ctx, class, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	markContentDeleted(h)
+	for i := 0; i < 10; i++ {
+		_ = h.contentStep()
+	}
+	if _, err := h.content(); !apierrors.IsNotFound(err) {
+		t.Fatalf("content of a deleted class not deleted: %v\n%s", err, h.describe())
+	}
+}
+
 func TestDecideSnapshot(t *testing.T) {
 	now := metav1.Now()
 	handle, snapHandle := "vol", "snap"
