@@ -264,6 +264,7 @@ type provisionStep int
 const (
 	stepNone          provisionStep = iota // nothing until something changes (a watch requeues the claim)
 	stepReport                             // nothing; tell the user why (a change of claim or provisioner requeues it)
+	stepPopulator                          // nothing: an external populator fills the claim (a Normal Event says so)
 	stepRetry                              // a failed attempt: report, retry with backoff
 	stepFinish                             // the volume exists or nothing can run: clean up, let go
 	stepBound                              // bound: clean up leftovers, then look at expansion
@@ -321,6 +322,10 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
 		case pvc.Spec.Selector != nil:
 			return stepReport, "claims with spec.selector are not supported by PaV provisioners"
+		case populatorSource(pvc) != nil:
+			// As external-provisioner: the populator makes its own claim of
+			// the class (which PaV provisions) and binds this one to it.
+			return stepPopulator, fmt.Sprintf("Assuming an external populator will provision the volume (data source of kind %q)", populatorSource(pvc).Kind)
 		case v.cloneProblem != "" && v.cloneRetry:
 			return stepRetry, v.cloneProblem
 		case v.cloneProblem != "":
@@ -355,6 +360,9 @@ func (s *claimSync) provision(ctx context.Context) error {
 	step, msg := decideProvision(v)
 	switch step {
 	case stepNone:
+		return nil
+	case stepPopulator:
+		s.event(corev1.EventTypeNormal, reasonProvisioning, "%s", msg)
 		return nil
 	case stepReport, stepRetry:
 		// No attempt can start: a source claim must not wait for this one.
@@ -407,8 +415,8 @@ func (s *claimSync) cloneSource() (problem string, retry bool) {
 		return "", false
 	case snapshotSource(s.pvc) != nil:
 		return s.restoreSource()
-	case (ref.APIGroup != nil && *ref.APIGroup != "") || ref.Kind != "PersistentVolumeClaim":
-		return fmt.Sprintf("claims with a data source of kind %q (populators) are not supported by PaV provisioners; a PersistentVolumeClaim (cloning) and a VolumeSnapshot (restoring) are", ref.Kind), false
+	case populatorSource(s.pvc) != nil:
+		return "", false // not a clone: decideProvision leaves it to its populator
 	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
 		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
 	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:

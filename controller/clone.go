@@ -32,6 +32,16 @@ func dataSourceRef(pvc *corev1.PersistentVolumeClaim) *corev1.TypedObjectReferen
 	return nil
 }
 
+// populatorSource is the claim's data source if it is neither a claim
+// (cloning) nor a VolumeSnapshot (restoring): a volume populator's.
+func populatorSource(pvc *corev1.PersistentVolumeClaim) *corev1.TypedObjectReference {
+	ref := dataSourceRef(pvc)
+	if ref == nil || snapshotSource(pvc) != nil || ((ref.APIGroup == nil || *ref.APIGroup == "") && ref.Kind == "PersistentVolumeClaim") {
+		return nil
+	}
+	return ref
+}
+
 // cloneSourceName is the name of the claim, in its own namespace, that pvc
 // is a clone of; "" if none.
 func cloneSourceName(pvc *corev1.PersistentVolumeClaim) string {

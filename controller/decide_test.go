@@ -54,6 +54,16 @@ func TestDecideProvision(t *testing.T) {
 		{"selector", func(v *claimView) { v.pvc.Spec.Selector = &metav1.LabelSelector{} }, stepReport, "spec.selector"},
 		{"clone source not bound yet", func(v *claimView) { v.cloneProblem, v.cloneRetry = "not bound", true }, stepRetry, "not bound"},
 		{"clone refused", func(v *claimView) { v.cloneProblem = "cannot clone" }, stepReport, "cannot clone"},
+		{"populator's data source", func(v *claimView) {
+			group := "populators.example.com"
+			v.pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "Hello", Name: "h"}
+		}, stepPopulator, `external populator will provision the volume (data source of kind "Hello")`},
+		{"a core kind other than a claim is a populator's", func(v *claimView) {
+			v.pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "ConfigMap", Name: "h"}
+		}, stepPopulator, "external populator"},
+		{"a claim's data source is a clone, not a populator's", func(v *claimView) {
+			v.pvc.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
+		}, stepStart, ""},
 		{"waiting for the scheduler", func(v *claimView) { v.class.VolumeBindingMode = &wffc }, stepNone, ""},
 		{"scheduler picked a node", func(v *claimView) {
 			v.class.VolumeBindingMode = &wffc
