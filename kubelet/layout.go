@@ -123,6 +123,22 @@ func PodUIDInPath(p string) (types.UID, bool) {
 	return "", false
 }
 
+// IsPublishPathOf tells whether p is a target path kubelet publishes volume
+// (a PV's name) at for some pod: .../pods/<uid>/volumes/kubernetes.io~csi/<volume>/mount
+// for a file system, .../volumeDevices/publish/<volume>/<uid> for a block volume.
+func IsPublishPathOf(p, volume string) bool {
+	parts := strings.Split(path.Clean(p), "/")
+	n := len(parts)
+	switch {
+	case n >= 6 && parts[n-1] == "mount" && parts[n-2] == volume && parts[n-3] == csiPluginEscaped && parts[n-4] == "volumes" &&
+		IsUID(parts[n-5]) && parts[n-6] == "pods":
+		return true
+	case n >= 4 && parts[n-4] == "volumeDevices" && parts[n-3] == "publish" && parts[n-2] == volume && IsUID(parts[n-1]):
+		return true
+	}
+	return false
+}
+
 // IsUID tells whether s has the form of an object UID: a UUID in its
 // 36-character form, as the API server makes them (uuid.Parse alone also
 // takes other spellings).

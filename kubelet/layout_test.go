@@ -131,6 +131,26 @@ func TestPodUIDInPath(t *testing.T) {
 	}
 }
 
+func TestIsPublishPathOf(t *testing.T) {
+	for version, l := range layouts {
+		for _, root := range roots {
+			for _, p := range []string{l.publish, l.blockPublish} {
+				if !IsPublishPathOf(filepath.Join(root, p), fixturePV) {
+					t.Errorf("kubelet %s: IsPublishPathOf(%s, %s) = false", version, filepath.Join(root, p), fixturePV)
+				}
+				if IsPublishPathOf(filepath.Join(root, p), fixturePV+"x") {
+					t.Errorf("kubelet %s: IsPublishPathOf(%s, %sx) = true", version, filepath.Join(root, p), fixturePV)
+				}
+			}
+			for _, p := range []string{l.staging, l.blockStaging, l.blockData, l.podDeviceMap, l.subPath} {
+				if IsPublishPathOf(filepath.Join(root, p), fixturePV) {
+					t.Errorf("kubelet %s: IsPublishPathOf(%s) = true; not a target path", version, filepath.Join(root, p))
+				}
+			}
+		}
+	}
+}
+
 // TracksVolumes follows kubelet's vol_data.json files: present from
 // MountDevice (file system) or the block mapper's creation until
 // UnmountDevice or TearDownDevice removed them.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -161,5 +162,38 @@ func TestPublishRefusesAnUnsafeHandle(t *testing.T) {
 	}
 	if n := len(f.pods()); n != 0 {
 		t.Errorf("%d pods created", n)
+	}
+}
+
+// A ReadWriteOncePod volume of a shared staging is published at one of
+// kubelet's target paths at a time: a second pod's publish on the node
+// (one bound by spec.nodeName skips the scheduler) is refused until the
+// first is unpublished.
+func TestSharedStagingSingleWriter(t *testing.T) {
+	f, stagingPath := sharedStaged(t)
+	kubeletDir := kubelet.Dir(t.TempDir())
+	publishRWOP := func(uid types.UID) (string, error) {
+		target := kubeletDir.PublishPath(uid, "pvc-claim-uid")
+		return target, f.stager.Publish(context.Background(), testDriver, &pavcsi.PublishRequest{
+			VolumeID: testHandle, StagingPath: stagingPath, TargetPath: target, SingleWriter: true,
+			VolumeContext: map[string]string{pavcsi.ContextPodName: "client1", pavcsi.ContextPodNamespace: "ns"},
+		})
+	}
+	first, err := publishRWOP("0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f60")
+	if err != nil {
+		t.Fatalf("first publish: %v", err)
+	}
+	if _, err := publishRWOP("0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f60"); err != nil {
+		t.Fatalf("the first publish again (kubelet retries): %v", err)
+	}
+	_, err = publishRWOP("0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f61")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is ReadWriteOncePod and already published on this node at "+first) {
+		t.Fatalf("second pod's publish: %v", err)
+	}
+	if err := f.stager.Unpublish(context.Background(), testDriver, testHandle, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := publishRWOP("0f6f8a3e-7c1b-4d0a-9a51-2b8d3c4e5f61"); err != nil {
+		t.Fatalf("second pod's publish after the first was unpublished: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -310,6 +312,11 @@ func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.P
 	if err := checkStagedFor(pod, pv); err != nil {
 		return err
 	}
+	if req.SingleWriter {
+		if err := checkSingleWriterTargets(s.mounter, pv.Name, req.TargetPath); err != nil {
+			return err
+		}
+	}
 	dir, err := podHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
@@ -537,6 +544,24 @@ func (s *Stager) checkSingleWriter(pvName, id string) error {
 		if p.Labels[protocol.LabelStagingID] != id && p.DeletionTimestamp == nil {
 			return status.Errorf(codes.FailedPrecondition, "volume %s is ReadWriteOncePod and already published on this node at %s (staging pod %s/%s)",
 				pvName, p.Annotations[protocol.AnnotationTargetPath], p.Namespace, p.Name)
+		}
+	}
+	return nil
+}
+
+// checkSingleWriterTargets is checkSingleWriter for a shared staging, which
+// serves every client from one pod: it refuses a SINGLE_NODE_SINGLE_WRITER
+// publish while the volume is mounted at another of kubelet's target paths
+// on this node (a pod bound to the node by its spec.nodeName skips the
+// scheduler's check).
+func checkSingleWriterTargets(m mount.Interface, pvName, target string) error {
+	mounts, err := m.List()
+	if err != nil {
+		return status.Errorf(codes.Internal, "listing mounts: %v", err)
+	}
+	for _, mp := range mounts {
+		if p := filepath.Clean(mp.Path); p != filepath.Clean(target) && kubelet.IsPublishPathOf(p, pvName) {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is ReadWriteOncePod and already published on this node at %s", pvName, p)
 		}
 	}
 	return nil
