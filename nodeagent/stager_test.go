@@ -24,6 +24,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
@@ -275,6 +276,55 @@ func TestPublishRunToCompletionThenUnpublish(t *testing.T) {
 	// Idempotent.
 	if err := f.stager.Unpublish(ctx, testDriver, testHandle, f.target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A failed unstaging pod fails NodeUnpublishVolume with its message and is
+// removed; the staging pod, the record of what to unstage, stays (its
+// finalizer); kubelet's retry runs a new unstaging pod, and only its success
+// completes the unpublish.
+func TestFailedUnstagingPodIsRetried(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	fakeapi.HonorFinalizers(&f.kube.Fake, f.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("pods"), time.Now)
+	ctx := context.Background()
+	done := async(func() error { return f.publish(ctx) })
+	pod := f.waitForPod(protocol.PhaseStaging)
+	mkdir(t, hostDir(t, pod, f.root), "volume")
+	f.setPhase(pod, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+	un := f.waitForPod(protocol.PhaseUnstaging)
+	if err := os.WriteFile(filepath.Join(hostDir(t, un, f.root), "error"), []byte("device busy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.setPhase(un, corev1.PodFailed, 1)
+	err := <-done
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "unstaging pod") || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("unpublish with a failed unstaging pod: %v", err)
+	}
+	staging := 0
+	for _, p := range f.pods() {
+		switch {
+		case p.Labels[protocol.LabelPhase] == string(protocol.PhaseUnstaging):
+			t.Fatalf("the failed unstaging pod is left: %+v", p.Status)
+		case p.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) && protocol.HasFinalizer(&p, protocol.FinalizerStaging):
+			staging++
+		}
+	}
+	if staging != 1 {
+		t.Fatalf("%d staging pods holding their finalizer after the failed unstaging: want its record kept", staging)
+	}
+
+	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+	again := f.waitForPod(protocol.PhaseUnstaging)
+	f.setPhase(again, corev1.PodSucceeded, 0)
+	if err := <-done; err != nil {
+		t.Fatalf("retried unpublish: %v", err)
+	}
+	if n := len(f.pods()); n != 0 {
+		t.Errorf("%d pods left", n)
 	}
 }
 
