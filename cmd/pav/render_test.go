@@ -613,9 +613,9 @@ spec:
 	}
 	file := filepath.Join(sub, "typo.yaml")
 	for _, want := range []string{
-		file + `:8:19: PavProvisioner "typo": spec.volumeCreation.capacity: 'requestedMinCapcity' is not a variable of volumeCreation's context (did you mean 'requestedMinCapacity'?)`,
-		file + `:14:25: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].image: 'imageName' is not a variable of volumeStaging's context`,
-		file + `:20:27: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].command[2]: 'handel' is not a variable of volumeStaging's context (did you mean 'handle'?)`,
+		file + `:8:19: warning: PavProvisioner "typo": spec.volumeCreation.capacity: 'requestedMinCapcity' is not a variable of volumeCreation's context (did you mean 'requestedMinCapacity'?)`,
+		file + `:14:25: warning: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].image: 'imageName' is not a variable of volumeStaging's context`,
+		file + `:20:27: warning: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].command[2]: 'handel' is not a variable of volumeStaging's context (did you mean 'handle'?)`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
