@@ -76,7 +76,7 @@ func TestCheckCapacity(t *testing.T) {
 		{"9223372036854775808", "1Gi", "", false},
 		{"9223372036854775807", "1Gi", "", true},
 	} {
-		err := checkCapacity(resource.MustParse(tc.capacity), claim(tc.req, tc.limit))
+		err := protocol.CheckClaimCapacity(resource.MustParse(tc.capacity), claim(tc.req, tc.limit))
 		if (err == nil) != tc.ok {
 			t.Errorf("capacity %s, request %s, limit %q: error %v, want ok=%v", tc.capacity, tc.req, tc.limit, err, tc.ok)
 		}
