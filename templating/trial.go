@@ -57,6 +57,8 @@ type trial struct {
 	ctx            context.Context
 	params         map[string]string
 	errs, warnings field.ErrorList
+	// context, when set, is added to each error: what the context was.
+	context string
 
 	mode   corev1.PersistentVolumeMode
 	access corev1.PersistentVolumeAccessMode
@@ -84,7 +86,12 @@ func (t *trial) try(path *field.Path, eval func() error) bool {
 			}
 		}
 		if !added {
-			t.errs = append(t.errs, fieldErrors(path, err)...)
+			for _, e := range fieldErrors(path, err) {
+				if t.context != "" {
+					e.Detail += " (" + t.context + ")"
+				}
+				t.errs = append(t.errs, e)
+			}
 			return false
 		}
 	}
@@ -132,6 +139,49 @@ func (t *trial) run() {
 		t.staging(pv)
 	}
 	t.capacity()
+	if p.Spec.InlineVolumes {
+		t.inline()
+	}
+}
+
+// inline runs the phases of a CSI inline ephemeral volume (validation, and
+// with Dynamic creation and deletion): a context without claim or class,
+// the pod's attributes as params. Its errors say so.
+func (t *trial) inline() {
+	t.context = "for an inline volume"
+	defer func() { t.context = "" }()
+	req := func() DynamicRequest {
+		attrs := map[string]string{}
+		if pol := t.c.Provisioner.Spec.InlineVolumePolicy; pol != nil {
+			for _, a := range pol.Attributes {
+				if a.Default != nil {
+					attrs[a.Name] = *a.Default
+				}
+			}
+		}
+		for k, v := range t.params {
+			attrs[k] = v
+		}
+		return DynamicRequest{SelectedNodeName: trialNode, Inline: &protocol.InlineVolume{VolumeID: "csi-trial", Attributes: attrs,
+			PodNamespace: metav1.NamespaceDefault, PodName: "trial-pod", PodUID: string(trialUID("Pod/default/trial-pod")), ServiceAccount: "default"}}
+	}
+	t.try(specPath.Child("volumeValidation"), func() error {
+		_, err := t.c.InlineValidation(t.ctx, req(), t.getPVC)
+		return err
+	})
+	if !t.c.Provisioner.HasMode(v1alpha1.Dynamic) {
+		return
+	}
+	t.try(specPath.Child("volumeCreation"), func() error {
+		_, err := t.c.Creation(t.ctx, req(), t.getPVC)
+		return err
+	})
+	t.try(specPath.Child("volumeDeletion"), func() error {
+		r := req()
+		r.Handle = r.Inline.VolumeID
+		_, err := t.c.Deletion(t.ctx, r, t.getPVC)
+		return err
+	})
 }
 
 // dynamic runs the phases of a claim; false if no volume was made.

@@ -119,3 +119,24 @@ func TestTrialWarnsOfAStagingPodThatCannotCreateTheVolume(t *testing.T) {
 		})
 	}
 }
+
+// An inline volume's context has no claim: a creation that needs one fails
+// for every inline volume, and says so.
+func TestTrialInlineVolumes(t *testing.T) {
+	doc := withSection(`
+inlineVolumes: true
+volumeDeletion:
+  podTemplate:
+    metadata:
+      namespace: "{{ pvc.metadata.namespace }}"
+    spec:
+      containers: [{name: rm, image: busybox}]`)
+	errs, _ := trialOf(t, doc)
+	if len(errs) != 1 || !strings.Contains(errs[0], "spec.volumeDeletion.podTemplate.metadata.namespace") || !strings.HasSuffix(errs[0], "(for an inline volume)") {
+		t.Errorf("errors %q, want the inline deletion's", errs)
+	}
+	errs, _ = trialOf(t, strings.Replace(doc, "pvc.metadata.namespace", "inlinePod.namespace if inlinePod is defined else pvc.metadata.namespace", 1))
+	if len(errs) != 0 {
+		t.Errorf("errors %q", errs)
+	}
+}
