@@ -37,8 +37,11 @@ import (
 // that split a handle work). Class, snapshot class and attributes class
 // parameters are unknown offline: they start empty, and each parameter a
 // template fails to find ("has no attribute 'x'") gets the value
-// "trial-x", after which the phase is evaluated again; get_pvc finds any
-// claim, a copy of the trial claim. So errs are what the templates get
+// "trial-x" (lowercase), after which the phase is evaluated again; get_pvc finds any
+// claim, a copy of the trial claim. Objects carry a label and an annotation
+// (so a lookup by key finds the maps). With spec.inlineVolumes, an inline
+// volume's validation, creation and deletion are evaluated too (their
+// errors say so). So errs are what the templates get
 // wrong whatever the class says: output that is not YAML, a pod that is
 // not one, a value of the wrong type, an error from an expression.
 // warnings: a staging pod that can never create /pav/volume
@@ -310,6 +313,15 @@ func (t *trial) getPVC(_ context.Context, namespace, name string) (*corev1.Persi
 	return c, nil
 }
 
+// trialMeta is a trial object's metadata, with a label and an annotation
+// (what kubectl apply leaves) so that templates that look one up by key
+// find the maps, as on most real objects.
+func trialMeta(namespace, name, kind string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, UID: trialUID(kind + "/" + namespace + "/" + name),
+		Labels:      map[string]string{"app.kubernetes.io/name": "trial"},
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}}
+}
+
 // trialUID is a stable UUID-shaped UID for a trial object.
 func trialUID(seed string) types.UID {
 	h := fnv.New64a()
@@ -319,10 +331,11 @@ func trialUID(seed string) types.UID {
 
 func (t *trial) claim() *corev1.PersistentVolumeClaim {
 	class := "trial-class"
+	meta := trialMeta(metav1.NamespaceDefault, "trial-claim", "PersistentVolumeClaim")
+	meta.Annotations["volume.kubernetes.io/selected-node"] = trialNode
 	return &corev1.PersistentVolumeClaim{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "trial-claim", UID: trialUID("PersistentVolumeClaim/default/trial-claim"),
-			Annotations: map[string]string{"volume.kubernetes.io/selected-node": trialNode}},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: meta,
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{t.access},
 			VolumeMode:       &t.mode,
@@ -338,7 +351,7 @@ func (t *trial) class() *storagev1.StorageClass {
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	return &storagev1.StorageClass{
 		TypeMeta:          metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
-		ObjectMeta:        metav1.ObjectMeta{Name: "trial-class", UID: trialUID("StorageClass/trial-class")},
+		ObjectMeta:        trialMeta("", "trial-class", "StorageClass"),
 		Provisioner:       t.c.Provisioner.Name,
 		Parameters:        t.params,
 		ReclaimPolicy:     &reclaim,
@@ -426,16 +439,16 @@ func (t *trial) attributesClass() *storagev1.VolumeAttributesClass {
 
 // snapshot is a taken snapshot of pv, of class "trial-snapshot-class".
 func (t *trial) snapshot(pv *corev1.PersistentVolume) SnapshotRequest {
-	uid := trialUID("VolumeSnapshotContent/trial")
-	handle := trialNode + "/" + string(uid)
+	ref := corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "trial-snapshot", UID: trialUID("VolumeSnapshot/default/trial-snapshot")}
+	contentMeta := trialMeta("", "snapcontent-"+string(ref.UID), "VolumeSnapshotContent")
+	handle := trialNode + "/" + string(contentMeta.UID)
 	ready := true
 	class := "trial-snapshot-class"
 	size := pv.Spec.Capacity[corev1.ResourceStorage]
 	bytes := size.Value()
-	ref := corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "trial-snapshot", UID: trialUID("VolumeSnapshot/trial")}
 	content := &snapshotv1.VolumeSnapshotContent{
 		TypeMeta:   metav1.TypeMeta{APIVersion: snapshotv1.SchemeGroupVersion.String(), Kind: "VolumeSnapshotContent"},
-		ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + string(ref.UID), UID: uid},
+		ObjectMeta: contentMeta,
 		Spec: snapshotv1.VolumeSnapshotContentSpec{
 			Driver: t.c.Provisioner.Name, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete, VolumeSnapshotClassName: &class,
 			Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &pv.Spec.CSI.VolumeHandle},
@@ -446,7 +459,7 @@ func (t *trial) snapshot(pv *corev1.PersistentVolume) SnapshotRequest {
 	claim := "trial-claim"
 	snap := &snapshotv1.VolumeSnapshot{
 		TypeMeta:   metav1.TypeMeta{APIVersion: snapshotv1.SchemeGroupVersion.String(), Kind: "VolumeSnapshot"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+		ObjectMeta: trialMeta(ref.Namespace, ref.Name, "VolumeSnapshot"),
 		Spec: snapshotv1.VolumeSnapshotSpec{Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &claim},
 			VolumeSnapshotClassName: &class},
 	}

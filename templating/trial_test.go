@@ -81,7 +81,7 @@ snapshotDeletion:
   podTemplate:
     spec:
       nodeName: "{{ snapshotHandle.split('/')[0] }}"
-      containers: [{name: rm, image: busybox, args: ["{{ snapshotParams.where }}"]}]`))
+      containers: [{name: rm, image: busybox, args: ["{{ snapshotParams.where }}", "{{ snapshot.metadata.annotations['x'] | default('') }}"]}]`))
 	if len(errs) != 0 {
 		t.Errorf("errors %q", errs)
 	}
