@@ -93,7 +93,11 @@ func (t *trial) try(path *field.Path, eval func() error) bool {
 				if t.context != "" {
 					e.Detail += " (" + t.context + ")"
 				}
-				t.errs = append(t.errs, e)
+				// A template that fails alike in two contexts (static
+				// and dynamic validation) is one problem.
+				if !slices.ContainsFunc(t.errs, func(x *field.Error) bool { return x.Error() == e.Error() }) {
+					t.errs = append(t.errs, e)
+				}
 			}
 			return false
 		}

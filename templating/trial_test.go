@@ -140,3 +140,13 @@ volumeDeletion:
 		t.Errorf("errors %q", errs)
 	}
 }
+
+// A template that fails in static and dynamic validation alike is one problem.
+func TestTrialReportsAProblemOnce(t *testing.T) {
+	errs, _ := trialOf(t, minimal+`  volumeValidation:
+    maxCapacity: "{{ requestedMinCapacity.nope() }}"
+`)
+	if len(errs) != 1 {
+		t.Errorf("errors %q, want one", errs)
+	}
+}
