@@ -606,18 +606,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 }
 
 func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
-	handle, err := protocol.ChooseHandle(cc.Handle, r.handle, protocol.VolumeName(s.pvc))
-	if err != nil {
-		return "", resource.Quantity{}, err
-	}
-	capacity, err := protocol.ChooseCapacity(cc.Capacity, r.capacity, hadPod)
-	if err != nil {
-		return "", resource.Quantity{}, err
-	}
-	if err := checkCapacity(capacity, s.pvc); err != nil {
-		return "", resource.Quantity{}, err
-	}
-	return handle, capacity, nil
+	return protocol.ClaimVolume(cc.Handle, cc.Capacity, r.handle, r.capacity, hadPod, s.pvc)
 }
 
 func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {

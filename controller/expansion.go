@@ -180,12 +180,12 @@ func (s *claimSync) expand(ctx context.Context) error {
 // expansionPlan evaluates what growing the claim's volume to want takes:
 // the expansion pod's template (nil: no pod, the size is only recorded), or
 // notAllowed, why the provisioner does not allow it. The size meets the
-// rules a new claim asking for it would: checkCapacity (at most an int64
+// rules a new claim asking for it would: protocol.CheckClaimCapacity (at most an int64
 // of bytes, not above the claim's limit) and the provisioner's
 // volumeValidation (minCapacity, maxCapacity, modes), whose pod is for new
 // volumes and does not run. err is a failure to evaluate, retried.
 func (s *claimSync) expansionPlan(ctx context.Context, req templating.DynamicRequest, want resource.Quantity) (tmpl *corev1.PodTemplateSpec, notAllowed string, err error) {
-	if err := checkCapacity(want, s.pvc); err != nil {
+	if err := protocol.CheckClaimCapacity(want, s.pvc); err != nil {
 		return nil, fmt.Sprintf("cannot expand volume %s to %s: %v", req.PV.Name, want.String(), err), nil
 	}
 	vc, err := s.c.engine.Validation(ctx, s.p, req)
@@ -281,7 +281,7 @@ func expandedCapacity(pod *corev1.Pod, r podOutcome) (capacity resource.Quantity
 	if capacity.Cmp(target) < 0 {
 		return capacity, fmt.Sprintf("the expansion pod grew the volume to %s, less than the %s requested", capacity.String(), target.String())
 	}
-	if err := checkCapacity(capacity, &corev1.PersistentVolumeClaim{}); err != nil {
+	if err := protocol.CheckClaimCapacity(capacity, &corev1.PersistentVolumeClaim{}); err != nil {
 		return capacity, err.Error()
 	}
 	return capacity, ""
@@ -317,7 +317,7 @@ func expansionTarget(pod *corev1.Pod) (resource.Quantity, error) {
 
 // grown records the volume's new capacity on the PV, then on the claim.
 func (s *claimSync) grown(ctx context.Context, pv *corev1.PersistentVolume, capacity resource.Quantity) error {
-	if err := checkCapacity(capacity, &corev1.PersistentVolumeClaim{}); err != nil {
+	if err := protocol.CheckClaimCapacity(capacity, &corev1.PersistentVolumeClaim{}); err != nil {
 		return s.expansionFailed("%v", err)
 	}
 	cur := pv.DeepCopy()

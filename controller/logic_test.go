@@ -61,28 +61,6 @@ func claim(req, limit string) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
-func TestCheckCapacity(t *testing.T) {
-	for _, tc := range []struct {
-		capacity, req, limit string
-		ok                   bool
-	}{
-		{"1Gi", "1Gi", "", true},
-		{"2Gi", "1Gi", "", true},
-		{"1073741823", "1Gi", "", false},
-		{"2Gi", "1Gi", "2Gi", true},
-		{"3Gi", "1Gi", "2Gi", false},
-		{"0", "0", "", false},
-		{"1e100", "1Gi", "", false},
-		{"9223372036854775808", "1Gi", "", false},
-		{"9223372036854775807", "1Gi", "", true},
-	} {
-		err := checkCapacity(resource.MustParse(tc.capacity), claim(tc.req, tc.limit))
-		if (err == nil) != tc.ok {
-			t.Errorf("capacity %s, request %s, limit %q: error %v, want ok=%v", tc.capacity, tc.req, tc.limit, err, tc.ok)
-		}
-	}
-}
-
 func TestBuildVolumeAndRequestRoundTrip(t *testing.T) {
 	retain := corev1.PersistentVolumeReclaimRetain
 	block := corev1.PersistentVolumeBlock

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/albertofaria/pav/protocol"
@@ -114,21 +113,6 @@ func handleInUseMessage(handle string, owner *corev1.PersistentVolume) string {
 		msg += fmt.Sprintf(" (claim %s/%s)", ref.Namespace, ref.Name)
 	}
 	return msg + " of the same PavProvisioner; handles are unique per PavProvisioner, so no PersistentVolume is created with it"
-}
-
-// checkCapacity enforces the protocol: protocol.CheckCapacity, never
-// smaller than requested, and not above the claim's limit when it has one.
-func checkCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim) error {
-	if err := protocol.CheckCapacity(capacity); err != nil {
-		return err
-	}
-	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && capacity.Cmp(req) < 0 {
-		return fmt.Errorf("the volume's capacity %s is less than the %s the claim requests", capacity.String(), req.String())
-	}
-	if lim, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok && capacity.Cmp(lim) > 0 {
-		return fmt.Errorf("the volume's capacity %s exceeds the claim's limit of %s", capacity.String(), lim.String())
-	}
-	return nil
 }
 
 // restoreClass is a class read from a snapshot with the parameters its

@@ -43,13 +43,14 @@ const maxEvents = 10
 // Events, its provisioner's conditions, every PaV pod for it (phase, node,
 // /pav/error or why it failed, log tail), the pods using it and the staging
 // pod on each of their nodes, and the Events PaV's controller and node
-// plugins wrote about its PV and pods.
+// plugins wrote about it, its PV and pods, with the Warning Events of the
+// pods using it (kubelet's FailedMount, where a failed staging shows).
 func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) error {
 	pvc, err := c.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	p := &printer{w: w, now: time.Now()}
+	p := &printer{w: w, now: now()}
 	p.field("Name", pvc.Name)
 	p.field("Namespace", pvc.Namespace)
 	p.field("Status", string(pvc.Status.Phase))
@@ -95,6 +96,7 @@ func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) e
 	p.pods(ctx, c, pods)
 
 	p.section("Used by")
+	var clients []*corev1.Pod
 	users, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		p.line(fmt.Sprintf("cannot list pods in %s: %v", namespace, err))
@@ -104,6 +106,7 @@ func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) e
 			u := &users.Items[i]
 			if usesClaim(u, pvc.Name) {
 				n++
+				clients = append(clients, u)
 				staging := "no staging pod"
 				for _, sp := range pods {
 					if sp.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) && sp.Spec.NodeName == u.Spec.NodeName && u.Spec.NodeName != "" {
@@ -119,18 +122,26 @@ func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) e
 	}
 
 	p.section("Events")
-	objs := []eventTarget{{namespace, pvc.UID}}
+	objs := []eventTarget{{namespace: namespace, uid: pvc.UID}}
 	if pvc.Spec.VolumeName != "" {
 		if pv, err := c.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{}); err == nil {
-			objs = append(objs, eventTarget{metav1.NamespaceDefault, pv.UID})
+			objs = append(objs, eventTarget{namespace: metav1.NamespaceDefault, uid: pv.UID})
 		}
 	}
 	for _, pod := range pods {
-		objs = append(objs, eventTarget{pod.Namespace, pod.UID})
+		objs = append(objs, eventTarget{namespace: pod.Namespace, uid: pod.UID})
+	}
+	// kubelet reports a failed staging on the client pod (FailedMount);
+	// its other Events (scheduled, pulled, started) are not about the claim.
+	for _, u := range clients {
+		objs = append(objs, eventTarget{namespace: u.Namespace, uid: u.UID, warningsOnly: true})
 	}
 	p.events(ctx, c, objs)
 	return p.err
 }
+
+// now is the time ages are counted to (tests fix it).
+var now = time.Now
 
 // Provisioner describes PavProvisioner name: its conditions, its volumes
 // (PVs of its CSI driver), its stagings (staging pods) and recent failures
@@ -140,7 +151,7 @@ func Provisioner(ctx context.Context, c Client, name string, w io.Writer) error 
 	if err != nil {
 		return err
 	}
-	p := &printer{w: w, now: time.Now()}
+	p := &printer{w: w, now: now()}
 	p.field("Name", pp.Name)
 	p.field("Modes", joinModes(pp.Spec.ProvisioningModes))
 	p.field("Age", p.age(pp.CreationTimestamp))
@@ -191,7 +202,7 @@ func Provisioner(ctx context.Context, c Client, name string, w io.Writer) error 
 		p.line("no failed pod")
 	}
 	p.section("Events")
-	p.events(ctx, c, []eventTarget{{metav1.NamespaceDefault, pp.UID}})
+	p.events(ctx, c, []eventTarget{{namespace: metav1.NamespaceDefault, uid: pp.UID}})
 	return p.err
 }
 
@@ -265,9 +276,11 @@ func podState(pod *corev1.Pod) string {
 	return s
 }
 
+// eventTarget is an object whose Events are shown: all, or only Warnings.
 type eventTarget struct {
-	namespace string
-	uid       types.UID
+	namespace    string
+	uid          types.UID
+	warningsOnly bool
 }
 
 // printer writes a description; the first write error sticks in err.
@@ -369,13 +382,19 @@ func (p *printer) events(ctx context.Context, c Client, objs []eventTarget) {
 	var all []corev1.Event
 	seen := map[string]bool{}
 	for _, o := range objs {
-		l, err := c.CoreV1().Events(o.namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(o.uid)).String()})
+		sel := fields.Set{"involvedObject.uid": string(o.uid)}
+		if o.warningsOnly {
+			sel["type"] = corev1.EventTypeWarning
+		}
+		l, err := c.CoreV1().Events(o.namespace).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
 		if err != nil {
 			p.line(fmt.Sprintf("cannot list Events in %s: %s", o.namespace, shortError(err)))
 			continue
 		}
 		for _, e := range l.Items {
+			if e.InvolvedObject.UID != o.uid || (o.warningsOnly && e.Type != corev1.EventTypeWarning) {
+				continue // what the selector chose, whatever the server did with it
+			}
 			if key := e.Namespace + "/" + e.Name; !seen[key] {
 				seen[key] = true
 				all = append(all, e)

@@ -94,6 +94,41 @@ func CheckCapacity(capacity resource.Quantity) error {
 	return nil
 }
 
+// ClaimVolume is the handle and capacity of what a claim's creation made
+// (ChooseHandle, ChooseCapacity), or why the controller refuses it
+// (CheckClaimCapacity): from the evaluated volumeCreation's fields and the
+// creation pod's /pav files (nil: not written, or no pod: hadPod false).
+func ClaimVolume(handleField *string, capacityField *resource.Quantity, handleFile, capacityFile *string, hadPod bool, pvc *corev1.PersistentVolumeClaim) (string, resource.Quantity, error) {
+	handle, err := ChooseHandle(handleField, handleFile, VolumeName(pvc))
+	if err != nil {
+		return "", resource.Quantity{}, err
+	}
+	capacity, err := ChooseCapacity(capacityField, capacityFile, hadPod)
+	if err != nil {
+		return "", resource.Quantity{}, err
+	}
+	if err := CheckClaimCapacity(capacity, pvc); err != nil {
+		return "", resource.Quantity{}, err
+	}
+	return handle, capacity, nil
+}
+
+// CheckClaimCapacity is what a claim's volume may have: CheckCapacity,
+// never smaller than the claim requests, and not above its limit when it
+// has one.
+func CheckClaimCapacity(capacity resource.Quantity, pvc *corev1.PersistentVolumeClaim) error {
+	if err := CheckCapacity(capacity); err != nil {
+		return err
+	}
+	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && capacity.Cmp(req) < 0 {
+		return fmt.Errorf("the volume's capacity %s is less than the %s the claim requests", capacity.String(), req.String())
+	}
+	if lim, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok && capacity.Cmp(lim) > 0 {
+		return fmt.Errorf("the volume's capacity %s exceeds the claim's limit of %s", capacity.String(), lim.String())
+	}
+	return nil
+}
+
 // ChooseAttributes reads the creation pod's /pav/volume-attributes, if it
 // wrote one (nil if not), with ParseVolumeAttributes' rules; resultError,
 // the pod's /pav/error, says why the node plugin may have refused to read

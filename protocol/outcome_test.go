@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func strp(s string) *string { return &s }
@@ -80,5 +82,59 @@ func TestChooseCapacity(t *testing.T) {
 				t.Errorf("got %v, %v; want %s", got.String(), err, tc.want)
 			}
 		})
+	}
+}
+
+func claimOf(req, limit string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u1"},
+		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(req)}}}}
+	if limit != "" {
+		pvc.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(limit)}
+	}
+	return pvc
+}
+
+func TestCheckClaimCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		capacity, req, limit string
+		ok                   bool
+	}{
+		{"1Gi", "1Gi", "", true},
+		{"2Gi", "1Gi", "", true},
+		{"1073741823", "1Gi", "", false},
+		{"2Gi", "1Gi", "2Gi", true},
+		{"3Gi", "1Gi", "2Gi", false},
+		{"0", "0", "", false},
+		{"1e100", "1Gi", "", false},
+		{"9223372036854775808", "1Gi", "", false},
+		{"9223372036854775807", "1Gi", "", true},
+	} {
+		err := CheckClaimCapacity(resource.MustParse(tc.capacity), claimOf(tc.req, tc.limit))
+		if (err == nil) != tc.ok {
+			t.Errorf("capacity %s, request %s, limit %q: error %v, want ok=%v", tc.capacity, tc.req, tc.limit, err, tc.ok)
+		}
+	}
+}
+
+// What a claim's creation made: fields first, then the pod's files, then
+// the defaults; refused when below the request.
+func TestClaimVolume(t *testing.T) {
+	pvc := claimOf("1Gi", "")
+	field := resource.MustParse("2Gi")
+	h, c, err := ClaimVolume(strp("vol-1"), &field, strp("ignored"), strp("3Gi"), true, pvc)
+	if err != nil || h != "vol-1" || c.String() != "2Gi" {
+		t.Errorf("fields: %q %s %v", h, c.String(), err)
+	}
+	h, c, err = ClaimVolume(nil, nil, strp(" from-file\n"), strp("3Gi\n"), true, pvc)
+	if err != nil || h != "from-file" || c.String() != "3Gi" {
+		t.Errorf("files: %q %s %v", h, c.String(), err)
+	}
+	small := resource.MustParse("512Mi")
+	if _, _, err := ClaimVolume(nil, &small, nil, nil, false, pvc); err == nil || !strings.Contains(err.Error(), "less than the 1Gi the claim requests") {
+		t.Errorf("a capacity below the request: %v", err)
+	}
+	if _, _, err := ClaimVolume(strp("../x"), &field, nil, nil, false, pvc); err == nil || !strings.Contains(err.Error(), "spec.volumeCreation.handle") {
+		t.Errorf("a refused handle: %v", err)
 	}
 }

@@ -55,8 +55,9 @@ func newDescribeCmd() *cobra.Command {
 conditions, every pod PaV ran for it (phase, node, the /pav/error it wrote or
 why it failed, the last lines of its log if you may read it), the pods using
 the claim with the staging pod on each one's node, and the Events about the
-claim, its PersistentVolume and those pods (from PaV's controller, its node
-plugins and kubelet).
+claim, its PersistentVolume and PaV's pods (from PaV's controller, its node
+plugins and kubelet), with the Warning Events of the pods using the claim
+(kubelet's FailedMount, where a failed staging shows).
 
 describe pavprovisioner NAME: its conditions, its volumes (PersistentVolumes
 of its CSI driver), its stagings (staging pods) and recent failures.

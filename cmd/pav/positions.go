@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -123,5 +125,35 @@ func templatePosition(n *yamlv3.Node, lines []string, line, col int) (int, int) 
 		return n.Line, n.Column + col // after the opening quote
 	default:
 		return n.Line, n.Column + col - 1
+	}
+}
+
+// yamlSyntaxError is a YAML syntax error at its line in the file (the
+// decoder of a single document counts lines from the document's start).
+type yamlSyntaxError struct {
+	file string
+	line int
+	msg  string
+}
+
+func (e *yamlSyntaxError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg) }
+
+var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError is the first syntax error of a file's documents, decoded as
+// one stream so that its line is the file's; nil if none is found.
+func syntaxError(data []byte) *yamlSyntaxError {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if err == nil {
+			continue
+		}
+		if m := yamlLineError.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return &yamlSyntaxError{line: line, msg: "YAML: " + m[2]}
+		}
+		return nil // io.EOF, or an error without a line
 	}
 }

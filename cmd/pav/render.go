@@ -435,6 +435,22 @@ func (w *renderWorld) VolumeSnapshotContent(_ context.Context, name string) (*sn
 	return nil, fmt.Errorf("no VolumeSnapshotContent %s in --objects", name)
 }
 
+// evalError places a dynamic phase's evaluation problems in the file and,
+// when something evaluated to none without --selected-node, hints at it:
+// selectedNodeName is none until the scheduler picks a node for a
+// WaitForFirstConsumer class.
+func (r *renderer) evalError(err error, req templating.DynamicRequest) error {
+	msg := r.problems(err)
+	if req.SelectedNodeName == "" && strings.Contains(msg, "evaluated to none") {
+		hint := "selectedNodeName is none without --selected-node (the node the scheduler picks for a WaitForFirstConsumer class): give --selected-node NODE if the claim's class is one"
+		if m := req.Class.VolumeBindingMode; m != nil && *m == storagev1.VolumeBindingWaitForFirstConsumer {
+			hint = fmt.Sprintf("StorageClass %s is WaitForFirstConsumer: selectedNodeName is the node the scheduler picks, none until then: give --selected-node NODE", req.Class.Name)
+		}
+		msg += "\nhint: " + hint
+	}
+	return errors.New(msg)
+}
+
 // claimPod builds the phase's pod for the claim of req, as the controller does.
 func (r *renderer) claimPod(phase protocol.Phase, req templating.DynamicRequest, extra map[string]string) func(protocol.PodBase) (*corev1.Pod, error) {
 	return func(b protocol.PodBase) (*corev1.Pod, error) {
@@ -465,7 +481,7 @@ func (r *renderer) validation() (*rendered, error) {
 	}
 	cfg, err := r.compiled.DynamicValidation(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(r.problems(err))
+		return nil, r.evalError(err, req)
 	}
 	vr, err := templating.DynamicVolumeRequest(r.pvc)
 	r.warnRejected("claim", cfg, vr, err)
@@ -492,7 +508,13 @@ func (r *renderer) creation() (*rendered, error) {
 	}
 	cfg, err := r.compiled.Creation(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(r.problems(err))
+		return nil, r.evalError(err, req)
+	}
+	if cfg.PodTemplate == nil || cfg.Capacity != nil {
+		// Decided before any pod runs: what the controller would make of it.
+		if _, _, err := protocol.ClaimVolume(cfg.Handle, cfg.Capacity, nil, nil, cfg.PodTemplate != nil, req.PVC); err != nil {
+			fmt.Fprintf(r.stderr, "warning: PaV would refuse the volume this creation makes: %v\n", err)
+		}
 	}
 	if req.VolumeAttributesClass != nil {
 		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
@@ -512,7 +534,7 @@ func (r *renderer) deletion() (*rendered, error) {
 	}
 	cfg, err := r.compiled.Deletion(r.ctx, req, r.getPVC)
 	if err != nil {
-		return nil, errors.New(r.problems(err))
+		return nil, r.evalError(err, req)
 	}
 	return &rendered{section: cfg.Evaluated, podTemplate: cfg.PodTemplate, pod: r.claimPod(protocol.PhaseDeletion, req, nil)}, nil
 }

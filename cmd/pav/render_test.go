@@ -613,9 +613,9 @@ spec:
 	}
 	file := filepath.Join(sub, "typo.yaml")
 	for _, want := range []string{
-		file + `:8:19: PavProvisioner "typo": spec.volumeCreation.capacity: 'requestedMinCapcity' is not a variable of volumeCreation's context (did you mean 'requestedMinCapacity'?)`,
-		file + `:14:25: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].image: 'imageName' is not a variable of volumeStaging's context`,
-		file + `:20:27: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].command[2]: 'handel' is not a variable of volumeStaging's context (did you mean 'handle'?)`,
+		file + `:8:19: warning: PavProvisioner "typo": spec.volumeCreation.capacity: 'requestedMinCapcity' is not a variable of volumeCreation's context (did you mean 'requestedMinCapacity'?)`,
+		file + `:14:25: warning: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].image: 'imageName' is not a variable of volumeStaging's context`,
+		file + `:20:27: warning: PavProvisioner "typo": spec.volumeStaging.podTemplate.spec.containers[0].command[2]: 'handel' is not a variable of volumeStaging's context (did you mean 'handle'?)`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -763,5 +763,48 @@ func TestRenderRestore(t *testing.T) {
 				t.Errorf("across volume modes: %v", err)
 			}
 		})
+	}
+}
+
+// What the controller would refuse of a creation is a warning, by the
+// controller's own rule (protocol.ClaimVolume).
+func TestRenderWarnsOfACapacityTheControllerRefuses(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "small.yaml")
+	doc := "apiVersion: pav.albertofaria.github.io/v1alpha1\nkind: PavProvisioner\nmetadata: {name: small}\nspec:\n  provisioningModes: [Dynamic]\n" +
+		"  volumeCreation:\n    capacity: \"{{ params.size | default('512Mi') }}\"\n  volumeStaging:\n    podTemplate:\n      spec:\n        containers: [{name: s, image: busybox}]\n"
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, newRenderCmd, "-f", f, "--phase", "creation", "--pvc", "testdata/pvc.yaml")
+	if err != nil || !strings.Contains(out, "capacity: 512Mi") {
+		t.Fatalf("render: %v\n%s", err, out)
+	}
+	if want := "warning: PaV would refuse the volume this creation makes: the volume's capacity 512Mi is less than the 1Gi the claim requests"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	// Within the request and the limit (2Gi): no warning.
+	sc := filepath.Join(dir, "sc.yaml")
+	if err := os.WriteFile(sc, []byte("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: echo-class}\nprovisioner: small\nparameters: {size: 2Gi}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := run(t, newRenderCmd, "-f", f, "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", sc); err != nil || stderr != "" {
+		t.Errorf("a capacity within bounds: %v, stderr %q", err, stderr)
+	}
+}
+
+// A WaitForFirstConsumer class rendered without --selected-node: what
+// evaluates to none for it comes with a hint.
+func TestRenderHintsAtSelectedNode(t *testing.T) {
+	sc := filepath.Join(t.TempDir(), "sc.yaml")
+	if err := os.WriteFile(sc, []byte("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: echo-class}\nprovisioner: echo\nvolumeBindingMode: WaitForFirstConsumer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", sc)
+	if want := "hint: StorageClass echo-class is WaitForFirstConsumer: selectedNodeName is the node the scheduler picks, none until then: give --selected-node NODE"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want the hint %q", err, want)
+	}
+	if _, _, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", sc, "--selected-node", "n1"); err != nil {
+		t.Errorf("with --selected-node: %v", err)
 	}
 }

@@ -30,32 +30,59 @@ func init() { rootCmd.AddCommand(newValidateCmd()) }
 func newValidateCmd() *cobra.Command {
 	var files []string
 	var recursive bool
+	var output string
 	cmd := &cobra.Command{
-		Use:   "validate -f FILE|DIR [-R]",
+		Use:   "validate [-f] FILE|DIR... [-R] [-o text|json]",
 		Short: "Check PavProvisioners offline, reporting every problem with its position",
 		Long: `Check every PavProvisioner in the given files (multi-document YAML; "-" is
 standard input; a directory means its .yaml, .yml and .json files, with -R
-those of its subdirectories too) as PaV's admission webhook would: the CRD's
-rules, templates that compile (unknown filters, tests and functions
-included), well-typed literal values and valid pod templates; and names a
-template reads that its phase's context lacks (the webhook only warns of
-these, so that provisioners it accepted before keep working). Prints
-"valid", or every problem as FILE:LINE:COLUMN and exits with status 1.
+those of its subdirectories too; files may be given with -f or as
+arguments) as PaV's admission webhook would: the CRD's rules, templates
+that compile (unknown filters, tests and functions included), well-typed
+literal values and valid pod templates; and names a template reads that
+its phase's context lacks (the webhook only warns of these, so that
+provisioners it accepted before keep working).
+
+A valid provisioner is then rendered on trial: every phase it has, with a
+synthetic context (a claim "trial-claim" of 1Gi in namespace "default", a
+WaitForFirstConsumer class "trial-class" whose scheduler picked node
+"trial-node", the PV its creation makes, a VolumeAttributesClass
+"trial-vac", a snapshot with handle "trial-node/<uid>"; class parameters a
+template reads get values "trial-<name>"; get_pvc finds any claim), so a
+template that produces invalid YAML, an invalid pod, a value of the wrong
+type or an evaluation error is reported at its place. A staging pod whose
+containers all run inline shell scripts (sh -c ...) that never mention
+"pav" cannot create /pav/volume: a warning.
+
+Prints "valid", or every problem as FILE:LINE:COLUMN: [warning: ]WHAT and
+exits with status 1 (warnings count). With -o json, prints a JSON array of
+findings, one object per problem with file, line, column, severity ("error"
+or "warning") and message, "[]" when valid; the exit status is the same.
 Documents of other kinds are skipped.`,
-		Args:          cobra.NoArgs,
+		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			files = append(files, args...)
 			if len(files) == 0 {
 				return errors.New("no file given: use -f FILE")
+			}
+			if output != "text" && output != "json" {
+				return fmt.Errorf("unknown output format %q: use text or json", output)
 			}
 			paths, err := expandPaths(files, recursive)
 			if err != nil {
 				return err
 			}
-			problems, count := 0, 0
+			var found []finding
+			count := 0
 			for _, f := range paths {
 				docs, err := readDocuments(f)
+				var syntax *yamlSyntaxError
+				if errors.As(err, &syntax) {
+					found = append(found, finding{File: f, Line: syntax.line, Severity: severityError, Message: syntax.msg})
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -66,32 +93,79 @@ Documents of other kinds are skipped.`,
 					}
 					count++
 					p, errs := decodeProvisioner(d)
+					var warnings field.ErrorList
 					if p != nil {
-						invalid, warnings := templating.Check(p)
-						errs = append(errs, invalid...)
-						if len(errs) == 0 {
-							errs = warnings
-						}
+						invalid, w := templating.CheckWithTrial(cmd.Context(), p)
+						errs, warnings = append(errs, invalid...), w
 					}
 					for _, e := range errs {
-						fmt.Fprintln(cmd.OutOrStdout(), d.problem(f, e))
+						found = append(found, d.finding(f, e, severityError))
 					}
-					problems += len(errs)
+					for _, e := range warnings {
+						found = append(found, d.finding(f, e, severityWarning))
+					}
 				}
 			}
-			if problems > 0 {
-				return fmt.Errorf("%d problem(s) found", problems)
+			if output == "json" {
+				if found == nil {
+					found = []finding{}
+				}
+				b, err := json.MarshalIndent(found, "", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			} else {
+				for _, x := range found {
+					fmt.Fprintln(cmd.OutOrStdout(), x.String())
+				}
+			}
+			if len(found) > 0 {
+				return fmt.Errorf("%d problem(s) found", len(found))
 			}
 			if count == 0 {
 				return errors.New("no PavProvisioner found")
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "valid")
+			if output == "text" {
+				fmt.Fprintln(cmd.OutOrStdout(), "valid")
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, `file or directory holding PavProvisioners ("-" for standard input); repeatable`)
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "with -f DIR, also the files of its subdirectories")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text (FILE:LINE:COLUMN: ...) or json (an array of {file, line, column, severity, message})")
 	return cmd
+}
+
+const (
+	severityError   = "error"
+	severityWarning = "warning"
+)
+
+// finding is one problem of a file, where it is (line and column 0 when
+// unknown).
+type finding struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+}
+
+// String is FILE:LINE:COLUMN: [warning: ]MESSAGE, as compilers print.
+func (f finding) String() string {
+	pos := f.File
+	if f.Line > 0 {
+		pos += fmt.Sprintf(":%d", f.Line)
+		if f.Column > 0 {
+			pos += fmt.Sprintf(":%d", f.Column)
+		}
+	}
+	if f.Severity == severityWarning {
+		return pos + ": warning: " + f.Message
+	}
+	return pos + ": " + f.Message
 }
 
 // expandPaths replaces each directory by its manifest files (.yaml, .yml,
@@ -131,23 +205,31 @@ func expandPaths(paths []string, recursive bool) ([]string, error) {
 }
 
 // problem formats a problem of the document as FILE:LINE:COLUMN: WHAT:
-// FIELD: MESSAGE, at the template's line and column for a template's
-// problem, else at the field's key (or without a position if the file's
-// YAML did not parse for positions).
+// FIELD: MESSAGE (see finding).
 func (d *document) problem(file string, e *field.Error) string {
+	return d.finding(file, e, severityError).String()
+}
+
+// finding places a problem of the document: at the template's line and
+// column for a template's problem, else at the field's key (or without a
+// position if the file's YAML did not parse for positions).
+func (d *document) finding(file string, e *field.Error, severity string) finding {
 	text := e.Error()
+	f := finding{File: file, Severity: severity}
 	if d.node == nil {
-		return fmt.Sprintf("%s: %s: %s", file, d.where(), text)
+		f.Message = d.where() + ": " + text
+		return f
 	}
 	n, key := locate(d.node, e.Field)
-	line, col := n.Line, n.Column
+	f.Line, f.Column = n.Line, n.Column
 	if tl, tc, msg, ok := templating.TemplatePosition(e); ok && n.Kind == yamlv3.ScalarNode {
-		line, col = templatePosition(n, d.lines, tl, tc)
+		f.Line, f.Column = templatePosition(n, d.lines, tl, tc)
 		text = e.Field + ": " + msg
 	} else if key != nil {
-		line, col = key.Line, key.Column
+		f.Line, f.Column = key.Line, key.Column
 	}
-	return fmt.Sprintf("%s:%d:%d: %s: %s", file, line, col, d.where(), text)
+	f.Message = d.where() + ": " + text
+	return f
 }
 
 // document is one YAML document of a file.
@@ -198,6 +280,10 @@ func readDocuments(path string) ([]*document, error) {
 		}
 		j, err := yaml.YAMLToJSON(raw)
 		if err != nil {
+			if se := syntaxError(data); se != nil {
+				se.file = path
+				return nil, se
+			}
 			return nil, fmt.Errorf("%s: document %d: %w", path, i, err)
 		}
 		if s := strings.TrimSpace(string(j)); s == "null" || s == "" {

@@ -53,7 +53,7 @@ const (
 // +kubebuilder:printcolumn:name=Stagings,type=integer,JSONPath=`.status.stagings`
 // +kubebuilder:printcolumn:name=Outdated,type=integer,JSONPath=`.status.outdatedStagings`
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="has(self.spec.topologyKeys) == has(oldSelf.spec.topologyKeys) && (!has(self.spec.topologyKeys) || self.spec.topologyKeys == oldSelf.spec.topologyKeys)",message="spec.topologyKeys cannot change: kubelet reads a driver's topology only when it registers"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.topologyKeys) == has(oldSelf.spec.topologyKeys) && (!has(self.spec.topologyKeys) || self.spec.topologyKeys == oldSelf.spec.topologyKeys)",message="spec.topologyKeys cannot change: kubelet reads a driver's topology only when it registers",fieldPath=".spec.topologyKeys"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: at most 63 characters, only lowercase alphanumeric characters or '-', starting and ending with an alphanumeric character"
 type PavProvisioner struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -344,6 +344,14 @@ func getPVCFunction(fns *Functions) func(*exec.Evaluator, *exec.VarArgs) (map[st
 				return nil, fatalErr(e, "get_pvc() got an unexpected or repeated argument %q", k)
 			}
 		}
+		for _, a := range []struct {
+			what string
+			v    *exec.Value
+		}{{"name", name}, {"namespace", namespace}} {
+			if a.v != nil && a.v.UndefinedReason() != "" {
+				return nil, fatalErr(e, "get_pvc(name, namespace): the %s is undefined: %s", a.what, a.v.UndefinedReason())
+			}
+		}
 		if name == nil || namespace == nil || !name.IsString() || !namespace.IsString() {
 			return nil, fatalErr(e, "get_pvc(name, namespace) needs two string arguments")
 		}

@@ -95,8 +95,17 @@ func TestCRDValidation(t *testing.T) {
 		})
 	}
 
+	// A rule on the whole object names the field it is about (not "<nil>").
+	p := e.provisioner(name(), func(s *v1alpha1.PavProvisionerSpec) { s.TopologyKeys = []string{"example.com/zone"} })
+	changed := p.DeepCopy()
+	changed.Spec.TopologyKeys = []string{"example.com/rack"}
+	if _, err := e.pav.Update(e.ctx, changed, metav1.UpdateOptions{}); err == nil ||
+		!containsInOrder(err.Error(), []string{"spec.topologyKeys: Invalid value", "spec.topologyKeys cannot change"}) || strings.Contains(err.Error(), "<nil>") {
+		t.Errorf("changing spec.topologyKeys: %v, want an error at spec.topologyKeys", err)
+	}
+
 	// The status, written through its subresource, follows metav1.Condition's schema.
-	p := e.provisioner(name(), nil)
+	p = e.provisioner(name(), nil)
 	for _, tt := range []struct {
 		name   string
 		mutate func(*v1alpha1.PavProvisionerStatus)
