@@ -221,8 +221,7 @@ func (s *claimSync) computeTopology() error {
 	if err != nil {
 		return err
 	}
-	s.topology, err = topologyRequirement(s.p.Name, s.p.Spec.TopologyKeys, nodes, s.class.AllowedTopologies,
-		s.pvc.Annotations[annSelectedNode], s.pvc.Name)
+	s.topology, err = Topology(s.p, s.class, s.pvc, s.pvc.Annotations[annSelectedNode], nodes)
 	return err
 }
 

@@ -9,10 +9,20 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
+
+// Topology is the topology in the validation and creation context of claim
+// pvc of class, which the scheduler placed on selected ("" for none), for
+// provisioner p on a cluster of nodes: nil without topology keys. The
+// controller's rule, also `pav render`'s.
+func Topology(p *v1alpha1.PavProvisioner, class *storagev1.StorageClass, pvc *corev1.PersistentVolumeClaim, selected string, nodes []*corev1.Node) (*templating.Topology, error) {
+	return topologyRequirement(p.Name, p.Spec.TopologyKeys, nodes, class.AllowedTopologies, selected, pvc.Name)
+}
 
 // topologyRequirement is the requisite and preferred topology that
 // external-provisioner would pass to a CSI driver's CreateVolume

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -393,8 +394,31 @@ func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, err
 		if err := r.restore(&req); err != nil {
 			return templating.DynamicRequest{}, err
 		}
+		if req.Topology, err = controller.Topology(r.prov, sc, r.pvc, r.o.selectedNode, r.topologyNodes()); err != nil {
+			return templating.DynamicRequest{}, fmt.Errorf("%w (give --objects the cluster's Nodes with their labels)", err)
+		}
 	}
 	return req, nil
+}
+
+// topologyNodes are the cluster's nodes for the creation's topology: the
+// Nodes of --objects, or else the one of --node (or a made-up one) named
+// as --selected-node.
+func (r *renderer) topologyNodes() []*corev1.Node {
+	if len(r.w.nodes) > 0 {
+		return r.w.nodes
+	}
+	n, err := r.node()
+	if err != nil {
+		return nil
+	}
+	if sel := r.o.selectedNode; sel != "" && n.Name != sel {
+		n = n.DeepCopy()
+		n.Name = sel
+		n.Labels = maps.Clone(n.Labels)
+		n.Labels[corev1.LabelHostname] = sel
+	}
+	return []*corev1.Node{n}
 }
 
 // restore gives a claim restored from a VolumeSnapshot the snapshot and its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -806,5 +807,35 @@ func TestRenderHintsAtSelectedNode(t *testing.T) {
 	}
 	if _, _, err := run(t, newRenderCmd, "-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--sc", sc, "--selected-node", "n1"); err != nil {
 		t.Errorf("with --selected-node: %v", err)
+	}
+}
+
+// A provisioner with topology keys gets the controller's requisite and
+// preferred topology in its validation and creation contexts: from the
+// Nodes of --objects, the selected node's segment first.
+func TestRenderTopology(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "zoned.yaml")
+	doc := "apiVersion: pav.albertofaria.github.io/v1alpha1\nkind: PavProvisioner\nmetadata: {name: zoned}\nspec:\n  provisioningModes: [Dynamic]\n" +
+		"  topologyKeys: [topology.kubernetes.io/zone]\n" +
+		"  volumeCreation:\n    handle: \"{% for s in preferredTopology %}{{ s['topology.kubernetes.io/zone'] }}.{% endfor %}{{ requisiteTopology | length }}\"\n    capacity: 1Gi\n" +
+		"  volumeStaging:\n    podTemplate:\n      spec:\n        containers: [{name: s, image: busybox}]\n"
+	objects := filepath.Join(dir, "objects.yaml")
+	nodes := ""
+	for i, zone := range []string{"a", "b", "b"} {
+		nodes += fmt.Sprintf("---\napiVersion: v1\nkind: Node\nmetadata: {name: n%d, labels: {topology.kubernetes.io/zone: %s}}\n", i, zone)
+	}
+	for name, content := range map[string]string{f: doc, objects: nodes} {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, err := run(t, newRenderCmd, "-f", f, "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", objects, "--selected-node", "n1")
+	if err != nil || !strings.Contains(out, "b.a.2") {
+		t.Fatalf("render: %v\n%s", err, out)
+	}
+	_, _, err = run(t, newRenderCmd, "-f", f, "--phase", "creation", "--pvc", "testdata/pvc.yaml")
+	if want := "no node has all the labels"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "give --objects the cluster's Nodes") {
+		t.Errorf("without Nodes: %v, want %q and a hint", err, want)
 	}
 }
