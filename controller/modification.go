@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -33,7 +34,9 @@ import (
 // backoff). A class of another driver, a provisioner without
 // volumeModification, and a class the pod reports infeasible
 // (/pav/infeasible) end Infeasible (condition ModifyVolumeError); the last is
-// not tried again until the claim asks for another class. Setting the claim
+// tried again only at the slowest retry interval (the claims' RetryMax), as
+// external-resizer retries an infeasible class, or at once if the claim asks
+// for another class. Setting the claim
 // back to its current class (a rollback) clears an Infeasible or Pending
 // status without a pod, since nothing changed the volume; from InProgress
 // it runs the pod with the current class, as external-resizer calls
@@ -55,7 +58,7 @@ const (
 	// cannot modify volumes. Judged again at every sync.
 	modifyNotAllowed = "ModificationNotAllowed"
 	// modifyInfeasibleByPod: the modification pod wrote /pav/infeasible.
-	// That class is not tried again until the claim asks for another.
+	// That class is tried again after the slowest retry interval.
 	modifyInfeasibleByPod = "ModificationPodInfeasible"
 	// modifyPodFailed: the modification pod failed; retried with backoff.
 	modifyPodFailed = "ModificationPodFailed"
@@ -65,7 +68,8 @@ const (
 type modifyStep int
 
 const (
-	modifyNothing    modifyStep = iota // the volume has the claim's class, or the pod found the target infeasible
+	modifyNothing    modifyStep = iota // the volume has the claim's class
+	modifyWait                         // the pod found the target infeasible: try it again when its slow retry is due
 	modifyPodState                     // a modification pod exists: act on its outcome
 	modifyCancelled                    // the claim is back to its current class and nothing is in progress
 	modifyRolledBack                   // the claim names no class and nothing is in progress
@@ -83,6 +87,9 @@ type modificationView struct {
 	// only judged without a pod and with a target.
 	classMissing bool
 	notAllowed   string
+	// infeasibleRetryIn: how long until a target the modification pod found
+	// infeasible is tried again (≤ 0: now).
+	infeasibleRetryIn time.Duration
 }
 
 // modificationTarget is the class a claim's volume is to be given: its
@@ -114,8 +121,8 @@ func decideModification(v modificationView) (step modifyStep, message string) {
 		return modifyCancelled, ""
 	case target == "":
 		return modifyRolledBack, ""
-	case modifyErrorRecord(pvc, target, corev1.PersistentVolumeClaimModifyVolumeInfeasible, modifyInfeasibleByPod) != nil:
-		return modifyNothing, ""
+	case modifyErrorRecord(pvc, target, corev1.PersistentVolumeClaimModifyVolumeInfeasible, modifyInfeasibleByPod) != nil && v.infeasibleRetryIn > 0:
+		return modifyWait, ""
 	case v.classMissing:
 		return modifyPending, ""
 	case v.notAllowed != "":
@@ -240,9 +247,15 @@ func (s *claimSync) modify(ctx context.Context) error {
 			v.notAllowed = fmt.Sprintf("volume %s was not provisioned by PaV (a PersistentVolume made for an existing volume of PavProvisioner %q): PaV modifies only the volumes it provisioned", pv.Name, s.p.Name)
 		}
 	}
+	if c := modifyErrorRecord(s.pvc, target, corev1.PersistentVolumeClaimModifyVolumeInfeasible, modifyInfeasibleByPod); c != nil {
+		v.infeasibleRetryIn = c.LastProbeTime.Add(s.c.claimBackoff.max).Sub(s.c.claimBackoff.now())
+	}
 	step, msg := decideModification(v)
 	switch step {
 	case modifyNothing:
+		return nil
+	case modifyWait:
+		s.c.claimQueue.AddAfter(s.key, v.infeasibleRetryIn)
 		return nil
 	case modifyPodState:
 		return s.modificationPodState(ctx, pv, pod)
@@ -340,7 +353,7 @@ func (s *claimSync) modificationPodState(ctx context.Context, pv *corev1.Persist
 			pvc.Status.ModifyVolumeStatus = &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: target, Status: corev1.PersistentVolumeClaimModifyVolumeInProgress}
 			pvc.Status.Conditions = append(withoutModifyConditions(pvc.Status.Conditions),
 				modifyingCondition(fmt.Sprintf("Modifying volume to %q failed. Waiting for retry.", target)),
-				modifyErrorCondition(modifyPodFailed, msg))
+				modifyErrorCondition(modifyPodFailed, msg, s.c.claimBackoff.now()))
 		}, func(pvc *corev1.PersistentVolumeClaim) bool {
 			return modifyErrorRecord(pvc, target, corev1.PersistentVolumeClaimModifyVolumeInProgress, modifyPodFailed) != nil
 		})
@@ -404,7 +417,7 @@ func (s *claimSync) modificationInfeasible(ctx context.Context, target, reason, 
 		pvc.Status.ModifyVolumeStatus = &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: target, Status: corev1.PersistentVolumeClaimModifyVolumeInfeasible}
 		pvc.Status.Conditions = append(withoutModifyConditions(pvc.Status.Conditions),
 			modifyingCondition(fmt.Sprintf("Modifying volume to %q failed. Waiting for retry.", target)),
-			modifyErrorCondition(reason, msg))
+			modifyErrorCondition(reason, msg, s.c.claimBackoff.now()))
 	}, done)
 }
 
@@ -490,9 +503,9 @@ func modifyingCondition(msg string) corev1.PersistentVolumeClaimCondition {
 		LastProbeTime: metav1.Now(), Message: msg}
 }
 
-func modifyErrorCondition(reason, msg string) corev1.PersistentVolumeClaimCondition {
+func modifyErrorCondition(reason, msg string, now time.Time) corev1.PersistentVolumeClaimCondition {
 	return corev1.PersistentVolumeClaimCondition{Type: corev1.PersistentVolumeClaimVolumeModifyVolumeError, Status: corev1.ConditionTrue,
-		LastProbeTime: metav1.Now(), Reason: reason, Message: msg}
+		LastProbeTime: metav1.NewTime(now), Reason: reason, Message: msg}
 }
 
 func hasCondition(pvc *corev1.PersistentVolumeClaim, t corev1.PersistentVolumeClaimConditionType) bool {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -43,7 +44,8 @@ func TestDecideModification(t *testing.T) {
 		{name: "the class does not exist", spec: "gold", current: "silver", view: modificationView{classMissing: true}, want: modifyPending},
 		{name: "still missing", spec: "gold", current: "silver", status: status(pending, ""), view: modificationView{classMissing: true}, want: modifyPending},
 		{name: "not allowed", spec: "gold", current: "silver", view: modificationView{notAllowed: "no"}, want: modifyInfeasible},
-		{name: "the pod found it infeasible", spec: "gold", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{byPod}, want: modifyNothing},
+		{name: "the pod found it infeasible", spec: "gold", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{byPod}, view: modificationView{infeasibleRetryIn: time.Minute}, want: modifyWait},
+		{name: "the pod found it infeasible, slow retry due", spec: "gold", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{byPod}, want: modifyStart},
 		{name: "infeasible by the pod, another class asked", spec: "bronze", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{byPod}, want: modifyStart},
 		{name: "not allowed is judged again", spec: "gold", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{notAllowed}, want: modifyStart},
 		{name: "rollback from infeasible to the current class", spec: "silver", current: "silver", status: status(infeasible, "gold"), conditions: []corev1.PersistentVolumeClaimCondition{byPod}, want: modifyCancelled},
@@ -198,18 +200,27 @@ func TestModificationInfeasibleThenRolledBackSurvivesAFaultAtEveryWrite(t *testi
 }
 
 // A class the modification pod found infeasible is recorded as
-// external-resizer does, with one Event, and no pod runs for it again.
-func TestModificationPodInfeasibleIsNotRetried(t *testing.T) {
+// external-resizer does, with one Event; no pod runs for it again until the
+// slowest retry interval has passed, as external-resizer retries it.
+func TestModificationPodInfeasibleIsRetriedSlowly(t *testing.T) {
 	h := newHarness(t, classObjects()...)
 	h.infeasibleClass = "gold"
 	h.boundWithClass()
 	h.askClass("gold")
 	h.kube.ClearActions()
 	drain(h.events)
-	for i := 0; i < 6; i++ {
-		if err := h.step(); err != nil {
-			t.Fatalf("sync %d: %v", i, err)
+	// syncs a second apart: backoffs shorter than the slow retry pass
+	stepBy := func(d time.Duration) {
+		t.Helper()
+		h.now = h.now.Add(d)
+		h.runPods()
+		h.refresh()
+		if err := h.c.syncClaim(context.Background(), testClaimKey); err != nil && !isRetryScheduled(err) {
+			t.Fatal(err)
 		}
+	}
+	for i := 0; i < 12; i++ {
+		stepBy(time.Second)
 	}
 	if pods := h.podsCreated(protocol.PhaseModification); len(pods) != 1 {
 		t.Errorf("%d modification pods created, want 1:\n%s", len(pods), h.describe())
@@ -229,6 +240,17 @@ func TestModificationPodInfeasibleIsNotRetried(t *testing.T) {
 	}
 	if len(failed) != 1 || !strings.Contains(failed[0], `cannot take VolumeAttributesClass "gold": the backend has no such tier`) {
 		t.Errorf("%s events %q, want one with the pod's reason", reasonModifyFailed, failed)
+	}
+	// The slow retry: the pod runs again (and here finds it infeasible again).
+	stepBy(h.c.claimBackoff.max)
+	for i := 0; i < 6; i++ {
+		stepBy(time.Second)
+	}
+	if pods := h.podsCreated(protocol.PhaseModification); len(pods) != 2 {
+		t.Errorf("%d modification pods created after the slow retry interval, want 2:\n%s", len(pods), h.describe())
+	}
+	if modifyErrorRecord(h.claim(), "gold", corev1.PersistentVolumeClaimModifyVolumeInfeasible, modifyInfeasibleByPod) == nil {
+		t.Errorf("claim status %+v, want gold infeasible again", h.claim().Status)
 	}
 }
 
