@@ -88,15 +88,20 @@ func markdownFiles(t *testing.T, root string) []string {
 	return out
 }
 
-// links are the targets of a file's Markdown links outside code blocks.
-func links(t *testing.T, file string) []string {
+func readText(t *testing.T, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(b)
+}
+
+// links are the targets of a file's Markdown links outside code blocks.
+func links(t *testing.T, file string) []string {
+	t.Helper()
 	var out []string
-	for i, part := range fence.Split(string(b), -1) {
+	for i, part := range fence.Split(readText(t, file), -1) {
 		if i%2 == 1 { // inside a fenced code block
 			continue
 		}
