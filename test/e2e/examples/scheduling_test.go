@@ -106,7 +106,7 @@ func events(name, reason string) string {
 // full node stays Pending with the scheduler's reason; once that volume is
 // deleted the node has room again and the pending client is placed there.
 //
-// Node 3's kubelet root is another (README: "Nodes with another kubelet
+// Node 3's kubelet root is another (docs/install.md: "Nodes with another kubelet
 // root"): its capacity pod keeps /pav under that root, where its pool's node
 // plugin collects it, so its segment is measured too (its NoSchedule taint
 // keeps the unpinned clients off it).
