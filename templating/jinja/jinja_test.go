@@ -102,8 +102,6 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// Found by the differential tester and not fixed yet (its
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
-	"diff-unary-chain":             {pending: "chains of unary operators"},
-	"diff-unary-plus-filter":       {pending: "unary plus binds looser than filters"},
 	"diff-repr-items-tuples":       {pending: "repr of tuples and dicts"},
 	"diff-attr-of-bool":            {pending: "attr filter"},
 	"diff-autoescape-block":        {pending: "autoescape blocks"},

@@ -224,6 +224,12 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 	if result.IsError() {
 		return AsValue(errors.Wrapf(result, `Unable to evaluate term %s`, expr.Term))
 	}
+	if expr.Negative && result.IsBool() { // -True is -1 in Python (PaV)
+		if result.Bool() {
+			return AsValue(-1)
+		}
+		return AsValue(0)
+	}
 	if expr.Negative {
 		if result.IsNumber() {
 			switch {
@@ -240,6 +246,18 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 		} else {
 			return AsValue(errors.Errorf("Negative sign on a non-number expression %s", expr.Position()))
 		}
+	}
+	// Python's unary plus takes numbers only (PaV): +'x' and +undefined fail.
+	switch {
+	case result.IsBool():
+		if result.Bool() {
+			return AsValue(1)
+		}
+		return AsValue(0)
+	case result.IsUndefined():
+		return AsValue(errors.Errorf("%s is undefined", expr.Term))
+	case !result.IsNumber():
+		return AsValue(fmt.Errorf("unary + takes a number, not a %s", TypeName(result)))
 	}
 	return result
 }
