@@ -398,6 +398,20 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return true
 	}, func() {})
 
+	// PaV: Jinja's default=None is no default, and sorting by an attribute
+	// an item lacks compares undefined: an error once there are two items.
+	if defaultValue.IsNil() {
+		defaultValue = nil
+	}
+	for _, item := range items {
+		if _, found := resolveAttributeValue(item, attribute, defaultValue); !found && len(items) > 1 {
+			if attribute.IsInteger() {
+				return exec.AsValue(fmt.Errorf("%s has no element %d", exec.TypeName(item), attribute.Integer()))
+			}
+			return exec.AsValue(fmt.Errorf("%s has no attribute '%s'", exec.TypeName(item), attribute.String()))
+		}
+	}
+
 	less, stopped := interruptible(e, func(i, j int) bool {
 		left, _ := resolveAttributeValue(items[i], attribute, defaultValue)
 		right, _ := resolveAttributeValue(items[j], attribute, defaultValue)
@@ -410,10 +424,7 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 
 	out := make([]groupTupleValue, 0)
 	for _, item := range items {
-		key, found := resolveAttributeValue(item, attribute, defaultValue)
-		if !found {
-			continue
-		}
+		key, _ := resolveAttributeValue(item, attribute, defaultValue)
 		if len(out) == 0 {
 			out = append(out, groupTupleValue{key.Interface(), []any{item.Interface()}})
 			continue
@@ -1656,17 +1667,30 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	// PaV: as Jinja's do_xmlattr, a mapping's items but none and undefined,
+	// no space before nothing, and no key with blanks, '/', '>' or '='.
+	if !in.IsDict() {
+		return exec.AsValue(fmt.Errorf("xmlattr takes a mapping, not a %s", exec.TypeName(in)))
+	}
 	kvs := []string{}
+	var bad error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if !value.IsTrue() {
+		if value.IsNil() {
 			return true
+		}
+		if strings.ContainsAny(key.String(), " \t\n\r\f\v/>=") {
+			bad = fmt.Errorf("invalid character in attribute name %s", exec.PyRepr(key))
+			return false
 		}
 		kv := fmt.Sprintf(`%s="%s"`, key.Escaped(), value.Escaped())
 		kvs = append(kvs, kv)
 		return true
 	}, func() {})
+	if bad != nil {
+		return exec.AsValue(bad)
+	}
 	out := strings.Join(kvs, " ")
-	if autospace {
+	if autospace && out != "" {
 		out = " " + out
 	}
 	return exec.AsValue(out)
