@@ -897,7 +897,7 @@ func filterPPrint(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err != nil {
 		return exec.AsValue(errors.Wrapf(err, `Unable to pretty print '%s'`, in.String()))
 	}
-	return exec.AsSafeValue(string(b))
+	return exec.AsValue(string(b)) // PaV: a str, as Jinja's pprint
 }
 
 func filterRandom(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

@@ -223,7 +223,10 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			if err := fcs.renderIterable(sub, children, depth+1); err != nil {
 				return exec.AsValue(err)
 			}
-			return exec.AsSafeValue(buf.String())
+			if sub.Config.AutoEscape { // Markup only in an autoescape block (PaV)
+				return exec.AsSafeValue(buf.String())
+			}
+			return exec.AsValue(buf.String())
 		}
 	}
 	for idx, pair := range items.Pairs {
