@@ -18,8 +18,6 @@ import (
 
 	json "github.com/json-iterator/go"
 	"github.com/pkg/errors"
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -1299,10 +1297,39 @@ func filterTitle(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if in.IsNil() {
+	if in.IsUndefined() {
 		return exec.AsValue("")
 	}
-	return exec.AsValue(cases.Title(language.English).String(strings.ToLower(in.String())))
+	return exec.AsValue(jinjaTitle(exec.PyStr(in)))
+}
+
+// jinjaTitle is Jinja's do_title (PaV): a word begins after a run of
+// blanks, '-', '(', '{', '[' or '<' (not after ',' or '.'), its first
+// character upper-cased as Python does ('ß' is 'SS'), the rest lowered.
+func jinjaTitle(s string) string {
+	boundary := func(r rune) bool {
+		return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f || strings.ContainsRune("-({[<", r)
+	}
+	var b strings.Builder
+	word := true // at the start of an item of Jinja's split
+	start := 0
+	flush := func(end int) {
+		if start < end {
+			item := s[start:end]
+			_, size := utf8.DecodeRuneInString(item)
+			b.WriteString(exec.PyUpper(item[:size]) + exec.PyLower(item[size:]))
+		}
+		start = end
+	}
+	for i, r := range s {
+		if boundary(r) != !word {
+			// the split alternates words and separators
+			flush(i)
+			word = !boundary(r)
+		}
+	}
+	flush(len(s))
+	return b.String()
 }
 
 func filterTrim(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
