@@ -266,7 +266,7 @@ func (g *gen) forStmt(d int) string {
 		g.bind(v, kInt)
 	case 1:
 		a, b := g.fresh("a"), g.fresh("b")
-		head = fmt.Sprintf("%s, %s in %s", a, b, g.pick("pairs", "nested", "d.items()", "[(1, 2), (3, 4)]", "words|batch(2)"))
+		head = fmt.Sprintf("%s, %s in %s", a, b, g.pick("pairs", "pairs", "d.items()", "d.items()", "[(1, 2), (3, 4)]", "words|batch(2)", "nested"))
 		g.bind(a, kStr)
 		g.bind(b, kInt)
 	case 2:
@@ -309,7 +309,7 @@ func (g *gen) setStmt(d int) string {
 		return s
 	case 1:
 		y := g.fresh("w")
-		s := g.tag(fmt.Sprintf("set %s, %s = %s", x, y, g.pick("1, 2", "'ab'", "[3, 'x']", "pairs[0]", "(n, s)", "items")))
+		s := g.tag(fmt.Sprintf("set %s, %s = %s", x, y, g.pick("1, 2", "[3, 7]", "(n, neg)", "items[:2]", "range(2)", "1, 2", "'ab'", "items")))
 		g.bind(x, kInt)
 		g.bind(y, kInt)
 		return s
@@ -344,7 +344,7 @@ func (g *gen) macroStmt(d int) string {
 	caller := g.chance(40)
 	body := g.body(d)
 	if caller {
-		body += g.output("caller(" + g.pick("", "", "1", "'x'") + ")")
+		body += g.output("caller(" + g.pick("", "", "", "", "", "", "", "1", "'x'") + ")")
 	}
 	if g.chance(15) {
 		body += g.output(g.pick("varargs|length", "kwargs|length", "varargs|join(',')"))
@@ -353,7 +353,7 @@ func (g *gen) macroStmt(d int) string {
 	s := g.tag(fmt.Sprintf("macro %s(%s)", name, strings.Join(ps, ", "))) + g.nl() + body + g.tag("endmacro") + g.nl()
 	for n := 1 + g.r.Intn(2); n > 0; n-- {
 		args := g.args(params)
-		if caller || g.chance(20) {
+		if caller || g.chance(4) {
 			var cparams string
 			if g.chance(30) {
 				cparams = "(x=1)"
@@ -389,7 +389,10 @@ func (g *gen) args(params int) string {
 }
 
 func (g *gen) filterBlock(d int) string {
-	f := g.pick("upper", "lower", "trim", "title", "capitalize", "replace('a', 'b')", "center(20)", "indent(4, true)", "wordcount", "length", "striptags", "e", "truncate(10)", "wordwrap(5)")
+	f := g.pick("upper", "lower", "trim", "title", "capitalize", "replace('a', 'b')", "center(20)", "indent(4, true)", "striptags", "e", "truncate(10)", "wordwrap(5)")
+	if g.chance(5) {
+		f = g.pick("wordcount", "length") // not a string: fails, in both
+	}
 	return g.tag("filter "+f) + g.nl() + g.scoped(d) + g.tag("endfilter") + g.nl()
 }
 
@@ -439,7 +442,7 @@ func (g *gen) rawOrMisc(d int) string {
 	case 1:
 		return g.tag("autoescape "+g.pick("true", "false")) + g.nl() + g.output(g.pick("html", "'<a>'", "s ~ '&'", "html|safe", "'<'|e")) + g.tag("endautoescape")
 	default:
-		return g.tag("set yaml = "+g.pick("true", "false", "1", "'x'")) + g.text()
+		return g.tag("set yaml = "+g.pick("true", "false", "true", "false", "true", "'x'")) + g.text()
 	}
 }
 
@@ -454,7 +457,10 @@ func (g *gen) scalar(d int) string {
 	case 1:
 		return g.expr(kDict, d) + "|" + g.pick("tojson", "string", "length", "dictsort|tojson", "items|list|string", "xmlattr", "tojson(2)")
 	case 2:
-		return g.expr(kind(g.r.Intn(int(numKinds))), d)
+		if g.chance(30) { // may fail the finalize, in both
+			return g.expr(kind(g.r.Intn(int(numKinds))), d)
+		}
+		return g.expr(kStr, d)
 	case 3:
 		return g.expr(kBool, d)
 	case 4, 5:
@@ -579,7 +585,10 @@ func (g *gen) intExpr(d int) string {
 	case 11:
 		return fmt.Sprintf("%s[%s]", g.pick("items", "nested[0]", "[4, 5, 6]", "range(10)"), g.pick("0", "-1", "1", "n", "5"))
 	case 12:
-		return fmt.Sprintf("%s.%s", g.pick("d", "people[0]", "obj"), g.pick("a", "age", "b", "c"))
+		if g.chance(10) {
+			return fmt.Sprintf("%s.%s", g.pick("d", "people[0]", "obj"), g.pick("a", "age", "b", "c"))
+		}
+		return g.pick("d.a", "d.b", "d['c']", "people[0].age", "people[-1].age", "(people|last).age")
 	case 13:
 		return g.pick("people|map(attribute='age')|sum", "people|sum(attribute='age')", "(people|max(attribute='age')).age", "(people|min(attribute='age')).age", "d|length", "d.values()|sum")
 	case 14:
