@@ -101,7 +101,7 @@ func TestDifferential(t *testing.T) {
 	}()
 
 	var stats struct {
-		rendered, jinjaErrors, divergent, deliberate, skipped int
+		rendered, jinjaErrors, bothErrors, divergent, deliberate, skipped int
 		pending                                               map[string]int
 	}
 	stats.pending = map[string]int{}
@@ -113,7 +113,7 @@ func TestDifferential(t *testing.T) {
 		}
 		stats.rendered++
 		if stats.rendered%10000 == 0 {
-			t.Logf("%d templates, %d divergent so far", stats.rendered, stats.divergent)
+			t.Logf("%d templates, %d fail in both, %d divergent so far", stats.rendered, stats.bothErrors, stats.divergent)
 		}
 		got := renderForDiff(c.source, vars)
 		if msg := limitsHeld(c.source, c.gen.probes, got); msg != "" {
@@ -121,6 +121,9 @@ func TestDifferential(t *testing.T) {
 		}
 		if want.Error != "" {
 			stats.jinjaErrors++
+			if got.Error != "" {
+				stats.bothErrors++
+			}
 		}
 		verdict := compare(want, got, c.gen)
 		if out != nil && os.Getenv("PAV_JINJADIFF_OUT_ALL") != "" {
@@ -159,8 +162,9 @@ func TestDifferential(t *testing.T) {
 	if stats.rendered != int(last-first) {
 		t.Fatalf("the oracle answered %d of %d templates", stats.rendered, last-first)
 	}
-	t.Logf("seed %d: %d templates (Jinja %s) in %v: %d fail in Jinja, %d deliberate divergences, %d skipped, %d pending %v, %d divergent",
-		seed, stats.rendered, o.version, time.Since(start).Round(time.Millisecond), stats.jinjaErrors, stats.deliberate, stats.skipped,
+	t.Logf("seed %d: %d templates (Jinja %s) in %v: %d fail in Jinja (%d in both, %.1f%%), %d deliberate divergences, %d skipped, %d pending %v, %d divergent",
+		seed, stats.rendered, o.version, time.Since(start).Round(time.Millisecond), stats.jinjaErrors, stats.bothErrors,
+		100*float64(stats.bothErrors)/float64(max(stats.rendered, 1)), stats.deliberate, stats.skipped,
 		sum(stats.pending), stats.pending, stats.divergent)
 	if out != nil && stats.divergent > 0 {
 		t.Errorf("%d divergences, written to %s", stats.divergent, out.Name())
