@@ -1453,6 +1453,9 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if (!in.IsIterable() || in.IsNil()) && !in.IsUndefined() { // PaV: Python's TypeError
+		return exec.AsValue(fmt.Errorf("%s is not iterable", exec.TypeName(in)))
+	}
 
 	out := make([]any, 0)
 	tracker := map[any]bool{}

@@ -302,6 +302,9 @@ func (e *Evaluator) evalList(node *nodes.List) *Value {
 	values := ValuesList{}
 	for _, val := range node.Val {
 		value := e.Eval(val)
+		if value.IsError() { // PaV: an item's error is the list's
+			return value
+		}
 		values = append(values, value)
 	}
 	return AsValue(values)
@@ -311,6 +314,9 @@ func (e *Evaluator) evalTuple(node *nodes.Tuple) *Value {
 	values := ValuesList{}
 	for _, val := range node.Val {
 		value := e.Eval(val)
+		if value.IsError() { // PaV: an item's error is the tuple's
+			return value
+		}
 		values = append(values, value)
 	}
 	return AsValue(values)

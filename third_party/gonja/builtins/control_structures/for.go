@@ -187,7 +187,12 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		}
 
 		if fcs.IfCondition != nil {
-			if !sub.Eval(fcs.IfCondition).IsTrue() {
+			cond := sub.Eval(fcs.IfCondition)
+			if cond.IsError() { // PaV: not swallowed
+				unpackErr = cond.Unwrap()
+				return false
+			}
+			if !cond.IsTrue() {
 				return true
 			}
 		}
