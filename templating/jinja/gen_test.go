@@ -266,7 +266,7 @@ func (g *gen) forStmt(d int) string {
 		g.bind(v, kInt)
 	case 1:
 		a, b := g.fresh("a"), g.fresh("b")
-		head = fmt.Sprintf("%s, %s in %s", a, b, g.pick("pairs", "nested", "d.items()", "[(1, 2), (3, 4)]", "words|batch(2)"))
+		head = fmt.Sprintf("%s, %s in %s", a, b, g.pick("pairs", "pairs", "d.items()", "d.items()", "[(1, 2), (3, 4)]", "words|batch(2)", "nested"))
 		g.bind(a, kStr)
 		g.bind(b, kInt)
 	case 2:
@@ -279,7 +279,11 @@ func (g *gen) forStmt(d int) string {
 		g.bind(x, kStr)
 	default:
 		x := g.fresh("i")
-		head = x + " in " + g.expr(kList, 2)
+		if g.chance(70) { // a list of numbers, as x is bound
+			head = x + " in " + g.intList()
+		} else {
+			head = x + " in " + g.expr(kList, 2)
+		}
 		g.bind(x, kInt)
 	}
 	if g.chance(20) {
@@ -309,7 +313,7 @@ func (g *gen) setStmt(d int) string {
 		return s
 	case 1:
 		y := g.fresh("w")
-		s := g.tag(fmt.Sprintf("set %s, %s = %s", x, y, g.pick("1, 2", "'ab'", "[3, 'x']", "pairs[0]", "(n, s)", "items")))
+		s := g.tag(fmt.Sprintf("set %s, %s = %s", x, y, g.pick("1, 2", "[3, 7]", "(n, neg)", "items[:2]", "range(2)", "1, 2", "'ab'")))
 		g.bind(x, kInt)
 		g.bind(y, kInt)
 		return s
@@ -344,7 +348,7 @@ func (g *gen) macroStmt(d int) string {
 	caller := g.chance(40)
 	body := g.body(d)
 	if caller {
-		body += g.output("caller(" + g.pick("", "", "1", "'x'") + ")")
+		body += g.output("caller(" + g.pick("", "", "", "", "", "", "", "1", "'x'") + ")")
 	}
 	if g.chance(15) {
 		body += g.output(g.pick("varargs|length", "kwargs|length", "varargs|join(',')"))
@@ -353,7 +357,7 @@ func (g *gen) macroStmt(d int) string {
 	s := g.tag(fmt.Sprintf("macro %s(%s)", name, strings.Join(ps, ", "))) + g.nl() + body + g.tag("endmacro") + g.nl()
 	for n := 1 + g.r.Intn(2); n > 0; n-- {
 		args := g.args(params)
-		if caller || g.chance(20) {
+		if caller || g.chance(4) {
 			var cparams string
 			if g.chance(30) {
 				cparams = "(x=1)"
@@ -389,7 +393,10 @@ func (g *gen) args(params int) string {
 }
 
 func (g *gen) filterBlock(d int) string {
-	f := g.pick("upper", "lower", "trim", "title", "capitalize", "replace('a', 'b')", "center(20)", "indent(4, true)", "wordcount", "length", "striptags", "e", "truncate(10)", "wordwrap(5)")
+	f := g.pick("upper", "lower", "trim", "title", "capitalize", "replace('a', 'b')", "center(20)", "indent(4, true)", "striptags", "e", "truncate(10)", "wordwrap(5)")
+	if g.chance(5) {
+		f = g.pick("wordcount", "length") // not a string: fails, in both
+	}
 	return g.tag("filter "+f) + g.nl() + g.scoped(d) + g.tag("endfilter") + g.nl()
 }
 
@@ -439,7 +446,7 @@ func (g *gen) rawOrMisc(d int) string {
 	case 1:
 		return g.tag("autoescape "+g.pick("true", "false")) + g.nl() + g.output(g.pick("html", "'<a>'", "s ~ '&'", "html|safe", "'<'|e")) + g.tag("endautoescape")
 	default:
-		return g.tag("set yaml = "+g.pick("true", "false", "1", "'x'")) + g.text()
+		return g.tag("set yaml = "+g.pick("true", "false", "true", "false", "true", "'x'")) + g.text()
 	}
 }
 
@@ -454,7 +461,10 @@ func (g *gen) scalar(d int) string {
 	case 1:
 		return g.expr(kDict, d) + "|" + g.pick("tojson", "string", "length", "dictsort|tojson", "items|list|string", "xmlattr", "tojson(2)")
 	case 2:
-		return g.expr(kind(g.r.Intn(int(numKinds))), d)
+		if g.chance(30) { // may fail the finalize, in both
+			return g.expr(kind(g.r.Intn(int(numKinds))), d)
+		}
+		return g.expr(kStr, d)
 	case 3:
 		return g.expr(kBool, d)
 	case 4, 5:
@@ -476,7 +486,7 @@ func (g *gen) expr(k kind, d int) string {
 	if g.chance(4) {
 		return fmt.Sprintf("(%s if %s else %s)", g.expr(k, d-1), g.cond(d-1), g.expr(k, d-1))
 	}
-	if g.chance(3) {
+	if g.chance(1) {
 		// a value of another kind: the render may fail, and must fail alike
 		return g.expr(kind(g.r.Intn(int(numKinds))), d-1)
 	}
@@ -537,7 +547,10 @@ func (g *gen) atom(k kind) string {
 	case kNone:
 		return g.pick("none", "None", "nil", "d.get('zz')", "undefined_name")
 	case kList:
-		return g.pick("[]", "[1, 2, 3]", "['b', 'a', 'B']", "(1, 'x')", "(2,)", "[1, [2, 3]]", "[0.5, 2, -1]", "['x', none]", "[true, 1]")
+		if g.chance(30) { // lists of mixed items: some operations fail, in both
+			return g.pick("(1, 'x')", "[1, [2, 3]]", "['x', none]", "[true, 1]")
+		}
+		return g.pick("[]", "[1, 2, 3]", "['b', 'a', 'B']", "(2,)", "[0.5, 2, -1]", "('a', 'b')", "[3, 1, 2]")
 	case kDict:
 		return g.pick("{}", "{'a': 1}", "{'z': 'y', 'b': [1]}", "{'k': none}", "{1: 'one', 'x': 2}")
 	}
@@ -565,7 +578,11 @@ func (g *gen) intExpr(d int) string {
 	case 4:
 		return g.expr(kStr, d-1) + "|" + g.pick("length", "count", "wordcount")
 	case 5:
-		return g.expr(kList, d-1) + "|" + g.pick("length", "sum", "first", "last", "max", "min", "sum(start=1)")
+		l := g.intList()
+		if g.chance(20) {
+			l = g.expr(kList, d-1)
+		}
+		return l + "|" + g.pick("length", "sum", "first", "last", "max", "min", "sum(start=1)")
 	case 6:
 		return g.expr(kind(g.r.Intn(3)), d-1) + "|" + g.pick("int", "abs", "int(7)", "round|int")
 	case 7:
@@ -579,7 +596,10 @@ func (g *gen) intExpr(d int) string {
 	case 11:
 		return fmt.Sprintf("%s[%s]", g.pick("items", "nested[0]", "[4, 5, 6]", "range(10)"), g.pick("0", "-1", "1", "n", "5"))
 	case 12:
-		return fmt.Sprintf("%s.%s", g.pick("d", "people[0]", "obj"), g.pick("a", "age", "b", "c"))
+		if g.chance(10) {
+			return fmt.Sprintf("%s.%s", g.pick("d", "people[0]", "obj"), g.pick("a", "age", "b", "c"))
+		}
+		return g.pick("d.a", "d.b", "d['c']", "people[0].age", "people[-1].age", "(people|last).age")
 	case 13:
 		return g.pick("people|map(attribute='age')|sum", "people|sum(attribute='age')", "(people|max(attribute='age')).age", "(people|min(attribute='age')).age", "d|length", "d.values()|sum")
 	case 14:
@@ -587,6 +607,11 @@ func (g *gen) intExpr(d int) string {
 	default:
 		return fmt.Sprintf("(%s %s %s)", a(), g.pick("+", "-", "*"), a())
 	}
+}
+
+// intList is a list of integers, never empty.
+func (g *gen) intList() string {
+	return g.pick("items", "[1, 2, 3]", "range(1, 5)|list", "d.values()|list", "[0, -1, 7]", "(4, 2)", "range(n)")
 }
 
 func (g *gen) rangeArgs() string {
@@ -663,7 +688,11 @@ func (g *gen) strExpr(d int) string {
 	case 24:
 		return g.expr(kDict, d-1) + "|xmlattr" + g.pick("", "(false)")
 	case 25:
-		return fmt.Sprintf("%s.join(%s)", g.pick("','", "''", "' - '", "'é'"), g.expr(kList, d-1))
+		l := g.pick("words", "['b', 'a']", "s.split()", "(s ~ 'x')|list", "obj.labels|list")
+		if g.chance(20) {
+			l = g.expr(kList, d-1) // maybe not strings: an error
+		}
+		return fmt.Sprintf("%s.join(%s)", g.pick("','", "''", "' - '", "'é'"), l)
 	case 26:
 		return fmt.Sprintf("%s|wordcount|string", s())
 	case 27:
@@ -671,7 +700,12 @@ func (g *gen) strExpr(d int) string {
 	case 28:
 		return fmt.Sprintf("(%s|%s|list|join('/'))", g.expr(kList, d-1), g.pick("batch(2)|map('join')", "slice(2)|map('join')", "batch(2, 'x')|map('join')", "reverse", "unique", "sort(reverse=true)", "sort(case_sensitive=true)", "map('lower')", "select|map('string')", "reject('none')|map('string')", "select('odd')|map('string')", "select('string')", "reject('number')|map('string')", "select('ge', 2)|map('string')", "map('int')|map('string')"))
 	case 29:
-		return fmt.Sprintf("(%s|groupby(%s)|map('first')|map('string')|join(','))", g.pick("people", "pairs", "[{'a': 1}, {'a': 2}, {'a': 1}]"), g.pick("'age'", "0", "'name'", "'a'"))
+		src := g.pick(`people|groupby(%s)`, `pairs|groupby(%s)`, `[{'a': 1}, {'a': 2}, {'a': 1}]|groupby(%s)`)
+		attr := map[string]string{`people|groupby(%s)`: g.pick("'age'", "'name'"), `pairs|groupby(%s)`: g.pick("0", "1"), `[{'a': 1}, {'a': 2}, {'a': 1}]|groupby(%s)`: "'a'"}[src]
+		if g.chance(10) {
+			attr = g.pick("'age'", "0", "'name'", "'a'") // maybe one the items lack: an error
+		}
+		return "(" + fmt.Sprintf(src, attr) + "|map('first')|map('string')|join(','))"
 	case 30:
 		return fmt.Sprintf("(%s|%s|map(attribute='name')|join(','))", "people", g.pick("selectattr('age', 'gt', 26)", "rejectattr('age', 'eq', 30)", "selectattr('name')", "sort(attribute='age')", "sort(attribute='age,name', reverse=true)", "unique(attribute='age')", "selectattr('age', 'in', [25])"))
 	default:
@@ -680,7 +714,12 @@ func (g *gen) strExpr(d int) string {
 }
 
 func (g *gen) boolExpr(d int) string {
-	any := func() string { return g.expr(kind(g.r.Intn(int(numKinds))), d-1) }
+	any := func() string {
+		if g.chance(80) { // mostly scalars: fewer templates that fail in both
+			return g.expr(kind(g.r.Intn(int(kBool)+1)), d-1)
+		}
+		return g.expr(kind(g.r.Intn(int(numKinds))), d-1)
+	}
 	switch g.r.Intn(14) {
 	case 0, 1:
 		k := kind(g.r.Intn(3))
@@ -703,7 +742,7 @@ func (g *gen) boolExpr(d int) string {
 	case 10:
 		return g.primary(kStr, d-1) + "." + g.pick("startswith('h')", "endswith('d')", "startswith(('x', 'he'))", "endswith(('z',))", "isupper()", "islower()", "isdigit()", "isalpha()", "isspace()", "istitle()", "isalnum()", "isnumeric()")
 	case 11:
-		return any() + "|" + g.pick("length", "string", "list") + " == " + any()
+		return g.expr(kStr, d-1) + "|" + g.pick("length", "string", "list") + " == " + any()
 	case 12:
 		return fmt.Sprintf("(%s %s %s)", any(), g.pick("is", "is not"), g.pick("true", "false", "none", "number", "defined"))
 	default:

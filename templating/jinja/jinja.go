@@ -389,7 +389,9 @@ func asError(err error) *Error {
 func finalize(in *exec.Value, start *tokens.Token) *exec.Value {
 	text, err := scalarString(in)
 	if err == nil {
-		return exec.AsSafeValue(text)
+		// Not safe: PaV's finalize returns str(value), a plain string even of
+		// Markup, so an autoescape block escapes every expression.
+		return exec.AsValue(text)
 	}
 	ferr := &Error{Message: "expression " + err.Error()}
 	switch {
@@ -437,7 +439,7 @@ func filterToBash(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsString() || in.IsNumber() || in.IsBool() {
 		s, err := scalarString(in)
 		if err == nil {
-			return exec.AsSafeValue(ToBash(s))
+			return exec.AsValue(ToBash(s)) // a str, as the original PaV's
 		}
 	}
 	var what string

@@ -18,8 +18,6 @@ import (
 
 	json "github.com/json-iterator/go"
 	"github.com/pkg/errors"
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -398,6 +396,20 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return true
 	}, func() {})
 
+	// PaV: Jinja's default=None is no default, and sorting by an attribute
+	// an item lacks compares undefined: an error once there are two items.
+	if defaultValue.IsNil() {
+		defaultValue = nil
+	}
+	for _, item := range items {
+		if _, found := resolveAttributeValue(item, attribute, defaultValue); !found && len(items) > 1 {
+			if attribute.IsInteger() {
+				return exec.AsValue(fmt.Errorf("%s has no element %d", exec.TypeName(item), attribute.Integer()))
+			}
+			return exec.AsValue(fmt.Errorf("%s has no attribute '%s'", exec.TypeName(item), attribute.String()))
+		}
+	}
+
 	less, stopped := interruptible(e, func(i, j int) bool {
 		left, _ := resolveAttributeValue(items[i], attribute, defaultValue)
 		right, _ := resolveAttributeValue(items[j], attribute, defaultValue)
@@ -410,10 +422,7 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 
 	out := make([]groupTupleValue, 0)
 	for _, item := range items {
-		key, found := resolveAttributeValue(item, attribute, defaultValue)
-		if !found {
-			continue
-		}
+		key, _ := resolveAttributeValue(item, attribute, defaultValue)
 		if len(out) == 0 {
 			out = append(out, groupTupleValue{key.Interface(), []any{item.Interface()}})
 			continue
@@ -886,7 +895,7 @@ func filterPPrint(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err != nil {
 		return exec.AsValue(errors.Wrapf(err, `Unable to pretty print '%s'`, in.String()))
 	}
-	return exec.AsSafeValue(string(b))
+	return exec.AsValue(string(b)) // PaV: a str, as Jinja's pprint
 }
 
 func filterRandom(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1288,10 +1297,39 @@ func filterTitle(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if in.IsNil() {
+	if in.IsUndefined() {
 		return exec.AsValue("")
 	}
-	return exec.AsValue(cases.Title(language.English).String(strings.ToLower(in.String())))
+	return exec.AsValue(jinjaTitle(exec.PyStr(in)))
+}
+
+// jinjaTitle is Jinja's do_title (PaV): a word begins after a run of
+// blanks, '-', '(', '{', '[' or '<' (not after ',' or '.'), its first
+// character upper-cased as Python does ('ß' is 'SS'), the rest lowered.
+func jinjaTitle(s string) string {
+	boundary := func(r rune) bool {
+		return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f || strings.ContainsRune("-({[<", r)
+	}
+	var b strings.Builder
+	word := true // at the start of an item of Jinja's split
+	start := 0
+	flush := func(end int) {
+		if start < end {
+			item := s[start:end]
+			_, size := utf8.DecodeRuneInString(item)
+			b.WriteString(exec.PyUpper(item[:size]) + exec.PyLower(item[size:]))
+		}
+		start = end
+	}
+	for i, r := range s {
+		if boundary(r) != !word {
+			// the split alternates words and separators
+			flush(i)
+			word = !boundary(r)
+		}
+	}
+	flush(len(s))
+	return b.String()
 }
 
 func filterTrim(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1414,6 +1452,9 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		exec.KeywordArgument("attribute", exec.AsValue(nil), takeValueArgument(&attribute)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if (!in.IsIterable() || in.IsNil()) && !in.IsUndefined() { // PaV: Python's TypeError
+		return exec.AsValue(fmt.Errorf("%s is not iterable", exec.TypeName(in)))
 	}
 
 	out := make([]any, 0)
@@ -1656,17 +1697,30 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	// PaV: as Jinja's do_xmlattr, a mapping's items but none and undefined,
+	// no space before nothing, and no key with blanks, '/', '>' or '='.
+	if !in.IsDict() {
+		return exec.AsValue(fmt.Errorf("xmlattr takes a mapping, not a %s", exec.TypeName(in)))
+	}
 	kvs := []string{}
+	var bad error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if !value.IsTrue() {
+		if value.IsNil() {
 			return true
+		}
+		if strings.ContainsAny(key.String(), " \t\n\r\f\v/>=") {
+			bad = fmt.Errorf("invalid character in attribute name %s", exec.PyRepr(key))
+			return false
 		}
 		kv := fmt.Sprintf(`%s="%s"`, key.Escaped(), value.Escaped())
 		kvs = append(kvs, kv)
 		return true
 	}, func() {})
+	if bad != nil {
+		return exec.AsValue(bad)
+	}
 	out := strings.Join(kvs, " ")
-	if autospace {
+	if autospace && out != "" {
 		out = " " + out
 	}
 	return exec.AsValue(out)

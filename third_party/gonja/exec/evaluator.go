@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	u "github.com/nikolalohinski/gonja/v2/utils"
 	"math"
 	"reflect"
 
@@ -181,11 +182,19 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	case tokens.In:
 		return AsValue(right.Contains(left))
 	case tokens.Tilde:
-		return e.concat(left, right)
+		return e.concat(node, left, right)
 	}
 	op, ok := arithOperators[node.Operator.Token.Type]
 	if !ok {
 		return AsValue(errors.Errorf(`Unknown operator "%s"`, node.Operator.Token))
+	}
+	// PaV: Markup + str escapes the str, and Markup * n stays Markup.
+	markup := false
+	switch {
+	case op == "+" && left.IsString() && right.IsString() && (left.Safe || right.Safe):
+		left, right, markup = escapedValue(left), escapedValue(right), true
+	case op == "*" && (left.IsString() && left.Safe || right.IsString() && right.Safe):
+		markup = true
 	}
 	// PaV: Python's semantics; `%` with a tuple literal formats its items.
 	_, tuple := node.Right.(*nodes.Tuple)
@@ -193,7 +202,18 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	if err != nil {
 		return e.Raise(err)
 	}
+	if markup {
+		return AsSafeValue(v)
+	}
 	return AsValue(v)
+}
+
+// escapedValue is v as Markup: escaped unless it already is (PaV).
+func escapedValue(v *Value) *Value {
+	if v.Safe {
+		return v
+	}
+	return AsSafeValue(u.Escape(PyStr(v)))
 }
 
 // arithOperators are the operators PyArith evaluates, by token type.
@@ -205,16 +225,32 @@ var arithOperators = map[tokens.Type]string{
 
 // concat is `left ~ right`: Python's str() of both operands, undefined
 // printing as "" (PaV; gonja printed none as "" too, Jinja prints None).
-func (e *Evaluator) concat(left, right *Value) *Value {
+func (e *Evaluator) concat(node *nodes.BinaryExpression, left, right *Value) *Value {
 	str := func(v *Value) string {
 		if v.IsUndefined() {
 			return ""
 		}
 		return PyStr(v)
 	}
+	// In an autoescape block a Markup operand makes `~` Jinja's markup_join:
+	// the other is escaped and the result is Markup (PaV).
+	// Jinja folds a concatenation of constants into a str.
+	markup := e.Config != nil && e.Config.AutoEscape && (left.Safe || right.Safe) &&
+		!(jinjaConstant(node.Left) && jinjaConstant(node.Right))
+	if markup {
+		str = func(v *Value) string {
+			if v.IsUndefined() {
+				return ""
+			}
+			return escapedValue(v).String()
+		}
+	}
 	l, r := str(left), str(right)
 	if exceeds(int64(len(l)+len(r)), e.Environment.limits().StringBytes) {
 		return e.Raise(errors.New("string too long"))
+	}
+	if markup {
+		return AsSafeValue(l + r)
 	}
 	return AsValue(l + r)
 }
@@ -223,6 +259,12 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 	result := e.Eval(expr.Term)
 	if result.IsError() {
 		return AsValue(errors.Wrapf(result, `Unable to evaluate term %s`, expr.Term))
+	}
+	if expr.Negative && result.IsBool() { // -True is -1 in Python (PaV)
+		if result.Bool() {
+			return AsValue(-1)
+		}
+		return AsValue(0)
 	}
 	if expr.Negative {
 		if result.IsNumber() {
@@ -241,6 +283,18 @@ func (e *Evaluator) evalUnaryExpression(expr *nodes.UnaryExpression) *Value {
 			return AsValue(errors.Errorf("Negative sign on a non-number expression %s", expr.Position()))
 		}
 	}
+	// Python's unary plus takes numbers only (PaV): +'x' and +undefined fail.
+	switch {
+	case result.IsBool():
+		if result.Bool() {
+			return AsValue(1)
+		}
+		return AsValue(0)
+	case result.IsUndefined():
+		return AsValue(errors.Errorf("%s is undefined", expr.Term))
+	case !result.IsNumber():
+		return AsValue(fmt.Errorf("unary + takes a number, not a %s", TypeName(result)))
+	}
 	return result
 }
 
@@ -248,6 +302,9 @@ func (e *Evaluator) evalList(node *nodes.List) *Value {
 	values := ValuesList{}
 	for _, val := range node.Val {
 		value := e.Eval(val)
+		if value.IsError() { // PaV: an item's error is the list's
+			return value
+		}
 		values = append(values, value)
 	}
 	return AsValue(values)
@@ -257,6 +314,9 @@ func (e *Evaluator) evalTuple(node *nodes.Tuple) *Value {
 	values := ValuesList{}
 	for _, val := range node.Val {
 		value := e.Eval(val)
+		if value.IsError() { // PaV: an item's error is the tuple's
+			return value
+		}
 		values = append(values, value)
 	}
 	return AsValue(values)

@@ -57,6 +57,10 @@ func (e *Evaluator) ExecuteFilterByName(name string, in *Value, params *VarArgs)
 		return AsValue(errors.Errorf("filter '%s' not found", name))
 	}
 	returnedValue := filter(e, in, params)
+	// PaV: Jinja's filters that call a str method on their input keep Markup
+	if in.Safe && in.IsString() && keepMarkup[name] && returnedValue.IsString() && !returnedValue.Safe {
+		returnedValue = AsSafeValue(returnedValue.String())
+	}
 	if returnedValue.IsError() {
 		err, ok := returnedValue.Interface().(ErrInvalidCall)
 		if ok {
@@ -66,3 +70,9 @@ func (e *Evaluator) ExecuteFilterByName(name string, in *Value, params *VarArgs)
 
 	return returnedValue
 }
+
+// keepMarkup are the filters whose result is Markup when their input is
+// (PaV): Jinja's call a method of the string, and Markup's methods return
+// Markup.
+var keepMarkup = map[string]bool{"upper": true, "lower": true, "capitalize": true, "trim": true,
+	"string": true, "reverse": true, "center": true}

@@ -173,7 +173,11 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 		if err != nil {
 			return AsValue(errors.Wrapf(err, `Unable to execute macro '%s'`, node.Name))
 		}
-		return AsSafeValue(out.String())
+		// Markup only where Jinja's would be: in an autoescape block (PaV)
+		if sub.Config.AutoEscape {
+			return AsSafeValue(out.String())
+		}
+		return AsValue(out.String())
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,6 +201,11 @@ func intArith(op string, a, b int64) (interface{}, error) {
 	case "/":
 		if b == 0 {
 			return nil, fmt.Errorf("division by zero")
+		}
+		if a > 1<<53 || a < -(1<<53) || b > 1<<53 || b < -(1<<53) {
+			// Python's int / int is the exact quotient, rounded once (PaV)
+			q, _ := new(big.Rat).SetFrac(big.NewInt(int64(a)), big.NewInt(int64(b))).Float64()
+			return q, nil
 		}
 		return float64(a) / float64(b), nil
 	case "//", "%":

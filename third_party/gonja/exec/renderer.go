@@ -85,6 +85,8 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 		return nil, err
 	case *nodes.Output:
 		value := r.Eval(n.Expression)
+		// a constant Markup is printed as it is, whatever finalize makes of it (PaV)
+		constantSafe := r.Config.AutoEscape && value.Safe && jinjaConstant(n.Expression)
 		if h := r.Environment.Hooks; h != nil && h.Finalize != nil && !value.IsError() {
 			value = h.Finalize(value, n.Start)
 			if value.IsError() {
@@ -95,7 +97,7 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 			return nil, errors.Wrapf(value, `Unable to render expression at line %d: %s`, n.Expression.Position().Line, n.Expression)
 		}
 		var err error
-		if r.Config.AutoEscape && value.IsString() && !value.Safe {
+		if r.Config.AutoEscape && value.IsString() && !value.Safe && !constantSafe {
 			_, err = io.WriteString(r.Output, value.Escaped())
 		} else {
 			_, err = io.WriteString(r.Output, value.String())

@@ -283,7 +283,7 @@ func StringListArgument(output *[]string) func(*Value) error {
 		for i := 0; i < v.Len(); i++ {
 			item := ToValue(v.Val.Index(i))
 			if !item.IsString() {
-				return fmt.Errorf("%s item '%s' of the argument list is not a string: %s", humanize.Ordinal(i+1), item.String(), v.String())
+				return fmt.Errorf("%s item of %s is not a string", humanize.Ordinal(i+1), v.String())
 			}
 			*output = append(*output, item.String())
 		}

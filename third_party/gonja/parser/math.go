@@ -118,19 +118,9 @@ func (p *Parser) parseUnary() (nodes.Expression, error) {
 		}).Trace("parseUnary")
 	}
 
-	sign := p.Match(tokens.Addition, tokens.Subtraction)
-
-	expr, err := p.ParseVariableOrLiteral()
+	expr, err := p.parseSigned()
 	if err != nil {
 		return nil, err
-	}
-
-	if sign != nil {
-		expr = &nodes.UnaryExpression{
-			Operator: sign,
-			Negative: sign.Val == "-",
-			Term:     expr,
-		}
 	}
 
 	expr, err = p.ParseFilterExpression(expr)
@@ -144,6 +134,20 @@ func (p *Parser) parseUnary() (nodes.Expression, error) {
 		}).Trace("parseUnary return")
 	}
 	return expr, nil
+}
+
+// parseSigned reads a term after any number of signs (`--3`, `+-1`), as
+// Jinja's parse_unary does: the filters after it apply to the signed term (PaV).
+func (p *Parser) parseSigned() (nodes.Expression, error) {
+	sign := p.Match(tokens.Addition, tokens.Subtraction)
+	if sign == nil {
+		return p.ParseVariableOrLiteral()
+	}
+	term, err := p.parseSigned()
+	if err != nil {
+		return nil, err
+	}
+	return &nodes.UnaryExpression{Operator: sign, Negative: sign.Val == "-", Term: term}, nil
 }
 
 func (p *Parser) ParsePower() (nodes.Expression, error) {

@@ -1,7 +1,8 @@
 package parser
 
 import (
-	// "fmt"
+	"errors"
+	"fmt"
 
 	"strconv"
 	"strings"
@@ -18,6 +19,10 @@ func normalizeNumericLiteral(val string) string {
 
 func parseIntegerLiteral(val string) (int, error) {
 	parsed, err := strconv.ParseInt(normalizeNumericLiteral(val), 0, strconv.IntSize)
+	if errors.Is(err, strconv.ErrRange) {
+		// PaV's integers are 64-bit, a deliberate divergence from Python's
+		return 0, fmt.Errorf("integer literal %s does not fit in 64 bits (integer overflow)", val)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -51,6 +51,11 @@ func (fcs *FilterControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlS
 		}
 	}
 
+	// PaV: Jinja joins a filter block's result into the output as it is:
+	// only a string may be written (`{% filter length %}` is a TypeError).
+	if !value.IsString() || value.IsUndefined() {
+		return fmt.Errorf("filter %s made a %s, not a string", fcs.filterChain[len(fcs.filterChain)-1].Name, exec.TypeName(value))
+	}
 	_, err = io.WriteString(r.Output, value.String())
 
 	return err

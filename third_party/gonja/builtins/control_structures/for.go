@@ -187,7 +187,12 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		}
 
 		if fcs.IfCondition != nil {
-			if !sub.Eval(fcs.IfCondition).IsTrue() {
+			cond := sub.Eval(fcs.IfCondition)
+			if cond.IsError() { // PaV: not swallowed
+				unpackErr = cond.Unwrap()
+				return false
+			}
+			if !cond.IsTrue() {
 				return true
 			}
 		}
@@ -223,7 +228,10 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			if err := fcs.renderIterable(sub, children, depth+1); err != nil {
 				return exec.AsValue(err)
 			}
-			return exec.AsSafeValue(buf.String())
+			if sub.Config.AutoEscape { // Markup only in an autoescape block (PaV)
+				return exec.AsSafeValue(buf.String())
+			}
+			return exec.AsValue(buf.String())
 		}
 	}
 	for idx, pair := range items.Pairs {

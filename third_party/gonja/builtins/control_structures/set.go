@@ -46,8 +46,9 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 			return err
 		}
 		// Jinja2's block-set captures the rendered string as a Markup
-		// (safe) value. Match that semantic.
-		value = exec.AsSafeValue(buf.String())
+		// (safe) value in an autoescape block, else a str (PaV).
+		value = exec.AsValue(buf.String())
+		value.Safe = r.Config.AutoEscape
 		for _, call := range scs.filters {
 			value = r.Evaluator().ExecuteFilter(call, value)
 			if value.IsError() {
@@ -72,6 +73,10 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 
 	switch n := scs.target.(type) {
 	case *nodes.Name:
+		if value.Safe { // kept as Markup (PaV)
+			r.Environment.Context.Set(n.Name.Val, value)
+			break
+		}
 		r.Environment.Context.Set(n.Name.Val, value.Interface())
 	case *nodes.GetAttribute:
 		target := r.Eval(n.Node)
