@@ -107,7 +107,9 @@ func (p *Parser) parseIsTest(expr nodes.Expression) (nodes.Expression, error) {
 		Args:   []nodes.Expression{},
 		Kwargs: map[string]nodes.Expression{},
 	}
-	if p.CurrentName("else") == nil && p.Current(tokens.Is) == nil {
+	// an argument without parentheses only where Jinja takes one
+	if p.Current(tokens.Name, tokens.String, tokens.Integer, tokens.Float, tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace) != nil &&
+		p.CurrentName("else") == nil {
 		arg, err := p.ParseVariableOrLiteral()
 		if err == nil && arg != nil {
 			test.Args = append(test.Args, arg)
