@@ -717,7 +717,7 @@ func filterLower(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyLower(in.String()))
+	return exec.AsValue(exec.PyLower(softStr(in)))
 }
 
 func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1511,7 +1511,7 @@ func filterUpper(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyUpper(in.String()))
+	return exec.AsValue(exec.PyUpper(softStr(in)))
 }
 
 func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1794,4 +1794,13 @@ func floatToInt(e *exec.Evaluator, f float64) *exec.Value {
 		return e.Raise(exec.ErrOverflow)
 	}
 	return exec.AsValue(int(f))
+}
+
+// softStr is Jinja's soft_str (PaV): Python's str() of a value, "" for
+// undefined ('None' for none: `none|upper` is 'NONE').
+func softStr(in *exec.Value) string {
+	if in.IsUndefined() {
+		return ""
+	}
+	return exec.PyStr(in)
 }
