@@ -431,7 +431,7 @@ func filterPyString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyStr(in))
+	return exec.AsValue(softStr(in)) // PaV: undefined is ""
 }
 
 // filterPyFormat is Jinja's format filter: Python's `value % args` (or
