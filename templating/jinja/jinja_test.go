@@ -104,7 +104,6 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
 	"diff-repr-items-tuples":      {pending: "repr of tuples and dicts"},
-	"diff-attr-of-bool":           {pending: "attr filter"},
 	"diff-abs-of-string":          {pending: "filters on the wrong type"},
 	"diff-truncate-of-int":        {pending: "filters on the wrong type"},
 	"diff-list-plus-tuple":        {pending: "list + tuple"},
