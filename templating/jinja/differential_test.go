@@ -102,7 +102,7 @@ func TestDifferential(t *testing.T) {
 
 	var stats struct {
 		rendered, jinjaErrors, bothErrors, divergent, deliberate, skipped int
-		pending                                               map[string]int
+		pending                                                           map[string]int
 	}
 	stats.pending = map[string]int{}
 	start := time.Now()
