@@ -1082,6 +1082,9 @@ func filterSafe(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if !in.IsString() { // PaV: Markup(value) is the string of any value
+		return exec.AsSafeValue(softStr(in))
+	}
 	in.Safe = true
 	return in // nothing to do here, just to keep track of the safe application
 }
