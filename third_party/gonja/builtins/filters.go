@@ -1342,13 +1342,11 @@ func filterTrim(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if !in.IsString() {
-		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("%s is not a string", in.String())))
-	}
+	s := softStr(in) // PaV: Jinja trims str() of any value
 	if chars.IsNil() {
-		return exec.AsValue(strings.TrimSpace(in.String()))
+		return exec.AsValue(strings.TrimSpace(s))
 	}
-	return exec.AsValue(strings.Trim(in.String(), chars.String()))
+	return exec.AsValue(strings.Trim(s, chars.String()))
 }
 
 func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -128,6 +129,8 @@ func testIn(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error)
 		return false, errors.New("argument of type 'int' is not iterable")
 	case seq.IsFloat():
 		return false, errors.New("argument of type 'float' is not iterable")
+	case seq.IsString() && !in.IsString():
+		return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", exec.TypeName(in))
 	}
 	return seq.Contains(in), nil
 }
