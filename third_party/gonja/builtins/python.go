@@ -214,7 +214,11 @@ func filterPyRound(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		if method == "ceil" {
 			f = math.Ceil
 		}
-		return exec.AsValue(f(exec.AsFloat(in)*scale) / scale)
+		r := f(exec.AsFloat(in) * scale)
+		if r == 0 {
+			r = 0 // Python's math.floor and math.ceil make an int: no -0.0 (PaV)
+		}
+		return exec.AsValue(r / scale)
 	}
 	return raise(e, "filter round: method must be common, ceil or floor")
 }
