@@ -676,10 +676,7 @@ func filterPyMinMax(isMax bool) exec.FilterFunction {
 // islower: a string with a cased character, all of them in that case.
 func testPyCase(same, other func(string) string) exec.TestFunction {
 	return func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-		if !in.IsString() {
-			return false, nil
-		}
-		s := in.String()
+		s := softStr(in) // Jinja: str(value).islower(), for any value (PaV)
 		return same(s) == s && other(s) != s, nil
 	}
 }
