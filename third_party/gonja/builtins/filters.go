@@ -1016,6 +1016,9 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsNumber() || in.IsBool() || in.IsNil() && !in.IsUndefined() { // PaV: Jinja's FilterArgumentError
+		return exec.AsValue(fmt.Errorf("reverse of a %s (argument must be iterable)", exec.TypeName(in)))
+	}
 	if in.IsString() {
 		var out strings.Builder
 		in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
