@@ -102,7 +102,7 @@ func TestDifferential(t *testing.T) {
 
 	var stats struct {
 		rendered, jinjaErrors, bothErrors, divergent, deliberate, skipped int
-		pending                                               map[string]int
+		pending                                                           map[string]int
 	}
 	stats.pending = map[string]int{}
 	start := time.Now()
@@ -186,38 +186,19 @@ var pendingDivergences = []struct {
 	{"filter semantics: wordwrap, center, wordcount, min, max, attr, int, float, striptags, urlencode, abs, truncate, title",
 		re(`wordwrap|center|wordcount|min|max|attr|int|float|striptags|urlencode|abs|truncate|title`)},
 	// Found by this tester, outside that work (not fixed yet):
-	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|,\)|\(\)`)},
+	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
 	{"mappings with non-string keys", re(`\{1: `)},
 	{"the test test on a non-string", re(`is (not )?test`)},
-	{"a number in a string ('in <string>' requires a string)", re(` (not )?in ['"]`)},
 	{"sort of mixed types", re(`sort`)},
 	{"undefined items of a list print as None", re(`varargs`)},
 	{"errors in select and reject's tests", re(`select\(|reject\(`)},
-	{"duplicate keys in a dict literal (the last wins)", duplicateDictKey},
-	{"str.find on an empty string", re(`find\(`)},
 	{"urlize does not escape", re(`urlize`)},
-	{"string filters on numbers (trim)", re(`trim`)},
 	{"call blocks on a macro that never calls caller", re(`call`)},
-	{"round of -0.0", re(`round`)},
+	// Found by the 200,000-template run (seed 20261128), not fixed yet:
+	{"an item of a dict literal by a missing number ({}[0]: Jinja undefined, PaV an error)", re(`\{\}\)\[|\}\)\[\d`)},
 }
 
 func re(expr string) func(string) bool { return regexp.MustCompile(expr).MatchString }
-
-var dictLiteral = regexp.MustCompile(`\{('[^']*': [^{}]*)\}`)
-var dictKey = regexp.MustCompile(`'[^']*':`)
-
-func duplicateDictKey(src string) bool {
-	for _, d := range dictLiteral.FindAllString(src, -1) {
-		seen := map[string]bool{}
-		for _, k := range dictKey.FindAllString(d, -1) {
-			if seen[k] {
-				return true
-			}
-			seen[k] = true
-		}
-	}
-	return false
-}
 
 // pending is the pending divergence class src may belong to, or "".
 func pending(src string) string {

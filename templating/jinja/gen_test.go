@@ -534,8 +534,8 @@ func (g *gen) atom(k kind) string {
 	switch k {
 	case kInt:
 		lits := []string{"0", "1", "2", "3", "-1", "7", "10", "255", "-3", "1_000", "0x1F", "0o17", "0b101"}
-		if g.on(featBigInt) {
-			lits = append(lits, "9223372036854775807", "2**64", "12345678901234567890")
+		if g.on(featBigInt) && g.chance(5) { // past 64 bits: mostly a deliberate divergence
+			lits = []string{"9223372036854775807", "2**64", "12345678901234567890"}
 		}
 		return g.pick(lits...)
 	case kFloat:

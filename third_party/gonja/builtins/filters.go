@@ -717,7 +717,7 @@ func filterLower(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyLower(in.String()))
+	return exec.AsValue(exec.PyLower(softStr(in)))
 }
 
 func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1016,6 +1016,9 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsNumber() || in.IsBool() || in.IsNil() && !in.IsUndefined() { // PaV: Jinja's FilterArgumentError
+		return exec.AsValue(fmt.Errorf("reverse of a %s (argument must be iterable)", exec.TypeName(in)))
+	}
 	if in.IsString() {
 		var out strings.Builder
 		in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
@@ -1081,6 +1084,9 @@ func filterSafe(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if !in.IsString() { // PaV: Markup(value) is the string of any value
+		return exec.AsSafeValue(softStr(in))
 	}
 	in.Safe = true
 	return in // nothing to do here, just to keep track of the safe application
@@ -1339,13 +1345,11 @@ func filterTrim(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if !in.IsString() {
-		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("%s is not a string", in.String())))
-	}
+	s := softStr(in) // PaV: Jinja trims str() of any value
 	if chars.IsNil() {
-		return exec.AsValue(strings.TrimSpace(in.String()))
+		return exec.AsValue(strings.TrimSpace(s))
 	}
-	return exec.AsValue(strings.Trim(in.String(), chars.String()))
+	return exec.AsValue(strings.Trim(s, chars.String()))
 }
 
 func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1511,7 +1515,7 @@ func filterUpper(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyUpper(in.String()))
+	return exec.AsValue(exec.PyUpper(softStr(in)))
 }
 
 func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1794,4 +1798,13 @@ func floatToInt(e *exec.Evaluator, f float64) *exec.Value {
 		return e.Raise(exec.ErrOverflow)
 	}
 	return exec.AsValue(int(f))
+}
+
+// softStr is Jinja's soft_str (PaV): Python's str() of a value, "" for
+// undefined ('None' for none: `none|upper` is 'NONE').
+func softStr(in *exec.Value) string {
+	if in.IsUndefined() {
+		return ""
+	}
+	return exec.PyStr(in)
 }

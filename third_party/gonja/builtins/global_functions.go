@@ -125,7 +125,7 @@ func joinerFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 		sep string
 	)
 	if err := params.Take(
-		exec.KeywordArgument("sep", exec.AsValue(","), exec.StringArgument(&sep)),
+		exec.KeywordArgument("sep", exec.AsValue(", "), exec.StringArgument(&sep)), // PaV: Jinja's default
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}

@@ -214,7 +214,11 @@ func filterPyRound(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		if method == "ceil" {
 			f = math.Ceil
 		}
-		return exec.AsValue(f(exec.AsFloat(in)*scale) / scale)
+		r := f(exec.AsFloat(in) * scale)
+		if r == 0 {
+			r = 0 // Python's math.floor and math.ceil make an int: no -0.0 (PaV)
+		}
+		return exec.AsValue(r / scale)
 	}
 	return raise(e, "filter round: method must be common, ceil or floor")
 }
@@ -431,7 +435,7 @@ func filterPyString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsValue(exec.PyStr(in))
+	return exec.AsValue(softStr(in)) // PaV: undefined is ""
 }
 
 // filterPyFormat is Jinja's format filter: Python's `value % args` (or
@@ -672,10 +676,7 @@ func filterPyMinMax(isMax bool) exec.FilterFunction {
 // islower: a string with a cased character, all of them in that case.
 func testPyCase(same, other func(string) string) exec.TestFunction {
 	return func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-		if !in.IsString() {
-			return false, nil
-		}
-		s := in.String()
+		s := softStr(in) // Jinja: str(value).islower(), for any value (PaV)
 		return same(s) == s && other(s) != s, nil
 	}
 }

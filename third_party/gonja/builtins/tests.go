@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -70,12 +71,13 @@ func testDivisibleby(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (boo
 // (PaV: -1 is odd, 3.0 is odd, a remainder by zero is an error; upstream
 // used Go's on integers only).
 func pyRemainderIs(in, by *exec.Value, want float64) (bool, error) {
-	if in.IsString() {
-		return false, errors.New("not all arguments converted during string formatting")
-	}
 	r, err := exec.PyArith("%", in, by, false, exec.Limits{})
 	if err != nil {
 		return false, err
+	}
+	if in.IsString() {
+		// Python formats the string: '%s' % 3 is '3', never a number
+		return false, nil
 	}
 	return exec.AsFloat(exec.AsValue(r)) == want, nil
 }
@@ -127,6 +129,8 @@ func testIn(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error)
 		return false, errors.New("argument of type 'int' is not iterable")
 	case seq.IsFloat():
 		return false, errors.New("argument of type 'float' is not iterable")
+	case seq.IsString() && !in.IsString():
+		return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", exec.TypeName(in))
 	}
 	return seq.Contains(in), nil
 }

@@ -5,6 +5,7 @@ import (
 	u "github.com/nikolalohinski/gonja/v2/utils"
 	"math"
 	"reflect"
+	"slices"
 
 	"github.com/pkg/errors"
 
@@ -180,6 +181,9 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	case tokens.Ne:
 		return AsValue(!left.EqualValueTo(right))
 	case tokens.In:
+		if right.IsString() && !left.IsString() { // PaV: Python's TypeError
+			return AsValue(fmt.Errorf("'in <string>' requires string as left operand, not %s", TypeName(left)))
+		}
 		return AsValue(right.Contains(left))
 	case tokens.Tilde:
 		return e.concat(node, left, right)
@@ -329,7 +333,13 @@ func (e *Evaluator) evalDict(node *nodes.Dict) *Value {
 		if p.IsError() {
 			return AsValue(errors.Wrapf(p, `Unable to evaluate pair "%s"`, pair))
 		}
-		pairs = append(pairs, p.Interface().(*Pair))
+		pair := p.Interface().(*Pair)
+		// PaV: a repeated key keeps its place and takes the last value, as in Python
+		if i := slices.IndexFunc(pairs, func(q *Pair) bool { return q.Key.EqualValueTo(pair.Key) }); i >= 0 {
+			pairs[i] = &Pair{Key: pairs[i].Key, Value: pair.Value}
+			continue
+		}
+		pairs = append(pairs, pair)
 	}
 	return AsValue(&Dict{pairs})
 }

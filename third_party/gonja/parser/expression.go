@@ -18,8 +18,17 @@ func (p *Parser) ParseFilterExpression(expr nodes.Expression) (nodes.Expression,
 		}).Trace("ParseFilterExpression")
 	}
 
-	if p.Current(tokens.Pipe) != nil {
-
+	for p.Current(tokens.Pipe, tokens.Is) != nil {
+		if p.Current(tokens.Is) != nil {
+			// PaV: a test binds as tightly as a filter, as in Jinja's
+			// parse_filter_expr: `a == b is c` is `a == (b is c)`.
+			test, err := p.parseIsTest(expr)
+			if err != nil {
+				return nil, err
+			}
+			expr = test
+			continue
+		}
 		filtered := &nodes.FilteredExpression{
 			Location:   nodes.Start(expr),
 			Expression: expr,

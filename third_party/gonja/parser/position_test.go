@@ -15,7 +15,7 @@ import (
 // them (asked of every node of a long chain, that walk was quadratic).
 func TestPositionDoesNotWalkTheChain(t *testing.T) {
 	cfg := config.New()
-	p := parser.NewParser("test", tokens.LexAll("{{ a | f ~ b + c is t and d }}", cfg), cfg, nil, builtins.ControlStructures)
+	p := parser.NewParser("test", tokens.LexAll("{{ a | f is t ~ b + c and d }}", cfg), cfg, nil, builtins.ControlStructures)
 	root, err := p.Parse()
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestPositionDoesNotWalkTheChain(t *testing.T) {
 			x.Expression = nil
 		default:
 			if len(spine) != 6 {
-				t.Fatalf("left spine %v, want and, test, +, ~, filter above a", spine)
+				t.Fatalf("left spine of %d nodes, want and, +, ~, test, filter above a", len(spine))
 			}
 			for _, n := range spine[:5] {
 				if pos := n.Position(); pos == nil || pos.Val != "a" || pos.Col != 4 {

@@ -85,3 +85,43 @@ func (p *Parser) ParseTest(expr nodes.Expression) (nodes.Expression, error) {
 	}
 	return expr, nil
 }
+
+// parseIsTest parses `is [not] name [argument]` after expr, as Jinja's
+// parse_test does (PaV).
+func (p *Parser) parseIsTest(expr nodes.Expression) (nodes.Expression, error) {
+	p.Match(tokens.Is)
+	not := p.Match(tokens.Not)
+	ident := p.Next()
+	if ident == nil || ident.Type != tokens.Name && ident.Type != tokens.In {
+		// as in Jinja, `is` takes a test's name; the tests named by
+		// operators (`==`, `<`, ...) are for select and reject.
+		got := "the end"
+		if ident != nil {
+			got = "'" + ident.Val + "'"
+		}
+		return nil, p.Error(fmt.Sprintf("expected a test name after 'is', got %s", got), ident)
+	}
+	test := &nodes.TestCall{
+		Token:  ident,
+		Name:   ident.Val,
+		Args:   []nodes.Expression{},
+		Kwargs: map[string]nodes.Expression{},
+	}
+	// an argument without parentheses only where Jinja takes one
+	if p.Current(tokens.Name, tokens.String, tokens.Integer, tokens.Float, tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace) != nil &&
+		p.CurrentName("else") == nil {
+		arg, err := p.ParseVariableOrLiteral()
+		if err == nil && arg != nil {
+			test.Args = append(test.Args, arg)
+		}
+	}
+	expr = &nodes.TestExpression{
+		Location:   nodes.Start(expr),
+		Expression: expr,
+		Test:       test,
+	}
+	if not != nil {
+		expr = &nodes.Negation{Term: expr, Operator: not}
+	}
+	return expr, nil
+}
