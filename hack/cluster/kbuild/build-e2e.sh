@@ -26,7 +26,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 export CGO_ENABLED=0
 # build to temporary names and rename, so a concurrent reader never sees a half-written binary
-go test -c -modfile="$MF" -trimpath -ldflags "$LD" -o "$OUT/.e2e.test.tmp" k8s.io/kubernetes/test/e2e
+go test -c -vet=off -modfile="$MF" -trimpath -ldflags "$LD" -o "$OUT/.e2e.test.tmp" k8s.io/kubernetes/test/e2e
 go build -modfile="$MF" -trimpath -ldflags "-s -w" -o "$OUT/.agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
 (cd ginkgo && go build -trimpath -ldflags "-s -w" -o "$OUT/.ginkgo.tmp" github.com/onsi/ginkgo/v2/ginkgo)
 mv -f "$OUT/.e2e.test.tmp" "$OUT/e2e.test"
