@@ -26,6 +26,7 @@ IMAGES=${IMAGES_DIR:-$REPO/_output/images}
 E2E_IMAGES=${CONFORMANCE_IMAGES_DIR:-$REPO/_output/conformance/images}
 FOCUS=${CONFORMANCE_FOCUS:-External.Storage}
 PROCS=${CONFORMANCE_PROCS:-3}
+TIMEOUT=${CONFORMANCE_TIMEOUT:-2h}   # per example (ginkgo --timeout): what has not run by then is reported so
 E2E=$("$HACK_CLUSTER/ensure-e2e.sh")
 k() { "$HACK_CLUSTER/kubectl" "$@"; }
 
@@ -99,11 +100,11 @@ run_example() {
   # ginkgo -p runs e2e.test's specs in parallel processes; flags after -- go to e2e.test.
   # -non-blocking-taints: node 3's NoSchedule taint (the k0s kubelet root pool) must not keep the
   # framework waiting for every node to be schedulable.
-  "$HACK_CLUSTER/netns-exec" "$E2E/ginkgo" -p --procs="$PROCS" --timeout=2h \
+  "$HACK_CLUSTER/netns-exec" "$E2E/ginkgo" -p --procs="$PROCS" --timeout="$TIMEOUT" \
     --focus="$FOCUS" --skip="$skip" --no-color \
     --junit-report=junit.xml --output-dir="$dir" --silence-skips \
     "$E2E/e2e.test" -- \
-    -kubeconfig="$KUBECONFIG_ADMIN" -repo-root="$REPO" \
+    -kubeconfig="$KUBECONFIG_ADMIN" -kubectl-path="$KUBE_DIR/kubectl" -repo-root="$REPO" \
     -storage.testdriver="$REPO/examples/$ex/testdriver.yaml" \
     -non-blocking-taints="node-role.kubernetes.io/control-plane,${ALT_ROOT_LABEL%%=*}" \
     > "$dir/ginkgo.log" 2>&1 || rc=$?
