@@ -200,3 +200,25 @@ e2e: ## build and run the e2e tests (build tag `e2e`) against the running cluste
 
 e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topology across three nodes, recovery of gocryptfs and Block volumes, a rolling update of stagings, the node plugin killed around a shared staging) against the running three-node cluster; not part of `make test`
 	PAV_E2E_MULTINODE=1 E2E_TAGS=e2e_slow hack/cluster/e2e.sh $(E2E_FLAGS)
+
+# ---------------------------------------------------------------- storage conformance
+# Kubernetes' storage conformance suite (the "External Storage" tests of test/e2e/storage/external)
+# against examples/*/testdriver.yaml: hack/cluster/conformance.sh, results in docs/testing.md.
+CONFORMANCE_IMAGES := _output/conformance/images
+CONFORMANCE_EXAMPLES ?= $(patsubst examples/%/testdriver.yaml,%,$(wildcard examples/*/testdriver.yaml))
+.PHONY: test-conformance conformance-images
+conformance-images: ## the images the storage conformance suite runs (agnhost; busybox, also under nginx's name) into _output/conformance/images; builds e2e.test once into $PAV_CACHE
+	IMAGES_DIR=$(CONFORMANCE_IMAGES) hack/images/build.sh conformance
+test-conformance: ## Kubernetes' storage conformance suite (everything not Disruptive or Serial) against each example's testdriver.yaml (CONFORMANCE_EXAMPLES), one after the other, on the local cluster (brought up if needed) with PaV and the example installed; results in _output/conformance/results.md
+	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh
+	$(MAKE) images conformance-images
+	hack/images/examples.sh loop sshfs sshd
+	hack/cluster/conformance.sh $(CONFORMANCE_EXAMPLES)
+# The subset `make test-conformance-quick` runs: per example a volume written and read by two
+# pods, a snapshot restored (host-directory: the snapshot suite; loop-block: a Block claim from a
+# snapshot), RWX across nodes (sshfs; the node-local examples skip it).
+CONFORMANCE_QUICK_FOCUS := External.Storage.*(volumes should store data|Dynamic Snapshot \(delete policy\)\] snapshottable.*check deletion \(ephemeral\)|\(block volmode\)\] provisioning should provision storage with snapshot data source \[|multiVolume should concurrently access the single volume from pods on different node)
+.PHONY: test-conformance-quick
+test-conformance-quick: ## a few tests of test-conformance per example (CONFORMANCE_QUICK_FOCUS) on the running cluster (images built: make images examples-images); results in _output/conformance-quick/results.md
+	$(MAKE) conformance-images
+	CONFORMANCE_FOCUS='$(CONFORMANCE_QUICK_FOCUS)' CONFORMANCE_OUT=$(CURDIR)/_output/conformance-quick hack/cluster/conformance.sh $(CONFORMANCE_EXAMPLES)

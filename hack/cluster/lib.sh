@@ -229,6 +229,21 @@ ensure_kube() {
   done
 }
 
+# Kubernetes' end-to-end test binary e2e.test, agnhost and the ginkgo CLI of KUBE_VERSION (the
+# storage conformance suite, `make test-conformance`), built from the Go module proxy by
+# kbuild/build-e2e.sh.
+# ensure_e2e: build them into $E2E_DIR ($PAV_CACHE/e2e-<version>) unless up-to-date ones are
+# cached (cold: ~10 min).
+ensure_e2e() {
+  E2E_DIR=$PAV_CACHE/e2e-$KUBE_VERSION
+  local h; h=$(cd "$KBUILD" && cat build-e2e.sh "e2e/$KUBE_VERSION.mod" "e2e/$KUBE_VERSION.sum" ginkgo/go.mod ginkgo/go.sum | sha256sum | cut -c1-16)
+  [ -x "$E2E_DIR/e2e.test" ] && [ -x "$E2E_DIR/agnhost" ] && [ -x "$E2E_DIR/ginkgo" ] && [ "$(cat "$E2E_DIR/.source-hash" 2>/dev/null)" = "$h" ] && return 0
+  command -v go >/dev/null || { echo "go is needed to build Kubernetes' e2e.test" >&2; return 1; }
+  step "building Kubernetes $KUBE_VERSION's e2e.test, agnhost and ginkgo into $E2E_DIR (cold: ~10 min)"
+  mkdir -p "$E2E_DIR"
+  ( flock 9; "$KBUILD/build-e2e.sh" "$KUBE_VERSION" "$E2E_DIR" && echo "$h" > "$E2E_DIR/.source-hash" ) 9>"$PAV_CACHE/.e2e-build.lock"
+}
+
 # The snapshot-controller of kubernetes-csi/external-snapshotter (VolumeSnapshots; PaV plays the
 # csi-snapshotter sidecar for its provisioners), built from the Go module proxy with the module
 # file in kbuild/snapshotter, and the snapshot CRDs of the same release (third_party/external-snapshotter).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# build.sh [pause|test|pav|csi-anchor|all]... - build the local images as OCI tarballs in $IMAGES_DIR
+# build.sh [pause|test|pav|csi-anchor|conformance|all]... - build the local images as OCI tarballs in $IMAGES_DIR
 # (default _output/images), without Docker. Import them with hack/cluster/load-images.sh.
 #
 #   pause  registry.k8s.io/pause:3.10 (the name containerd's sandbox_image expects)
@@ -11,6 +11,11 @@
 #          external-provisioner v5.3.0 as /csi-provisioner (built with hack/csianchor/provisioner's
 #          module file, which copies its replace directives) and /csi-anchor-driver
 #          (hack/csianchor/driver), on busybox-static
+#   conformance  the images Kubernetes' storage conformance suite runs (not in all; make
+#          test-conformance): agnhost (built with e2e.test by hack/cluster/ensure-e2e.sh) on
+#          busybox-static as e2e-agnhost.tar, and busybox-static as e2e-busybox.tar for the suite's
+#          busybox and nginx (the suite gives nginx a shell command), each under the name and tag
+#          that release's test/utils/image/manifest.go asks for
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 IMAGES_DIR=${IMAGES_DIR:-$REPO/_output/images}
@@ -62,6 +67,27 @@ build_csi_anchor() {
   "$MKIMG" -rootfs "$r" -out "$IMAGES_DIR/csi-anchor.tar" -name docker.io/library/pav-bench-csi-anchor:latest
 }
 
+# e2e_image ID: the name the suite of the cluster's Kubernetes release uses for image ID (Agnhost,
+# BusyBox, Nginx), read from its test/utils/image/manifest.go (registry.k8s.io/e2e-test-images)
+e2e_image() {
+  local dir mod
+  mod=$REPO/hack/cluster/kbuild/e2e/$KUBE_VERSION.mod
+  dir=$(cd "$REPO/hack/cluster/kbuild" && go list -modfile="$mod" -m -f '{{.Dir}}' k8s.io/kubernetes)
+  sed -n 's|^[[:space:]]*configs\['"$1"'\] = Config{list.PromoterE2eRegistry, "\([^"]*\)", "\([^"]*\)"}.*|registry.k8s.io/e2e-test-images/\1:\2|p' \
+    "$dir/test/utils/image/manifest.go" | grep . || { echo "no image $1 in $dir/test/utils/image/manifest.go" >&2; exit 1; }
+}
+
+build_conformance() {
+  local e2e r=$IMAGES_DIR/rootfs-e2e busybox nginx agnhost
+  e2e=$("$REPO/hack/cluster/ensure-e2e.sh")
+  KUBE_VERSION=$(basename "$e2e"); KUBE_VERSION=${KUBE_VERSION#e2e-}
+  busybox=$(e2e_image BusyBox); nginx=$(e2e_image Nginx); agnhost=$(e2e_image Agnhost)
+  busybox_rootfs "$r"
+  "$MKIMG" -rootfs "$r" -cmd sh -out "$IMAGES_DIR/e2e-busybox.tar" -name "$busybox,$nginx"
+  cp "$e2e/agnhost" "$r/agnhost"
+  "$MKIMG" -rootfs "$r" -entrypoint /agnhost -out "$IMAGES_DIR/e2e-agnhost.tar" -name "$agnhost"
+}
+
 [ $# = 0 ] && set -- all
 for what in "$@"; do
   case $what in
@@ -69,7 +95,8 @@ for what in "$@"; do
     test) build_test ;;
     pav) build_pav ;;
     csi-anchor) build_csi_anchor ;;
+    conformance) build_conformance ;;
     all) build_pause; build_test; build_pav ;;
-    *) echo "usage: $0 [pause|test|pav|csi-anchor|all]..." >&2; exit 2 ;;
+    *) echo "usage: $0 [pause|test|pav|csi-anchor|conformance|all]..." >&2; exit 2 ;;
   esac
 done
