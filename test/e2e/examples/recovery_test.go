@@ -111,7 +111,7 @@ spec:
 		t.Errorf("restarted %s times", n)
 	}
 	sw.lap("the writer writes on the new device")
-	oldNumberIsAnotherDisk(t, ns, "writer", before)
+	oldNumberIsAnotherDisk(t, ns, "writer", field(pvOf(t, ns, "loop-block"), "metadata", "name").(string), before)
 	sw.lap("the old device number, now another disk, cannot be opened")
 
 	pv := pvOf(t, ns, "loop-block")
@@ -220,10 +220,11 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 }
 
 // oldNumberIsAnotherDisk gives loop device number old ("%t:%T" of stat,
-// hex) to a new file, as a new volume of another tenant would get it, and
+// hex) of the client pod's volume pv to a new file, as a new volume of
+// another tenant would get it, and
 // checks that the client pod, making a node of that number, cannot open it
 // (EPERM from its device cgroup).
-func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
+func oldNumberIsAnotherDisk(t *testing.T, ns, pod, pv, old string) {
 	t.Helper()
 	var major, minor int
 	if _, err := fmt.Sscanf(old, "%x:%x", &major, &minor); err != nil {
@@ -238,13 +239,26 @@ func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
 	if out, err := exec.Command("mknod", node, "b", strconv.Itoa(major), strconv.Itoa(minor)).CombinedOutput(); err != nil {
 		t.Fatalf("mknod: %v: %s", err, out)
 	}
-	// The old staging's loop device stays attached to the volume's file (a
-	// kernel object): detach it, as a later unstaging of the volume would, so
-	// that its number is given to another disk, as on a busy node.
+	// Free the old number, as a backend whose device vanished would: the old
+	// staging's loop device stays attached to the volume's file (a kernel
+	// object), and kubelet's own loop device over the published device file
+	// (its lock on a mapped block volume) holds the old device open.
 	if out, err := exec.Command("losetup", node).CombinedOutput(); err == nil {
 		t.Logf("the old device number %d:%d still holds %s: detaching it", major, minor, strings.TrimSpace(string(out)))
 		if out, err := exec.Command("losetup", "-d", node).CombinedOutput(); err != nil {
 			t.Fatalf("losetup -d %d:%d: %v: %s", major, minor, err, out)
+		}
+	}
+	list, err := exec.Command("losetup", "-l", "-n", "-O", "NAME,BACK-FILE").CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup -l: %v: %s", err, list)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.Contains(f[1], "/volumeDevices/publish/"+pv+"/") {
+			t.Logf("detaching kubelet's lock %s on %s", f[0], f[1])
+			if out, err := exec.Command("losetup", "-d", f[0]).CombinedOutput(); err != nil {
+				t.Fatalf("losetup -d %s: %v: %s", f[0], err, out)
+			}
 		}
 	}
 	eventually(t, 30*time.Second, fmt.Sprintf("another disk on the old device number %d:%d", major, minor), func() (bool, string) {
