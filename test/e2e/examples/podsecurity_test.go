@@ -93,6 +93,8 @@ parameters: {greeting: Hello world!, podNamespace: %s}
 	}
 	noPavPodsLeft(t, name)
 	sw.lap("clients gone, volumes unstaged")
+	// Delete the three namespaces at once; their cleanups then only wait.
+	k(t, "delete", "namespace", pavPods, tenant, baseline, "--wait=false")
 }
 
 // psaClaim is a claim of class with accessMode, then a busybox client pod
