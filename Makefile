@@ -217,7 +217,7 @@ test-conformance: ## Kubernetes' storage conformance suite (everything not Disru
 # The subset `make test-conformance-quick` runs: per example a volume written and read by two
 # pods, a snapshot restored (host-directory: the snapshot suite; loop-block: a Block claim from a
 # snapshot), RWX across nodes (sshfs; the node-local examples skip it).
-CONFORMANCE_QUICK_FOCUS := External.Storage.*(volumes should store data|Dynamic Snapshot \(delete policy\)\] snapshottable.*check deletion \(ephemeral\)|\(block volmode\)\] provisioning should provision storage with snapshot data source \[|multiVolume should concurrently access the single volume from pods on different node)
+CONFORMANCE_QUICK_FOCUS := External.Storage.*(volumes should store data|Dynamic Snapshot \(delete policy\)\] snapshottable.*check deletion \(persistent\)|\(block volmode\)\] provisioning should provision storage with snapshot data source \[|multiVolume should concurrently access the single volume from pods on different node)
 .PHONY: test-conformance-quick
 test-conformance-quick: ## a few tests of test-conformance per example (CONFORMANCE_QUICK_FOCUS) on the running cluster (images built: make images examples-images); results in _output/conformance-quick/results.md
 	$(MAKE) conformance-images
