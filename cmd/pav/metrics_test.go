@@ -53,7 +53,9 @@ func TestClientGoMetrics(t *testing.T) {
 	// A named queue: one item added, retried, worked on. Its name is new
 	// (the series are process-wide, and tests may run more than once).
 	queue := string(uuid.NewUUID())
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+	// The retry waits an hour: with the controllers' limiter (5 ms) it was
+	// added again before a slow scrape, counting two adds.
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: queue})
 	defer q.ShutDown()
 	q.Add("a")
