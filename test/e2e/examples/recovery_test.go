@@ -112,7 +112,7 @@ spec:
 	}
 	sw.lap("the writer writes on the new device")
 	oldNumberIsAnotherDisk(t, ns, "writer", before)
-	sw.lap("the old device number, now another disk, cannot be opened")
+	sw.lap("the old device number cannot be opened")
 
 	pv := pvOf(t, ns, "loop-block")
 	img := filepath.Join("/var/lib/pav-examples/loop-block", field(pv, "spec", "csi", "volumeHandle").(string)+".img")
