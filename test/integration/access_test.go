@@ -715,6 +715,9 @@ func checkRBAC(t *testing.T, tenant, ctrl, node kubernetes.Interface) {
 		{ctrl, "controller", "update", "", "nodes", "", "", false},
 		{ctrl, "controller", "patch", "", "persistentvolumeclaims", tenantNS, "", true},
 		{ctrl, "controller", "delete", "", "persistentvolumeclaims", tenantNS, "", false},
+		// the parameters of PaV's policies are the admin's alone
+		{ctrl, "controller", "update", "", "configmaps", "pav", "", false},
+		{node, "node", "update", "", "configmaps", "pav", "", false},
 		{node, "node", "create", "pav.albertofaria.github.io", "pavprovisioners", "", "", false},
 		{node, "node", "update", "", "pods", tenantNS, "", false},
 		{node, "node", "patch", "", "pods", tenantNS, "", true},
