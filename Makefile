@@ -207,7 +207,7 @@ e2e-slow: ## the slow e2e tests (build tag `e2e_slow`: storage capacity and topo
 CONFORMANCE_IMAGES := _output/conformance/images
 CONFORMANCE_EXAMPLES ?= $(patsubst examples/%/testdriver.yaml,%,$(wildcard examples/*/testdriver.yaml))
 .PHONY: test-conformance conformance-images
-conformance-images: ## the images the storage conformance suite runs (agnhost; busybox, also under nginx's name) into _output/conformance/images; builds e2e.test once into $PAV_CACHE
+conformance-images: ## the images the storage conformance suite runs (agnhost; busybox, also under nginx's and glibc-dns-testing's names) into _output/conformance/images; builds e2e.test once into $PAV_CACHE
 	IMAGES_DIR=$(CONFORMANCE_IMAGES) hack/images/build.sh conformance
 test-conformance: ## Kubernetes' storage conformance suite (everything not Disruptive or Serial) against each example's testdriver.yaml (CONFORMANCE_EXAMPLES), one after the other, on the local cluster (brought up if needed) with PaV and the example installed; results in _output/conformance/results.md
 	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh

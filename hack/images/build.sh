@@ -14,7 +14,8 @@
 #   conformance  the images Kubernetes' storage conformance suite runs (not in all; make
 #          test-conformance): agnhost (built with e2e.test by hack/cluster/ensure-e2e.sh) on
 #          busybox-static as e2e-agnhost.tar, and busybox-static as e2e-busybox.tar for the suite's
-#          busybox and nginx (the suite gives nginx a shell command), each under the name and tag
+#          busybox, nginx (the suite gives nginx a shell command) and glibc-dns-testing (the
+#          multiVolume clone tests' pods only run a shell loop in it), each under the name and tag
 #          that release's test/utils/image/manifest.go asks for
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,12 +79,13 @@ e2e_image() {
 }
 
 build_conformance() {
-  local e2e r=$IMAGES_DIR/rootfs-e2e busybox nginx agnhost
+  local e2e r=$IMAGES_DIR/rootfs-e2e busybox nginx glibc agnhost
   e2e=$("$REPO/hack/cluster/ensure-e2e.sh")
   KUBE_VERSION=$(basename "$e2e"); KUBE_VERSION=${KUBE_VERSION#e2e-}
-  busybox=$(e2e_image BusyBox); nginx=$(e2e_image Nginx); agnhost=$(e2e_image Agnhost)
+  busybox=$(e2e_image BusyBox); nginx=$(e2e_image Nginx); glibc=$(e2e_image GlibcDnsTesting)
+  agnhost=$(e2e_image Agnhost)
   busybox_rootfs "$r"
-  "$MKIMG" -rootfs "$r" -cmd sh -out "$IMAGES_DIR/e2e-busybox.tar" -name "$busybox,$nginx"
+  "$MKIMG" -rootfs "$r" -cmd sh -out "$IMAGES_DIR/e2e-busybox.tar" -name "$busybox,$nginx,$glibc"
   cp "$e2e/agnhost" "$r/agnhost"
   "$MKIMG" -rootfs "$r" -entrypoint /agnhost -out "$IMAGES_DIR/e2e-agnhost.tar" -name "$agnhost"
 }
