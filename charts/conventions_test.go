@@ -388,6 +388,22 @@ func TestPrometheusRule(t *testing.T) {
 	if alerts == 0 {
 		t.Error("no alerts")
 	}
+	// With no controller scraped there is no series at all, and a
+	// comparison of an empty sum never fires: the leader alert needs
+	// absent() of the same series.
+	for _, g := range get(rule, "spec", "groups").([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			r := r.(map[string]any)
+			if r["alert"] == "PavNoControllerLeader" {
+				expr, _ := r["expr"].(string)
+				if !strings.Contains(expr, `absent(leader_election_master_status{namespace="pav",name="pav-controller"})`) {
+					t.Errorf("PavNoControllerLeader does not fire when no controller is scraped: %s", expr)
+				}
+				return
+			}
+		}
+	}
+	t.Error("no alert PavNoControllerLeader")
 }
 
 // exportedMetrics: the metric names declared in PaV's Go sources (each

@@ -92,6 +92,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	pvc, err := c.claims.PersistentVolumeClaims(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.claimBackoff.succeeded(key)
+		c.nodeSelected.forget(key)
 		return nil
 	}
 	if err != nil {
@@ -121,6 +122,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		s.class = c.restoreClass(sc)
 	}
 	if pvc.DeletionTimestamp != nil {
+		c.nodeSelected.forget(key)
 		if !ours {
 			return nil
 		}
@@ -349,8 +351,23 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 	return stepStart, ""
 }
 
+// provisionableSince is when the claim could first be provisioned: its
+// creation, or for a WaitForFirstConsumer claim the first time this process
+// saw a node selected for it (provision records it at every sync of an
+// unbound claim, so from the first that saw the scheduler's annotation).
+func (s *claimSync) provisionableSince() time.Time {
+	if s.pvc.Annotations[annSelectedNode] == "" || s.class == nil || s.class.VolumeBindingMode == nil ||
+		*s.class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		return s.pvc.CreationTimestamp.Time
+	}
+	return s.c.nodeSelected.seen(s.key, s.pvc.UID, s.c.claimBackoff.now())
+}
+
 // provision observes the claim, decides its next step and acts on it.
 func (s *claimSync) provision(ctx context.Context) error {
+	if s.pvc.Spec.VolumeName == "" {
+		s.provisionableSince() // provisioning latency counts from the first sync that may provision
+	}
 	v := claimView{pvc: s.pvc, p: s.p, class: s.class, pods: s.pods}
 	v.volumeExists, _ = s.volumeExists(ctx, false)
 	if s.pvc.Spec.VolumeName == "" && !v.volumeExists && s.p != nil {
@@ -770,7 +787,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		if s.p.Spec.StorageCapacity != nil {
 			s.c.refreshCapacity(s.p.Name)
 		}
-		s.c.metrics.operation(s.provName, "provision", "success", time.Since(s.pvc.CreationTimestamp.Time))
+		s.c.metrics.operation(s.provName, "provision", "success", s.c.claimBackoff.now().Sub(s.provisionableSince()))
 	}
 	return s.finish(ctx)
 }
@@ -799,6 +816,7 @@ func (s *claimSync) finish(ctx context.Context) error {
 		return err
 	}
 	s.c.claimBackoff.succeeded(s.key)
+	s.c.nodeSelected.forget(s.key)
 	return nil
 }
 

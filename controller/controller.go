@@ -169,6 +169,9 @@ type Controller struct {
 
 	claimBackoff  *backoff
 	volumeBackoff *backoff
+	// nodeSelected: when a node was first seen selected for each
+	// WaitForFirstConsumer claim (provisioning latency counts from then).
+	nodeSelected nodeSelected
 
 	// VolumeSnapshotContents (nil snapshots: not handled).
 	snapshots       kubeclient.SnapshotInterface

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -343,6 +344,80 @@ func TestMetricsByProvisioner(t *testing.T) {
 	h.c.metrics.provisionerGone(testProvisioner)
 	if _, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov()); ok {
 		t.Error("a deleted provisioner's series are still exported")
+	}
+}
+
+// TestProvisionLatencyFromSelectedNode: a WaitForFirstConsumer claim's
+// provisioning latency counts from the first sync that saw the node the
+// scheduler selected, not from the claim's creation (the wait for a
+// consumer is not PaV's); an Immediate claim's from its creation.
+func TestProvisionLatencyFromSelectedNode(t *testing.T) {
+	for _, wffc := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wffc=%v", wffc), func(t *testing.T) {
+			objs := testObjects()
+			if wffc {
+				mode := storagev1.VolumeBindingWaitForFirstConsumer
+				objs[0].(*storagev1.StorageClass).VolumeBindingMode = &mode
+			}
+			h := newHarness(t, objs...)
+			reg := prometheus.NewRegistry()
+			h.c.metrics = NewMetrics(reg)
+			ctx := context.Background()
+			pvc, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // the API keeps whole seconds
+			created := h.now
+			pvc.CreationTimestamp = metav1.NewTime(created)
+			if _, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var madePV time.Time // the step (each is an hour) that created the PV
+			step := func() {
+				t.Helper()
+				if err := h.step(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{}); err == nil && madePV.IsZero() {
+					madePV = h.now
+				}
+			}
+			// A WaitForFirstConsumer claim waits for a consumer: PaV does nothing.
+			for i := 0; i < 3; i++ {
+				step()
+			}
+			if pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); wffc && (len(pods.Items) != 0 || !madePV.IsZero()) {
+				t.Fatalf("%d pods (PV made at %v) for a claim without a selected node", len(pods.Items), madePV)
+			}
+			pvc, err = h.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pvc.Annotations[annSelectedNode] = "node-1"
+			if _, err := h.kube.CoreV1().PersistentVolumeClaims("ns").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			selected := h.now.Add(time.Hour) // the next step's time
+			for i := 0; i < 10 && !h.provisioned(); i++ {
+				step()
+			}
+			if !h.provisioned() {
+				t.Fatalf("not provisioned:\n%s", h.describe())
+			}
+			want := madePV.Sub(created)
+			if wffc {
+				want = madePV.Sub(selected)
+			}
+			got, ok := metricstest.HistogramSum(t, reg, "pav_controller_operation_duration_seconds",
+				map[string]string{"provisioner": testProvisioner, "operation": "provision"})
+			if !ok || got != want.Seconds() {
+				t.Errorf("provisioning latency %vs (present %v), want %v", got, ok, want.Seconds())
+			}
+			if len(h.c.nodeSelected.since) != 0 {
+				t.Errorf("still remembered after provisioning: %v", h.c.nodeSelected.since)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/albertofaria/pav/protocol"
 )
@@ -13,7 +14,8 @@ import (
 // Metrics are the controller's Prometheus metrics, each by provisioner
 // (PavProvisioners are few and created by administrators):
 //   - pav_controller_operations_total{provisioner,operation,result}: provision/delete/expand attempts;
-//   - pav_controller_operation_duration_seconds{provisioner,operation}: claim creation → PV created;
+//   - pav_controller_operation_duration_seconds{provisioner,operation}: claim provisionable → PV created
+//     (provisionableSince);
 //   - pav_controller_pods_total{provisioner,phase,result}: validation/creation/deletion/expansion pods finished;
 //   - pav_controller_pod_duration_seconds{provisioner,phase}: pod creation → results collected;
 //   - pav_controller_pods_in_flight{provisioner,phase}: PaV pods not yet done (from the cache).
@@ -39,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provisioner", "operation", "result"}),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pav_controller_operation_duration_seconds",
-			Help:    "Time from claim creation until its volume was provisioned.",
+			Help:    "Time from when a claim could be provisioned until its PersistentVolume was created: from the claim's creation, or for a WaitForFirstConsumer claim from when this controller first saw the node the scheduler selected for it (so the wait for a consumer is left out; after a change of leader, from when the new leader first saw it).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"provisioner", "operation"}),
 		pods: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -141,4 +143,40 @@ func (f *inFlight) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), k.provisioner, string(k.phase))
 	}
+}
+
+// nodeSelected remembers when this process first saw a node selected for
+// each WaitForFirstConsumer claim, by claim key: the moment provisioning
+// became possible, which the API does not record (the cache drops
+// managedFields). In memory only, like the backoff: a new leader counts from
+// when it first saw the claim.
+type nodeSelected struct {
+	mu    sync.Mutex
+	since map[string]nodeSelectedAt
+}
+
+type nodeSelectedAt struct {
+	uid types.UID // a claim deleted and created again under its name starts anew
+	at  time.Time
+}
+
+// seen records now for the claim unless an earlier time is recorded, and
+// returns the recorded time.
+func (n *nodeSelected) seen(key string, uid types.UID, now time.Time) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if e, ok := n.since[key]; ok && e.uid == uid {
+		return e.at
+	}
+	if n.since == nil {
+		n.since = map[string]nodeSelectedAt{}
+	}
+	n.since[key] = nodeSelectedAt{uid, now}
+	return now
+}
+
+func (n *nodeSelected) forget(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.since, key)
 }

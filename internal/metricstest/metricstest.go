@@ -31,6 +31,27 @@ func Scrape(t testing.TB, reg prometheus.Gatherer, name string, labels map[strin
 	return 0, false
 }
 
+// HistogramSum returns the sum of the observations of the first histogram
+// series name{labels...} in reg, and whether there is one.
+func HistogramSum(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.Histogram != nil && matches(m, labels) {
+				return m.Histogram.GetSampleSum(), true
+			}
+		}
+	}
+	return 0, false
+}
+
 func matches(m *dto.Metric, labels map[string]string) bool {
 	got := map[string]string{}
 	for _, l := range m.GetLabel() {
