@@ -234,7 +234,7 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 				err = c.capacityUnknown(ctx, p, it, obj, cerr.Error())
 			}
 		case cfg.Capacity != nil:
-			err = c.publishCapacity(ctx, p, it, obj, *cfg.Capacity)
+			err = c.publishCapacity(ctx, p, it, obj, measurement{free: *cfg.Capacity})
 		}
 		if err != nil {
 			return err
@@ -262,10 +262,10 @@ func (c *Controller) capacityPodState(ctx context.Context, p *v1alpha1.PavProvis
 		return c.deletePod(ctx, pod)
 	}
 	var err error
-	if q, problem := readFreeBytes(pod, r); problem != "" {
+	if m, problem := readMeasurement(pod, r); problem != "" {
 		err = c.capacityUnknown(ctx, p, it, obj, problem)
 	} else {
-		err = c.publishCapacity(ctx, p, it, obj, q)
+		err = c.publishCapacity(ctx, p, it, obj, m)
 	}
 	if err != nil {
 		return err
@@ -273,22 +273,48 @@ func (c *Controller) capacityPodState(ctx context.Context, p *v1alpha1.PavProvis
 	return c.deletePod(ctx, pod)
 }
 
-// readFreeBytes is a finished capacity pod's /pav/capacity: a quantity of
-// at least zero bytes; problem says why there is none.
-func readFreeBytes(pod *corev1.Pod, r podOutcome) (resource.Quantity, string) {
+// measurement is what a segment's CSIStorageCapacity publishes: its free
+// space and, if the provisioner says it, the largest volume it can hold.
+type measurement struct {
+	free              resource.Quantity
+	maximumVolumeSize *resource.Quantity
+}
+
+// readMeasurement is a finished capacity pod's /pav/capacity and
+// /pav/maximum-volume-size (optional): quantities of at least zero bytes;
+// problem says why there is no measurement.
+func readMeasurement(pod *corev1.Pod, r podOutcome) (measurement, string) {
 	switch {
 	case !r.succeeded:
-		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
+		return measurement{}, fmt.Sprintf("capacity pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message)
 	case r.capacity == nil:
-		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s succeeded but wrote no /pav/capacity", pod.Namespace, pod.Name)
+		return measurement{}, fmt.Sprintf("capacity pod %s/%s succeeded but wrote no /pav/%s", pod.Namespace, pod.Name, protocol.FileCapacity)
 	}
-	text := strings.TrimSpace(*r.capacity)
+	free, problem := readBytesFile(pod, protocol.FileCapacity, *r.capacity, "free bytes")
+	if problem != "" {
+		return measurement{}, problem
+	}
+	m := measurement{free: free}
+	if r.maximumVolumeSize != nil {
+		max, problem := readBytesFile(pod, protocol.FileMaximumVolumeSize, *r.maximumVolumeSize, "the largest volume's bytes")
+		if problem != "" {
+			return measurement{}, problem
+		}
+		m.maximumVolumeSize = &max
+	}
+	return m, ""
+}
+
+// readBytesFile parses the content of a capacity pod's /pav/<file>, which
+// holds what.
+func readBytesFile(pod *corev1.Pod, file, content, what string) (resource.Quantity, string) {
+	text := strings.TrimSpace(content)
 	q, err := resource.ParseQuantity(text)
 	if err != nil {
-		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s wrote %q to /pav/capacity, which is not a quantity (free bytes, e.g. 10737418240 or 10Gi)", pod.Namespace, pod.Name, truncate(text, 64))
+		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s wrote %q to /pav/%s, which is not a quantity (%s, e.g. 10737418240 or 10Gi)", pod.Namespace, pod.Name, truncate(text, 64), file, what)
 	}
 	if _, err := templating.Bytes(q); err != nil {
-		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s wrote /pav/capacity: %v", pod.Namespace, pod.Name, err)
+		return resource.Quantity{}, fmt.Sprintf("capacity pod %s/%s wrote /pav/%s: %v", pod.Namespace, pod.Name, file, err)
 	}
 	return q, ""
 }
@@ -317,19 +343,21 @@ func (c *Controller) capacityUnknown(ctx context.Context, p *v1alpha1.PavProvisi
 // as external-provisioner's: in PaV's namespace, for the class, with the
 // segment as nodeTopology, owned by the provisioner (garbage collection
 // removes it with the provisioner).
-func (c *Controller) publishCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, it capacityItem, obj *storagev1.CSIStorageCapacity, free resource.Quantity) error {
+func (c *Controller) publishCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, it capacityItem, obj *storagev1.CSIStorageCapacity, m measurement) error {
 	c.capacityMeasured(p.Name, it.key)
 	client := c.kube.StorageV1().CSIStorageCapacities(c.cfg.Namespace)
+	free := m.free
 	if obj != nil {
-		if obj.Capacity != nil && obj.Capacity.Cmp(free) == 0 {
+		if sameQuantity(obj.Capacity, &free) && sameQuantity(obj.MaximumVolumeSize, m.maximumVolumeSize) {
 			return nil
 		}
 		updated := obj.DeepCopy()
 		updated.Capacity = &free
+		updated.MaximumVolumeSize = m.maximumVolumeSize
 		if _, err := client.Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("updating CSIStorageCapacity %s/%s: %w", obj.Namespace, obj.Name, err)
 		}
-		klog.V(2).InfoS("Updated storage capacity", "provisioner", p.Name, "class", it.class.Name, "segment", it.segment.Key(), "capacity", free.String())
+		klog.V(2).InfoS("Updated storage capacity", "provisioner", p.Name, "class", it.class.Name, "segment", it.segment.Key(), "capacity", free.String(), "maximumVolumeSize", m.maximumVolumeSize)
 		return nil
 	}
 	want := &storagev1.CSIStorageCapacity{
@@ -339,9 +367,10 @@ func (c *Controller) publishCapacity(ctx context.Context, p *v1alpha1.PavProvisi
 			Labels:          map[string]string{protocol.LabelProvisioner: protocol.LabelValue(p.Name)},
 			OwnerReferences: []metav1.OwnerReference{provisionerOwner(p)},
 		},
-		StorageClassName: it.class.Name,
-		NodeTopology:     it.segment.LabelSelector(),
-		Capacity:         &free,
+		StorageClassName:  it.class.Name,
+		NodeTopology:      it.segment.LabelSelector(),
+		Capacity:          &free,
+		MaximumVolumeSize: m.maximumVolumeSize,
 	}
 	if _, err := client.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating CSIStorageCapacity %s/%s: %w", want.Namespace, want.Name, err)
@@ -400,4 +429,12 @@ func (c *Controller) onCapacity(obj interface{}) {
 			c.provisionerQueue.Add(o.Name)
 		}
 	}
+}
+
+// sameQuantity: both absent, or both the same amount.
+func sameQuantity(a, b *resource.Quantity) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Cmp(*b) == 0
 }

@@ -255,6 +255,74 @@ func TestCapacityPods(t *testing.T) {
 	}
 }
 
+// /pav/maximum-volume-size becomes the object's maximumVolumeSize (the
+// scheduler then keeps larger claims off the segment); a later measurement
+// without it removes it; garbage in it fails the measurement like garbage in
+// /pav/capacity.
+func TestCapacityPodsMaximumVolumeSize(t *testing.T) {
+	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) {
+		return &templating.CapacityConfig{PodTemplate: stubPod("measure")}, nil
+	})
+	maximums := func() map[string]string {
+		list, err := h.kube.StorageV1().CSIStorageCapacities("pav").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, c := range list.Items {
+			out[c.NodeTopology.MatchLabels[hostname]] = "none"
+			if c.MaximumVolumeSize != nil {
+				out[c.NodeTopology.MatchLabels[hostname]] = c.MaximumVolumeSize.String()
+			}
+		}
+		return out
+	}
+	// measure runs one round in which node's pod writes results.
+	measure := func(results map[string]map[string]string) {
+		t.Helper()
+		h.c.refreshCapacity(testProvisioner)
+		h.syncProvisioner()
+		for _, pod := range h.capacityPods() {
+			pod.Status.Phase = corev1.PodSucceeded
+			pod.Annotations[protocol.AnnotationResultsCollected] = "true"
+			for k, v := range results[pod.Spec.NodeName] {
+				pod.Annotations[k] = v
+			}
+			if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(context.Background(), &pod, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.syncProvisioner()
+	}
+	free, max := protocol.AnnotationResultCapacity, protocol.AnnotationResultMaximumVolumeSize
+	measure(map[string]map[string]string{
+		"n1": {free: "10Gi", max: "4Gi"},
+		"n2": {free: "10Gi"},
+	})
+	if got := fmt.Sprint(maximums()); got != "map[n1:4Gi n2:none]" {
+		t.Errorf("maximum volume sizes %s, want n1 4Gi and none for n2", got)
+	}
+	measure(map[string]map[string]string{
+		"n1": {free: "10Gi"},
+		"n2": {free: "10Gi", max: "2Gi"},
+	})
+	if got := fmt.Sprint(maximums()); got != "map[n1:none n2:2Gi]" {
+		t.Errorf("maximum volume sizes %s after n1 stopped saying it and n2 started, want none and 2Gi", got)
+	}
+	drain(h.events)
+	measure(map[string]map[string]string{
+		"n1": {free: "10Gi", max: "big"},
+		"n2": {free: "8Gi", max: "2Gi"},
+	})
+	if got := fmt.Sprint(h.capacities(), maximums()); got != "map[n1:10Gi n2:8Gi] map[n1:none n2:2Gi]" {
+		t.Errorf("capacities and maximums %s, want n1's last values kept after its bad measurement", got)
+	}
+	events := strings.Join(drain(h.events), "\n")
+	if !strings.Contains(events, `wrote "big" to /pav/maximum-volume-size, which is not a quantity`) {
+		t.Errorf("events:\n%s\nwant one about n1's garbage", events)
+	}
+}
+
 // A deleted provisioner's capacity pods go before it is released.
 func TestCapacityPodsGoWithTheProvisioner(t *testing.T) {
 	h := newCapacityHarness(t, func(string) (*templating.CapacityConfig, error) {

@@ -33,6 +33,9 @@ type podOutcome struct {
 	// one of its files) wrote to /pav/error.
 	attributes  *string
 	resultError string
+	// maximumVolumeSize is the content of /pav/maximum-volume-size, if a
+	// capacity pod wrote it.
+	maximumVolumeSize *string
 	// recheck > 0: not done yet, look again after this long even if nothing changes.
 	recheck time.Duration
 	// stuck explains why a pod that is not done cannot make progress (e.g. its
@@ -126,6 +129,9 @@ func examinePod(pod *corev1.Pod, now time.Time, resultsTimeout time.Duration, lo
 		}
 		if v, ok := ann[protocol.AnnotationResultVolumeAttributes]; ok {
 			out.attributes = &v
+		}
+		if v, ok := ann[protocol.AnnotationResultMaximumVolumeSize]; ok {
+			out.maximumVolumeSize = &v
 		}
 		out.resultError = ann[protocol.AnnotationResultError]
 	}

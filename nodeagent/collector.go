@@ -240,7 +240,8 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // readResults reads handle, capacity, error, infeasible,
-// volume-attributes, snapshot-handle and restore-size from a pod's host directory. A file the pod did not
+// volume-attributes, snapshot-handle, restore-size, ready-to-use and
+// maximum-volume-size from a pod's host directory. A file the pod did not
 // write (or left empty) yields no annotation, except infeasible, whose
 // presence is the result, and volume-attributes, which the controller
 // parses (and refuses if empty). A file PaV
@@ -263,6 +264,7 @@ func readResults(dir string) (map[string]string, error) {
 		{protocol.FileSnapshotHandle, protocol.AnnotationResultSnapshotHandle, maxHandleBytes, false, false},
 		{protocol.FileRestoreSize, protocol.AnnotationResultRestoreSize, maxCapacityBytes, false, false},
 		{protocol.FileReadyToUse, protocol.AnnotationResultReadyToUse, maxCapacityBytes, false, false},
+		{protocol.FileMaximumVolumeSize, protocol.AnnotationResultMaximumVolumeSize, maxCapacityBytes, false, false},
 	}
 	var refused []string
 	for _, f := range files {

@@ -147,6 +147,8 @@ const (
 	AnnotationResultSnapshotHandle = prefix + "result-snapshot-handle"
 	AnnotationResultRestoreSize    = prefix + "result-restore-size"
 	AnnotationResultReadyToUse     = prefix + "result-ready-to-use"
+	// On terminated capacity pods: /pav/maximum-volume-size, if present.
+	AnnotationResultMaximumVolumeSize = prefix + "result-maximum-volume-size"
 
 	// AnnotationSucceeded ("true") on a run-to-completion pod: the node plugin
 	// of its node learnt from the container runtime that every container
@@ -174,7 +176,7 @@ const (
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
 	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationResultSnapshotHandle, AnnotationResultRestoreSize,
-	AnnotationResultReadyToUse, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
+	AnnotationResultReadyToUse, AnnotationResultMaximumVolumeSize, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
@@ -238,6 +240,10 @@ const (
 	// creation pod again later, with snapshotHandle in its context, until
 	// it writes "true" or nothing).
 	FileReadyToUse = "ready-to-use"
+	// FileMaximumVolumeSize (PaV-Go addition), from a capacity pod: the
+	// largest volume the segment can hold (bytes, or a quantity), which may
+	// be less than its free space (e.g. a pool spread over several disks).
+	FileMaximumVolumeSize = "maximum-volume-size"
 )
 
 // MaxHandleBytes is the longest volume handle: CSI's limit on volume IDs.
