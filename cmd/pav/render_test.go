@@ -839,3 +839,31 @@ func TestRenderTopology(t *testing.T) {
 		t.Errorf("without Nodes: %v, want %q and a hint", err, want)
 	}
 }
+
+// A provisioner with topology keys and an Immediate class, without
+// --selected-node: render says which node the controller would choose, and
+// renders for it (a Node without a Ready condition counts as Ready).
+func TestRenderChoosesTheNodeOfAnImmediateClaim(t *testing.T) {
+	objects := filepath.Join(t.TempDir(), "nodes.yaml")
+	nodes := "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {kubernetes.io/hostname: n1}}\nstatus: {conditions: [{type: Ready, status: \"False\"}]}\n" +
+		"---\napiVersion: v1\nkind: Node\nmetadata: {name: n2, labels: {kubernetes.io/hostname: n2}}\n"
+	if err := os.WriteFile(objects, []byte(nodes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", objects, "--pods")
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, stderr)
+	}
+	if want := "selectedNodeName: n2, the node PaV chooses for a claim of the Immediate StorageClass echo-class"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	for _, want := range []string{"nodeName: n2", protocol.AnnotationSelectedNode + ": n2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("creation pod lacks %q:\n%s", want, out)
+		}
+	}
+	_, _, err = run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", "testdata/unlabelled-node.yaml")
+	if want := "no node has all the labels"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("without a labelled node: %v, want %q", err, want)
+	}
+}
