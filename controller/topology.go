@@ -145,7 +145,8 @@ func claimNameHash(name string) (hash, index uint32) {
 // external-provisioner's hash of the claim's name) that holds a Ready,
 // schedulable node with every topology label (a node whose node plugin
 // reports a segment, see protocol.NodeSegment), and among that segment's
-// nodes, sorted by name, the one a hash of the claim's UID points at.
+// nodes, sorted by name, the one a hash of the claim's UID points at;
+// nodes with a NoSchedule or NoExecute taint only when no other will do.
 // "" without topology keys, for WaitForFirstConsumer, or when the
 // scheduler has selected a node; an error saying why when no node fits.
 // The controller's rule, also `pav render`'s.
@@ -160,27 +161,31 @@ func ImmediateNode(p *v1alpha1.PavProvisioner, class *storagev1.StorageClass, pv
 		return "", err
 	}
 	type candidate struct {
-		name string
-		seg  protocol.Segment
+		name    string
+		seg     protocol.Segment
+		tainted bool
 	}
 	var candidates []candidate
 	for _, n := range nodes {
 		if seg, missing := protocol.NodeSegment(keys, n.Labels); missing == "" && nodeUsable(n) {
-			candidates = append(candidates, candidate{n.Name, seg})
+			candidates = append(candidates, candidate{n.Name, seg, nodeTainted(n)})
 		}
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].name < candidates[j].name })
-	for _, want := range topology.Preferred {
-		var in []string
-		for _, c := range candidates {
-			if subset(want, c.seg) {
-				in = append(in, c.name)
+	// Untainted nodes first: the claim's pods may not tolerate a taint.
+	for _, tainted := range []bool{false, true} {
+		for _, want := range topology.Preferred {
+			var in []string
+			for _, c := range candidates {
+				if c.tainted == tainted && subset(want, c.seg) {
+					in = append(in, c.name)
+				}
 			}
-		}
-		if len(in) > 0 {
-			h := fnv.New32a()
-			_, _ = h.Write([]byte(pvc.UID))
-			return in[h.Sum32()%uint32(len(in))], nil
+			if len(in) > 0 {
+				h := fnv.New32a()
+				_, _ = h.Write([]byte(pvc.UID))
+				return in[h.Sum32()%uint32(len(in))], nil
+			}
 		}
 	}
 	keysOf := make([]string, len(topology.Requisite))

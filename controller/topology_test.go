@@ -209,8 +209,10 @@ func TestImmediateNode(t *testing.T) {
 	cordoned := readyNode("n3", hz("n3", "b"))
 	cordoned.Spec.Unschedulable = true
 	noStatus := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n6", Labels: hz("n6", "c")}}
+	tainted := readyNode("n7", hz("n7", "b"))
+	tainted.Spec.Taints = []corev1.Taint{{Key: "example.com/pool", Effect: corev1.TaintEffectNoSchedule}}
 	nodes := []*corev1.Node{notReady, readyNode("n2", hz("n2", "a")), cordoned, readyNode("n4", hz("n4", "b")),
-		readyNode("n5", hz("n5", "b")), noStatus, readyNode("bare", nil)}
+		readyNode("n5", hz("n5", "b")), noStatus, readyNode("bare", nil), tainted}
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	allow := func(key string, values ...string) []corev1.TopologySelectorTerm {
 		return []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: key, Values: values}}}}
@@ -230,6 +232,8 @@ func TestImmediateNode(t *testing.T) {
 		{name: "only Ready, schedulable nodes with the labels", keys: []string{host}, want: []string{"n2", "n4", "n5"}},
 		{name: "from allowedTopologies", keys: []string{host}, allowed: allow(host, "n1", "n4"), want: []string{"n4"}},
 		{name: "a zone: one of its usable nodes", keys: []string{zone}, allowed: allow(zone, "b"), want: []string{"n4", "n5"}},
+		{name: "a tainted node only when no other will do", keys: []string{host}, allowed: allow(host, "n4", "n7"), want: []string{"n4"}},
+		{name: "a tainted node rather than none", keys: []string{host}, allowed: allow(host, "n7", "n1"), want: []string{"n7"}},
 		{name: "no usable node in allowedTopologies", keys: []string{host}, allowed: allow(host, "n1", "n3", "n6", "gone"),
 			err: `no Ready, schedulable node with the labels ["kubernetes.io/hostname"] of the spec.topologyKeys of PavProvisioner "p" is in the claim's requisite topology [kubernetes.io/hostname=gone kubernetes.io/hostname=n1 kubernetes.io/hostname=n3 kubernetes.io/hostname=n6]`},
 	} {
@@ -241,7 +245,12 @@ func TestImmediateNode(t *testing.T) {
 			if tc.selected != "" {
 				pvc.Annotations[annSelectedNode] = tc.selected
 			}
-			got, err := ImmediateNode(p, class, pvc, nodes)
+			var stripped []*corev1.Node // as the controller's cache holds them
+			for _, n := range nodes {
+				o, _ := stripNode(n)
+				stripped = append(stripped, o.(*corev1.Node))
+			}
+			got, err := ImmediateNode(p, class, pvc, stripped)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %q, %v; want the error %q", got, err, tc.err)
