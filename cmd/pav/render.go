@@ -627,7 +627,8 @@ func (r *renderer) expansion() (*rendered, error) {
 }
 
 // volume is the PV of --pv, or the claim's in --objects, or the one PaV
-// would create for the claim in class sc (nil: the claim's class).
+// would create for the claim in class sc (nil: the claim's class), which
+// records --selected-node as PaV records the selected node.
 func (r *renderer) volume(sc *storagev1.StorageClass) (*corev1.PersistentVolume, error) {
 	if r.pv != nil {
 		return r.pv, nil
@@ -641,7 +642,11 @@ func (r *renderer) volume(sc *storagev1.StorageClass) (*corev1.PersistentVolume,
 			return nil, err
 		}
 	}
-	return defaultVolume(r.pvc, sc, r.prov.Name)
+	pv, err := defaultVolume(r.pvc, sc, r.prov.Name)
+	if err == nil && r.o.selectedNode != "" {
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, r.o.selectedNode)
+	}
+	return pv, err
 }
 
 func (r *renderer) snapshot(phase protocol.Phase) (*rendered, error) {
@@ -1024,11 +1029,7 @@ func (r *renderer) snapshotVolume() (*corev1.PersistentVolume, error) {
 	if pv := r.w.volumeOf(r.pvc); pv != nil {
 		return pv, nil
 	}
-	pv, err := r.volume(nil)
-	if err == nil && r.o.selectedNode != "" {
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, r.o.selectedNode)
-	}
-	return pv, err
+	return r.volume(nil)
 }
 
 // defaultContent is the content the snapshot-controller makes for a
