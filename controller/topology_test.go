@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -395,4 +396,31 @@ func TestImmediateBindingWithoutACandidate(t *testing.T) {
 	if err != nil || pv.Annotations[protocol.AnnotationSelectedNode] != "n1" {
 		t.Errorf("PV %v, %v; want one for n1", pv, err)
 	}
+}
+
+// Immediate binding with topology keys under faults: the volume is created
+// once, for the node PaV chose.
+func TestImmediateBindingSurvivesAFaultAtEveryWrite(t *testing.T) {
+	const host = "kubernetes.io/hostname"
+	sc := provisioning
+	sc.objects = func() []runtime.Object {
+		return append(testObjects(), readyNode("n1", map[string]string{host: "n1"}), readyNode("n2", map[string]string{host: "n2"}))
+	}
+	sc.setup = func(h *harness) { h.prov.Spec.TopologyKeys = []string{host} }
+	sc.check = func(h *harness) {
+		h.t.Helper()
+		h.checkVolume()
+		list, _ := h.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		var nodes []*corev1.Node
+		for i := range list.Items {
+			nodes = append(nodes, &list.Items[i])
+		}
+		class, _ := h.kube.StorageV1().StorageClasses().Get(context.Background(), "sc", metav1.GetOptions{})
+		want, err := ImmediateNode(h.prov, class, h.claim(), nodes)
+		pv, gerr := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), testVolume, metav1.GetOptions{})
+		if err != nil || gerr != nil || want == "" || pv.Annotations[protocol.AnnotationSelectedNode] != want {
+			h.t.Errorf("PV for node %q (%v, %v), want %q", pv.Annotations[protocol.AnnotationSelectedNode], err, gerr, want)
+		}
+	}
+	testEveryFault(t, sc)
 }
