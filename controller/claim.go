@@ -59,6 +59,11 @@ type claimSync struct {
 	// vac: the VolumeAttributesClass the claim names, which a new volume is
 	// created with (resolveClass).
 	vac *storagev1.VolumeAttributesClass
+	// node: the node the volume is created for, the templates'
+	// selectedNodeName: the scheduler's (selected-node), else the one PaV
+	// chose for Immediate binding (ImmediateNode, in computeTopology),
+	// recorded on the attempt's pods; "" for none.
+	node string
 }
 
 // claimTarget resolves which provisioner a claim is for: its class's
@@ -121,6 +126,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 	if sc := s.attemptClass(); sc != nil {
 		s.class = c.restoreClass(sc)
 	}
+	s.node = s.attemptNode()
 	if pvc.DeletionTimestamp != nil {
 		c.nodeSelected.forget(key)
 		if !ours {
@@ -129,6 +135,21 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		return s.deleted(ctx)
 	}
 	return s.provision(ctx)
+}
+
+// attemptNode is the node the scheduler selected for the claim, else the
+// one PaV chose for an attempt in progress, recorded on its pods (the node
+// its creation pod ran for, even if nodes changed since); "" for none.
+func (s *claimSync) attemptNode() string {
+	if n := s.pvc.Annotations[annSelectedNode]; n != "" {
+		return n
+	}
+	for _, phase := range []protocol.Phase{protocol.PhaseCreation, protocol.PhaseValidation, protocol.PhaseDeletion} {
+		if pod := s.pods[phase]; pod != nil && pod.Annotations[protocol.AnnotationSelectedNode] != "" {
+			return pod.Annotations[protocol.AnnotationSelectedNode]
+		}
+	}
+	return ""
 }
 
 // attemptClass is the StorageClass an attempt in progress started with,
@@ -209,12 +230,14 @@ func (s *claimSync) reschedule() {
 }
 
 func (s *claimSync) request() templating.DynamicRequest {
-	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.pvc.Annotations[annSelectedNode],
+	return templating.DynamicRequest{PVC: s.pvc, Class: s.class, SelectedNodeName: s.node,
 		SourcePVC: s.source, SourcePV: s.sourcePV, SourceSnapshot: s.sourceSnapshot, SourceContent: s.sourceContent, Topology: s.topology,
 		VolumeAttributesClass: s.vac}
 }
 
-// computeTopology sets s.topology for the provisioner's topology keys.
+// computeTopology sets s.topology for the provisioner's topology keys and,
+// for a claim no one selected a node for (Immediate binding), chooses its
+// node (s.node).
 func (s *claimSync) computeTopology() error {
 	if len(s.p.Spec.TopologyKeys) == 0 {
 		return nil
@@ -223,7 +246,12 @@ func (s *claimSync) computeTopology() error {
 	if err != nil {
 		return err
 	}
-	s.topology, err = Topology(s.p, s.class, s.pvc, s.pvc.Annotations[annSelectedNode], nodes)
+	if s.node == "" {
+		if s.node, err = ImmediateNode(s.p, s.class, s.pvc, nodes); err != nil {
+			return err
+		}
+	}
+	s.topology, err = Topology(s.p, s.class, s.pvc, s.node, nodes)
 	return err
 }
 
@@ -535,8 +563,11 @@ func (s *claimSync) runPod(ctx context.Context, phase protocol.Phase, tmpl *core
 			return s.fail(reasonProvisioningFailed, "%v", err)
 		}
 	}
-	pod, err := protocol.ClaimPod(protocol.PodBase{Template: tmpl, Provisioner: s.p.Name, Root: s.c.podDirRoot()},
-		protocol.ClaimPodSpec{Phase: phase, PVC: s.pvc, Class: s.class, Extra: annotations})
+	spec := protocol.ClaimPodSpec{Phase: phase, PVC: s.pvc, Class: s.class, Extra: annotations}
+	if s.node != s.pvc.Annotations[annSelectedNode] {
+		spec.ChosenNode = s.node // PaV's choice: the attempt's later steps and its PV use it too
+	}
+	pod, err := protocol.ClaimPod(protocol.PodBase{Template: tmpl, Provisioner: s.p.Name, Root: s.c.podDirRoot()}, spec)
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
@@ -748,7 +779,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		Handle:       handle,
 		Capacity:     capacity,
 		NodeAffinity: cc.NodeAffinity,
-		SelectedNode: s.pvc.Annotations[annSelectedNode],
+		SelectedNode: s.node,
 		Attributes:   attrs,
 
 		VolumeAttributesClassName: cc.VolumeAttributesClassName,

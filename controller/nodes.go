@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,14 +16,20 @@ import (
 const reasonNodeGone = "NodeGone"
 
 // stripNode keeps only what the controller needs of a Node (its name, its
-// labels for topology segments, and for placing capacity pods whether it
-// is schedulable and its Ready condition's status), so that the cache of
+// labels for topology segments, and for placing capacity pods and choosing
+// a node for Immediate binding whether it is schedulable, its taints that
+// keep pods away and its Ready condition's status), so that the cache of
 // every Node of a large cluster stays small.
 func stripNode(obj interface{}) (interface{}, error) {
 	if n, ok := obj.(*corev1.Node); ok {
 		out := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
 			Spec:       corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable},
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				out.Spec.Taints = append(out.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			}
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
@@ -46,6 +53,14 @@ func nodeUsable(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// nodeTainted: the node has a taint that keeps pods without a toleration
+// away (NoSchedule, NoExecute).
+func nodeTainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	})
 }
 
 func (c *Controller) onNode(obj interface{}) {

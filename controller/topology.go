@@ -136,3 +136,62 @@ func claimNameHash(name string) (hash, index uint32) {
 	_, _ = h.Write([]byte(s))
 	return h.Sum32(), index
 }
+
+// ImmediateNode is the node PaV creates claim pvc's volume for when nothing
+// else picks one: for a provisioner with topology keys and a class that
+// does not wait for the first consumer, as a CSI driver picks from the
+// requisite topology external-provisioner passes for Immediate binding.
+// It takes the first segment of the preferred topology (spread by
+// external-provisioner's hash of the claim's name) that holds a Ready,
+// schedulable node with every topology label (a node whose node plugin
+// reports a segment, see protocol.NodeSegment), and among that segment's
+// nodes, sorted by name, the one a hash of the claim's UID points at;
+// nodes with a NoSchedule or NoExecute taint only when no other will do.
+// "" without topology keys, for WaitForFirstConsumer, or when the
+// scheduler has selected a node; an error saying why when no node fits.
+// The controller's rule, also `pav render`'s.
+func ImmediateNode(p *v1alpha1.PavProvisioner, class *storagev1.StorageClass, pvc *corev1.PersistentVolumeClaim, nodes []*corev1.Node) (string, error) {
+	keys := p.Spec.TopologyKeys
+	if len(keys) == 0 || pvc.Annotations[annSelectedNode] != "" ||
+		(class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer) {
+		return "", nil
+	}
+	topology, err := Topology(p, class, pvc, "", nodes)
+	if err != nil {
+		return "", err
+	}
+	type candidate struct {
+		name    string
+		seg     protocol.Segment
+		tainted bool
+	}
+	var candidates []candidate
+	for _, n := range nodes {
+		if seg, missing := protocol.NodeSegment(keys, n.Labels); missing == "" && nodeUsable(n) {
+			candidates = append(candidates, candidate{n.Name, seg, nodeTainted(n)})
+		}
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].name < candidates[j].name })
+	// Untainted nodes first: the claim's pods may not tolerate a taint.
+	for _, tainted := range []bool{false, true} {
+		for _, want := range topology.Preferred {
+			var in []string
+			for _, c := range candidates {
+				if c.tainted == tainted && subset(want, c.seg) {
+					in = append(in, c.name)
+				}
+			}
+			if len(in) > 0 {
+				h := fnv.New32a()
+				_, _ = h.Write([]byte(pvc.UID))
+				return in[h.Sum32()%uint32(len(in))], nil
+			}
+		}
+	}
+	keysOf := make([]string, len(topology.Requisite))
+	for i, s := range topology.Requisite {
+		keysOf[i] = s.Key()
+	}
+	return "", fmt.Errorf("no Ready, schedulable node with the labels %q of the spec.topologyKeys of PavProvisioner %q is in the claim's requisite topology [%s] (the StorageClass's allowedTopologies, else every node's segment), so there is no node to create the volume for (volumeBindingMode Immediate)",
+		keys, p.Name, strings.Join(keysOf, " "))
+}

@@ -2,13 +2,17 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
@@ -196,4 +200,227 @@ func TestSelectedNodeWithoutTopologyLabel(t *testing.T) {
 	if pods, _ := h.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
 		t.Errorf("%d pods created", len(pods.Items))
 	}
+}
+
+func TestImmediateNode(t *testing.T) {
+	const zone, host = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+	hz := func(name, z string) map[string]string { return map[string]string{host: name, zone: z} }
+	notReady := readyNode("n1", hz("n1", "a"))
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	cordoned := readyNode("n3", hz("n3", "b"))
+	cordoned.Spec.Unschedulable = true
+	noStatus := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n6", Labels: hz("n6", "c")}}
+	tainted := readyNode("n7", hz("n7", "b"))
+	tainted.Spec.Taints = []corev1.Taint{{Key: "example.com/pool", Effect: corev1.TaintEffectNoSchedule}}
+	nodes := []*corev1.Node{notReady, readyNode("n2", hz("n2", "a")), cordoned, readyNode("n4", hz("n4", "b")),
+		readyNode("n5", hz("n5", "b")), noStatus, readyNode("bare", nil), tainted}
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	allow := func(key string, values ...string) []corev1.TopologySelectorTerm {
+		return []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: key, Values: values}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		keys     []string
+		mode     *storagev1.VolumeBindingMode
+		selected string
+		allowed  []corev1.TopologySelectorTerm
+		want     []string // any of these
+		err      string
+	}{
+		{name: "no topology keys: no node", want: []string{""}},
+		{name: "WaitForFirstConsumer: the scheduler's to pick", keys: []string{host}, mode: &wffc, want: []string{""}},
+		{name: "selected already", keys: []string{host}, selected: "n2", want: []string{""}},
+		{name: "only Ready, schedulable nodes with the labels", keys: []string{host}, want: []string{"n2", "n4", "n5"}},
+		{name: "from allowedTopologies", keys: []string{host}, allowed: allow(host, "n1", "n4"), want: []string{"n4"}},
+		{name: "a zone: one of its usable nodes", keys: []string{zone}, allowed: allow(zone, "b"), want: []string{"n4", "n5"}},
+		{name: "a tainted node only when no other will do", keys: []string{host}, allowed: allow(host, "n4", "n7"), want: []string{"n4"}},
+		{name: "a tainted node rather than none", keys: []string{host}, allowed: allow(host, "n7", "n1"), want: []string{"n7"}},
+		{name: "no usable node in allowedTopologies", keys: []string{host}, allowed: allow(host, "n1", "n3", "n6", "gone"),
+			err: `no Ready, schedulable node with the labels ["kubernetes.io/hostname"] of the spec.topologyKeys of PavProvisioner "p" is in the claim's requisite topology [kubernetes.io/hostname=gone kubernetes.io/hostname=n1 kubernetes.io/hostname=n3 kubernetes.io/hostname=n6]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := provisionerFixture("p")
+			p.Spec.TopologyKeys = tc.keys
+			class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "p", VolumeBindingMode: tc.mode, AllowedTopologies: tc.allowed}
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", UID: "u1", Annotations: map[string]string{}}}
+			if tc.selected != "" {
+				pvc.Annotations[annSelectedNode] = tc.selected
+			}
+			var stripped []*corev1.Node // as the controller's cache holds them
+			for _, n := range nodes {
+				o, _ := stripNode(n)
+				stripped = append(stripped, o.(*corev1.Node))
+			}
+			got, err := ImmediateNode(p, class, pvc, stripped)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %q, %v; want the error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || !slices.Contains(tc.want, got) {
+				t.Fatalf("got %q, %v; want one of %q", got, err, tc.want)
+			}
+			// Deterministic: the same claim, the same node, whatever the order of the nodes.
+			again, _ := ImmediateNode(p, class, pvc, append([]*corev1.Node{nodes[len(nodes)-1]}, nodes[:len(nodes)-1]...))
+			if again != got {
+				t.Errorf("nodes in another order: %q, then %q", got, again)
+			}
+		})
+	}
+}
+
+// Claims of an Immediate class go round the usable nodes: by the claim's
+// name over the segments, by its UID within a segment.
+func TestImmediateNodeSpreads(t *testing.T) {
+	const zone, host = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+	nodes := []*corev1.Node{readyNode("n1", map[string]string{host: "n1", zone: "a"}), readyNode("n2", map[string]string{host: "n2", zone: "a"}),
+		readyNode("n3", map[string]string{host: "n3", zone: "a"})}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "p"}
+	for _, keys := range [][]string{{host}, {zone}} {
+		p := provisionerFixture("p")
+		p.Spec.TopologyKeys = keys
+		chosen := map[string]int{}
+		for i := range 30 {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-web-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
+			n, err := ImmediateNode(p, class, pvc, nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chosen[n]++
+		}
+		if len(chosen) != len(nodes) {
+			t.Errorf("topology keys %q: 30 claims went to %v, want every node", keys, chosen)
+		}
+	}
+}
+
+// requestsEngine is stubEngine recording the requests of the claim phases.
+type requestsEngine struct {
+	stubEngine
+	seen *[]templating.DynamicRequest
+}
+
+func (e requestsEngine) Validation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*ValidationConfig, error) {
+	*e.seen = append(*e.seen, r)
+	return e.stubEngine.Validation(ctx, p, r)
+}
+
+func (e requestsEngine) Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error) {
+	*e.seen = append(*e.seen, r)
+	return e.stubEngine.Creation(ctx, p, r)
+}
+
+// A claim of an Immediate class for a provisioner with topology keys: PaV
+// chooses a Ready, schedulable node of the requisite topology, the
+// templates see it as selectedNodeName with its segment preferred, the
+// attempt keeps it even if the nodes change meanwhile, and the PV records it
+// and gets its segment as node affinity.
+func TestImmediateBindingChoosesANode(t *testing.T) {
+	const host = "kubernetes.io/hostname"
+	objs := testObjects()
+	down := readyNode("n1", map[string]string{host: "n1"})
+	down.Status.Conditions[0].Status = corev1.ConditionFalse
+	objs = append(objs, down, readyNode("n2", map[string]string{host: "n2"}), readyNode("bare", nil))
+	var seen []templating.DynamicRequest
+	h := newHarness(t, objs...)
+	h.prov.Spec.TopologyKeys = []string{host}
+	h.engine = requestsEngine{seen: &seen}
+	h.restart()
+	if err := h.step(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if len(pods.Items) != 1 || phaseOf(&pods.Items[0]) != protocol.PhaseValidation {
+		t.Fatalf("want the validation pod:\n%s", h.describe())
+	}
+	if got := pods.Items[0].Annotations[protocol.AnnotationSelectedNode]; got != "n2" {
+		t.Errorf("validation pod records node %q, want n2", got)
+	}
+	// n2 fails and n1 comes back: the attempt carries on for n2.
+	down.Status.Conditions[0].Status = corev1.ConditionTrue
+	n2 := readyNode("n2", map[string]string{host: "n2"})
+	n2.Status.Conditions[0].Status = corev1.ConditionFalse
+	for _, n := range []*corev1.Node{down, n2} {
+		if _, err := h.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	provisioning.run(t, h, 10)
+	if len(seen) != 2 {
+		t.Fatalf("%d evaluations, want validation and creation", len(seen))
+	}
+	for i, r := range seen {
+		if r.SelectedNodeName != "n2" || r.Topology == nil || !reflect.DeepEqual(r.Topology.Preferred[0], protocol.Segment{host: "n2"}) {
+			t.Errorf("evaluation %d: selectedNodeName %q, topology %+v; want n2 and its segment first", i, r.SelectedNodeName, r.Topology)
+		}
+	}
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pv.Annotations[protocol.AnnotationSelectedNode]; got != "n2" {
+		t.Errorf("PV records node %q, want n2", got)
+	}
+	if want := (protocol.Segment{host: "n2"}).NodeAffinity(); !reflect.DeepEqual(pv.Spec.NodeAffinity, want) {
+		t.Errorf("PV node affinity %+v, want %+v", pv.Spec.NodeAffinity, want)
+	}
+}
+
+// No usable node in the requisite topology: a ProvisioningFailed Event says
+// why, no pod runs, and a later attempt succeeds once a node is Ready.
+func TestImmediateBindingWithoutACandidate(t *testing.T) {
+	const host = "kubernetes.io/hostname"
+	objs := testObjects()
+	down := readyNode("n1", map[string]string{host: "n1"})
+	down.Status.Conditions[0].Status = corev1.ConditionFalse
+	objs = append(objs, down)
+	h := newHarness(t, objs...)
+	h.prov.Spec.TopologyKeys = []string{host}
+	_ = h.step()
+	events := strings.Join(drain(h.events), "\n")
+	if !strings.Contains(events, "Warning "+reasonProvisioningFailed+" no Ready, schedulable node") {
+		t.Errorf("events:\n%s\nwant a ProvisioningFailed saying no node fits", events)
+	}
+	ctx := context.Background()
+	if pods, _ := h.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Fatalf("%d pods created", len(pods.Items))
+	}
+	down.Status.Conditions[0].Status = corev1.ConditionTrue
+	if _, err := h.kube.CoreV1().Nodes().Update(ctx, down, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	provisioning.run(t, h, 10)
+	pv, err := h.kube.CoreV1().PersistentVolumes().Get(ctx, testVolume, metav1.GetOptions{})
+	if err != nil || pv.Annotations[protocol.AnnotationSelectedNode] != "n1" {
+		t.Errorf("PV %v, %v; want one for n1", pv, err)
+	}
+}
+
+// Immediate binding with topology keys under faults: the volume is created
+// once, for the node PaV chose.
+func TestImmediateBindingSurvivesAFaultAtEveryWrite(t *testing.T) {
+	const host = "kubernetes.io/hostname"
+	sc := provisioning
+	sc.objects = func() []runtime.Object {
+		return append(testObjects(), readyNode("n1", map[string]string{host: "n1"}), readyNode("n2", map[string]string{host: "n2"}))
+	}
+	sc.setup = func(h *harness) { h.prov.Spec.TopologyKeys = []string{host} }
+	sc.check = func(h *harness) {
+		h.t.Helper()
+		h.checkVolume()
+		list, _ := h.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		var nodes []*corev1.Node
+		for i := range list.Items {
+			nodes = append(nodes, &list.Items[i])
+		}
+		class, _ := h.kube.StorageV1().StorageClasses().Get(context.Background(), "sc", metav1.GetOptions{})
+		want, err := ImmediateNode(h.prov, class, h.claim(), nodes)
+		pv, gerr := h.kube.CoreV1().PersistentVolumes().Get(context.Background(), testVolume, metav1.GetOptions{})
+		if err != nil || gerr != nil || want == "" || pv.Annotations[protocol.AnnotationSelectedNode] != want {
+			h.t.Errorf("PV for node %q (%v, %v), want %q", pv.Annotations[protocol.AnnotationSelectedNode], err, gerr, want)
+		}
+	}
+	testEveryFault(t, sc)
 }

@@ -166,7 +166,10 @@ const (
 	AnnotationClaimSnapshot = prefix + "claim-snapshot" // JSON of the PVC
 	AnnotationClassSnapshot = prefix + "class-snapshot" // JSON of the StorageClass
 	// AnnotationSelectedNode on PersistentVolumes: the node chosen by the scheduler
-	// (WaitForFirstConsumer), for the deletion phase's selectedNodeName.
+	// (WaitForFirstConsumer) or by PaV (Immediate binding with topology keys),
+	// for the deletion phase's selectedNodeName. On a claim's validation,
+	// creation and deletion pods: the node PaV chose, so that every step of
+	// the attempt uses the same one.
 	AnnotationSelectedNode = prefix + "selected-node"
 )
 

@@ -30,6 +30,10 @@ type ClaimPodSpec struct {
 	PVC   *corev1.PersistentVolumeClaim
 	Class *storagev1.StorageClass // nil when not known
 	Extra map[string]string       // the phase's own annotations
+	// ChosenNode: the node PaV chose for the attempt (Immediate binding with
+	// topology keys), recorded as AnnotationSelectedNode; "" when the
+	// scheduler selected it, or none is.
+	ChosenNode string
 }
 
 // VolumePodSpec is a volume pod's own part (VolumePod).
@@ -74,6 +78,9 @@ func ClaimPod(b PodBase, s ClaimPodSpec) (*corev1.Pod, error) {
 			return nil, fmt.Errorf("recording StorageClass %s on the %s pod: %w", s.Class.Name, s.Phase, err)
 		}
 		ann[AnnotationClassSnapshot] = snap
+	}
+	if s.ChosenNode != "" {
+		ann[AnnotationSelectedNode] = s.ChosenNode
 	}
 	maps.Copy(ann, s.Extra)
 	name := PodName(s.Phase, string(s.PVC.UID))

@@ -82,7 +82,8 @@ type DynamicRequest struct {
 	PVC   *corev1.PersistentVolumeClaim
 	Class *storagev1.StorageClass
 	// SelectedNodeName is the node the scheduler picked (WaitForFirstConsumer),
-	// "" when none; templates see it as selectedNodeName (none when "").
+	// or the controller chose (Immediate binding with topology keys), "" when
+	// none; templates see it as selectedNodeName (none when "").
 	SelectedNodeName string
 	// PV and Handle are for deletion only (a PaV-Go addition): the volume
 	// being deleted, as pv, and its handle, as handle (the one the creation

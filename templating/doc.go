@@ -49,7 +49,8 @@
 // pvc.spec.resources.requests.storage), requestedMaxCapacity (int, bytes,
 // limits.storage, or none), params (sc.parameters), sc, pvc, and the PaV-Go
 // additions selectedNodeName (the node picked by the scheduler for
-// WaitForFirstConsumer classes, or none) and, for a provisioner with
+// WaitForFirstConsumer classes, for other classes of a provisioner with
+// spec.topologyKeys the one the controller chose, or none) and, for a provisioner with
 // spec.topologyKeys, requisiteTopology and preferredTopology (lists of
 // segments, dicts of topology key to value, as external-provisioner computes
 // them; none without topology keys, and in volumeDeletion).

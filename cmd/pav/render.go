@@ -71,7 +71,11 @@ PavProvisioner; a PersistentVolume built from the PVC (handle pvc-<uid>,
 attributes = the class parameters: what a creation pod returns in
 /pav/volume-attributes is not known offline, so give --pv to see it in
 params); a PVC built from the PV's claimRef; a
-Node named "node". Staging and unstaging get the PV's mountOptions and
+Node named "node". Without --selected-node, validation, creation and
+deletion of a provisioner with spec.topologyKeys and a class that is not
+WaitForFirstConsumer get as selectedNodeName the node the controller would
+choose (said on stderr), among the Nodes of --objects (a Node without a
+Ready condition counts as Ready). Staging and unstaging get the PV's mountOptions and
 spec.csi.fsType as mountOptions and fsType, as kubelet passes them for
 Filesystem volumes. get_pvc(name, namespace) finds the --pvc object and the
 PVCs of --objects; StorageClasses, PVs and Nodes in --objects are used when
@@ -92,7 +96,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.pv, "pv", "", "file holding the PersistentVolume")
 	f.StringVar(&o.node, "node", "", "file holding the Node (staging, unstaging, capacity)")
 	f.StringArrayVar(&o.objects, "objects", nil, "file holding more objects (PVCs for get_pvc, StorageClasses, PVs, Nodes, VolumeSnapshots and their contents and classes, VolumeAttributesClasses); repeatable")
-	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion)")
+	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion); without it, for an Immediate class and a provisioner with topology keys, the node PaV would choose among the Nodes of --objects")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
 	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
 	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, "with --pods: "+kubeletDirFlagHelp)
@@ -231,6 +235,9 @@ type renderer struct {
 	claims   []*corev1.PersistentVolumeClaim
 	// problems renders an evaluation's errors at their places in the file.
 	problems func(error) string
+	// chosenNode: the node the controller would choose for the claim
+	// (controller.ImmediateNode), "" for none.
+	chosenNode string
 }
 
 // rendered is a phase's evaluated section, and the pod PaV would create for it.
@@ -389,16 +396,46 @@ func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, err
 		return templating.DynamicRequest{}, err
 	}
 	req := templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}
+	switch phase {
+	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
+		if req.SelectedNodeName != "" {
+			break
+		}
+		// The node the controller chooses for Immediate binding.
+		r.chosenNode, err = controller.ImmediateNode(r.prov, sc, r.pvc, assumeReady(r.topologyNodes()))
+		if err != nil {
+			return templating.DynamicRequest{}, fmt.Errorf("%w (give --objects the cluster's Nodes with their labels, or --selected-node)", err)
+		}
+		if r.chosenNode != "" {
+			fmt.Fprintf(r.stderr, "selectedNodeName: %s, the node PaV chooses for a claim of the Immediate StorageClass %s (a Ready, schedulable node of the requisite topology: the first preferred segment with one, by a hash of the claim's name, then by its UID among the segment's nodes); --selected-node NODE renders another\n",
+				r.chosenNode, sc.Name)
+			req.SelectedNodeName = r.chosenNode
+		}
+	}
 	if phase == protocol.PhaseValidation || phase == protocol.PhaseCreation {
 		// What the controller gives a claim it has yet to provision.
 		if err := r.restore(&req); err != nil {
 			return templating.DynamicRequest{}, err
 		}
-		if req.Topology, err = controller.Topology(r.prov, sc, r.pvc, r.o.selectedNode, r.topologyNodes()); err != nil {
+		if req.Topology, err = controller.Topology(r.prov, sc, r.pvc, req.SelectedNodeName, r.topologyNodes()); err != nil {
 			return templating.DynamicRequest{}, fmt.Errorf("%w (give --objects the cluster's Nodes with their labels)", err)
 		}
 	}
 	return req, nil
+}
+
+// assumeReady: the nodes, those without a Ready condition (written by
+// hand, not read from a cluster) taken as Ready, for ImmediateNode.
+func assumeReady(nodes []*corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+		if !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady }) {
+			out[i] = n.DeepCopy()
+			out[i].Status.Conditions = append(out[i].Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
+		}
+	}
+	return out
 }
 
 // topologyNodes are the cluster's nodes for the creation's topology: the
@@ -478,7 +515,7 @@ func (r *renderer) evalError(err error, req templating.DynamicRequest) error {
 // claimPod builds the phase's pod for the claim of req, as the controller does.
 func (r *renderer) claimPod(phase protocol.Phase, req templating.DynamicRequest, extra map[string]string) func(protocol.PodBase) (*corev1.Pod, error) {
 	return func(b protocol.PodBase) (*corev1.Pod, error) {
-		return protocol.ClaimPod(b, protocol.ClaimPodSpec{Phase: phase, PVC: req.PVC, Class: req.Class, Extra: extra})
+		return protocol.ClaimPod(b, protocol.ClaimPodSpec{Phase: phase, PVC: req.PVC, Class: req.Class, Extra: extra, ChosenNode: r.chosenNode})
 	}
 }
 
@@ -590,7 +627,8 @@ func (r *renderer) expansion() (*rendered, error) {
 }
 
 // volume is the PV of --pv, or the claim's in --objects, or the one PaV
-// would create for the claim in class sc (nil: the claim's class).
+// would create for the claim in class sc (nil: the claim's class), which
+// records --selected-node as PaV records the selected node.
 func (r *renderer) volume(sc *storagev1.StorageClass) (*corev1.PersistentVolume, error) {
 	if r.pv != nil {
 		return r.pv, nil
@@ -604,7 +642,11 @@ func (r *renderer) volume(sc *storagev1.StorageClass) (*corev1.PersistentVolume,
 			return nil, err
 		}
 	}
-	return defaultVolume(r.pvc, sc, r.prov.Name)
+	pv, err := defaultVolume(r.pvc, sc, r.prov.Name)
+	if err == nil && r.o.selectedNode != "" {
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, r.o.selectedNode)
+	}
+	return pv, err
 }
 
 func (r *renderer) snapshot(phase protocol.Phase) (*rendered, error) {
@@ -987,11 +1029,7 @@ func (r *renderer) snapshotVolume() (*corev1.PersistentVolume, error) {
 	if pv := r.w.volumeOf(r.pvc); pv != nil {
 		return pv, nil
 	}
-	pv, err := r.volume(nil)
-	if err == nil && r.o.selectedNode != "" {
-		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, protocol.AnnotationSelectedNode, r.o.selectedNode)
-	}
-	return pv, err
+	return r.volume(nil)
 }
 
 // defaultContent is the content the snapshot-controller makes for a

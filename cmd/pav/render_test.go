@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -837,5 +838,101 @@ func TestRenderTopology(t *testing.T) {
 	_, _, err = run(t, newRenderCmd, "-f", f, "--phase", "creation", "--pvc", "testdata/pvc.yaml")
 	if want := "no node has all the labels"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "give --objects the cluster's Nodes") {
 		t.Errorf("without Nodes: %v, want %q and a hint", err, want)
+	}
+}
+
+// A provisioner with topology keys and an Immediate class, without
+// --selected-node: render says which node the controller would choose, and
+// renders for it (a Node without a Ready condition counts as Ready).
+func TestRenderChoosesTheNodeOfAnImmediateClaim(t *testing.T) {
+	objects := filepath.Join(t.TempDir(), "nodes.yaml")
+	nodes := "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {kubernetes.io/hostname: n1}}\nstatus: {conditions: [{type: Ready, status: \"False\"}]}\n" +
+		"---\napiVersion: v1\nkind: Node\nmetadata: {name: n2, labels: {kubernetes.io/hostname: n2}}\n"
+	if err := os.WriteFile(objects, []byte(nodes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", objects, "--pods")
+	if err != nil {
+		t.Fatalf("render: %v\n%s", err, stderr)
+	}
+	if want := "selectedNodeName: n2, the node PaV chooses for a claim of the Immediate StorageClass echo-class"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+	for _, want := range []string{"nodeName: n2", protocol.AnnotationSelectedNode + ": n2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("creation pod lacks %q:\n%s", want, out)
+		}
+	}
+	_, _, err = run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", "testdata/unlabelled-node.yaml")
+	if want := "no node has all the labels"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("without a labelled node: %v, want %q", err, want)
+	}
+}
+
+// host-directory's volumeModification, rendered for the suite's class
+// (testdriver-vac.yaml), for one with a parameter it does not know and for a
+// mode that is not permissions, on the volume's node; its script run with
+// its paths moved under a temporary directory: it changes the directory's
+// permissions, or says the class is infeasible.
+func TestRenderHostDirectoryModification(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	classes := write("classes.yaml", "apiVersion: storage.k8s.io/v1\nkind: VolumeAttributesClass\nmetadata: {name: unknown}\ndriverName: host-directory\nparameters: {xxInvalidParameterKey: v}\n"+
+		"---\napiVersion: storage.k8s.io/v1\nkind: VolumeAttributesClass\nmetadata: {name: words}\ndriverName: host-directory\nparameters: {mode: rwx}\n")
+	for _, tc := range []struct {
+		class, infeasible string
+		mode              os.FileMode
+	}{
+		{class: "host-directory", mode: 0o775},
+		{class: "unknown", infeasible: `parameter xxInvalidParameterKey is not one of host-directory's (mode)`, mode: 0o700},
+		{class: "words", infeasible: "mode must be octal permissions like 0775, not 'rwx'", mode: 0o700},
+	} {
+		t.Run(tc.class, func(t *testing.T) {
+			pvc := write("pvc.yaml", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c, namespace: ns}\n"+
+				"spec: {storageClassName: host-directory, volumeAttributesClassName: "+tc.class+", accessModes: [ReadWriteOncePod], resources: {requests: {storage: 1Gi}}}\n")
+			out, stderr, err := run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "modification", "--pvc", pvc,
+				"--objects", classes, "--objects", "../../examples/host-directory/testdriver-vac.yaml", "--selected-node", "n1", "-o", "json")
+			if err != nil {
+				t.Fatalf("render: %v\n%s", err, stderr)
+			}
+			var section struct {
+				PodTemplate corev1.PodTemplateSpec `json:"podTemplate"`
+			}
+			if err := json.Unmarshal([]byte(out), &section); err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			spec := section.PodTemplate.Spec
+			if spec.NodeName != "n1" || len(spec.Containers) != 1 || len(spec.Containers[0].Command) != 3 {
+				t.Fatalf("want one container with a script, on node n1:\n%s", out)
+			}
+			root := t.TempDir()
+			for _, d := range []string{"pav", "volume"} {
+				if err := os.Mkdir(filepath.Join(root, d), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			script := strings.NewReplacer("/pav/", root+"/pav/", "/volume", root+"/volume").Replace(spec.Containers[0].Command[2])
+			runErr := exec.Command("sh", "-c", script).Run()
+			infeasible, _ := os.ReadFile(filepath.Join(root, "pav", "infeasible"))
+			switch {
+			case tc.infeasible == "" && (runErr != nil || len(infeasible) > 0):
+				t.Errorf("script: %v, /pav/infeasible %q; want success", runErr, infeasible)
+			case tc.infeasible != "" && (runErr == nil || !strings.Contains(string(infeasible), tc.infeasible)):
+				t.Errorf("script: %v, /pav/infeasible %q; want a failure saying %q", runErr, infeasible, tc.infeasible)
+			}
+			if fi, err := os.Stat(filepath.Join(root, "volume")); err != nil || fi.Mode().Perm() != tc.mode {
+				t.Errorf("volume directory: %v, %v; want mode %v", fi.Mode(), err, tc.mode)
+			}
+		})
 	}
 }
