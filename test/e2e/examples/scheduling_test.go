@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // notEnoughStorage is the scheduler's reason for a node whose
@@ -72,7 +74,7 @@ func capacities(t *testing.T, class string) map[string]int64 {
 // exactly want (node to bytes).
 func waitCapacities(t *testing.T, class string, want map[string]int64) {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("the CSIStorageCapacities of %s to be %v", class, want), func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("the CSIStorageCapacities of %s to be %v", class, want), func() (bool, string) {
 		got := capacities(t, class)
 		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got)
 	})
@@ -83,7 +85,7 @@ func waitCapacities(t *testing.T, class string, want map[string]int64) {
 func waitUnschedulable(t *testing.T, ns, pod, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(t, 2*time.Minute, "the scheduler to refuse pod "+pod+" ("+reason+")", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the scheduler to refuse pod "+pod+" ("+reason+")", func() (bool, string) {
 		msg = kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
 		return strings.Contains(msg, reason), msg
 	})
@@ -271,7 +273,7 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	ns := classAndNamespace(t, classA, name, fmt.Sprintf("parameters: {%s: garbage}\n", nodes.first))
 	wffcClass(t, ns, classB, name, fmt.Sprintf("parameters: {%s: hang}\n", nodes.second))
 
-	eventually(t, 3*time.Minute, "CapacityUnknown Events for both faults", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "CapacityUnknown Events for both faults", func() (bool, string) {
 		msgs := events(name, "CapacityUnknown")
 		garbage := strings.Contains(msgs, fmt.Sprintf("StorageClass %q in topology segment kubernetes.io/hostname=%s unknown", classA, nodes.first)) &&
 			strings.Contains(msgs, `wrote "plenty of room" to /pav/capacity, which is not a quantity`)
@@ -333,12 +335,12 @@ func TestMultiNodeTopology(t *testing.T) {
 `+emptyStaging, key, key))
 	ns := classAndNamespace(t, name, name, "")
 
-	eventually(t, 2*time.Minute, "a MissingTopologyLabel Event on node "+nodes.altRoot, func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "a MissingTopologyLabel Event on node "+nodes.altRoot, func() (bool, string) {
 		msgs := events(nodes.altRoot, "MissingTopologyLabel")
 		return strings.Contains(msgs, fmt.Sprintf("PavProvisioner %q", name)), msgs
 	})
 	// Each node's kubelet registers the driver on its own time.
-	eventually(t, 2*time.Minute, "CSINode "+nodes.second+" lists "+name+" with topology key "+key, func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "CSINode "+nodes.second+" lists "+name+" with topology key "+key, func() (bool, string) {
 		keys := kq("get", "csinode", nodes.second, "-o", `jsonpath={.spec.drivers[?(@.name=="`+name+`")].topologyKeys}`)
 		return keys == `["`+key+`"]`, "topology keys: " + keys
 	})
@@ -356,7 +358,7 @@ func TestMultiNodeTopology(t *testing.T) {
 	// A client pinned to the node without the label: no volume, an Event
 	// on the claim saying why.
 	applyStdin(t, ns, claimManifest("unlabelled", name, "1Mi")+"---\n"+clientPod("unlabelled", "unlabelled", nodes.altRoot, "true"))
-	eventually(t, 2*time.Minute, "a ProvisioningFailed Event on claim unlabelled", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "a ProvisioningFailed Event on claim unlabelled", func() (bool, string) {
 		msgs := events("unlabelled", "ProvisioningFailed")
 		return strings.Contains(msgs, fmt.Sprintf("node %s has no label %q", nodes.altRoot, key)), msgs
 	})
