@@ -318,33 +318,6 @@ func randomSecret(t *testing.T) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// clientPod is a pav-test pod on node running script with claim at /data.
-func clientPod(name, claim, node, script string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 0
-  nodeSelector: {kubernetes.io/hostname: %s}
-  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
-  containers:
-    - name: client
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, %q]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %s}
-`, name, node, kubeletRootLabel, script, claim)
-}
-
-// kubeletRootLabel marks the local cluster's nodes whose kubelet root is not
-// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
-const kubeletRootLabel = "pav-cluster.local/kubelet-root"
-
 // threeNodes returns the nodes of a cluster of at least three, or skips the
 // test on a smaller one unless PAV_E2E_MULTINODE=1 (make test) requires them.
 func threeNodes(t *testing.T) clusterNodes {
@@ -365,7 +338,7 @@ func threeNodes(t *testing.T) clusterNodes {
 		if os.Getenv("PAV_E2E_MULTINODE") == "1" {
 			t.Fatalf("PAV_E2E_MULTINODE=1 but the cluster has the nodes %v and the non-default kubelet root node %q (make cluster-up NODES=3)", names, n.altRoot)
 		}
-		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", kubeletRootLabel, names)
+		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", framework.KubeletRootLabel, names)
 	}
 	n.first, n.second = names[0], names[1]
 	return n

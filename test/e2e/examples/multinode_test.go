@@ -57,7 +57,7 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 	ns := newNamespace(t)
 	usage := readFile(t, example("host-directory", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	applyStdin(t, ns, clientPod("writer", "host-directory", nodes.second, `echo "written on $(hostname)" > /data/hello && cat /data/hello`))
+	applyStdin(t, ns, framework.ClientPodManifest("writer", "host-directory", nodes.second, "Never", `echo "written on $(hostname)" > /data/hello && cat /data/hello`))
 	mustContain(t, waitPodDone(t, ns, "writer", clientTimeout), "written on writer")
 
 	pv := pvOf(t, ns, "host-directory")
@@ -78,7 +78,7 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 	}
 
 	// A client pinned to another node cannot be scheduled: the scheduler says why.
-	applyStdin(t, ns, clientPod("elsewhere", "host-directory", nodes.altRoot, "cat /data/hello"))
+	applyStdin(t, ns, framework.ClientPodManifest("elsewhere", "host-directory", nodes.altRoot, "Never", "cat /data/hello"))
 	framework.Eventually(t, time.Minute, "the scheduler to refuse pod elsewhere for the volume's node affinity", func() (bool, string) {
 		msg := kq("-n", ns, "get", "pod", "elsewhere", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
 		// the wording of Kubernetes 1.37, then of earlier releases
@@ -303,8 +303,8 @@ spec:
 		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until grep -q from /data/%s 2>/dev/null; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
 	}
 	sw.Lap("provisioner, SSH server, claim")
-	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
-	applyStdin(t, ns, clientPod("client-b", "sshfs-nodes", nodes.altRoot, exchange("b", "a")))
+	applyStdin(t, ns, framework.ClientPodManifest("client-a", "sshfs-nodes", nodes.second, "Never", exchange("a", "b")))
+	applyStdin(t, ns, framework.ClientPodManifest("client-b", "sshfs-nodes", nodes.altRoot, "Never", exchange("b", "a")))
 	for client, other := range map[string]string{"client-a": "client-b", "client-b": "client-a"} {
 		start, described := time.Now(), false
 		framework.Eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
@@ -414,7 +414,7 @@ func TestMultiNodeNodeRemoved(t *testing.T) {
 	ns := newNamespace(t)
 	usage := readFile(t, example("hello-world", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	applyStdin(t, ns, strings.Replace(clientPod("reader", "hello-world", node, "cat /data/greeting && sleep 3600"), "mountPath: /data}", "mountPath: /data, readOnly: true}", 1))
+	applyStdin(t, ns, strings.Replace(framework.ClientPodManifest("reader", "hello-world", node, "Never", "cat /data/greeting && sleep 3600"), "mountPath: /data}", "mountPath: /data, readOnly: true}", 1))
 	framework.Eventually(t, clientTimeout, "pod reader to read the greeting", func() (bool, string) {
 		out := kq("-n", ns, "logs", "reader")
 		return strings.Contains(out, "Hello world!"), out

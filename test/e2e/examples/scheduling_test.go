@@ -26,8 +26,8 @@ const notEnoughStorage = "did not have enough free storage"
 // unpinnedClientPod is clientPod without a node and without its toleration
 // of node 3's taint: the scheduler picks one of the other nodes.
 func unpinnedClientPod(name, claim, script string) string {
-	pod := clientPod(name, claim, "", script)
-	for _, line := range []string{"  nodeSelector: {kubernetes.io/hostname: }\n", "  tolerations: [{key: " + kubeletRootLabel + ", operator: Exists, effect: NoSchedule}]\n"} {
+	pod := framework.ClientPodManifest(name, claim, "", "Never", script)
+	for _, line := range []string{"  nodeSelector: {kubernetes.io/hostname: }\n", "  tolerations: [{key: " + framework.KubeletRootLabel + ", operator: Exists, effect: NoSchedule}]\n"} {
 		if !strings.Contains(pod, line) {
 			panic("clientPod no longer has the line " + line)
 		}
@@ -139,7 +139,7 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 
 	// Fill the first node.
 	applyStdin(t, ns, claimManifest("filler", class, fmt.Sprint(quota)))
-	applyStdin(t, ns, clientPod("filler", "filler", nodes.first, "true"))
+	applyStdin(t, ns, framework.ClientPodManifest("filler", "filler", nodes.first, "Never", "true"))
 	waitPodDone(t, ns, "filler", clientTimeout)
 	fillerPV := field(pvOf(t, ns, "filler"), "metadata", "name").(string)
 	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota, nodes.altRoot: quota})
@@ -164,7 +164,7 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota - used[nodes.second], nodes.altRoot: quota})
 
 	// A client pinned to the full node waits, with the scheduler's reason.
-	applyStdin(t, ns, claimManifest("again", class, fmt.Sprint(small))+"---\n"+clientPod("again", "again", nodes.first, "echo again > /data/hello"))
+	applyStdin(t, ns, claimManifest("again", class, fmt.Sprint(small))+"---\n"+framework.ClientPodManifest("again", "again", nodes.first, "Never", "echo again > /data/hello"))
 	t.Logf("pod again: %s", waitUnschedulable(t, ns, "again", notEnoughStorage))
 	if v := kq("-n", ns, "get", "pvc", "again", "-o", "jsonpath={.spec.volumeName}"); v != "" {
 		t.Fatalf("claim again got volume %s while the node was full", v)
@@ -284,7 +284,7 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	waitCapacities(t, classA, map[string]int64{nodes.second: 1 << 30, nodes.altRoot: 1 << 30})
 	waitCapacities(t, classB, map[string]int64{nodes.first: 1 << 30, nodes.altRoot: 1 << 30})
 
-	applyStdin(t, ns, claimManifest("pinned", classA, "1Mi")+"---\n"+clientPod("pinned", "pinned", nodes.first, "true"))
+	applyStdin(t, ns, claimManifest("pinned", classA, "1Mi")+"---\n"+framework.ClientPodManifest("pinned", "pinned", nodes.first, "Never", "true"))
 	applyStdin(t, ns, claimManifest("free", classA, "1Mi")+"---\n"+unpinnedClientPod("free", "free", "true"))
 	waitPodDone(t, ns, "free", clientTimeout)
 	if n := podNode(t, ns, "free"); n != nodes.second {
@@ -345,7 +345,7 @@ func TestMultiNodeTopology(t *testing.T) {
 		return keys == `["`+key+`"]`, "topology keys: " + keys
 	})
 
-	applyStdin(t, ns, claimManifest("zoned", name, "1Mi")+"---\n"+clientPod("zoned", "zoned", nodes.second, "true"))
+	applyStdin(t, ns, claimManifest("zoned", name, "1Mi")+"---\n"+framework.ClientPodManifest("zoned", "zoned", nodes.second, "Never", "true"))
 	waitPodDone(t, ns, "zoned", clientTimeout)
 	pv := pvOf(t, ns, "zoned")
 	if h := field(pv, "spec", "csi", "volumeHandle").(string); !strings.HasPrefix(h, "b-of-2-") {
@@ -357,7 +357,7 @@ func TestMultiNodeTopology(t *testing.T) {
 
 	// A client pinned to the node without the label: no volume, an Event
 	// on the claim saying why.
-	applyStdin(t, ns, claimManifest("unlabelled", name, "1Mi")+"---\n"+clientPod("unlabelled", "unlabelled", nodes.altRoot, "true"))
+	applyStdin(t, ns, claimManifest("unlabelled", name, "1Mi")+"---\n"+framework.ClientPodManifest("unlabelled", "unlabelled", nodes.altRoot, "Never", "true"))
 	framework.Eventually(t, 2*time.Minute, "a ProvisioningFailed Event on claim unlabelled", func() (bool, string) {
 		msgs := events("unlabelled", "ProvisioningFailed")
 		return strings.Contains(msgs, fmt.Sprintf("node %s has no label %q", nodes.altRoot, key)), msgs

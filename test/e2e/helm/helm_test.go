@@ -30,7 +30,7 @@ const (
 	provisioner = "helm-e2e"
 	crd         = "pavprovisioners.pav.albertofaria.github.io"
 	// the local cluster's nodes with another kubelet root (hack/cluster/lib.sh)
-	poolLabel = "pav-cluster.local/kubelet-root"
+	poolLabel = framework.KubeletRootLabel
 	poolValue = "k0s"
 	poolRoot  = "/var/lib/k0s/kubelet"
 )
@@ -173,29 +173,6 @@ spec:
 `, name)
 }
 
-// client is a pod on node with claim at /data running script.
-func client(name, claim, node, restart, script string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  restartPolicy: %s
-  terminationGracePeriodSeconds: 0
-  nodeSelector: {kubernetes.io/hostname: %s}
-  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
-  containers:
-    - name: client
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, %q]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %s}
-`, name, restart, node, poolLabel, script, claim)
-}
-
 // clusterScoped are the cluster-scoped objects of the chart but its CRD, as
 // kubectl names them: those of deployment.yaml (the chart's default
 // rendering) that have no namespace, but the Namespace and the CRD.
@@ -300,7 +277,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	for i, n := range clientNodes {
 		c := fmt.Sprintf("data%d", i)
-		apply(t, ns, claim(c)+"---\n"+client("client"+fmt.Sprint(i), c, n, "Always",
+		apply(t, ns, claim(c)+"---\n"+framework.ClientPodManifest("client"+fmt.Sprint(i), c, n, "Always",
 			"echo before > /data/file && while :; do sleep 1; done"))
 	}
 	inPod := func(pod, script string) string {
@@ -342,7 +319,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	for i, n := range clientNodes {
 		c := fmt.Sprintf("new%d", i)
-		apply(t, ns, claim(c)+"---\n"+client("writer"+fmt.Sprint(i), c, n, "Never",
+		apply(t, ns, claim(c)+"---\n"+framework.ClientPodManifest("writer"+fmt.Sprint(i), c, n, "Never",
 			"echo new > /data/file && cat /data/file"))
 	}
 	for i := range clientNodes {
