@@ -394,6 +394,7 @@ func (s *claimSync) advance(ctx context.Context) error {
 	return s.start(ctx)
 }
 
+// start begins a new attempt: validation.
 func (s *claimSync) start(ctx context.Context) error {
 	// Refuse before anything is created a claim whose PV could not record it.
 	if _, _, err := protocol.Snapshots(s.pvc, s.class); err != nil {
