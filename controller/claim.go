@@ -303,34 +303,8 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 			return stepNone, ""
 		}
 	}
-	if len(v.pods) == 0 {
-		// Preconditions are checked only before an attempt starts; an attempt
-		// in progress is always carried to its end.
-		switch {
-		case !handedOver(pvc, v.p.Name):
-			// The PV controller may still bind an existing PV; its annotation requeues the claim.
-			return stepNone, ""
-		case v.p.DeletionTimestamp != nil:
-			return stepReport, fmt.Sprintf("PavProvisioner %q is being deleted and provisions no new volumes", v.p.Name)
-		case !v.p.HasMode(v1alpha1.Dynamic):
-			return stepReport, fmt.Sprintf("PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", v.p.Name, v1alpha1.Dynamic)
-		case v.class == nil:
-			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
-		case pvc.Spec.Selector != nil:
-			return stepReport, "claims with spec.selector are not supported by PaV provisioners"
-		case populatorSource(pvc) != nil:
-			// As external-provisioner: the populator makes its own claim of
-			// the class (which PaV provisions) and binds this one to it.
-			return stepPopulator, fmt.Sprintf("Assuming an external populator will provision the volume (data source of kind %q)", populatorSource(pvc).Kind)
-		case v.cloneProblem != "" && v.cloneRetry:
-			return stepRetry, v.cloneProblem
-		case v.cloneProblem != "":
-			return stepReport, v.cloneProblem
-		}
-	} else if v.class == nil {
-		// An attempt in progress carries on even if its clone source went
-		// away (its templates then see no source), but needs its class.
-		return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+	if step, message, held := attemptHeld(v); held {
+		return step, message
 	}
 	if m := v.class.VolumeBindingMode; m != nil && *m == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Annotations[annSelectedNode] == "" {
 		return stepNone, "" // the scheduler has not picked a node yet; its annotation requeues the claim
@@ -344,6 +318,43 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 		return stepValidationPod, ""
 	}
 	return stepStart, ""
+}
+
+// attemptHeld says what holds a claim without a PV back (held), if
+// anything does. Preconditions are checked only before an attempt starts;
+// an attempt in progress is always carried to its end.
+func attemptHeld(v claimView) (step provisionStep, message string, held bool) {
+	pvc := v.pvc
+	if len(v.pods) > 0 {
+		if v.class == nil {
+			// An attempt in progress carries on even if its clone source went
+			// away (its templates then see no source), but needs its class.
+			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName)), true
+		}
+		return stepNone, "", false
+	}
+	switch {
+	case !handedOver(pvc, v.p.Name):
+		// The PV controller may still bind an existing PV; its annotation requeues the claim.
+		return stepNone, "", true
+	case v.p.DeletionTimestamp != nil:
+		return stepReport, fmt.Sprintf("PavProvisioner %q is being deleted and provisions no new volumes", v.p.Name), true
+	case !v.p.HasMode(v1alpha1.Dynamic):
+		return stepReport, fmt.Sprintf("PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", v.p.Name, v1alpha1.Dynamic), true
+	case v.class == nil:
+		return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName)), true
+	case pvc.Spec.Selector != nil:
+		return stepReport, "claims with spec.selector are not supported by PaV provisioners", true
+	case populatorSource(pvc) != nil:
+		// As external-provisioner: the populator makes its own claim of
+		// the class (which PaV provisions) and binds this one to it.
+		return stepPopulator, fmt.Sprintf("Assuming an external populator will provision the volume (data source of kind %q)", populatorSource(pvc).Kind), true
+	case v.cloneProblem != "" && v.cloneRetry:
+		return stepRetry, v.cloneProblem, true
+	case v.cloneProblem != "":
+		return stepReport, v.cloneProblem, true
+	}
+	return stepNone, "", false
 }
 
 // advance observes a claim that is not being deleted, decides its next step
