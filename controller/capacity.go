@@ -180,20 +180,9 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 		wanted[it.key] = true
 	}
 	c.forgetCapacityFailures(p.Name, wanted)
-	byKey := map[string]*corev1.Pod{}
-	for _, pod := range pods {
-		if key := pod.Annotations[protocol.AnnotationCapacityOf]; wanted[key] && byKey[key] == nil {
-			byKey[key] = pod
-		} else if err := c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-	}
-	for name, obj := range objs {
-		if !wanted[strings.TrimPrefix(name, "pav-")] {
-			if err := c.deleteCapacity(ctx, obj); err != nil {
-				return err
-			}
-		}
+	byKey, err := c.dropUnwantedCapacity(ctx, pods, objs, wanted)
+	if err != nil {
+		return err
 	}
 	if !enabled {
 		return nil
@@ -213,30 +202,7 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 		if !round {
 			continue
 		}
-		cfg, err := c.engine.StorageCapacity(ctx, p, templating.CapacityRequest{Class: it.class, Segment: it.segment, NodeName: it.node})
-		switch {
-		case err != nil:
-			err = c.capacityUnknown(ctx, p, it, obj, fmt.Sprintf("evaluating spec.storageCapacity: %v", err))
-		case cfg == nil:
-		case cfg.PodTemplate != nil:
-			// The pod's /pav goes under the kubelet root of the node it runs
-			// on, where that node's plugin collects it.
-			node := it.node
-			if cfg.PodTemplate.Spec.NodeName != "" {
-				node = cfg.PodTemplate.Spec.NodeName
-			}
-			pod := protocol.CapacityPod(cfg.PodTemplate, p.Name, c.podDirRootOn(node), it.key, it.node)
-			squatter, cerr := c.createPod(ctx, pod)
-			if squatter != nil {
-				c.recorder.Event(p, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseCapacity))
-			}
-			if cerr != nil {
-				err = c.capacityUnknown(ctx, p, it, obj, cerr.Error())
-			}
-		case cfg.Capacity != nil:
-			err = c.publishCapacity(ctx, p, it, obj, measurement{free: *cfg.Capacity})
-		}
-		if err != nil {
+		if err := c.measureCapacity(ctx, p, it, obj); err != nil {
 			return err
 		}
 	}
@@ -245,6 +211,57 @@ func (c *Controller) syncCapacity(ctx context.Context, p *v1alpha1.PavProvisione
 	}
 	c.provisionerQueue.AddAfter(p.Name, period)
 	return nil
+}
+
+// dropUnwantedCapacity deletes the capacity pods and objects of items not
+// wanted (and a second pod of an item); byKey is the pod of each wanted
+// item that has one.
+func (c *Controller) dropUnwantedCapacity(ctx context.Context, pods []*corev1.Pod, objs map[string]*storagev1.CSIStorageCapacity, wanted map[string]bool) (byKey map[string]*corev1.Pod, err error) {
+	byKey = map[string]*corev1.Pod{}
+	for _, pod := range pods {
+		if key := pod.Annotations[protocol.AnnotationCapacityOf]; wanted[key] && byKey[key] == nil {
+			byKey[key] = pod
+		} else if err := c.deletePod(ctx, pod); err != nil {
+			return nil, err
+		}
+	}
+	for name, obj := range objs {
+		if !wanted[strings.TrimPrefix(name, "pav-")] {
+			if err := c.deleteCapacity(ctx, obj); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return byKey, nil
+}
+
+// measureCapacity starts a round's measurement of one item: evaluates
+// spec.storageCapacity, then publishes its capacity or runs its pod.
+func (c *Controller) measureCapacity(ctx context.Context, p *v1alpha1.PavProvisioner, it capacityItem, obj *storagev1.CSIStorageCapacity) error {
+	cfg, err := c.engine.StorageCapacity(ctx, p, templating.CapacityRequest{Class: it.class, Segment: it.segment, NodeName: it.node})
+	switch {
+	case err != nil:
+		err = c.capacityUnknown(ctx, p, it, obj, fmt.Sprintf("evaluating spec.storageCapacity: %v", err))
+	case cfg == nil:
+	case cfg.PodTemplate != nil:
+		// The pod's /pav goes under the kubelet root of the node it runs
+		// on, where that node's plugin collects it.
+		node := it.node
+		if cfg.PodTemplate.Spec.NodeName != "" {
+			node = cfg.PodTemplate.Spec.NodeName
+		}
+		pod := protocol.CapacityPod(cfg.PodTemplate, p.Name, c.podDirRootOn(node), it.key, it.node)
+		squatter, cerr := c.createPod(ctx, pod)
+		if squatter != nil {
+			c.recorder.Event(p, corev1.EventTypeWarning, reasonPodNameTaken, squatterMessage(squatter, protocol.PhaseCapacity))
+		}
+		if cerr != nil {
+			err = c.capacityUnknown(ctx, p, it, obj, cerr.Error())
+		}
+	case cfg.Capacity != nil:
+		err = c.publishCapacity(ctx, p, it, obj, measurement{free: *cfg.Capacity})
+	}
+	return err
 }
 
 // capacityPodState acts on a capacity pod: its result once it is done, or

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,7 +55,7 @@ type claimSync struct {
 	sourceSnapshot *snapshotv1.VolumeSnapshot
 	sourceContent  *snapshotv1.VolumeSnapshotContent
 	// vac: the VolumeAttributesClass the claim names, which a new volume is
-	// created with (resolveClass).
+	// created with (resolveAttributesClass).
 	vac *storagev1.VolumeAttributesClass
 	// node: the node the volume is created for, the templates'
 	// selectedNodeName: the scheduler's (selected-node), else the one PaV
@@ -134,7 +132,7 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 		}
 		return s.deleted(ctx)
 	}
-	return s.provision(ctx)
+	return s.advance(ctx)
 }
 
 // attemptNode is the node the scheduler selected for the claim, else the
@@ -336,34 +334,8 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 			return stepNone, ""
 		}
 	}
-	if len(v.pods) == 0 {
-		// Preconditions are checked only before an attempt starts; an attempt
-		// in progress is always carried to its end.
-		switch {
-		case !handedOver(pvc, v.p.Name):
-			// The PV controller may still bind an existing PV; its annotation requeues the claim.
-			return stepNone, ""
-		case v.p.DeletionTimestamp != nil:
-			return stepReport, fmt.Sprintf("PavProvisioner %q is being deleted and provisions no new volumes", v.p.Name)
-		case !v.p.HasMode(v1alpha1.Dynamic):
-			return stepReport, fmt.Sprintf("PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", v.p.Name, v1alpha1.Dynamic)
-		case v.class == nil:
-			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
-		case pvc.Spec.Selector != nil:
-			return stepReport, "claims with spec.selector are not supported by PaV provisioners"
-		case populatorSource(pvc) != nil:
-			// As external-provisioner: the populator makes its own claim of
-			// the class (which PaV provisions) and binds this one to it.
-			return stepPopulator, fmt.Sprintf("Assuming an external populator will provision the volume (data source of kind %q)", populatorSource(pvc).Kind)
-		case v.cloneProblem != "" && v.cloneRetry:
-			return stepRetry, v.cloneProblem
-		case v.cloneProblem != "":
-			return stepReport, v.cloneProblem
-		}
-	} else if v.class == nil {
-		// An attempt in progress carries on even if its clone source went
-		// away (its templates then see no source), but needs its class.
-		return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName))
+	if step, message, held := attemptHeld(v); held {
+		return step, message
 	}
 	if m := v.class.VolumeBindingMode; m != nil && *m == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Annotations[annSelectedNode] == "" {
 		return stepNone, "" // the scheduler has not picked a node yet; its annotation requeues the claim
@@ -379,9 +351,46 @@ func decideProvision(v claimView) (step provisionStep, message string) {
 	return stepStart, ""
 }
 
+// attemptHeld says what holds a claim without a PV back (held), if
+// anything does. Preconditions are checked only before an attempt starts;
+// an attempt in progress is always carried to its end.
+func attemptHeld(v claimView) (step provisionStep, message string, held bool) {
+	pvc := v.pvc
+	if len(v.pods) > 0 {
+		if v.class == nil {
+			// An attempt in progress carries on even if its clone source went
+			// away (its templates then see no source), but needs its class.
+			return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName)), true
+		}
+		return stepNone, "", false
+	}
+	switch {
+	case !handedOver(pvc, v.p.Name):
+		// The PV controller may still bind an existing PV; its annotation requeues the claim.
+		return stepNone, "", true
+	case v.p.DeletionTimestamp != nil:
+		return stepReport, fmt.Sprintf("PavProvisioner %q is being deleted and provisions no new volumes", v.p.Name), true
+	case !v.p.HasMode(v1alpha1.Dynamic):
+		return stepReport, fmt.Sprintf("PavProvisioner %q does not support dynamic provisioning (spec.provisioningModes lacks %q)", v.p.Name, v1alpha1.Dynamic), true
+	case v.class == nil:
+		return stepRetry, fmt.Sprintf("StorageClass %q not found", ptrString(pvc.Spec.StorageClassName)), true
+	case pvc.Spec.Selector != nil:
+		return stepReport, "claims with spec.selector are not supported by PaV provisioners", true
+	case populatorSource(pvc) != nil:
+		// As external-provisioner: the populator makes its own claim of
+		// the class (which PaV provisions) and binds this one to it.
+		return stepPopulator, fmt.Sprintf("Assuming an external populator will provision the volume (data source of kind %q)", populatorSource(pvc).Kind), true
+	case v.cloneProblem != "" && v.cloneRetry:
+		return stepRetry, v.cloneProblem, true
+	case v.cloneProblem != "":
+		return stepReport, v.cloneProblem, true
+	}
+	return stepNone, "", false
+}
+
 // provisionableSince is when the claim could first be provisioned: its
 // creation, or for a WaitForFirstConsumer claim the first time this process
-// saw a node selected for it (provision records it at every sync of an
+// saw a node selected for it (advance records it at every sync of an
 // unbound claim, so from the first that saw the scheduler's annotation).
 func (s *claimSync) provisionableSince() time.Time {
 	if s.pvc.Annotations[annSelectedNode] == "" || s.class == nil || s.class.VolumeBindingMode == nil ||
@@ -391,15 +400,17 @@ func (s *claimSync) provisionableSince() time.Time {
 	return s.c.nodeSelected.seen(s.key, s.pvc.UID, s.c.claimBackoff.now())
 }
 
-// provision observes the claim, decides its next step and acts on it.
-func (s *claimSync) provision(ctx context.Context) error {
+// advance observes a claim that is not being deleted, decides its next step
+// (decideProvision: a step of provisioning, or changeVolume once it is
+// bound) and acts on it.
+func (s *claimSync) advance(ctx context.Context) error {
 	if s.pvc.Spec.VolumeName == "" {
 		s.provisionableSince() // provisioning latency counts from the first sync that may provision
 	}
 	v := claimView{pvc: s.pvc, p: s.p, class: s.class, pods: s.pods}
 	v.volumeExists, _ = s.volumeExists(ctx, false)
 	if s.pvc.Spec.VolumeName == "" && !v.volumeExists && s.p != nil {
-		v.cloneProblem, v.cloneRetry = s.cloneSource()
+		v.cloneProblem, v.cloneRetry = s.resolveDataSource()
 	}
 	step, msg := decideProvision(v)
 	switch step {
@@ -423,15 +434,7 @@ func (s *claimSync) provision(ctx context.Context) error {
 	case stepFinish:
 		return s.finish(ctx)
 	case stepBound:
-		if len(s.pods) > 0 || protocol.HasFinalizer(s.pvc, protocol.FinalizerClaim) {
-			if err := s.finish(ctx); err != nil {
-				return err
-			}
-		}
-		if err := s.expand(ctx); err != nil {
-			return err
-		}
-		return s.modify(ctx)
+		return s.changeVolume(ctx)
 	case stepRevertDone:
 		return s.afterFailedCreation(ctx, s.pods[protocol.PhaseDeletion])
 	case stepCreationPod:
@@ -448,56 +451,13 @@ func (s *claimSync) provision(ctx context.Context) error {
 	return s.start(ctx)
 }
 
-// cloneSource resolves the claim a clone is made from (the claim's data
-// source) into s.source and s.sourcePV. problem says why the claim cannot be
-// provisioned now, and retry whether that may pass by itself (the source is
-// not bound yet) rather than need a change of the claim or provisioner.
-func (s *claimSync) cloneSource() (problem string, retry bool) {
-	ref := dataSourceRef(s.pvc)
-	switch {
-	case ref == nil:
-		return "", false
-	case snapshotSource(s.pvc) != nil:
-		return s.restoreSource()
-	case populatorSource(s.pvc) != nil:
-		return "", false // not a clone: decideProvision leaves it to its populator
-	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
-		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
-	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:
-		return fmt.Sprintf("PavProvisioner %q cannot clone volumes (its spec.volumeCreation.cloning is not true)", s.p.Name), false
-	}
-	src, err := s.c.claims.PersistentVolumeClaims(s.pvc.Namespace).Get(ref.Name)
-	if err != nil {
-		return fmt.Sprintf("the claim %q to clone: %v", ref.Name, err), true
-	}
-	if src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "" {
-		return fmt.Sprintf("the claim %q to clone is not bound to a volume yet", ref.Name), true
-	}
-	pv, err := s.c.volumes.Get(src.Spec.VolumeName)
-	if err != nil {
-		return fmt.Sprintf("the volume %q of the claim %q to clone: %v", src.Spec.VolumeName, ref.Name, err), true
-	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
-		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
-	}
-	if problem, retry := checkClone(s.pvc, src, pv); problem != "" {
-		return problem, retry
-	}
-	s.source, s.sourcePV = src, pv
-	if src.DeletionTimestamp != nil {
-		// An attempt in progress keeps it (it holds the clone's finalizer); a new one may not start.
-		return fmt.Sprintf("the claim %q to clone is being deleted", ref.Name), true
-	}
-	return "", false
-}
-
 // start begins a new attempt: validation.
 func (s *claimSync) start(ctx context.Context) error {
 	// Refuse before anything is created a claim whose PV could not record it.
 	if _, _, err := protocol.Snapshots(s.pvc, s.class); err != nil {
 		return s.fail(reasonProvisioningFailed, "%v", err)
 	}
-	if err := s.resolveClass(ctx); err != nil {
+	if err := s.resolveAttributesClass(ctx); err != nil {
 		return err
 	}
 	vc, err := s.c.engine.Validation(ctx, s.p, s.request())
@@ -517,10 +477,11 @@ func (s *claimSync) start(ctx context.Context) error {
 	return s.startCreation(ctx)
 }
 
-// resolveClass reads the VolumeAttributesClass the claim names into s.vac,
-// as external-provisioner does before CreateVolume: a class that does not
-// exist, or is another driver's, fails the attempt (retried with backoff).
-func (s *claimSync) resolveClass(ctx context.Context) error {
+// resolveAttributesClass reads the VolumeAttributesClass the claim names
+// into s.vac, as external-provisioner does before CreateVolume: a class
+// that does not exist, or is another driver's, fails the attempt (retried
+// with backoff).
+func (s *claimSync) resolveAttributesClass(ctx context.Context) error {
 	name := ptrString(s.pvc.Spec.VolumeAttributesClassName)
 	if name == "" || (s.vac != nil && s.vac.Name == name) {
 		return nil
@@ -597,247 +558,6 @@ func (s *claimSync) validationPodState(ctx context.Context, pod *corev1.Pod) err
 	return s.startCreation(ctx)
 }
 
-// startCreation runs the creation pod, or creates the volume directly when
-// the provisioner has none.
-func (s *claimSync) startCreation(ctx context.Context) error {
-	if err := s.resolveClass(ctx); err != nil {
-		return err
-	}
-	cc, err := s.c.engine.Creation(ctx, s.p, s.request())
-	if err != nil {
-		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
-	}
-	if s.vac != nil {
-		cc.VolumeAttributesClassName = s.vac.Name
-	}
-	if cc.NodeAffinity == nil && s.topology != nil {
-		// The segment the creation is asked to prefer: the selected node's
-		// for WaitForFirstConsumer.
-		cc.NodeAffinity = s.topology.Preferred[0].NodeAffinity()
-	}
-	if cc.PodTemplate != nil {
-		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
-			return err
-		}
-		if cc.Handle != nil {
-			// Known before the pod runs: no creation pod for a handle that
-			// is another volume's.
-			owner, err := s.c.handleOwner(ctx, s.p.Name, *cc.Handle, protocol.VolumeName(s.pvc))
-			if err != nil {
-				return err
-			}
-			if owner != nil {
-				return s.fail(reasonProvisioningFailed, "spec.volumeCreation.handle: %s", handleInUseMessage(*cc.Handle, owner))
-			}
-		}
-		// The PV will be built from what was evaluated now (recorded on the
-		// pod), not from a second evaluation after the pod ran.
-		recorded, err := cc.Record()
-		if err != nil {
-			return s.fail(reasonProvisioningFailed, "%v", err)
-		}
-		if err := s.runPod(ctx, protocol.PhaseCreation, cc.PodTemplate, recorded); err != nil {
-			return err
-		}
-		// The creation pod now records the progress; the validation pod is done with.
-		if v := s.pods[protocol.PhaseValidation]; v != nil {
-			return s.c.deletePod(ctx, v)
-		}
-		return nil
-	}
-	handle, capacity, err := s.handleAndCapacity(cc, podOutcome{}, false)
-	if err != nil {
-		return s.fail(reasonProvisioningFailed, "%v", err)
-	}
-	return s.createVolume(ctx, cc, handle, capacity, nil, false)
-}
-
-func (s *claimSync) handleAndCapacity(cc *templating.CreationConfig, r podOutcome, hadPod bool) (string, resource.Quantity, error) {
-	return protocol.ClaimVolume(cc.Handle, cc.Capacity, r.handle, r.capacity, hadPod, s.pvc)
-}
-
-func (s *claimSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
-	if v := s.pods[protocol.PhaseValidation]; v != nil {
-		// Left over from a crash between creating this pod and deleting that one.
-		if err := s.c.deletePod(ctx, v); err != nil {
-			return err
-		}
-	}
-	r, ok := s.finishedPod(ctx, pod)
-	if !ok {
-		return nil
-	}
-	cc, err := s.recordedCreation(ctx, pod)
-	// The handle the attempt chose, for a deletion pod reverting it.
-	chosen := ""
-	if r.handle != nil {
-		chosen = strings.TrimSpace(*r.handle)
-	}
-	if cc != nil && cc.Handle != nil {
-		chosen = *cc.Handle
-	}
-	if protocol.CheckHandle(chosen) != nil {
-		// Never into a template: a deletion pod would remove <root>/.. .
-		chosen = ""
-	}
-	if !r.succeeded {
-		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s failed: %s", pod.Namespace, pod.Name, r.message), chosen)
-	}
-	if err != nil {
-		return s.creationFailed(ctx, err.Error(), chosen)
-	}
-	handle, capacity, err := s.handleAndCapacity(cc, r, true)
-	if err != nil {
-		return s.creationFailed(ctx, err.Error(), chosen)
-	}
-	attrs, err := protocol.ChooseAttributes(r.attributes, r.resultError, s.class)
-	if err != nil {
-		return s.creationFailed(ctx, fmt.Sprintf("creation pod %s/%s: %v", pod.Namespace, pod.Name, err), chosen)
-	}
-	return s.createVolume(ctx, cc, handle, capacity, attrs, true)
-}
-
-// creationFailed reports a failed creation and, as the spec says, runs the
-// deletion pod (if any) to revert whatever the creation pod did.
-func (s *claimSync) creationFailed(ctx context.Context, msg, handle string) error {
-	if handle != "" {
-		owner, err := s.c.handleOwner(ctx, s.p.Name, handle, protocol.VolumeName(s.pvc))
-		if err != nil {
-			return err
-		}
-		if owner != nil {
-			return s.handleInUse(ctx, msg+"; "+handleInUseMessage(handle, owner))
-		}
-	}
-	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
-	req := s.request()
-	req.Handle = handle
-	tmpl, err := s.c.engine.Deletion(ctx, s.p, req)
-	if err != nil {
-		return s.fail(reasonCleanupFailed, "evaluating spec.volumeDeletion of PavProvisioner %q to clean up after the failed creation: %v", s.p.Name, err)
-	}
-	if tmpl == nil {
-		if err := s.deleteAllPods(ctx); err != nil {
-			return err
-		}
-		return s.retryLater(msg)
-	}
-	if err := s.runPod(ctx, protocol.PhaseDeletion, tmpl, nil); err != nil {
-		return err
-	}
-	return nil
-}
-
-// handleInUse ends an attempt whose creation pod ran for a handle that is
-// another PV's, without the deletion pod that reverts a failed creation:
-// given that handle, it would delete the other PV's volume. Whatever the
-// creation pod made is left as it is; the next attempt starts afresh.
-func (s *claimSync) handleInUse(ctx context.Context, msg string) error {
-	msg += "; no deletion pod runs to revert the creation (it would delete that volume): anything the creation pod made is left for an admin to remove"
-	s.event(corev1.EventTypeWarning, reasonProvisioningFailed, "%s", msg)
-	if err := s.deleteAllPods(ctx); err != nil {
-		return err
-	}
-	return s.retryLater(msg)
-}
-
-// recordedCreation is the volumeCreation the creation pod's attempt
-// evaluated, recorded on the pod; a pod without the record (created by an
-// older PaV) gets a fresh evaluation.
-func (s *claimSync) recordedCreation(ctx context.Context, pod *corev1.Pod) (*templating.CreationConfig, error) {
-	if _, ok := pod.Annotations[protocol.AnnotationCreationConfig]; !ok {
-		cc, err := s.c.engine.Creation(ctx, s.p, s.request())
-		if err != nil {
-			return nil, fmt.Errorf("evaluating spec.volumeCreation of PavProvisioner %q: %w", s.p.Name, err)
-		}
-		return cc, nil
-	}
-	return templating.RecordedCreation(pod)
-}
-
-// afterFailedCreation waits for the deletion pod that reverts a failed
-// creation, then ends the attempt.
-func (s *claimSync) afterFailedCreation(ctx context.Context, pod *corev1.Pod) error {
-	r, ok := s.finishedPod(ctx, pod)
-	if !ok {
-		return nil
-	}
-	if !r.succeeded {
-		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "deletion pod %s/%s, run to revert the failed creation, failed too: %s", pod.Namespace, pod.Name, r.message)
-	}
-	if err := s.deleteAllPods(ctx); err != nil {
-		return err
-	}
-	return s.retryLater("creation failed")
-}
-
-func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationConfig, handle string, capacity resource.Quantity, attrs map[string]string, hadPod bool) error {
-	pv, err := protocol.BuildVolume(protocol.VolumeSpec{
-		Provisioner:  s.p.Name,
-		PVC:          s.pvc,
-		Class:        s.class,
-		Handle:       handle,
-		Capacity:     capacity,
-		NodeAffinity: cc.NodeAffinity,
-		SelectedNode: s.node,
-		Attributes:   attrs,
-
-		VolumeAttributesClassName: cc.VolumeAttributesClassName,
-	})
-	if err != nil {
-		return s.fail(reasonProvisioningFailed, "building the PersistentVolume: %v", err)
-	}
-	owner, err := s.createUniqueVolume(ctx, pv)
-	switch {
-	case owner != nil && hadPod:
-		return s.handleInUse(ctx, handleInUseMessage(handle, owner))
-	case owner != nil:
-		return s.fail(reasonProvisioningFailed, "%s", handleInUseMessage(handle, owner))
-	case apierrors.IsAlreadyExists(err):
-		existing, gerr := s.c.kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		if existing.Spec.ClaimRef == nil || existing.Spec.ClaimRef.UID != s.pvc.UID {
-			return s.fail(reasonProvisioningFailed, "PersistentVolume %s already exists and is not bound to this claim", pv.Name)
-		}
-	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		// The volume exists but cannot be represented (e.g. a bad handle): undo it.
-		msg := fmt.Sprintf("the API server rejected PersistentVolume %s: %v", pv.Name, err)
-		if hadPod {
-			return s.creationFailed(ctx, msg, handle)
-		}
-		return s.fail(reasonProvisioningFailed, "%s", msg)
-	case err != nil:
-		// Transient: the creation pod stays as the record of the created
-		// volume, so the next attempt only retries the PV.
-		return s.fail(reasonProvisioningFailed, "creating PersistentVolume %s: %v", pv.Name, err)
-	default:
-		klog.InfoS("Provisioned volume", "claim", s.key, "volume", pv.Name, "handle", handle, "capacity", capacity.String())
-		s.event(corev1.EventTypeNormal, reasonProvisioningSucceeded, "Successfully provisioned volume %s (handle %q, capacity %s)", pv.Name, handle, capacity.String())
-		if s.p.Spec.StorageCapacity != nil {
-			s.c.refreshCapacity(s.p.Name)
-		}
-		s.c.metrics.operation(s.provName, "provision", "success", s.c.claimBackoff.now().Sub(s.provisionableSince()))
-	}
-	return s.finish(ctx)
-}
-
-// createUniqueVolume creates pv unless another PV of its driver has its
-// handle (owner, and nothing created).
-func (s *claimSync) createUniqueVolume(ctx context.Context, pv *corev1.PersistentVolume) (owner *corev1.PersistentVolume, err error) {
-	key := handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
-	defer s.c.handles.lock(key)()
-	if owner, err := s.c.handleOwner(ctx, pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle, pv.Name); err != nil || owner != nil {
-		return owner, err
-	}
-	if _, err := s.c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	s.c.handles.remember(key, pv.Name)
-	return nil, nil
-}
-
 // finish ends PaV's work on a claim: its pods go, then its finalizer.
 func (s *claimSync) finish(ctx context.Context) error {
 	if err := s.deleteAllPods(ctx); err != nil {
@@ -863,118 +583,6 @@ func (s *claimSync) deleteAllPods(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// claimDeletionStep is what a claim being deleted needs before it may go.
-type claimDeletionStep int
-
-const (
-	claimDeletionWait     claimDeletionStep = iota // a pod is going or not done: its events requeue the claim
-	claimDeletionFinish                            // nothing (more) to delete: clean up, let the claim go
-	claimDeletionFailed                            // the deletion pod failed: report, retry with backoff
-	claimDeletionOrphaned                          // no provisioner to delete what was created: report, let go
-	claimDeletionRetry                             // the deletion cannot start now: report, retry with backoff
-	claimDeletionStart                             // run the deletion (pod, or none)
-)
-
-// claimDeletionView is what a sync observed of a claim being deleted while
-// PaV holds its finalizer.
-type claimDeletionView struct {
-	pods         map[protocol.Phase]*corev1.Pod
-	podGoing     bool // a pod of a previous attempt is still going
-	volumeExists bool // its PV exists (the API server's word)
-	// outcome is that of the deletion pod, or without one the creation
-	// pod, once it is done (nil before).
-	outcome *podOutcome
-	p       *v1alpha1.PavProvisioner // nil: gone
-	class   *storagev1.StorageClass  // nil: not found
-	pvc     *corev1.PersistentVolumeClaim
-}
-
-// decideClaimDeletion is the protocol for a claim deleted before it got a
-// PV: a creation in progress is allowed to end, and whatever it created is
-// deleted before the claim may go. Pure, so that every case is a table row
-// (TestDecideClaimDeletion); message explains the reports.
-func decideClaimDeletion(v claimDeletionView) (step claimDeletionStep, message string) {
-	del, cre := v.pods[protocol.PhaseDeletion], v.pods[protocol.PhaseCreation]
-	switch {
-	case v.podGoing:
-		return claimDeletionWait, ""
-	case v.volumeExists:
-		// The volume path deletes the PV once it is released.
-		return claimDeletionFinish, ""
-	case del == nil && cre == nil:
-		return claimDeletionFinish, "" // nothing was created
-	case v.outcome == nil:
-		return claimDeletionWait, ""
-	case del != nil && !v.outcome.succeeded:
-		return claimDeletionFailed, fmt.Sprintf("deletion pod %s/%s failed: %s", del.Namespace, del.Name, v.outcome.message)
-	case del != nil:
-		return claimDeletionFinish, ""
-	case v.p == nil:
-		return claimDeletionOrphaned, fmt.Sprintf("the PavProvisioner is gone; cannot run a deletion pod for what creation pod %s/%s created", cre.Namespace, cre.Name)
-	case v.class == nil:
-		return claimDeletionRetry, fmt.Sprintf("StorageClass %q not found; it is needed to delete what creation pod %s/%s created", ptrString(v.pvc.Spec.StorageClassName), cre.Namespace, cre.Name)
-	}
-	return claimDeletionStart, ""
-}
-
-// observeDeletion reads what decideClaimDeletion needs, as far as it needs
-// it: the PV is read from the API server only when no pod is going, and a
-// pod examined (reporting it stuck, scheduling a recheck) only when it is
-// the claim's next concern.
-func (s *claimSync) observeDeletion(ctx context.Context) (claimDeletionView, error) {
-	v := claimDeletionView{pods: s.pods, podGoing: s.anyPodGoing(), p: s.p, class: s.class, pvc: s.pvc}
-	if v.podGoing {
-		return v, nil
-	}
-	exists, err := s.volumeExists(ctx, true)
-	if err != nil || exists {
-		v.volumeExists = exists
-		return v, err
-	}
-	pod := s.pods[protocol.PhaseDeletion]
-	if pod == nil {
-		pod = s.pods[protocol.PhaseCreation]
-	}
-	if pod != nil {
-		if r, ok := s.finishedPod(ctx, pod); ok {
-			v.outcome = &r
-		}
-	}
-	return v, nil
-}
-
-// deleted handles a claim being deleted while PaV still holds its finalizer.
-func (s *claimSync) deleted(ctx context.Context) error {
-	v, err := s.observeDeletion(ctx)
-	if err != nil {
-		return err
-	}
-	step, msg := decideClaimDeletion(v)
-	switch step {
-	case claimDeletionWait:
-		return nil
-	case claimDeletionFinish:
-		return s.finish(ctx)
-	case claimDeletionFailed:
-		return s.c.podFailed(ctx, s.pods[protocol.PhaseDeletion], msg, func(msg string) error {
-			return s.fail(reasonCleanupFailed, "%s", msg)
-		})
-	case claimDeletionOrphaned:
-		s.event(corev1.EventTypeWarning, reasonCleanupFailed, "%s", msg)
-		return s.finish(ctx)
-	case claimDeletionRetry:
-		return s.fail(reasonCleanupFailed, "%s", msg)
-	}
-	tmpl, err := s.c.engine.Deletion(ctx, s.p, s.request())
-	if err != nil {
-		return s.fail(reasonCleanupFailed, "evaluating spec.volumeDeletion of PavProvisioner %q: %v", s.p.Name, err)
-	}
-	if tmpl == nil {
-		return s.finish(ctx)
-	}
-	return s.runPod(ctx, protocol.PhaseDeletion, tmpl, nil)
 }
 
 // finishedPod is Controller.finishedPod for one of the claim's pods.

@@ -151,3 +151,47 @@ func checkClone(pvc, src *corev1.PersistentVolumeClaim, pv *corev1.PersistentVol
 	}
 	return "", false
 }
+
+// resolveDataSource resolves the claim's data source: the claim a clone is
+// made from into s.source and s.sourcePV, a VolumeSnapshot to restore with
+// restoreSource. problem says why the claim cannot be provisioned now, and
+// retry whether that may pass by itself (the source is not bound yet)
+// rather than need a change of the claim or provisioner.
+func (s *claimSync) resolveDataSource() (problem string, retry bool) {
+	ref := dataSourceRef(s.pvc)
+	switch {
+	case ref == nil:
+		return "", false
+	case snapshotSource(s.pvc) != nil:
+		return s.restoreSource()
+	case populatorSource(s.pvc) != nil:
+		return "", false // not a clone: decideProvision leaves it to its populator
+	case ref.Namespace != nil && *ref.Namespace != "" && *ref.Namespace != s.pvc.Namespace:
+		return fmt.Sprintf("cannot clone claim %s/%s: a clone's source must be in the claim's own namespace", *ref.Namespace, ref.Name), false
+	case s.p.Spec.VolumeCreation == nil || !s.p.Spec.VolumeCreation.Cloning:
+		return fmt.Sprintf("PavProvisioner %q cannot clone volumes (its spec.volumeCreation.cloning is not true)", s.p.Name), false
+	}
+	src, err := s.c.claims.PersistentVolumeClaims(s.pvc.Namespace).Get(ref.Name)
+	if err != nil {
+		return fmt.Sprintf("the claim %q to clone: %v", ref.Name, err), true
+	}
+	if src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "" {
+		return fmt.Sprintf("the claim %q to clone is not bound to a volume yet", ref.Name), true
+	}
+	pv, err := s.c.volumes.Get(src.Spec.VolumeName)
+	if err != nil {
+		return fmt.Sprintf("the volume %q of the claim %q to clone: %v", src.Spec.VolumeName, ref.Name, err), true
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
+		return fmt.Sprintf("claim %q is not a volume of PavProvisioner %q, so it cannot clone it", ref.Name, s.p.Name), false
+	}
+	if problem, retry := checkClone(s.pvc, src, pv); problem != "" {
+		return problem, retry
+	}
+	s.source, s.sourcePV = src, pv
+	if src.DeletionTimestamp != nil {
+		// An attempt in progress keeps it (it holds the clone's finalizer); a new one may not start.
+		return fmt.Sprintf("the claim %q to clone is being deleted", ref.Name), true
+	}
+	return "", false
+}

@@ -220,16 +220,8 @@ func (c *Controller) podDirRootOn(node string) string {
 // New builds a Controller; Run starts it.
 func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
-	if cfg.Kube == nil || cfg.Pav == nil || cfg.Engine == nil {
-		return nil, fmt.Errorf("controller config needs Kube, Pav and Engine")
-	}
-	if err := protocol.CheckKubeletDir(cfg.KubeletDir); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
-	}
-	for _, p := range cfg.PoolKubeletDirs {
-		if err := protocol.CheckKubeletDir(p.Dir); err != nil {
-			return nil, err
-		}
 	}
 	c := &Controller{
 		cfg:           cfg,
@@ -287,28 +279,11 @@ func New(cfg Config) (*Controller, error) {
 		indexVolume:          labelIndex(protocol.LabelVolume),
 		indexProvisioner:     labelIndex(protocol.LabelProvisioner),
 		indexSnapshotContent: labelIndex(protocol.LabelSnapshotContentUID),
-		indexNode: func(obj interface{}) ([]string, error) {
-			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-				return []string{pod.Spec.NodeName}, nil
-			}
-			return nil, nil
-		},
+		indexNode:            podNodeIndex,
 	}); err != nil {
 		return nil, err
 	}
-	if err := pvInf.AddIndexers(cache.Indexers{indexCSIDriver: func(obj interface{}) ([]string, error) {
-		pv, ok := obj.(*corev1.PersistentVolume)
-		if !ok || pv.Spec.CSI == nil {
-			return nil, nil
-		}
-		return []string{pv.Spec.CSI.Driver}, nil
-	}, indexCSIHandle: func(obj interface{}) ([]string, error) {
-		pv, ok := obj.(*corev1.PersistentVolume)
-		if !ok || pv.Spec.CSI == nil {
-			return nil, nil
-		}
-		return []string{handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)}, nil
-	}}); err != nil {
+	if err := pvInf.AddIndexers(cache.Indexers{indexCSIDriver: pvDriverIndex, indexCSIHandle: pvHandleIndex}); err != nil {
 		return nil, err
 	}
 
@@ -367,6 +342,48 @@ func New(cfg Config) (*Controller, error) {
 	c.broadcaster = kubeclient.NewEventBroadcaster()
 	c.recorder = c.broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: cfg.Identity})
 	return c, nil
+}
+
+// check says what is wrong with a Config, with its defaults set.
+func (cfg *Config) check() error {
+	if cfg.Kube == nil || cfg.Pav == nil || cfg.Engine == nil {
+		return fmt.Errorf("controller config needs Kube, Pav and Engine")
+	}
+	if err := protocol.CheckKubeletDir(cfg.KubeletDir); err != nil {
+		return err
+	}
+	for _, p := range cfg.PoolKubeletDirs {
+		if err := protocol.CheckKubeletDir(p.Dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// podNodeIndex indexes a pod by the node it runs on.
+func podNodeIndex(obj interface{}) ([]string, error) {
+	if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+		return []string{pod.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+// pvDriverIndex indexes a CSI PV by its driver.
+func pvDriverIndex(obj interface{}) ([]string, error) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok || pv.Spec.CSI == nil {
+		return nil, nil
+	}
+	return []string{pv.Spec.CSI.Driver}, nil
+}
+
+// pvHandleIndex indexes a CSI PV by its driver and handle (handleKey).
+func pvHandleIndex(obj interface{}) ([]string, error) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok || pv.Spec.CSI == nil {
+		return nil, nil
+	}
+	return []string{handleKey(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)}, nil
 }
 
 func labelIndex(label string) cache.IndexFunc {

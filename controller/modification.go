@@ -14,9 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
-	"github.com/albertofaria/pav/templating"
 )
 
 // Volume modification (a PaV-Go addition), as external-resizer's modify
@@ -145,53 +143,6 @@ func modifyErrorRecord(pvc *corev1.PersistentVolumeClaim, target string, state c
 		}
 	}
 	return nil
-}
-
-// boundVolume is the PV of a bound claim that is a volume of the claim's
-// provisioner; nil if there is none. static: PaV did not provision it (a
-// PV made by hand for a volume that already existed), so it has none of
-// what expansion and modification pods need (the claim and class it was
-// created for): those are refused as infeasible, with external-resizer's
-// status and Event, rather than ignored.
-func (s *claimSync) boundVolume() (pv *corev1.PersistentVolume, static bool) {
-	pvc := s.pvc
-	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" || s.p == nil {
-		return nil, false
-	}
-	pv, err := s.c.volumes.Get(pvc.Spec.VolumeName)
-	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != s.p.Name {
-		return nil, false
-	}
-	return pv, pv.Annotations[protocol.AnnotationProvisionedBy] != s.p.Name
-}
-
-// staticVolumeProvisioner is the PavProvisioner of the PV a claim is bound
-// to, if PaV did not provision it (nil otherwise): the claim names no PaV
-// class, but changes of its size or VolumeAttributesClass are reported.
-func (c *Controller) staticVolumeProvisioner(pvc *corev1.PersistentVolumeClaim) *v1alpha1.PavProvisioner {
-	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
-		return nil
-	}
-	pv, err := c.volumes.Get(pvc.Spec.VolumeName)
-	if err != nil || pv.Spec.CSI == nil || pv.Annotations[protocol.AnnotationProvisionedBy] == pv.Spec.CSI.Driver {
-		return nil
-	}
-	return c.provisioner(pv.Spec.CSI.Driver)
-}
-
-// volumeRequest is the dynamic request of a phase that works on the claim's
-// existing volume (expansion, modification): the claim's, with pv and its
-// handle, and the class the PV recorded if the claim's is gone. ok is false without any class.
-func (s *claimSync) volumeRequest(pv *corev1.PersistentVolume) (req templating.DynamicRequest, ok bool) {
-	req = s.request()
-	req.PV = pv
-	req.Handle = pv.Spec.CSI.VolumeHandle
-	if req.Class == nil {
-		if rec, err := requestFromVolume(pv); err == nil {
-			req.Class = rec.Class
-		}
-	}
-	return req, req.Class != nil
 }
 
 // volumeAttributesClass reads a VolumeAttributesClass (nil, nil if it does

@@ -164,7 +164,7 @@ func restoreSize(snap *snapshotv1.VolumeSnapshot, content *snapshotv1.VolumeSnap
 }
 
 // restoreSource resolves the claim's VolumeSnapshot into s.sourceSnapshot
-// and s.sourceContent (Restore); problem and retry as in cloneSource.
+// and s.sourceContent (Restore); problem and retry as in resolveDataSource.
 func (s *claimSync) restoreSource() (problem string, retry bool) {
 	var read SnapshotReader
 	if s.c.snapshots != nil {

@@ -130,6 +130,9 @@ type harness struct {
 	attributes *string
 	// failDeletions is how many deletion pods, first, fail.
 	failDeletions int
+	// creationCapacities is what the first creation pods write to
+	// /pav/capacity, one each (then resultCapacity).
+	creationCapacities []string
 }
 
 func newHarness(t *testing.T, objs ...runtime.Object) *harness {
@@ -297,6 +300,9 @@ func (h *harness) runPods() {
 			}
 			pod.Annotations[protocol.AnnotationResultHandle] = handle + "\n"
 			pod.Annotations[protocol.AnnotationResultCapacity] = resultCapacity
+			if len(h.creationCapacities) > 0 {
+				pod.Annotations[protocol.AnnotationResultCapacity], h.creationCapacities = h.creationCapacities[0], h.creationCapacities[1:]
+			}
 			if h.attributes != nil {
 				pod.Annotations[protocol.AnnotationResultVolumeAttributes] = *h.attributes
 			}

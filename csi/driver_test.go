@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/albertofaria/pav/internal/testwait"
 )
 
 // fakeStager stages volumes created through fakeController by creating the
@@ -492,7 +494,7 @@ func TestManagerRegistration(t *testing.T) {
 		t.Fatalf("second Add: %v", err)
 	}
 	ctx := context.Background()
-	waitUntil(t, "the registration socket is served", func() bool {
+	testwait.Until(t, "the registration socket is served", func() bool {
 		_, err := registerapi.NewRegistrationClient(dial(t, m.RegistrationSocket("prov"))).GetInfo(ctx, &registerapi.InfoRequest{})
 		return err == nil
 	})
@@ -527,7 +529,7 @@ func TestManagerRegistration(t *testing.T) {
 		t.Errorf("Names = %v", got)
 	}
 	m.Remove("prov")
-	waitUntil(t, "the driver's sockets and directory are gone", func() bool {
+	testwait.Until(t, "the driver's sockets and directory are gone", func() bool {
 		for _, p := range []string{m.RegistrationSocket("prov"), m.CSISocket("prov"), filepath.Dir(m.CSISocket("prov"))} {
 			if _, err := os.Stat(p); !os.IsNotExist(err) {
 				return false
@@ -626,14 +628,14 @@ func TestManagerPacesRegistration(t *testing.T) {
 	for _, n := range names {
 		m.Remove(n)
 		if n == "a" || n == "c" {
-			waitUntil(t, n+"'s registration socket is removed", func() bool {
+			testwait.Until(t, n+"'s registration socket is removed", func() bool {
 				_, err := os.Stat(m.RegistrationSocket(n))
 				return os.IsNotExist(err)
 			})
 			node.set(n, false)
 		}
 	}
-	waitUntil(t, "every driver is stopped", func() bool {
+	testwait.Until(t, "every driver is stopped", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "plugins", "d"))
 		return os.IsNotExist(err)
 	})
@@ -684,7 +686,7 @@ func TestManagerDrainsWhileKubeletTracksVolumes(t *testing.T) {
 	if err := os.Remove(filepath.Join(volume, "vol_data.json")); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the drained driver's sockets are gone", func() bool {
+	testwait.Until(t, "the drained driver's sockets are gone", func() bool {
 		_, err1 := os.Stat(m.CSISocket("prov"))
 		_, err2 := os.Stat(m.RegistrationSocket("prov"))
 		return os.IsNotExist(err1) && os.IsNotExist(err2) && len(m.Names()) == 0
@@ -781,7 +783,7 @@ func TestManagerReAddWhileDeregisteringKeepsSockets(t *testing.T) {
 	}
 
 	m.Remove("prov")
-	waitUntil(t, "the old registration socket is removed", func() bool {
+	testwait.Until(t, "the old registration socket is removed", func() bool {
 		_, err := os.Stat(m.RegistrationSocket("prov"))
 		return os.IsNotExist(err)
 	})
@@ -801,16 +803,6 @@ func TestManagerReAddWhileDeregisteringKeepsSockets(t *testing.T) {
 	if _, err := identity.GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{}); err != nil {
 		t.Fatalf("the new incarnation's CSI socket: %v", err)
 	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
 }
 
 // A driver retired by a new incarnation before its registration came up
@@ -834,7 +826,7 @@ func TestManagerRetiresLeftoverRegistration(t *testing.T) {
 	}
 	m.Remove("old")
 	m.Remove("first")
-	waitUntil(t, "the old registration socket is removed", func() bool {
+	testwait.Until(t, "the old registration socket is removed", func() bool {
 		_, err := os.Stat(m.RegistrationSocket("old"))
 		return os.IsNotExist(err)
 	})

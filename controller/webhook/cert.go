@@ -244,23 +244,7 @@ func verifies(leaf *x509.Certificate, cas []*x509.Certificate, dnsNames []string
 // when have is fine. It depends only on have, dnsNames and now, so replicas
 // (with roughly the same clock) agree and do not undo each other's changes.
 func next(have *Certs, dnsNames []string, now time.Time) (*Certs, error) {
-	// The CAs that still count, the signing one first.
-	var cas []*x509.Certificate
-	for _, ca := range parseCerts(have.CACert) {
-		if ca.IsCA && now.Before(ca.NotAfter) && len(cas) < maxCAs {
-			cas = append(cas, ca)
-		}
-	}
-	var signer *x509.Certificate
-	var signerKey *ecdsa.PrivateKey
-	if len(cas) > 0 {
-		signer = cas[0]
-		if block, _ := pem.Decode(have.CAKey); block != nil {
-			if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil && k.PublicKey.Equal(signer.PublicKey) {
-				signerKey = k
-			}
-		}
-	}
+	cas, signer, signerKey := have.signingCAs(now)
 	leaf := have.parseLeaf()
 	works := leaf != nil && verifies(leaf, cas, dnsNames, now)
 	fresh := works && !now.Add(renewBefore).After(leaf.NotAfter)
@@ -282,11 +266,8 @@ func next(have *Certs, dnsNames []string, now time.Time) (*Certs, error) {
 		}
 		bundle = []*x509.Certificate{ca}
 		// Keep the CA that the serving certificate in use depends on.
-		for _, old := range cas {
-			if (works && leaf.CheckSignatureFrom(old) == nil) || (!works && old == signer) {
-				bundle = append(bundle, old)
-				break
-			}
+		if old := servingCA(cas, signer, leaf, works); old != nil {
+			bundle = append(bundle, old)
 		}
 		if !works {
 			// Nothing to keep serving meanwhile: sign with the new CA now.
@@ -313,6 +294,37 @@ func next(have *Certs, dnsNames []string, now time.Time) (*Certs, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// signingCAs are the CAs of have that still count at now, the signing one
+// (signer, nil if none) first; signerKey is its key, if have holds it.
+func (have *Certs) signingCAs(now time.Time) (cas []*x509.Certificate, signer *x509.Certificate, signerKey *ecdsa.PrivateKey) {
+	for _, ca := range parseCerts(have.CACert) {
+		if ca.IsCA && now.Before(ca.NotAfter) && len(cas) < maxCAs {
+			cas = append(cas, ca)
+		}
+	}
+	if len(cas) == 0 {
+		return nil, nil, nil
+	}
+	signer = cas[0]
+	if block, _ := pem.Decode(have.CAKey); block != nil {
+		if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil && k.PublicKey.Equal(signer.PublicKey) {
+			signerKey = k
+		}
+	}
+	return cas, signer, signerKey
+}
+
+// servingCA is the CA of cas that the serving certificate in use depends
+// on: leaf's, while it works, else the signer; nil if none.
+func servingCA(cas []*x509.Certificate, signer, leaf *x509.Certificate, works bool) *x509.Certificate {
+	for _, old := range cas {
+		if (works && leaf.CheckSignatureFrom(old) == nil) || (!works && old == signer) {
+			return old
+		}
+	}
+	return nil
 }
 
 // issueNames are the names for a serving certificate replacing leaf. When

@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/internal/testwait"
 )
 
 // A freed slot goes to the clients in turn: a client with one review waiting
@@ -16,9 +19,7 @@ func TestFairQueueServesClientsInTurn(t *testing.T) {
 	}
 	served := make(chan string, 10)
 	waitFor := func(client string, n int) {
-		for q.waitingFor(client) < n {
-			time.Sleep(time.Millisecond)
-		}
+		testwait.Until(t, fmt.Sprintf("%d reviews of %s waiting", n, client), func() bool { return q.waitingFor(client) >= n })
 	}
 	start := func(client string) {
 		go func() {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 )
@@ -44,18 +45,6 @@ func (c *fakeClock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = t
-}
-
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func leafOf(t *testing.T, certPEM []byte) *x509.Certificate {
@@ -98,7 +87,7 @@ func start(t *testing.T, s *Server) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "the server to serve", func() bool {
+	testwait.Until(t, "the server to serve", func() bool {
 		select {
 		case err := <-done:
 			done <- err
@@ -206,7 +195,7 @@ func TestReplicasConvergeOnOneCABundle(t *testing.T) {
 		}
 		return bytes.Equal(a.certs.Load().CACert, bundle) && bytes.Equal(b.certs.Load().CACert, bundle)
 	}
-	waitFor(t, "one CA bundle at start", converged)
+	testwait.Until(t, "one CA bundle at start", converged)
 	t.Logf("updates after start: %d", updates.Load())
 
 	// Someone re-applies the configuration without a bundle.
@@ -220,7 +209,7 @@ func TestReplicasConvergeOnOneCABundle(t *testing.T) {
 	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the bundle restored", converged)
+	testwait.Until(t, "the bundle restored", converged)
 	t.Logf("updates after a reset: %d", updates.Load())
 
 	// The serving certificate nears expiry: renewed with the same CA, so the
@@ -230,7 +219,7 @@ func TestReplicasConvergeOnOneCABundle(t *testing.T) {
 	clock.Set(served(t, a).NotAfter.Add(-renewBefore / 2))
 	notify(a.recheck)
 	notify(b.recheck)
-	waitFor(t, "both replicas to serve the renewed certificate", func() bool {
+	testwait.Until(t, "both replicas to serve the renewed certificate", func() bool {
 		leaf := leafOf(t, secretData(t, kube)[KeyCert])
 		return leaf.NotAfter.After(clock.Now().Add(renewBefore)) && served(t, a).Equal(leaf) && served(t, b).Equal(leaf)
 	})
@@ -243,7 +232,7 @@ func TestReplicasConvergeOnOneCABundle(t *testing.T) {
 	clock.Set(t0.Add(caValidity - caRenewBefore/2))
 	notify(a.recheck)
 	notify(b.recheck)
-	waitFor(t, "one bundle after a CA rotation", func() bool {
+	testwait.Until(t, "one bundle after a CA rotation", func() bool {
 		return converged() && !bytes.Equal(a.certs.Load().CACert, oldBundle)
 	})
 	bundle := secretData(t, kube)[KeyCACert]
@@ -268,7 +257,7 @@ func TestReplicasConvergeOnOneCABundle(t *testing.T) {
 	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "one bundle after a lagging replica saw a change", converged)
+	testwait.Until(t, "one bundle after a lagging replica saw a change", converged)
 
 	// Settled: re-checks change nothing.
 	before = updates.Load()
@@ -301,7 +290,7 @@ func TestRenewsNearExpiryWithoutRestart(t *testing.T) {
 	caBefore := secretData(t, kube)[KeyCACert]
 	clock.Set(first.NotAfter.Add(-renewBefore / 3))
 	notify(s.recheck) // what the hourly tick does
-	waitFor(t, "a renewed certificate to be served", func() bool {
+	testwait.Until(t, "a renewed certificate to be served", func() bool {
 		return !s.cert.Load().Leaf.Equal(first)
 	})
 	renewed := served(t, s)
@@ -337,7 +326,7 @@ func TestRenewsNearExpiryWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := leafOf(t, other.Cert)
-	waitFor(t, "the other replica's certificate to be served", func() bool {
+	testwait.Until(t, "the other replica's certificate to be served", func() bool {
 		return s.cert.Load().Leaf.Equal(want)
 	})
 	if !served(t, s).Equal(want) {
@@ -526,14 +515,14 @@ func TestNotReadyUntilCABundlePatched(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the server to listen", s.ready.Load)
+	testwait.Until(t, "the server to listen", s.ready.Load)
 	if s.Ready() {
 		t.Fatal("ready without a webhook configuration to carry its CA")
 	}
 	if _, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhookConfig(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server to be ready", s.Ready)
+	testwait.Until(t, "the server to be ready", s.Ready)
 	cfg, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, testConfig, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -138,20 +138,6 @@ func TestAccess(t *testing.T) {
 	stagingOnNodeB.Name, stagingOnNodeB.Spec.NodeName = "staging-b", "node-b"
 	waitForPolicies(t, tenant, ctrl, node, creation, stagingOnNodeB)
 
-	denied := func(what string, err error, want string) {
-		t.Helper()
-		if err == nil {
-			t.Errorf("%s: allowed, want denied", what)
-		} else if !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want an error saying %q", what, err, want)
-		}
-	}
-	allowed := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Errorf("%s: %v, want allowed", what, err)
-		}
-	}
 	patch := func(c kubernetes.Interface, ns, name, body string, subresource ...string) error {
 		_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, subresource...)
 		return err
@@ -164,38 +150,38 @@ func TestAccess(t *testing.T) {
 		Annotations: map[string]string{protocol.AnnotationResultHandle: "."}},
 		Spec: creation.Spec}
 	_, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, resultOnly, metav1.CreateOptions{})
-	denied("tenant creates a pod with PaV's result annotation", err, "reserved to PaV")
+	denied(t, "tenant creates a pod with PaV's result annotation", err, "reserved to PaV")
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: creation.Name, Namespace: tenantNS}, Spec: creation.Spec}
 	_, err = tenant.CoreV1().Pods(tenantNS).Create(ctx, plain, metav1.CreateOptions{})
-	allowed("tenant creates an ordinary pod (even under PaV's pod name)", err)
+	allowed(t, "tenant creates an ordinary pod (even under PaV's pod name)", err)
 	_ = admin.CoreV1().Pods(tenantNS).Delete(ctx, plain.Name, metav1.DeleteOptions{})
 	waitGone(t, admin, tenantNS, plain.Name)
 
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, creation, metav1.CreateOptions{})
-	allowed("controller creates its creation pod in the tenant's namespace", err)
-	denied("tenant writes a result on PaV's pod",
+	allowed(t, "controller creates its creation pod in the tenant's namespace", err)
+	denied(t, "tenant writes a result on PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultHandle+`":"."}}}`), "reserved to PaV")
-	denied("tenant relabels PaV's pod",
+	denied(t, "tenant relabels PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"`+protocol.LabelClaimUID+`":"other"}}}`), "reserved to PaV")
-	denied("tenant swaps the image of PaV's pod",
+	denied(t, "tenant swaps the image of PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"spec":{"containers":[{"name":"c","image":"evil"}]}}`), "only PaV may change")
 	ephemeral := `{"spec":{"ephemeralContainers":[{"name":"debug","image":"evil","targetContainerName":"c"}]}}`
 	_, err = tenant.CoreV1().Pods(tenantNS).Patch(ctx, creation.Name, types.StrategicMergePatchType, []byte(ephemeral), metav1.PatchOptions{}, "ephemeralcontainers")
 	// Refused by pav-pod-exec (and pav-reserved-pods): whichever answers first.
-	denied("tenant adds an ephemeral container to PaV's pod", err, "forbidden: ValidatingAdmissionPolicy 'pav-")
-	allowed("tenant adds its own label to PaV's pod",
+	denied(t, "tenant adds an ephemeral container to PaV's pod", err, "forbidden: ValidatingAdmissionPolicy 'pav-")
+	allowed(t, "tenant adds its own label to PaV's pod",
 		patch(tenant, tenantNS, creation.Name, `{"metadata":{"labels":{"team":"a"}}}`))
 
 	// Every subresource that writes a pod's metadata or spec. pods/status keeps
 	// the labels and annotations of the update; a Binding's are copied onto
 	// the pod it binds; pods/resize changes the spec.
-	denied("tenant marks PaV's pod succeeded through pods/status",
+	denied(t, "tenant marks PaV's pod succeeded through pods/status",
 		patch(tenant, tenantNS, creation.Name, forgedSuccess, "status"), "reserved to PaV")
-	denied("a kubelet marks PaV's pod succeeded through pods/status",
+	denied(t, "a kubelet marks PaV's pod succeeded through pods/status",
 		patch(kubelet, tenantNS, creation.Name, forgedSuccess, "status"), "reserved to PaV")
-	denied("a kubelet removes PaV's label through pods/status",
+	denied(t, "a kubelet removes PaV's label through pods/status",
 		patch(kubelet, tenantNS, creation.Name, `{"metadata":{"labels":{"`+protocol.LabelPhase+`":null}}}`, "status"), "reserved to PaV")
-	allowed("a kubelet reports the status of PaV's pod",
+	allowed(t, "a kubelet reports the status of PaV's pod",
 		patch(kubelet, tenantNS, creation.Name, `{"status":{"conditions":[{"type":"PodScheduled","status":"True"}]}}`, "status"))
 	bind := func(c kubernetes.Interface, pod string, labels, annotations map[string]string) error {
 		return c.CoreV1().Pods(tenantNS).Bind(ctx, &corev1.Binding{
@@ -203,15 +189,15 @@ func TestAccess(t *testing.T) {
 			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-a"},
 		}, metav1.CreateOptions{})
 	}
-	denied("a scheduler binds PaV's pod with a result annotation",
+	denied(t, "a scheduler binds PaV's pod with a result annotation",
 		bind(tenant, creation.Name, nil, map[string]string{protocol.AnnotationSucceeded: "true"}), "reserved to PaV")
 	unscheduled := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unscheduled", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, unscheduled, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	denied("a scheduler binds an ordinary pod with PaV's labels",
+	denied(t, "a scheduler binds an ordinary pod with PaV's labels",
 		bind(tenant, unscheduled.Name, creation.Labels, nil), "reserved to PaV")
-	allowed("a scheduler binds an ordinary pod", bind(tenant, unscheduled.Name, map[string]string{"zone": "a"}, nil))
+	allowed(t, "a scheduler binds an ordinary pod", bind(tenant, unscheduled.Name, map[string]string{"zone": "a"}, nil))
 	sized := creation.DeepCopy()
 	sized.Name = "sized"
 	sized.Spec.Containers[0].Resources = corev1.ResourceRequirements{
@@ -220,7 +206,7 @@ func TestAccess(t *testing.T) {
 	if _, err := ctrl.CoreV1().Pods(tenantNS).Create(ctx, sized, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	denied("tenant resizes PaV's pod",
+	denied(t, "tenant resizes PaV's pod",
 		patch(tenant, tenantNS, sized.Name, `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"}}}]}}`, "resize"), "only PaV may change")
 	// A tenant may delete PaV's pod, but not take PaV's result finalizer off
 	// it: the pod stays, marked deleted, until the controller has acted on
@@ -228,31 +214,31 @@ func TestAccess(t *testing.T) {
 	held := creation.DeepCopy()
 	held.Name, held.Finalizers = "held", []string{protocol.FinalizerResult}
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, held, metav1.CreateOptions{})
-	allowed("controller creates its creation pod with the result finalizer", err)
-	allowed("tenant deletes PaV's pod", tenant.CoreV1().Pods(tenantNS).Delete(ctx, held.Name, metav1.DeleteOptions{}))
+	allowed(t, "controller creates its creation pod with the result finalizer", err)
+	allowed(t, "tenant deletes PaV's pod", tenant.CoreV1().Pods(tenantNS).Delete(ctx, held.Name, metav1.DeleteOptions{}))
 	if got, err := admin.CoreV1().Pods(tenantNS).Get(ctx, held.Name, metav1.GetOptions{}); err != nil || got.DeletionTimestamp == nil {
 		t.Errorf("PaV's pod deleted by a tenant: %v, %+v; want it kept, marked deleted", err, got)
 	}
 	_, err = tenant.CoreV1().Pods(tenantNS).Patch(ctx, held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	denied("tenant removes PaV's finalizer", err, "reserved to PaV")
+	denied(t, "tenant removes PaV's finalizer", err, "reserved to PaV")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Patch(ctx, held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	allowed("controller lets its pod go", err)
+	allowed(t, "controller lets its pod go", err)
 	waitGone(t, admin, tenantNS, held.Name)
 	modification := creation.DeepCopy()
 	modification.Name, modification.Labels[protocol.LabelPhase] = "modification", string(protocol.PhaseModification)
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, modification, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	allowed("controller creates a modification pod", err)
+	allowed(t, "controller creates a modification pod", err)
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied("controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	denied(t, "controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	denied("controller creates a staging pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	denied(t, "controller creates a staging pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	denied("controller deletes a pod that is not PaV's", ctrl.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only PaV's pods")
+	denied(t, "controller deletes a pod that is not PaV's", ctrl.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only PaV's pods")
 
 	fs := corev1.PersistentVolumeFilesystem
 	pv := func(name string, ann map[string]string) *corev1.PersistentVolume {
@@ -266,13 +252,13 @@ func TestAccess(t *testing.T) {
 	if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, pv("someone-elses", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	denied("controller deletes a PV it did not provision",
+	denied(t, "controller deletes a PV it did not provision",
 		ctrl.CoreV1().PersistentVolumes().Delete(ctx, "someone-elses", metav1.DeleteOptions{}), "only the PersistentVolumes it provisioned")
 	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("unrecorded", nil), metav1.CreateOptions{})
-	denied("controller creates a PV that records no claim", err, "record their claim")
+	denied(t, "controller creates a PV that records no claim", err, "record their claim")
 	_, err = ctrl.CoreV1().PersistentVolumes().Create(ctx, pv("pvc-1", map[string]string{protocol.AnnotationClaimSnapshot: "{}"}), metav1.CreateOptions{})
-	allowed("controller creates a PV it provisions", err)
-	allowed("controller deletes a PV it provisioned", ctrl.CoreV1().PersistentVolumes().Delete(ctx, "pvc-1", metav1.DeleteOptions{}))
+	allowed(t, "controller creates a PV it provisions", err)
+	allowed(t, "controller deletes a PV it provisioned", ctrl.CoreV1().PersistentVolumes().Delete(ctx, "pvc-1", metav1.DeleteOptions{}))
 
 	expandable := true
 	if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
@@ -299,8 +285,8 @@ func TestAccess(t *testing.T) {
 		_, err := ctrl.CoreV1().PersistentVolumeClaims(tenantNS).Patch(ctx, claim.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
 	}
-	allowed("controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerClaim+`"]}}`))
-	denied("controller changes a claim's spec", claimPatch(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), "only the metadata of claims")
+	allowed(t, "controller adds its finalizer to a claim", claimPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerClaim+`"]}}`))
+	denied(t, "controller changes a claim's spec", claimPatch(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`), "only the metadata of claims")
 
 	provisioners := schema.GroupVersionResource{Group: "pav.albertofaria.github.io", Version: "v1alpha1", Resource: "pavprovisioners"}
 	if _, err := dynamic.NewForConfigOrDie(cfg).Resource(provisioners).Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
@@ -318,9 +304,9 @@ func TestAccess(t *testing.T) {
 		_, err := dynamic.NewForConfigOrDie(ctrlCfg).Resource(provisioners).Patch(ctx, "p", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err
 	}
-	allowed("controller adds its finalizer to a PavProvisioner",
+	allowed(t, "controller adds its finalizer to a PavProvisioner",
 		provPatch(`{"metadata":{"finalizers":["`+protocol.FinalizerProvisioner+`"]}}`))
-	denied("controller changes a PavProvisioner's spec",
+	denied(t, "controller changes a PavProvisioner's spec",
 		provPatch(`{"spec":{"provisioningModes":["Dynamic","Static"]}}`), "never changes what a PavProvisioner says")
 
 	// CSIDrivers: only those of PavProvisioners.
@@ -334,12 +320,12 @@ func TestAccess(t *testing.T) {
 	if _, err := admin.StorageV1().CSIDrivers().Create(ctx, driver("ebs.csi.example.com", false), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	denied("controller deletes another CSI driver's CSIDriver",
+	denied(t, "controller deletes another CSI driver's CSIDriver",
 		ctrl.StorageV1().CSIDrivers().Delete(ctx, "ebs.csi.example.com", metav1.DeleteOptions{}), "only CSIDrivers that a PavProvisioner owns")
 	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("unowned", false), metav1.CreateOptions{})
-	denied("controller creates a CSIDriver no PavProvisioner owns", err, "only CSIDrivers that a PavProvisioner owns")
+	denied(t, "controller creates a CSIDriver no PavProvisioner owns", err, "only CSIDrivers that a PavProvisioner owns")
 	_, err = ctrl.StorageV1().CSIDrivers().Create(ctx, driver("p", true), metav1.CreateOptions{})
-	allowed("controller creates a PavProvisioner's CSIDriver", err)
+	allowed(t, "controller creates a PavProvisioner's CSIDriver", err)
 	setPolicy := func(name string) error {
 		d, err := admin.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -350,9 +336,9 @@ func TestAccess(t *testing.T) {
 		_, err = ctrl.StorageV1().CSIDrivers().Update(ctx, d, metav1.UpdateOptions{})
 		return err
 	}
-	allowed("controller changes the fsGroupPolicy of a PavProvisioner's CSIDriver", setPolicy("p"))
-	denied("controller changes another CSI driver's CSIDriver", setPolicy("ebs.csi.example.com"), "only CSIDrivers that a PavProvisioner owns")
-	allowed("controller deletes a PavProvisioner's CSIDriver", ctrl.StorageV1().CSIDrivers().Delete(ctx, "p", metav1.DeleteOptions{}))
+	allowed(t, "controller changes the fsGroupPolicy of a PavProvisioner's CSIDriver", setPolicy("p"))
+	denied(t, "controller changes another CSI driver's CSIDriver", setPolicy("ebs.csi.example.com"), "only CSIDrivers that a PavProvisioner owns")
+	allowed(t, "controller deletes a PavProvisioner's CSIDriver", ctrl.StorageV1().CSIDrivers().Delete(ctx, "p", metav1.DeleteOptions{}))
 
 	// Its webhook configuration: the CA bundle, not what the API server sends.
 	none, ignore := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Ignore
@@ -378,83 +364,83 @@ func TestAccess(t *testing.T) {
 		_, err = ctrl.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, cfg, metav1.UpdateOptions{})
 		return err
 	}
-	allowed("controller sets its webhook's CA bundle",
+	allowed(t, "controller sets its webhook's CA bundle",
 		webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) { w.ClientConfig.CABundle = []byte("ca") }))
-	denied("controller sends itself every Secret", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+	denied(t, "controller sends itself every Secret", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
 		w.Rules[0].APIGroups, w.Rules[0].Resources = []string{""}, []string{"secrets"}
 	}), "only the CA bundle")
-	denied("controller points its webhook elsewhere", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
+	denied(t, "controller points its webhook elsewhere", webhookUpdate(func(w *admissionregistrationv1.ValidatingWebhook) {
 		w.ClientConfig.URL = &[]string{"https://evil.example.com/"}[0]
 	}), "only the CA bundle")
 
 	// The node plugin: only staging/unstaging pods on its own node; only pods there.
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	allowed("node plugin of node-a creates a staging pod on node-a", err)
+	allowed(t, "node plugin of node-a creates a staging pod on node-a", err)
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeB, metav1.CreateOptions{})
-	denied("node plugin of node-a creates a staging pod on node-b", err, "only pods on its own node")
+	denied(t, "node plugin of node-a creates a staging pod on node-b", err, "only pods on its own node")
 	creationOnA := creation.DeepCopy()
 	creationOnA.Name, creationOnA.Spec.NodeName = "creation-a", "node-a"
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
-	denied("node plugin creates a creation pod", err, "only staging and unstaging pods and inline volumes' creation and deletion pods")
+	denied(t, "node plugin creates a creation pod", err, "only staging and unstaging pods and inline volumes' creation and deletion pods")
 	inlineOnA, err := protocol.InlinePod(&corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS}, Spec: creation.Spec},
 		"host-directory", protocol.PodDirRoot(protocol.DefaultKubeletDir), "node-a", protocol.PhaseInlineCreation, protocol.InlineVolume{VolumeID: "csi-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnA, metav1.CreateOptions{})
-	allowed("node plugin of node-a creates an inline volume's creation pod on node-a", err)
+	allowed(t, "node plugin of node-a creates an inline volume's creation pod on node-a", err)
 	inlineOnB := inlineOnA.DeepCopy()
 	inlineOnB.Name, inlineOnB.Spec.NodeName = "inline-b", "node-b"
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
-	denied("node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
+	denied(t, "node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
-	denied("controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
-	allowed("node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
-	denied("node plugin writes on a pod of another node",
+	denied(t, "controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	allowed(t, "node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
+	denied(t, "node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
-	denied("node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")
-	allowed("node plugin releases its staging pod",
+	denied(t, "node plugin deletes a pod that is not PaV's", node.CoreV1().Pods(tenantNS).Delete(ctx, other.Name, metav1.DeleteOptions{}), "only pods on its own node")
+	allowed(t, "node plugin releases its staging pod",
 		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationUnstaged+`":"true"}}}`))
 
 	// Who writes which of PaV's annotations: the node plugin of the pod's node
 	// its results, succeeded and unstaged; nobody else changes what a pod was
 	// created with.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, creationOnA, metav1.CreateOptions{})
-	allowed("controller creates a creation pod that runs on node-a", err)
-	denied("controller marks its pod succeeded",
+	allowed(t, "controller creates a creation pod that runs on node-a", err)
+	denied(t, "controller marks its pod succeeded",
 		patch(ctrl, tenantNS, creationOnA.Name, forgedSuccess), "never writes the node plugin's annotations")
 	born := creation.DeepCopy()
 	born.Name = "born-succeeded"
 	metav1.SetMetaDataAnnotation(&born.ObjectMeta, protocol.AnnotationSucceeded, "true")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, born, metav1.CreateOptions{})
-	denied("controller creates a pod that says it succeeded", err, "never writes the node plugin's annotations")
-	denied("node plugin changes what the controller recorded on a pod of its node",
+	denied(t, "controller creates a pod that says it succeeded", err, "never writes the node plugin's annotations")
+	denied(t, "node plugin changes what the controller recorded on a pod of its node",
 		patch(node, tenantNS, creationOnA.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationCreationConfig+`":"{}"}}}`), "only its own annotations")
-	denied("node plugin relabels a pod of its node",
+	denied(t, "node plugin relabels a pod of its node",
 		patch(node, tenantNS, creationOnA.Name, `{"metadata":{"labels":{"`+protocol.LabelClaimUID+`":"other"}}}`), "only its own annotations")
-	allowed("node plugin collects the results of a pod that ran on its node",
+	allowed(t, "node plugin collects the results of a pod that ran on its node",
 		patch(node, tenantNS, creationOnA.Name, forgedSuccess))
 	// Each of the node plugin's annotations, one by one (on a pod the
 	// tenant's RBAC lets it patch, so that only the policies decide).
 	for _, a := range protocol.NodePluginAnnotations {
 		one := func(by string) string { return `{"metadata":{"annotations":{"` + a + `":"written by ` + by + `"}}}` }
-		denied("tenant writes "+a+" on PaV's pod", patch(tenant, tenantNS, creationOnA.Name, one("tenant")), "reserved to PaV")
-		denied("controller writes "+a+" on its pod", patch(ctrl, tenantNS, creationOnA.Name, one("controller")), "never writes the node plugin's annotations")
-		allowed("node plugin writes "+a+" on a pod of its node", patch(node, tenantNS, creationOnA.Name, one("node plugin")))
+		denied(t, "tenant writes "+a+" on PaV's pod", patch(tenant, tenantNS, creationOnA.Name, one("tenant")), "reserved to PaV")
+		denied(t, "controller writes "+a+" on its pod", patch(ctrl, tenantNS, creationOnA.Name, one("controller")), "never writes the node plugin's annotations")
+		allowed(t, "node plugin writes "+a+" on a pod of its node", patch(node, tenantNS, creationOnA.Name, one("node plugin")))
 	}
-	allowed("node plugin removes its staging pod's finalizer",
+	allowed(t, "node plugin removes its staging pod's finalizer",
 		patch(node, tenantNS, stagingOnNodeA.Name, `{"metadata":{"finalizers":null}}`))
 	stagingOnGoneNode := stagingOnNodeA.DeepCopy()
 	stagingOnGoneNode.Name = "staging-gone"
 	if _, err := node.CoreV1().Pods(tenantNS).Create(ctx, stagingOnGoneNode, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	allowed("controller releases a staging pod of a node that is gone",
+	allowed(t, "controller releases a staging pod of a node that is gone",
 		patch(ctrl, tenantNS, stagingOnGoneNode.Name, `{"metadata":{"finalizers":null}}`))
 
-	checkPodConfinement(t, admin, ctrl, node, creation, stagingOnNodeA, allowed, denied)
+	checkPodConfinement(t, admin, ctrl, node, creation, stagingOnNodeA)
 
-	checkExec(t, cfg, admin, tenant, creation, allowed, denied)
+	checkExec(t, cfg, admin, tenant, creation)
 
 	checkRBAC(t, tenant, ctrl, node)
 }
@@ -462,8 +448,7 @@ func TestAccess(t *testing.T) {
 // checkExec: nobody but PaV's service accounts and cluster admins may exec,
 // attach, port-forward or add ephemeral containers into PaV's pods (policy
 // pav-pod-exec), though the tenant's "edit" role grants it all.
-func checkExec(t *testing.T, cfg *rest.Config, admin, tenant kubernetes.Interface, creation *corev1.Pod,
-	allowed func(what string, err error), denied func(what string, err error, want string)) {
+func checkExec(t *testing.T, cfg *rest.Config, admin, tenant kubernetes.Interface, creation *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	// PaV's controller may exec nowhere by RBAC; grant it here, in the
@@ -534,14 +519,14 @@ func checkExec(t *testing.T, cfg *rest.Config, admin, tenant kubernetes.Interfac
 	for _, phase := range protocol.Phases {
 		name := protocol.PodName(phase, "k")
 		for _, sub := range []string{"exec", "attach", "portforward"} {
-			denied(fmt.Sprintf("tenant %s into PaV's %s pod", sub, phase), connect(tenant, sub, name), refused)
+			denied(t, fmt.Sprintf("tenant %s into PaV's %s pod", sub, phase), connect(tenant, sub, name), refused)
 		}
-		denied(fmt.Sprintf("tenant exec into PaV's %s pod under another name", phase),
+		denied(t, fmt.Sprintf("tenant exec into PaV's %s pod under another name", phase),
 			connect(tenant, "exec", protocol.AlternatePodName(name)), refused)
 		passed(fmt.Sprintf("PaV's controller execs into a %s pod", phase), connect(ctrl, "exec", name))
 	}
 	err := connect(tenant, "exec", creation.Name)
-	denied("tenant exec into PaV's creation pod", err, "is PaV's")
+	denied(t, "tenant exec into PaV's creation pod", err, "is PaV's")
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("tenant exec into PaV's creation pod: %v, want Forbidden", err)
 	}
@@ -560,14 +545,14 @@ func checkExec(t *testing.T, cfg *rest.Config, admin, tenant kubernetes.Interfac
 		return err
 	}
 	// pav-pod-exec or pav-reserved-pods, whichever answers first.
-	denied("tenant adds an ephemeral container to PaV's pod", addDebug(tenant, creation.Name), "forbidden: ValidatingAdmissionPolicy 'pav-")
+	denied(t, "tenant adds an ephemeral container to PaV's pod", addDebug(tenant, creation.Name), "forbidden: ValidatingAdmissionPolicy 'pav-")
 	lookalike := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: protocol.PodName(protocol.PhaseStaging, "mine"), Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, lookalike, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	allowed("tenant adds an ephemeral container to its own pod named like PaV's", addDebug(tenant, lookalike.Name))
-	denied("tenant exec into its own pod named like PaV's (the policy's collateral)", connect(tenant, "exec", lookalike.Name), refused)
-	allowed("a cluster-admin adds an ephemeral container to PaV's pod", addDebug(carol, creation.Name))
+	allowed(t, "tenant adds an ephemeral container to its own pod named like PaV's", addDebug(tenant, lookalike.Name))
+	denied(t, "tenant exec into its own pod named like PaV's (the policy's collateral)", connect(tenant, "exec", lookalike.Name), refused)
+	allowed(t, "a cluster-admin adds an ephemeral container to PaV's pod", addDebug(carol, creation.Name))
 }
 
 // tenantNS is the tenant's namespace, where PaV's pods may run (the admin
@@ -629,8 +614,7 @@ func createTenant(t *testing.T, admin kubernetes.Interface) {
 // checkPodConfinement: PaV's pods run only in the namespaces, and as the
 // service accounts, that ConfigMap pav/pav-pod-confinement and the namespace
 // label allow.
-func checkPodConfinement(t *testing.T, admin, ctrl, node kubernetes.Interface, creation, stagingOnNodeA *corev1.Pod,
-	allowed func(what string, err error), denied func(what string, err error, want string)) {
+func checkPodConfinement(t *testing.T, admin, ctrl, node kubernetes.Interface, creation, stagingOnNodeA *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	podIn := func(p *corev1.Pod, ns, serviceAccount string) *corev1.Pod {
@@ -656,9 +640,9 @@ func checkPodConfinement(t *testing.T, admin, ctrl, node kubernetes.Interface, c
 		_, err := c.as.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
 		what := fmt.Sprintf("%s creates pod %s/%s running as %q", c.who, c.pod.Namespace, c.pod.Name, c.pod.Spec.ServiceAccountName)
 		if c.want == "" {
-			allowed(what, err)
+			allowed(t, what, err)
 		} else {
-			denied(what, err, c.want)
+			denied(t, what, err, c.want)
 		}
 	}
 	// Whatever the admin lists, never the system namespaces nor PaV's own
@@ -685,9 +669,9 @@ func checkPodConfinement(t *testing.T, admin, ctrl, node kubernetes.Interface, c
 		_, err := c.as.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
 		what := fmt.Sprintf("pod %s/%s running as %q, the ConfigMap listing both", c.pod.Namespace, c.pod.Name, c.pod.Spec.ServiceAccountName)
 		if c.want == "" {
-			allowed(what, err)
+			allowed(t, what, err)
 		} else {
-			denied(what, err, c.want)
+			denied(t, what, err, c.want)
 		}
 	}
 
@@ -804,17 +788,41 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	for _, p := range probes {
-		var err error
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			_, err = p.client.CoreV1().Pods(p.pod.Namespace).Create(context.Background(), p.pod, dryRun)
-			if err != nil && strings.Contains(err.Error(), p.want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("policy %s does not apply after 30 s: a dry-run create of pod %s/%s got %v, want an error saying %q",
-					p.policy, p.pod.Namespace, p.pod.Name, err, p.want)
-			}
+		waitUntilRefused(t, fmt.Sprintf("policy %s (a dry-run create of pod %s/%s)", p.policy, p.pod.Namespace, p.pod.Name), func() error {
+			_, err := p.client.CoreV1().Pods(p.pod.Namespace).Create(context.Background(), p.pod, dryRun)
+			return err
+		}, p.want)
+	}
+}
+
+// waitUntilRefused retries try until it is refused with want: the API server
+// loads admission policies, and their parameters, a moment after they change.
+func waitUntilRefused(t *testing.T, what string, try func() error, want string) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = try(); err != nil && strings.Contains(err.Error(), want) {
+			return
 		}
+	}
+	t.Fatalf("%s: not refused after 30 s (last: %v), want an error saying %q", what, err, want)
+}
+
+// denied checks that the request err answered was refused with want.
+func denied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: allowed, want denied", what)
+	} else if !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: %v, want an error saying %q", what, err, want)
+	}
+}
+
+// allowed checks that the request err answered was allowed.
+func allowed(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v, want allowed", what, err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -175,10 +174,7 @@ func TestWebhookDownSparesMetadata(t *testing.T) {
 		return err
 	}
 	const refused = "failed calling webhook"
-	waitUntil(t, "the webhook configuration to apply", func() bool {
-		err := specChange(admin)
-		return err != nil && strings.Contains(err.Error(), refused)
-	})
+	waitUntilRefused(t, "the webhook configuration", func() error { return specChange(admin) }, refused)
 
 	ctrlUser, ctrlGroups := serviceAccount("controller")
 	ctrlCfg := rest.CopyConfig(env.Config)
@@ -213,14 +209,5 @@ func TestWebhookDownSparesMetadata(t *testing.T) {
 	}
 	if _, err := pavs.Create(ctx, testProvisioner("new", nil), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), refused) {
 		t.Errorf("a new PavProvisioner while the webhook is down: %v, want refused (%q)", err, refused)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still not after 30 s", what)
-		}
 	}
 }

@@ -7,36 +7,38 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // TestHelloWorld is what make demo shows: the staging pod writes a greeting
 // and the client pod reads it.
 func TestHelloWorld(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("hello-world", "provisioner.yaml"), "hello-world")
-	sw.lap("provisioner Ready")
+	sw.Lap("provisioner Ready")
 	deleteAtEnd(t, "storageclass", "hello-world")
 	ns := newNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("hello-world", "usage.yaml"))
 	out := waitPodDone(t, ns, "hello-world-client", clientTimeout)
-	sw.lap("client pod read the volume")
+	sw.Lap("client pod read the volume")
 	mustContain(t, out, "Hello world!")
 	k(t, "-n", ns, "delete", "pod", "hello-world-client", "--wait=true")
 	noPavPodsLeft(t, "hello-world")
-	sw.lap("client gone, volume unstaged")
+	sw.Lap("client gone, volume unstaged")
 }
 
 // TestHostDirectory checks the node-local provisioner: the directory exists on
 // the node, the PV has node affinity for the selected node, a second pod sees
 // the first one's data, and deleting the claim removes the directory.
 func TestHostDirectory(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
 	deleteAtEnd(t, "storageclass", "host-directory")
 	ns := newNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("host-directory", "usage.yaml"))
 	out := waitPodDone(t, ns, "host-directory-client", clientTimeout)
-	sw.lap("client pod wrote the volume")
+	sw.Lap("client pod wrote the volume")
 	mustContain(t, out, "written by host-directory-client")
 
 	pv := pvOf(t, ns, "host-directory")
@@ -63,7 +65,7 @@ func TestHostDirectory(t *testing.T) {
 	if n := podNode(t, ns, "host-directory-reader"); n != node {
 		t.Fatalf("the second client ran on %s, not on the volume's node %s", n, node)
 	}
-	sw.lap("second client read the data")
+	sw.Lap("second client read the data")
 
 	// A clone (dataSource: the claim) starts with a copy of the data, and
 	// writing to it leaves the original alone. The example copies on the
@@ -107,15 +109,15 @@ spec:
 	if data, err := readOnNode(t, node, filepath.Join(dir, "hello")); err != nil || !strings.Contains(data, "written by host-directory-client") {
 		t.Fatalf("the original changed with its clone: %q %v", data, err)
 	}
-	sw.lap("clone read a copy of the data")
+	sw.Lap("clone read a copy of the data")
 
 	// Expansion only records the new size (directories have none).
 	k(t, "-n", ns, "patch", "pvc", "host-directory", "-p", `{"spec":{"resources":{"requests":{"storage":"200Mi"}}}}`)
-	eventually(t, clientTimeout, "the claim's status to show 200Mi", func() (bool, string) {
+	framework.Eventually(t, clientTimeout, "the claim's status to show 200Mi", func() (bool, string) {
 		out := kq("-n", ns, "get", "pvc", "host-directory", "-o", "jsonpath={.status.capacity.storage}")
 		return out == "200Mi", out
 	})
-	sw.lap("expanded")
+	sw.Lap("expanded")
 
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 	k(t, "-n", ns, "delete", "pvc", "host-directory-clone", "--wait=true")
@@ -129,13 +131,13 @@ spec:
 		t.Fatalf("volume directory %s still exists on %s after the claim was deleted", dir, node)
 	}
 	noPavPodsLeft(t, "host-directory")
-	sw.lap("claim deleted, directory removed")
+	sw.Lap("claim deleted, directory removed")
 }
 
 // TestLoopBlock checks Block volumes: the device has exactly the capacity of
 // the PV, data goes through, and no loop device stays attached.
 func TestLoopBlock(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("loop-block", "provisioner.yaml"), "loop-block")
 	deleteAtEnd(t, "storageclass", "loop-block")
 	ns := newNamespace(t)
@@ -143,7 +145,7 @@ func TestLoopBlock(t *testing.T) {
 	usage := strings.Replace(readFile(t, example("loop-block", "usage.yaml")), "storage: 64Mi", "storage: 1000000", 1)
 	applyStdin(t, ns, usage)
 	out := waitPodDone(t, ns, "loop-block-client", clientTimeout)
-	sw.lap("client pod used the block device")
+	sw.Lap("client pod used the block device")
 	mustContain(t, out, "size: 1000448")
 	mustContain(t, out, "read back: hello, block device")
 	pv := pvOf(t, ns, "loop-block")
@@ -161,33 +163,33 @@ func TestLoopBlock(t *testing.T) {
 		`echo "size: $(blockdev --getsize64 /dev/xvda)"`, `while true; do echo "size: $(blockdev --getsize64 /dev/xvda)"; sleep 0.5; done`).
 		Replace(readFile(t, example("loop-block", "usage.yaml")))
 	applyStdin(t, ns, onlyDoc(t, watcher, "kind: Pod"))
-	eventually(t, clientTimeout, "the watcher to see the device", func() (bool, string) {
+	framework.Eventually(t, clientTimeout, "the watcher to see the device", func() (bool, string) {
 		out := kq("-n", ns, "logs", "loop-block-watcher")
 		return strings.Contains(out, "size: 1000448"), out
 	})
 	k(t, "-n", ns, "patch", "pvc", "loop-block", "-p", `{"spec":{"resources":{"requests":{"storage":"2000000"}}}}`)
-	eventually(t, clientTimeout, "the device in use to grow to 2000384 bytes", func() (bool, string) {
+	framework.Eventually(t, clientTimeout, "the device in use to grow to 2000384 bytes", func() (bool, string) {
 		out := kq("-n", ns, "logs", "loop-block-watcher", "--tail=1")
 		return strings.Contains(out, "size: 2000384"), out
 	})
-	eventually(t, clientTimeout, "the claim's status to show the new capacity", func() (bool, string) {
+	framework.Eventually(t, clientTimeout, "the claim's status to show the new capacity", func() (bool, string) {
 		out := kq("-n", ns, "get", "pvc", "loop-block", "-o", `jsonpath={.status.capacity.storage} {.status.allocatedResourceStatuses} {.status.conditions[?(@.type=="Resizing")].type}`)
 		return strings.TrimSpace(out) == "2000384", out
 	})
 	if c := kq("get", "pv", field(pv, "metadata", "name").(string), "-o", "jsonpath={.spec.capacity.storage}"); c != "2000384" {
 		t.Fatalf("PV capacity after expansion = %q, want 2000384", c)
 	}
-	sw.lap("expanded in use")
+	sw.Lap("expanded in use")
 	k(t, "-n", ns, "delete", "pod", "loop-block-watcher", "--wait=true")
 	noPavPodsLeft(t, "loop-block")
 	if out, err := onNode(t, node, "losetup", "-l", "-n", "-O", "NAME", "-j", img); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("loop device(s) %s still attached to %s on %s after unstaging (%v)", strings.TrimSpace(out), img, node, err)
 	}
-	sw.lap("unstaged, loop device detached")
+	sw.Lap("unstaged, loop device detached")
 	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 	if existsOnNode(t, node, img) {
 		t.Fatalf("backing file %s still exists on %s after the claim was deleted", img, node)
 	}
-	sw.lap("claim deleted, file removed")
+	sw.Lap("claim deleted, file removed")
 }

@@ -42,34 +42,12 @@ func example(parts ...string) string {
 	return filepath.Join(append([]string{repoRoot, "examples"}, parts...)...)
 }
 
-// kubectl runs kubectl against the test cluster (framework.Kubectl); a non-empty
-// stdin is passed as a manifest file in place of "-".
-func kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
-	if stdin != "" {
-		f, err := os.CreateTemp("", "manifest-*.yaml")
-		if err != nil {
-			return "", err
-		}
-		defer os.Remove(f.Name())
-		if _, err := f.WriteString(stdin); err != nil {
-			return "", err
-		}
-		f.Close()
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f.Name()
-			}
-		}
-	}
-	return framework.Kubectl(ctx, args...)
-}
-
 // k runs kubectl and fails the test on error.
 func k(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := kubectl(ctx, "", args...)
+	out, err := framework.Kubectl(ctx, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,46 +58,8 @@ func k(t *testing.T, args ...string) string {
 func kq(args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, _ := kubectl(ctx, "", args...)
+	out, _ := framework.Kubectl(ctx, args...)
 	return out
-}
-
-// eventually polls cond every 500 ms until it returns true or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if state != "" {
-			last = state
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s (last state: %s)", timeout, what, last)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// stopwatch logs how long each step of a test took.
-type stopwatch struct {
-	t     *testing.T
-	start time.Time
-	last  time.Time
-}
-
-func newStopwatch(t *testing.T) *stopwatch {
-	now := time.Now()
-	return &stopwatch{t: t, start: now, last: now}
-}
-
-func (s *stopwatch) lap(step string) {
-	now := time.Now()
-	s.t.Logf("timing: %-40s %6.2fs (total %6.2fs)", step, now.Sub(s.last).Seconds(), now.Sub(s.start).Seconds())
-	s.last = now
 }
 
 // installProvisioner creates a PavProvisioner from file and removes it when the
@@ -130,12 +70,12 @@ func installProvisioner(t *testing.T, file, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, "", "delete", "pavprovisioner", name, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+		if _, err := framework.Kubectl(ctx, "delete", "pavprovisioner", name, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
 			t.Errorf("deleting PavProvisioner %s: %v", name, err)
 		}
 	})
 	// The controller reports Ready once the provisioner is valid and registered.
-	eventually(t, 60*time.Second, "PavProvisioner "+name+" to be Ready", func() (bool, string) {
+	framework.Eventually(t, 60*time.Second, "PavProvisioner "+name+" to be Ready", func() (bool, string) {
 		s := kq("get", "pavprovisioner", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return s == "True", "Ready=" + s
 	})
@@ -166,7 +106,7 @@ func namespaceNamed(t *testing.T, ns string) string {
 	kq("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s") // a leftover of an aborted run
 	k(t, "create", "namespace", ns)
 	k(t, "label", "namespace", ns, protocol.LabelAllowPods+"=true")
-	eventually(t, time.Minute, "the default ServiceAccount of "+ns, func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the default ServiceAccount of "+ns, func() (bool, string) {
 		return kq("-n", ns, "get", "serviceaccount", "default", "-o", "name") != "", ""
 	})
 	t.Cleanup(func() {
@@ -182,7 +122,7 @@ func deleteNamespaceAndVolumes(t *testing.T, ns string) {
 	pvs := strings.Fields(kq("-n", ns, "get", "pvc", "-o", "jsonpath={.items[*].spec.volumeName}"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := kubectl(ctx, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+	if _, err := framework.Kubectl(ctx, "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
 		t.Errorf("deleting namespace %s: %v", ns, err)
 	}
 	for _, pv := range pvs {
@@ -219,7 +159,7 @@ func waitGone(t *testing.T, timeout time.Duration, kind, name, ns string) {
 // waitPodDone waits for a run-to-completion pod to succeed and returns its log.
 func waitPodDone(t *testing.T, ns, pod string, timeout time.Duration) string {
 	t.Helper()
-	eventually(t, timeout, "pod "+ns+"/"+pod+" to succeed", func() (bool, string) {
+	framework.Eventually(t, timeout, "pod "+ns+"/"+pod+" to succeed", func() (bool, string) {
 		phase := kq("-n", ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
 		if phase == "Failed" {
 			t.Fatalf("pod %s/%s failed:\n%s", ns, pod, kq("-n", ns, "logs", pod))
@@ -276,7 +216,7 @@ func dumpDiagnostics(t *testing.T, ns string) {
 // noPavPodsLeft checks that PaV removed all the pods it made for a provisioner.
 func noPavPodsLeft(t *testing.T, provisioner string) {
 	t.Helper()
-	eventually(t, 60*time.Second, "PaV's pods of "+provisioner+" to be removed", func() (bool, string) {
+	framework.Eventually(t, 60*time.Second, "PaV's pods of "+provisioner+" to be removed", func() (bool, string) {
 		// Capacity pods measure free space on a period, whatever the volumes.
 		out := strings.TrimSpace(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/provisioner="+provisioner+",pav.albertofaria.github.io/phase!=capacity", "-o", "name"))
 		return out == "", out
@@ -341,7 +281,7 @@ func readFile(t *testing.T, path string) string {
 func applyStdin(t *testing.T, ns, manifest string) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := kubectl(ctx, manifest, "-n", ns, "apply", "-f", "-"); err != nil {
+	if _, err := framework.KubectlManifest(ctx, manifest, "-n", ns, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -364,7 +304,7 @@ func onlyDoc(t *testing.T, manifest, marker string) string {
 // waitPodReady waits for a long-running pod (an example's server) to be Ready.
 func waitPodReady(t *testing.T, ns, pod string) {
 	t.Helper()
-	eventually(t, 2*time.Minute, "pod "+ns+"/"+pod+" to be Ready", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "pod "+ns+"/"+pod+" to be Ready", func() (bool, string) {
 		s := kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return s == "True", "Ready=" + s
 	})
@@ -377,33 +317,6 @@ func randomSecret(t *testing.T) string {
 	}
 	return base64.StdEncoding.EncodeToString(b)
 }
-
-// clientPod is a pav-test pod on node running script with claim at /data.
-func clientPod(name, claim, node, script string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 0
-  nodeSelector: {kubernetes.io/hostname: %s}
-  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
-  containers:
-    - name: client
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, %q]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %s}
-`, name, node, kubeletRootLabel, script, claim)
-}
-
-// kubeletRootLabel marks the local cluster's nodes whose kubelet root is not
-// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
-const kubeletRootLabel = "pav-cluster.local/kubelet-root"
 
 // threeNodes returns the nodes of a cluster of at least three, or skips the
 // test on a smaller one unless PAV_E2E_MULTINODE=1 (make test) requires them.
@@ -425,7 +338,7 @@ func threeNodes(t *testing.T) clusterNodes {
 		if os.Getenv("PAV_E2E_MULTINODE") == "1" {
 			t.Fatalf("PAV_E2E_MULTINODE=1 but the cluster has the nodes %v and the non-default kubelet root node %q (make cluster-up NODES=3)", names, n.altRoot)
 		}
-		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", kubeletRootLabel, names)
+		t.Skipf("needs three nodes, one with label %s (make cluster-up NODES=3); the cluster has %v", framework.KubeletRootLabel, names)
 	}
 	n.first, n.second = names[0], names[1]
 	return n

@@ -57,7 +57,7 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 	ns := newNamespace(t)
 	usage := readFile(t, example("host-directory", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	applyStdin(t, ns, clientPod("writer", "host-directory", nodes.second, `echo "written on $(hostname)" > /data/hello && cat /data/hello`))
+	applyStdin(t, ns, framework.ClientPodManifest("writer", "host-directory", nodes.second, "Never", `echo "written on $(hostname)" > /data/hello && cat /data/hello`))
 	mustContain(t, waitPodDone(t, ns, "writer", clientTimeout), "written on writer")
 
 	pv := pvOf(t, ns, "host-directory")
@@ -78,8 +78,8 @@ func TestMultiNodeWaitForFirstConsumer(t *testing.T) {
 	}
 
 	// A client pinned to another node cannot be scheduled: the scheduler says why.
-	applyStdin(t, ns, clientPod("elsewhere", "host-directory", nodes.altRoot, "cat /data/hello"))
-	eventually(t, time.Minute, "the scheduler to refuse pod elsewhere for the volume's node affinity", func() (bool, string) {
+	applyStdin(t, ns, framework.ClientPodManifest("elsewhere", "host-directory", nodes.altRoot, "Never", "cat /data/hello"))
+	framework.Eventually(t, time.Minute, "the scheduler to refuse pod elsewhere for the volume's node affinity", func() (bool, string) {
 		msg := kq("-n", ns, "get", "pod", "elsewhere", "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
 		// the wording of Kubernetes 1.37, then of earlier releases
 		return strings.Contains(msg, "didn't match PersistentVolume's node affinity") || strings.Contains(msg, "volume node affinity conflict"), msg
@@ -269,7 +269,7 @@ func processStates(pod *corev1.Pod) string {
 func TestMultiNodeSharedVolumeAcrossNodes(t *testing.T) {
 	nodes := threeNodes(t)
 	c := clientset(t)
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	provFile := filepath.Join(t.TempDir(), "provisioner.yaml")
 	if err := os.WriteFile(provFile, []byte(sshfsNodesProvisioner(t)), 0o600); err != nil {
 		t.Fatal(err)
@@ -302,12 +302,12 @@ spec:
 	exchange := func(mine, theirs string) string {
 		return fmt.Sprintf(`echo "from $(hostname)" > /data/%s && until grep -q from /data/%s 2>/dev/null; do sleep 0.2; done && cat /data/%s && sleep 3600`, mine, theirs, theirs)
 	}
-	sw.lap("provisioner, SSH server, claim")
-	applyStdin(t, ns, clientPod("client-a", "sshfs-nodes", nodes.second, exchange("a", "b")))
-	applyStdin(t, ns, clientPod("client-b", "sshfs-nodes", nodes.altRoot, exchange("b", "a")))
+	sw.Lap("provisioner, SSH server, claim")
+	applyStdin(t, ns, framework.ClientPodManifest("client-a", "sshfs-nodes", nodes.second, "Never", exchange("a", "b")))
+	applyStdin(t, ns, framework.ClientPodManifest("client-b", "sshfs-nodes", nodes.altRoot, "Never", exchange("b", "a")))
 	for client, other := range map[string]string{"client-a": "client-b", "client-b": "client-a"} {
 		start, described := time.Now(), false
-		eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
+		framework.Eventually(t, clientTimeout, client+" to read what "+other+" wrote", func() (bool, string) {
 			out := kq("-n", ns, "logs", client)
 			if strings.Contains(out, "from "+other) {
 				return true, out
@@ -320,7 +320,7 @@ spec:
 			}
 			return false, out
 		})
-		sw.lap(client + " read what " + other + " wrote")
+		sw.Lap(client + " read what " + other + " wrote")
 	}
 	stagingOn := map[string]*corev1.Pod{}
 	staging, err := c.CoreV1().Pods(srv).List(context.Background(), metav1.ListOptions{LabelSelector: "pav.albertofaria.github.io/provisioner=sshfs-nodes,pav.albertofaria.github.io/phase=staging"})
@@ -340,8 +340,8 @@ spec:
 		t.Fatalf("no process of %s found to kill", agent2.Name)
 	}
 	k(t, "-n", ns, "exec", "client-b", "--", "sh", "-c", "echo during > /data/b-during && cat /data/a")
-	sw.lap("client-b wrote and read, node 2's plugin killed")
-	eventually(t, 2*time.Minute, "the node plugin on "+nodes.second+" to restart and be Ready", func() (bool, string) {
+	sw.Lap("client-b wrote and read, node 2's plugin killed")
+	framework.Eventually(t, 2*time.Minute, "the node plugin on "+nodes.second+" to restart and be Ready", func() (bool, string) {
 		p := nodeAgentOn(t, c, nodes.second)
 		ready, _ := framework.PodRunningReady(p)
 		return p.UID == agent2.UID && restarts(p) > restarts(agent2) && ready, fmt.Sprintf("restarts %d ready %v", restarts(p), ready)
@@ -349,7 +349,7 @@ spec:
 	if p := nodeAgentOn(t, c, nodes.altRoot); p.UID != agent3.UID || restarts(p) != restarts(agent3) {
 		t.Fatalf("the node plugin on %s was disturbed: uid %s→%s, restarts %d→%d", nodes.altRoot, agent3.UID, p.UID, restarts(agent3), restarts(p))
 	}
-	sw.lap("node 2's plugin back")
+	sw.Lap("node 2's plugin back")
 	mustContain(t, k(t, "-n", ns, "exec", "client-a", "--", "sh", "-c", "echo after > /data/a-after && cat /data/b-during"), "during")
 	mustContain(t, k(t, "-n", ns, "exec", "client-b", "--", "cat", "/data/a-after"), "after")
 	for node, old := range stagingOn {
@@ -363,9 +363,9 @@ spec:
 	stop := pavPodNodes(t, c, srv, "sshfs-nodes", "unstaging")
 	pvName := field(pvOf(t, ns, "sshfs-nodes"), "metadata", "name").(string)
 	k(t, "-n", ns, "delete", "pod", "client-a", "client-b", "--wait=true")
-	sw.lap("clients deleted")
+	sw.Lap("clients deleted")
 	noPavPodsLeft(t, "sshfs-nodes")
-	sw.lap("unstaged")
+	sw.Lap("unstaged")
 	unstagedOn := map[string]bool{}
 	for _, node := range stop() {
 		unstagedOn[node] = true
@@ -380,7 +380,7 @@ spec:
 	}
 	k(t, "-n", ns, "delete", "pvc", "sshfs-nodes", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", pvName, "")
-	sw.lap("claim and volume deleted")
+	sw.Lap("claim and volume deleted")
 }
 
 // describeSSHFSWait: what a client of the sshfs-nodes volume lists in /data
@@ -389,7 +389,7 @@ spec:
 func describeSSHFSWait(c kubernetes.Interface, ns, srv, client string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ls, err := kubectl(ctx, "", "-n", ns, "exec", client, "--", "ls", "-la", "/data")
+	ls, err := framework.Kubectl(ctx, "-n", ns, "exec", client, "--", "ls", "-la", "/data")
 	out := fmt.Sprintf("%s's /data: %s%v", client, ls, err)
 	if p, err := c.CoreV1().Pods(ns).Get(ctx, client, metav1.GetOptions{}); err == nil {
 		out += fmt.Sprintf("\n%s's processes:\n%s", client, processStates(p))
@@ -414,8 +414,8 @@ func TestMultiNodeNodeRemoved(t *testing.T) {
 	ns := newNamespace(t)
 	usage := readFile(t, example("hello-world", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass")+"\n---\n"+onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
-	applyStdin(t, ns, strings.Replace(clientPod("reader", "hello-world", node, "cat /data/greeting && sleep 3600"), "mountPath: /data}", "mountPath: /data, readOnly: true}", 1))
-	eventually(t, clientTimeout, "pod reader to read the greeting", func() (bool, string) {
+	applyStdin(t, ns, strings.Replace(framework.ClientPodManifest("reader", "hello-world", node, "Never", "cat /data/greeting && sleep 3600"), "mountPath: /data}", "mountPath: /data, readOnly: true}", 1))
+	framework.Eventually(t, clientTimeout, "pod reader to read the greeting", func() (bool, string) {
 		out := kq("-n", ns, "logs", "reader")
 		return strings.Contains(out, "Hello world!"), out
 	})
@@ -431,15 +431,15 @@ func TestMultiNodeNodeRemoved(t *testing.T) {
 	t.Cleanup(func() {
 		// The node comes back; kubelet, no longer knowing the client pod, unpublishes its volume.
 		nodeCtl("start")
-		eventually(t, 3*time.Minute, "node "+node+" to be Ready again", func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, "node "+node+" to be Ready again", func() (bool, string) {
 			s := kq("get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 			return s == "True", "Ready=" + s
 		})
-		eventually(t, 3*time.Minute, "the node plugin on "+node+" to be Ready", func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, "the node plugin on "+node+" to be Ready", func() (bool, string) {
 			s := kq("-n", "pav", "get", "pods", "-l", "app.kubernetes.io/component=node-agent", "--field-selector", "spec.nodeName="+node, "-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`)
 			return s == "True", "Ready=" + s
 		})
-		eventually(t, 3*time.Minute, "no mount of "+pvName+" left on "+node, func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, "no mount of "+pvName+" left on "+node, func() (bool, string) {
 			m := mountsOf(t, node, pvName)
 			return len(m) == 0, strings.Join(m, " ")
 		})
@@ -450,7 +450,7 @@ func TestMultiNodeNodeRemoved(t *testing.T) {
 	k(t, "-n", ns, "delete", "pvc", "hello-world", "--wait=true", "--timeout=3m")
 	waitGone(t, 2*time.Minute, "pv", pvName, "")
 	noPavPodsLeft(t, "hello-world")
-	eventually(t, time.Minute, "a NodeGone Event on "+pvName, func() (bool, string) {
+	framework.Eventually(t, time.Minute, "a NodeGone Event on "+pvName, func() (bool, string) {
 		evs, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pvName + ",reason=NodeGone"})
 		if err != nil || len(evs.Items) == 0 {
 			return false, fmt.Sprint(err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
@@ -20,7 +22,7 @@ const podSecurityEnforce = "pod-security.kubernetes.io/enforce"
 // namespace enforcing baseline refuses the staging pod (its hostPath /pav),
 // and the client's FailedMount Event says so.
 func TestHelloWorldUnderPodSecurity(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	// hello-world, its staging pods in the namespace its StorageClass names.
 	const name = "hello-world-psa"
 	provisioner := readFile(t, example("hello-world", "provisioner.yaml"))
@@ -57,7 +59,7 @@ parameters: {greeting: Hello world!, podNamespace: %s}
 `, class(ns), name, ns))
 		deleteAtEnd(t, "storageclass", class(ns))
 	}
-	sw.lap("provisioner Ready")
+	sw.Lap("provisioner Ready")
 
 	// A client beside PaV's pods writes the volume and reads it back.
 	applyStdin(t, pavPods, psaClaim(class(pavPods), "ReadWriteOnce", "writer",
@@ -65,7 +67,7 @@ parameters: {greeting: Hello world!, podNamespace: %s}
 	out := waitPodDone(t, pavPods, "writer", clientTimeout)
 	mustContain(t, out, "written")
 	mustContain(t, out, "Hello world!")
-	sw.lap("privileged namespace: client wrote and read")
+	sw.Lap("privileged namespace: client wrote and read")
 
 	// A restricted client in the tenant's namespace, its staging pod in pavPods.
 	applyStdin(t, tenant, psaClaim(class(pavPods), "ReadOnlyMany", "reader", `cat /data/greeting`, `  securityContext:
@@ -77,22 +79,22 @@ parameters: {greeting: Hello world!, podNamespace: %s}
         capabilities: {drop: [ALL]}
 `))
 	mustContain(t, waitPodDone(t, tenant, "reader", clientTimeout), "Hello world!")
-	sw.lap("restricted tenant namespace: client read")
+	sw.Lap("restricted tenant namespace: client read")
 
 	// Staging pods in a baseline namespace are refused: the client's
 	// FailedMount Event carries Pod Security's refusal.
 	applyStdin(t, baseline, psaClaim(class(baseline), "ReadWriteOnce", "refused", `cat /data/greeting`, "", ""))
-	eventually(t, clientTimeout, "a FailedMount Event refusing the staging pod under baseline", func() (bool, string) {
+	framework.Eventually(t, clientTimeout, "a FailedMount Event refusing the staging pod under baseline", func() (bool, string) {
 		ev := kq("-n", baseline, "get", "events", "--field-selector", "involvedObject.name=refused,reason=FailedMount", "-o", "jsonpath={.items[*].message}")
 		return strings.Contains(ev, `violates PodSecurity "baseline`) && strings.Contains(ev, "hostPath"), ev
 	})
-	sw.lap("baseline namespace: staging pod refused")
+	sw.Lap("baseline namespace: staging pod refused")
 
 	for _, ns := range []string{pavPods, tenant, baseline} {
 		k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 	}
 	noPavPodsLeft(t, name)
-	sw.lap("clients gone, volumes unstaged")
+	sw.Lap("clients gone, volumes unstaged")
 	// Delete the three namespaces at once; their cleanups then only wait.
 	k(t, "delete", "namespace", pavPods, tenant, baseline, "--wait=false")
 }

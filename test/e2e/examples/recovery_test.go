@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // TestLoopBlockRecovery: loop-block with its staging made long-running (a
@@ -23,7 +25,7 @@ import (
 // number, given back, becomes another disk: the container may make a node of
 // it (CAP_MKNOD) but its device cgroup no longer lets it open it.
 func TestLoopBlockRecovery(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	prov := readFile(t, example("loop-block", "provisioner.yaml"))
 	for old, new := range map[string]string{
 		`dev=$(losetup -l -n -O NAME -j "$file" | head -n 1)`: `dev=""`,
@@ -74,14 +76,14 @@ spec:
         claimName: loop-block
 `)
 	waitPodReady(t, ns, "writer")
-	eventually(t, time.Minute, "the writer to write", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the writer to write", func() (bool, string) {
 		ok := acknowledged(t, ns, "writer")
 		return len(ok) >= 5, fmt.Sprintf("%d sectors acknowledged", len(ok))
 	})
 	container := kq("-n", ns, "get", "pod", "writer", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
 	device := func() string { return kq("-n", ns, "exec", "writer", "--", "stat", "-c", "%t:%T", "/dev/xvda") }
 	before := device()
-	sw.lap("a client writing to the block device")
+	sw.Lap("a client writing to the block device")
 
 	staging := strings.Fields(kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=loop-block",
 		"-o", `jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name}{"\n"}{end}`))
@@ -93,11 +95,11 @@ spec:
 		`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && kill -9 "${p#/proc/}"; done; true`)
 	ok := acknowledged(t, ns, "writer")
 	killed := ok[len(ok)-1]
-	eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on the writer", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on the writer", func() (bool, string) {
 		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name=writer", "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
 		return strings.Contains(out, "VolumeLost") && strings.Contains(out, "VolumeRecovered"), out
 	})
-	eventually(t, time.Minute, "the writer to write on", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the writer to write on", func() (bool, string) {
 		ok := acknowledged(t, ns, "writer")
 		return ok[len(ok)-1] > killed+5, fmt.Sprintf("last acknowledged sector %d, %d at the kill", ok[len(ok)-1], killed)
 	})
@@ -110,9 +112,9 @@ spec:
 	if n := kq("-n", ns, "get", "pod", "writer", "-o", "jsonpath={.status.containerStatuses[0].restartCount}"); n != "0" {
 		t.Errorf("restarted %s times", n)
 	}
-	sw.lap("the writer writes on the new device")
+	sw.Lap("the writer writes on the new device")
 	oldNumberIsAnotherDisk(t, ns, "writer", before)
-	sw.lap("the old device number cannot be opened")
+	sw.Lap("the old device number cannot be opened")
 
 	pv := pvOf(t, ns, "loop-block")
 	img := filepath.Join("/var/lib/pav-examples/loop-block", field(pv, "spec", "csi", "volumeHandle").(string)+".img")
@@ -128,7 +130,7 @@ spec:
 	noPavPodsLeft(t, "loop-block")
 	k(t, "-n", ns, "delete", "pvc", "loop-block", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
-	sw.lap("unstaged, claim deleted")
+	sw.Lap("unstaged, claim deleted")
 }
 
 // TestGocryptfsRecovery kills the gocryptfs daemons of an encrypted volume
@@ -137,16 +139,16 @@ spec:
 // acknowledged, before the kill and after, reads back through the
 // recovered volume.
 func TestGocryptfsRecovery(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	ns := gocryptfsNamespace(t)
 	usage := readFile(t, example("gocryptfs", "usage.yaml"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: StorageClass"))
 	applyStdin(t, ns, onlyDoc(t, usage, "kind: PersistentVolumeClaim"))
 	writers := startWriters(t, ns, "gocryptfs")
-	sw.lap("two clients writing through gocryptfs")
+	sw.Lap("two clients writing through gocryptfs")
 
 	killDaemonsAndWaitRecovered(t, ns, writers, 0, "gocryptfs", "gocryptfs")
-	sw.lap("both clients write again")
+	sw.Lap("both clients write again")
 
 	for name := range writers {
 		acked := acknowledged(t, ns, name)
@@ -157,7 +159,7 @@ func TestGocryptfsRecovery(t *testing.T) {
 	outer := pvOf(t, ns, "gocryptfs")
 	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
-	sw.lap("unstaged, claim deleted")
+	sw.Lap("unstaged, claim deleted")
 }
 
 // TestSSHFSRollingUpdate: with updateStrategy RollingUpdate, a change of
@@ -167,7 +169,7 @@ func TestGocryptfsRecovery(t *testing.T) {
 // that bound its volume again in a user and mount namespace of its own is
 // left alone there (VolumeNotReplaced) and never gets a writable volume.
 func TestSSHFSRollingUpdate(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	prov := strings.Replace(readFile(t, example("sshfs", "provisioner.yaml")), "  volumeStaging:\n", "  volumeStaging:\n    updateStrategy: RollingUpdate\n", 1)
 	file := filepath.Join(t.TempDir(), "provisioner.yaml")
 	if err := os.WriteFile(file, []byte(prov), 0o644); err != nil {
@@ -178,32 +180,32 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	srv := sshServer(t)
 	ns, writers := sshfsWriters(t)
 	startOwnNamespaceReader(t, ns, "reader-own-namespace", "sshfs")
-	eventually(t, time.Minute, "three stagings, none outdated", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "three stagings, none outdated", func() (bool, string) {
 		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
 		return s == "3/", s
 	})
-	sw.lap("two clients writing through sshfs")
+	sw.Lap("two clients writing through sshfs")
 
 	k(t, "patch", "pavprovisioner", "sshfs", "--type=json", "-p",
 		`[{"op":"add","path":"/spec/volumeStaging/podTemplate/metadata/labels","value":{"rollout":"two"}}]`)
 	checkOwnNamespaceReader(t, ns, "reader-own-namespace", "StagingReplaced")
 	for name := range writers {
-		eventually(t, 3*time.Minute, "a StagingReplaced Event on "+name, func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, "a StagingReplaced Event on "+name, func() (bool, string) {
 			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
 			return strings.Contains(out, "StagingReplaced"), out
 		})
 	}
-	eventually(t, time.Minute, "no outdated staging left", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "no outdated staging left", func() (bool, string) {
 		s := kq("get", "pavprovisioner", "sshfs", "-o", "jsonpath={.status.stagings}/{.status.outdatedStagings}")
 		return s == "3/", s
 	})
 	if labels := kq("get", "pods", "-A", "-l", "pav.albertofaria.github.io/phase=staging,pav.albertofaria.github.io/provisioner=sshfs,rollout=two", "-o", "name"); len(strings.Fields(labels)) != 3 {
 		t.Errorf("staging pods from the new section: %q, want 3", labels)
 	}
-	sw.lap("both stagings replaced")
+	sw.Lap("both stagings replaced")
 	for name := range writers {
 		done := acknowledged(t, ns, name)
-		eventually(t, time.Minute, name+" to write on", func() (bool, string) {
+		framework.Eventually(t, time.Minute, name+" to write on", func() (bool, string) {
 			ok := acknowledged(t, ns, name)
 			return ok[len(ok)-1] > done[len(done)-1]+5, fmt.Sprintf("last acknowledged line %d", ok[len(ok)-1])
 		})
@@ -216,7 +218,7 @@ func TestSSHFSRollingUpdate(t *testing.T) {
 	}
 	k(t, "-n", ns, "delete", "pod", "reader-own-namespace", "--wait=true")
 	sshfsDone(t, srv, ns, writers)
-	sw.lap("unstaged, claim deleted")
+	sw.Lap("unstaged, claim deleted")
 }
 
 // oldNumberIsAnotherDisk gives loop device number old ("%t:%T" of stat,
@@ -266,7 +268,7 @@ func oldNumberIsAnotherDisk(t *testing.T, ns, pod, old string) {
 			break
 		}
 	}
-	out, err := kubectl(t.Context(), "", "-n", ns, "exec", pod, "--", "bash", "-c",
+	out, err := framework.Kubectl(t.Context(), "-n", ns, "exec", pod, "--", "bash", "-c",
 		fmt.Sprintf("mknod /tmp/old-device b %d %d && head -c 22 /tmp/old-device", major, minor))
 	if err == nil || !strings.Contains(err.Error(), "Operation not permitted") { // head's message, in kubectl's error
 		t.Errorf("the client opened its volume's old device number %d:%d (err %v): %q", major, minor, err, out)

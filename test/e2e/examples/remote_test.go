@@ -9,22 +9,23 @@ import (
 	"time"
 
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // TestSSHFS runs the example's SSH server, mounts a new remote directory per
 // claim with sshfs, and checks the data lands on the server and the directory
 // goes when the claim does.
 func TestSSHFS(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
-	sw.lap("SSH server Ready")
+	sw.Lap("SSH server Ready")
 
 	ns := newNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("sshfs", "usage.yaml"))
 	out := waitPodDone(t, ns, "sshfs-client", clientTimeout)
-	sw.lap("client pod wrote through sshfs")
+	sw.Lap("client pod wrote through sshfs")
 	mustContain(t, out, "hello over ssh")
 
 	pv := pvOf(t, ns, "sshfs")
@@ -33,14 +34,14 @@ func TestSSHFS(t *testing.T) {
 
 	k(t, "-n", ns, "delete", "pod", "sshfs-client", "--wait=true")
 	noPavPodsLeft(t, "sshfs")
-	sw.lap("unstaged (sshfs pod stopped)")
+	sw.Lap("unstaged (sshfs pod stopped)")
 
 	k(t, "-n", ns, "delete", "pvc", "sshfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(pv, "metadata", "name").(string), "")
 	if out := kq("-n", srv, "exec", "ssh-server", "--", "ls", "-A", "/srv/sshfs"); strings.TrimSpace(out) != "" {
 		t.Fatalf("remote directories left after the claim was deleted: %s", out)
 	}
-	sw.lap("claim deleted, remote directory removed")
+	sw.Lap("claim deleted, remote directory removed")
 }
 
 // TestSSHFSRecovery kills the FUSE daemons of an sshfs volume in use by two
@@ -52,31 +53,31 @@ func TestSSHFS(t *testing.T) {
 // mount namespace of its own, is left alone (VolumeNotReplaced, not
 // retried) and never gets a writable volume.
 func TestSSHFSRecovery(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("sshfs", "provisioner.yaml"), "sshfs")
 	deleteAtEnd(t, "storageclass", "sshfs")
 	srv := sshServer(t)
 	ns, writers := sshfsWriters(t)
 	startOwnNamespaceReader(t, ns, "reader-own-namespace", "sshfs")
-	sw.lap("two clients writing through sshfs, one reading in its own namespace")
+	sw.Lap("two clients writing through sshfs, one reading in its own namespace")
 
 	killDaemonsAndWaitRecovered(t, ns, writers, 1, "sshfs", "sshfs")
 	checkOwnNamespaceReader(t, ns, "reader-own-namespace", "VolumeRecovered")
-	sw.lap("both clients write again, the reader cannot")
+	sw.Lap("both clients write again, the reader cannot")
 
 	k(t, "-n", ns, "delete", "pod", "reader-own-namespace", "--wait=true")
 	sshfsDone(t, srv, ns, writers)
-	sw.lap("unstaged, claim deleted")
+	sw.Lap("unstaged, claim deleted")
 }
 
 // TestGocryptfs stacks the encryption middleware on a host-directory claim:
 // the client sees plaintext, the inner volume holds only ciphertext.
 func TestGocryptfs(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	ns := gocryptfsNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("gocryptfs", "usage.yaml"))
 	out := waitPodDone(t, ns, "gocryptfs-client", clientTimeout)
-	sw.lap("client pod wrote through gocryptfs")
+	sw.Lap("client pod wrote through gocryptfs")
 	mustContain(t, out, "top secret")
 
 	outer := pvOf(t, ns, "gocryptfs")
@@ -101,20 +102,20 @@ func TestGocryptfs(t *testing.T) {
 
 	k(t, "-n", ns, "delete", "pod", "gocryptfs-client", "--wait=true")
 	noPavPodsLeft(t, "gocryptfs")
-	sw.lap("unstaged (gocryptfs pod stopped)")
+	sw.Lap("unstaged (gocryptfs pod stopped)")
 	// The encrypted claim goes before the inner one: its deletion pod mounts the inner claim.
 	k(t, "-n", ns, "delete", "pvc", "gocryptfs", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(outer, "metadata", "name").(string), "")
 	if existsOnNode(t, node, cipherDir) {
 		t.Fatalf("encrypted directory %s still exists on %s after the claim was deleted", cipherDir, node)
 	}
-	sw.lap("claim deleted, ciphertext removed")
+	sw.Lap("claim deleted, ciphertext removed")
 }
 
 // TestS3Bucket runs versitygw, gets a new bucket for one claim and the existing
 // bucket for another, and checks objects and bucket lifetimes through the S3 API.
 func TestS3Bucket(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("s3-bucket", "provisioner.yaml"), "s3-bucket")
 	deleteAtEnd(t, "storageclass", "s3-bucket", "s3-existing-bucket")
 	srv := namespaceNamed(t, "pav-example-s3")
@@ -122,7 +123,7 @@ func TestS3Bucket(t *testing.T) {
 		"--from-literal=accessKeyId=pav-example", "--from-literal=secretAccessKey="+randomSecret(t))
 	k(t, "apply", "-f", example("s3-bucket", "server.yaml"))
 	waitPodReady(t, srv, "s3-server")
-	sw.lap("S3 server Ready")
+	sw.Lap("S3 server Ready")
 
 	// s3 runs rclone inside the server pod with the given secret key ("" = the real one).
 	s3 := func(secretKey string, args ...string) (string, error) {
@@ -132,7 +133,7 @@ func TestS3Bucket(t *testing.T) {
 		script := `AWS_ACCESS_KEY_ID=$ROOT_ACCESS_KEY AWS_SECRET_ACCESS_KEY=` + secretKey +
 			` rclone --config /dev/null --s3-provider Other --s3-env-auth --s3-endpoint http://127.0.0.1:7070 --s3-region us-east-1 --retries 1 --low-level-retries 1 "$@"`
 		// container "seed" has rclone (the server's own container has only busybox)
-		return kubectl(t.Context(), "", append([]string{"-n", srv, "exec", "s3-server", "-c", "seed", "--", "bash", "-c", script, "s3"}, args...)...)
+		return framework.Kubectl(t.Context(), append([]string{"-n", srv, "exec", "s3-server", "-c", "seed", "--", "bash", "-c", script, "s3"}, args...)...)
 	}
 	if out, err := s3("", "lsd", ":s3:"); err != nil {
 		t.Fatalf("listing buckets with the right key: %v\n%s", err, out)
@@ -144,7 +145,7 @@ func TestS3Bucket(t *testing.T) {
 	ns := newNamespace(t)
 	k(t, "-n", ns, "apply", "-f", example("s3-bucket", "usage.yaml"))
 	out := waitPodDone(t, ns, "s3-client", clientTimeout)
-	sw.lap("client pod used both buckets")
+	sw.Lap("client pod used both buckets")
 	mustContain(t, out, "new bucket: hello from a pod")
 	mustContain(t, out, "existing bucket: Hello from a bucket that existed before the claim.")
 
@@ -197,10 +198,10 @@ spec:
 	staging := k(t, "get", "pods", "-A", "-l", protocol.LabelPhase+"="+string(protocol.PhaseStaging)+","+protocol.LabelVolume+"="+field(newPV, "metadata", "name").(string),
 		"-o", "jsonpath={.items[*].spec.containers[0].command}")
 	mustContain(t, staging, "endpoint="+want)
-	sw.lap("a stager mounted the bucket from the attribute its creation pod returned")
+	sw.Lap("a stager mounted the bucket from the attribute its creation pod returned")
 	k(t, "-n", ns, "delete", "pod", "s3-reader", "--wait=true")
 	noPavPodsLeft(t, "s3-bucket")
-	sw.lap("unstaged (s3fs pods stopped)")
+	sw.Lap("unstaged (s3fs pods stopped)")
 	k(t, "-n", ns, "delete", "pvc", "--all", "--wait=true")
 	waitGone(t, 2*time.Minute, "pv", field(newPV, "metadata", "name").(string), "")
 	waitGone(t, 2*time.Minute, "pv", field(existingPV, "metadata", "name").(string), "")
@@ -217,5 +218,5 @@ spec:
 		t.Fatal(err)
 	}
 	mustContain(t, got, "existed before the claim")
-	sw.lap("claims deleted: new bucket removed, existing bucket kept")
+	sw.Lap("claims deleted: new bucket removed, existing bucket kept")
 }

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // notEnoughStorage is the scheduler's reason for a node whose
@@ -24,8 +26,8 @@ const notEnoughStorage = "did not have enough free storage"
 // unpinnedClientPod is clientPod without a node and without its toleration
 // of node 3's taint: the scheduler picks one of the other nodes.
 func unpinnedClientPod(name, claim, script string) string {
-	pod := clientPod(name, claim, "", script)
-	for _, line := range []string{"  nodeSelector: {kubernetes.io/hostname: }\n", "  tolerations: [{key: " + kubeletRootLabel + ", operator: Exists, effect: NoSchedule}]\n"} {
+	pod := framework.ClientPodManifest(name, claim, "", "Never", script)
+	for _, line := range []string{"  nodeSelector: {kubernetes.io/hostname: }\n", "  tolerations: [{key: " + framework.KubeletRootLabel + ", operator: Exists, effect: NoSchedule}]\n"} {
 		if !strings.Contains(pod, line) {
 			panic("clientPod no longer has the line " + line)
 		}
@@ -72,7 +74,7 @@ func capacities(t *testing.T, class string) map[string]int64 {
 // exactly want (node to bytes).
 func waitCapacities(t *testing.T, class string, want map[string]int64) {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("the CSIStorageCapacities of %s to be %v", class, want), func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, fmt.Sprintf("the CSIStorageCapacities of %s to be %v", class, want), func() (bool, string) {
 		got := capacities(t, class)
 		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(got)
 	})
@@ -83,7 +85,7 @@ func waitCapacities(t *testing.T, class string, want map[string]int64) {
 func waitUnschedulable(t *testing.T, ns, pod, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(t, 2*time.Minute, "the scheduler to refuse pod "+pod+" ("+reason+")", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "the scheduler to refuse pod "+pod+" ("+reason+")", func() (bool, string) {
 		msg = kq("-n", ns, "get", "pod", pod, "-o", `jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}`)
 		return strings.Contains(msg, reason), msg
 	})
@@ -137,7 +139,7 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 
 	// Fill the first node.
 	applyStdin(t, ns, claimManifest("filler", class, fmt.Sprint(quota)))
-	applyStdin(t, ns, clientPod("filler", "filler", nodes.first, "true"))
+	applyStdin(t, ns, framework.ClientPodManifest("filler", "filler", nodes.first, "Never", "true"))
 	waitPodDone(t, ns, "filler", clientTimeout)
 	fillerPV := field(pvOf(t, ns, "filler"), "metadata", "name").(string)
 	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota, nodes.altRoot: quota})
@@ -162,7 +164,7 @@ func TestMultiNodeStorageCapacity(t *testing.T) {
 	waitCapacities(t, class, map[string]int64{nodes.first: 0, nodes.second: quota - used[nodes.second], nodes.altRoot: quota})
 
 	// A client pinned to the full node waits, with the scheduler's reason.
-	applyStdin(t, ns, claimManifest("again", class, fmt.Sprint(small))+"---\n"+clientPod("again", "again", nodes.first, "echo again > /data/hello"))
+	applyStdin(t, ns, claimManifest("again", class, fmt.Sprint(small))+"---\n"+framework.ClientPodManifest("again", "again", nodes.first, "Never", "echo again > /data/hello"))
 	t.Logf("pod again: %s", waitUnschedulable(t, ns, "again", notEnoughStorage))
 	if v := kq("-n", ns, "get", "pvc", "again", "-o", "jsonpath={.spec.volumeName}"); v != "" {
 		t.Fatalf("claim again got volume %s while the node was full", v)
@@ -271,7 +273,7 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	ns := classAndNamespace(t, classA, name, fmt.Sprintf("parameters: {%s: garbage}\n", nodes.first))
 	wffcClass(t, ns, classB, name, fmt.Sprintf("parameters: {%s: hang}\n", nodes.second))
 
-	eventually(t, 3*time.Minute, "CapacityUnknown Events for both faults", func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "CapacityUnknown Events for both faults", func() (bool, string) {
 		msgs := events(name, "CapacityUnknown")
 		garbage := strings.Contains(msgs, fmt.Sprintf("StorageClass %q in topology segment kubernetes.io/hostname=%s unknown", classA, nodes.first)) &&
 			strings.Contains(msgs, `wrote "plenty of room" to /pav/capacity, which is not a quantity`)
@@ -282,7 +284,7 @@ func TestMultiNodeCapacityPodFaults(t *testing.T) {
 	waitCapacities(t, classA, map[string]int64{nodes.second: 1 << 30, nodes.altRoot: 1 << 30})
 	waitCapacities(t, classB, map[string]int64{nodes.first: 1 << 30, nodes.altRoot: 1 << 30})
 
-	applyStdin(t, ns, claimManifest("pinned", classA, "1Mi")+"---\n"+clientPod("pinned", "pinned", nodes.first, "true"))
+	applyStdin(t, ns, claimManifest("pinned", classA, "1Mi")+"---\n"+framework.ClientPodManifest("pinned", "pinned", nodes.first, "Never", "true"))
 	applyStdin(t, ns, claimManifest("free", classA, "1Mi")+"---\n"+unpinnedClientPod("free", "free", "true"))
 	waitPodDone(t, ns, "free", clientTimeout)
 	if n := podNode(t, ns, "free"); n != nodes.second {
@@ -333,17 +335,17 @@ func TestMultiNodeTopology(t *testing.T) {
 `+emptyStaging, key, key))
 	ns := classAndNamespace(t, name, name, "")
 
-	eventually(t, 2*time.Minute, "a MissingTopologyLabel Event on node "+nodes.altRoot, func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "a MissingTopologyLabel Event on node "+nodes.altRoot, func() (bool, string) {
 		msgs := events(nodes.altRoot, "MissingTopologyLabel")
 		return strings.Contains(msgs, fmt.Sprintf("PavProvisioner %q", name)), msgs
 	})
 	// Each node's kubelet registers the driver on its own time.
-	eventually(t, 2*time.Minute, "CSINode "+nodes.second+" lists "+name+" with topology key "+key, func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "CSINode "+nodes.second+" lists "+name+" with topology key "+key, func() (bool, string) {
 		keys := kq("get", "csinode", nodes.second, "-o", `jsonpath={.spec.drivers[?(@.name=="`+name+`")].topologyKeys}`)
 		return keys == `["`+key+`"]`, "topology keys: " + keys
 	})
 
-	applyStdin(t, ns, claimManifest("zoned", name, "1Mi")+"---\n"+clientPod("zoned", "zoned", nodes.second, "true"))
+	applyStdin(t, ns, claimManifest("zoned", name, "1Mi")+"---\n"+framework.ClientPodManifest("zoned", "zoned", nodes.second, "Never", "true"))
 	waitPodDone(t, ns, "zoned", clientTimeout)
 	pv := pvOf(t, ns, "zoned")
 	if h := field(pv, "spec", "csi", "volumeHandle").(string); !strings.HasPrefix(h, "b-of-2-") {
@@ -355,8 +357,8 @@ func TestMultiNodeTopology(t *testing.T) {
 
 	// A client pinned to the node without the label: no volume, an Event
 	// on the claim saying why.
-	applyStdin(t, ns, claimManifest("unlabelled", name, "1Mi")+"---\n"+clientPod("unlabelled", "unlabelled", nodes.altRoot, "true"))
-	eventually(t, 2*time.Minute, "a ProvisioningFailed Event on claim unlabelled", func() (bool, string) {
+	applyStdin(t, ns, claimManifest("unlabelled", name, "1Mi")+"---\n"+framework.ClientPodManifest("unlabelled", "unlabelled", nodes.altRoot, "Never", "true"))
+	framework.Eventually(t, 2*time.Minute, "a ProvisioningFailed Event on claim unlabelled", func() (bool, string) {
 		msgs := events("unlabelled", "ProvisioningFailed")
 		return strings.Contains(msgs, fmt.Sprintf("node %s has no label %q", nodes.altRoot, key)), msgs
 	})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // TestHostDirectorySnapshot takes a VolumeSnapshot of a host-directory volume
@@ -17,7 +19,7 @@ import (
 // the copy, and a Retain class keeps it; a pre-provisioned content for the
 // kept copy restores too, and its Delete policy removes the copy.
 func TestHostDirectorySnapshot(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
 	deleteAtEnd(t, "storageclass", "host-directory")
 	snapshotClass(t, "host-directory-delete", "host-directory", "Delete")
@@ -47,12 +49,12 @@ spec:
       persistentVolumeClaim: {claimName: host-directory}
 `)
 	k(t, "-n", ns, "wait", "--for=condition=Ready", "pod/writer", "--timeout=180s")
-	eventually(t, time.Minute, "the writer to write /data/before", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "the writer to write /data/before", func() (bool, string) {
 		out := kq("-n", ns, "exec", "writer", "--", "cat", "/data/before")
 		return strings.TrimSpace(out) == "before", out
 	})
 	takeSnapshot(t, ns, "snap", "host-directory-delete", "host-directory")
-	sw.lap("snapshot of a volume in use ready")
+	sw.Lap("snapshot of a volume in use ready")
 	k(t, "-n", ns, "exec", "writer", "--", "sh", "-c", "echo after > /data/after")
 
 	content, uid := snapshotContentOf(t, ns, "snap", node)
@@ -98,11 +100,11 @@ spec:
 		mustContain(t, out, afterState)
 	}
 	restoreAndRead("restored", "snap", "no after")
-	sw.lap("restored claim read the snapshot's data")
+	sw.Lap("restored claim read the snapshot's data")
 
 	// Delete: the deletion pod removes the copy, and the content goes.
 	deleteSnapshotAndCopy(t, ns, "snap", content, node, copyDir)
-	sw.lap("Delete snapshot deleted, copy removed")
+	sw.Lap("Delete snapshot deleted, copy removed")
 
 	// Retain: the content and the copy stay.
 	takeSnapshot(t, ns, "kept", "host-directory-retain", "host-directory")
@@ -119,7 +121,7 @@ spec:
 	if !existsOnNode(t, node, keptDir) {
 		t.Fatalf("snapshot copy %s of a Retain snapshot was removed", keptDir)
 	}
-	sw.lap("Retain snapshot deleted, copy kept")
+	sw.Lap("Retain snapshot deleted, copy kept")
 
 	// Pre-provisioned: a content made by hand for the kept copy's handle, as
 	// Kubernetes' documentation shows, bound to a VolumeSnapshot that names
@@ -154,9 +156,9 @@ spec:
 `)
 	waitSnapshotReady(t, ns, "pre-provisioned")
 	restoreAndRead("restored-pre", "pre-provisioned", "after is there") // kept was taken after /data/after
-	sw.lap("pre-provisioned snapshot restored")
+	sw.Lap("pre-provisioned snapshot restored")
 	deleteSnapshotAndCopy(t, ns, "pre-provisioned", pre, node, keptDir)
-	sw.lap("pre-provisioned snapshot deleted, copy removed")
+	sw.Lap("pre-provisioned snapshot deleted, copy removed")
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 }
 
@@ -190,7 +192,7 @@ spec:
 
 func waitSnapshotReady(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, 2*time.Minute, "VolumeSnapshot "+name+" to be ready", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "VolumeSnapshot "+name+" to be ready", func() (bool, string) {
 		out := kq("-n", ns, "get", "volumesnapshot", name, "-o", "jsonpath={.status.readyToUse} {.status.error.message}")
 		return strings.HasPrefix(out, "true"), out
 	})
@@ -225,7 +227,7 @@ func snapshotContentOf(t *testing.T, ns, snapshot, node string) (name, uid strin
 // before the snapshot, not the one written over it after; deleting the
 // snapshot (Delete class) removes the copy.
 func TestLoopBlockSnapshot(t *testing.T) {
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("loop-block", "provisioner.yaml"), "loop-block")
 	deleteAtEnd(t, "storageclass", "loop-block")
 	snapshotClass(t, "loop-block-delete", "loop-block", "Delete")
@@ -269,10 +271,10 @@ spec:` + selector + `
 	k(t, "-n", ns, "wait", "--for=condition=Ready", "pod/writer", "--timeout=180s")
 	node := podNode(t, ns, "writer")
 	write("before the snapshot")
-	sw.lap("writer wrote the first pattern")
+	sw.Lap("writer wrote the first pattern")
 
 	takeSnapshot(t, ns, "snap", "loop-block-delete", "loop-block")
-	sw.lap("snapshot of a volume in use ready")
+	sw.Lap("snapshot of a volume in use ready")
 	write("after the snapshot!")
 	if got := k(t, "-n", ns, "exec", "writer", "--", "bash", "-c", read); got != "after the snapshot!" {
 		t.Fatalf("the writer reads %q back, want the second pattern", got)
@@ -302,10 +304,10 @@ spec:
 	out := waitPodDone(t, ns, "restored-reader", clientTimeout)
 	mustContain(t, out, "size: 104857600")
 	mustContain(t, out, "read: before the snapshot\n")
-	sw.lap("restored claim read the snapshot's data")
+	sw.Lap("restored claim read the snapshot's data")
 
 	// Delete: the deletion pod removes the copy, and the content goes.
 	deleteSnapshotAndCopy(t, ns, "snap", content, node, img)
-	sw.lap("Delete snapshot deleted, copy removed")
+	sw.Lap("Delete snapshot deleted, copy removed")
 	k(t, "-n", ns, "delete", "pod", "--all", "--wait=true")
 }

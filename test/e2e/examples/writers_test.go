@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // Clients that write a numbered, fsync'ed line (or sector) every 0.2 s, and
@@ -93,7 +95,7 @@ func startWriters(t *testing.T, ns, claim string) (containerIDs map[string]strin
 	containerIDs = map[string]string{}
 	for name := range propagation {
 		waitPodReady(t, ns, name)
-		eventually(t, time.Minute, name+" to write", func() (bool, string) {
+		framework.Eventually(t, time.Minute, name+" to write", func() (bool, string) {
 			ok := acknowledged(t, ns, name)
 			return len(ok) >= 5, fmt.Sprintf("%d lines acknowledged", len(ok))
 		})
@@ -124,11 +126,11 @@ func killDaemonsAndWaitRecovered(t *testing.T, ns string, writers map[string]str
 		killed[name] = ok[len(ok)-1]
 	}
 	for name := range writers {
-		eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on "+name, func() (bool, string) {
+		framework.Eventually(t, 3*time.Minute, "VolumeLost and VolumeRecovered Events on "+name, func() (bool, string) {
 			out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
 			return strings.Contains(out, "VolumeLost") && strings.Contains(out, "VolumeRecovered"), out
 		})
-		eventually(t, time.Minute, name+" to write again", func() (bool, string) {
+		framework.Eventually(t, time.Minute, name+" to write again", func() (bool, string) {
 			ok := acknowledged(t, ns, name)
 			return ok[len(ok)-1] > killed[name]+5, fmt.Sprintf("last acknowledged line %d, %d at the kill", ok[len(ok)-1], killed[name])
 		})
@@ -253,7 +255,7 @@ func startOwnNamespaceReader(t *testing.T, ns, name, claim string) {
 	t.Helper()
 	applyStdin(t, ns, ownNamespaceReader(name, claim))
 	waitPodReady(t, ns, name)
-	eventually(t, time.Minute, name+" to bind its volume in its own namespace", func() (bool, string) {
+	framework.Eventually(t, time.Minute, name+" to bind its volume in its own namespace", func() (bool, string) {
 		logs := kq("-n", ns, "logs", name)
 		return strings.Contains(logs, "rebound"), logs
 	})
@@ -266,12 +268,12 @@ func startOwnNamespaceReader(t *testing.T, ns, name, claim string) {
 // tries every 0.5 s, so it had its chance with the new mount.
 func checkOwnNamespaceReader(t *testing.T, ns, name, done string) {
 	t.Helper()
-	eventually(t, 3*time.Minute, "VolumeNotReplaced and "+done+" Events on "+name, func() (bool, string) {
+	framework.Eventually(t, 3*time.Minute, "VolumeNotReplaced and "+done+" Events on "+name, func() (bool, string) {
 		out := kq("-n", ns, "get", "events", "--field-selector", "involvedObject.name="+name, "-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`)
 		return strings.Contains(out, "VolumeNotReplaced") && strings.Contains(out, done), out
 	})
 	tries := strings.Count(kq("-n", ns, "logs", name), "try")
-	eventually(t, time.Minute, name+" to try again after the replacement", func() (bool, string) {
+	framework.Eventually(t, time.Minute, name+" to try again after the replacement", func() (bool, string) {
 		n := strings.Count(kq("-n", ns, "logs", name), "try")
 		return n >= tries+2, fmt.Sprintf("%d tries, %d at the Events", n, tries) // one whole try after them
 	})

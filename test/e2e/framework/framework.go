@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,32 @@ func Kubectl(ctx context.Context, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// KubectlManifest is Kubectl with manifest (if not empty) written to a
+// file that takes the place of each argument "-" (as in "apply -f -").
+func KubectlManifest(ctx context.Context, manifest string, args ...string) (string, error) {
+	if manifest != "" {
+		f, err := os.CreateTemp("", "manifest-*.yaml")
+		if err != nil {
+			return "", err
+		}
+		defer os.Remove(f.Name())
+		if _, err := f.WriteString(manifest); err != nil {
+			f.Close()
+			return "", err
+		}
+		if err := f.Close(); err != nil {
+			return "", err
+		}
+		args = slices.Clone(args)
+		for i, a := range args {
+			if a == "-" {
+				args[i] = f.Name()
+			}
+		}
+	}
+	return Kubectl(ctx, args...)
 }
 
 // RepoRoot finds the repository root (the directory holding PaV's go.mod) from

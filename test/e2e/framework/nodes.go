@@ -69,3 +69,31 @@ func (f *Framework) HostNode() string {
 	}
 	return node
 }
+
+// KubeletRootLabel marks the local cluster's nodes whose kubelet root is not
+// the default; its taint keeps other pods off them (hack/cluster/lib.sh).
+const KubeletRootLabel = "pav-cluster.local/kubelet-root"
+
+// ClientPodManifest is a pav-test pod on node (tolerating KubeletRootLabel's
+// taint) running script with claim at /data.
+func ClientPodManifest(name, claim, node string, restart corev1.RestartPolicy, script string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  restartPolicy: %s
+  terminationGracePeriodSeconds: 0
+  nodeSelector: {kubernetes.io/hostname: %s}
+  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+  containers:
+    - name: client
+      image: pav-test:latest
+      imagePullPolicy: IfNotPresent
+      command: [/bin/sh, -c, %q]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %s}
+`, name, restart, node, KubeletRootLabel, script, claim)
+}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"testing"
+	"time"
 )
 
 // NearestRank is the q-quantile (0 < q <= 1) of sorted samples by nearest
@@ -31,4 +33,22 @@ func WriteOutput(dir, name string, data []byte) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// Stopwatch logs how long each step of a test took, and the total.
+type Stopwatch struct {
+	t           testing.TB
+	start, last time.Time
+}
+
+func NewStopwatch(t testing.TB) *Stopwatch {
+	now := time.Now()
+	return &Stopwatch{t: t, start: now, last: now}
+}
+
+// Lap logs the time since the last lap (or the start) as step's.
+func (s *Stopwatch) Lap(step string) {
+	now := time.Now()
+	s.t.Logf("timing: %-40s %6.2fs (total %6.2fs)", step, now.Sub(s.last).Seconds(), now.Sub(s.start).Seconds())
+	s.last = now
 }

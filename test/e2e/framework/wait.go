@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -170,4 +171,25 @@ func WaitForServiceAccount(ctx context.Context, c kubernetes.Interface, ns, name
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return nil
+}
+
+// Eventually polls cond every 500 ms until it holds, failing t once timeout
+// has passed; cond's state (the last one not empty) says where it stood.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if state != "" {
+			last = state
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s (last state: %s)", timeout, what, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -30,28 +30,18 @@ const (
 	provisioner = "helm-e2e"
 	crd         = "pavprovisioners.pav.albertofaria.github.io"
 	// the local cluster's nodes with another kubelet root (hack/cluster/lib.sh)
-	poolLabel = "pav-cluster.local/kubelet-root"
+	poolLabel = framework.KubeletRootLabel
 	poolValue = "k0s"
 	poolRoot  = "/var/lib/k0s/kubelet"
 )
 
-// kubectl runs kubectl (framework.Kubectl); stdin, if not empty, is the manifest of "-f -".
-func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
+// kubectl runs kubectl with manifest as "-" (framework.KubectlManifest),
+// for at most 4 minutes.
+func kubectl(t *testing.T, manifest string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if stdin != "" {
-		f := filepath.Join(t.TempDir(), "manifest.yaml")
-		if err := os.WriteFile(f, []byte(stdin), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f
-			}
-		}
-	}
-	return framework.Kubectl(ctx, args...)
+	return framework.KubectlManifest(ctx, manifest, args...)
 }
 
 func k(t *testing.T, args ...string) string {
@@ -80,22 +70,6 @@ func apply(t *testing.T, ns, manifest string) {
 	}
 }
 
-// eventually polls cond every second until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, state)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // helm runs the helm binary of PAV_HELM against the cluster.
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
@@ -116,16 +90,6 @@ func helmErr(args ...string) (string, error) {
 		return string(out), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
-}
-
-type stopwatch struct {
-	t     *testing.T
-	start time.Time
-}
-
-func (s *stopwatch) lap(what string) {
-	s.t.Logf("%6.1fs %s", time.Since(s.start).Seconds(), what)
-	s.start = time.Now()
 }
 
 // nodes returns the cluster's nodes with the default kubelet root and those of
@@ -209,29 +173,6 @@ spec:
 `, name)
 }
 
-// client is a pod on node with claim at /data running script.
-func client(name, claim, node, restart, script string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-spec:
-  restartPolicy: %s
-  terminationGracePeriodSeconds: 0
-  nodeSelector: {kubernetes.io/hostname: %s}
-  tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
-  containers:
-    - name: client
-      image: pav-test:latest
-      imagePullPolicy: IfNotPresent
-      command: [/bin/sh, -c, %q]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %s}
-`, name, restart, node, poolLabel, script, claim)
-}
-
 // clusterScoped are the cluster-scoped objects of the chart but its CRD, as
 // kubectl names them: those of deployment.yaml (the chart's default
 // rendering) that have no namespace, but the Namespace and the CRD.
@@ -275,7 +216,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw := &stopwatch{t: t, start: time.Now()}
+	sw := framework.NewStopwatch(t)
 	checkNotInstalled(t)
 	defNodes, poolNodes := nodes(t)
 	if len(defNodes) == 0 {
@@ -312,7 +253,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("helm install's notes do not say %q:\n%s", want, out)
 	}
 	rolledOut(t, len(poolNodes) > 0)
-	sw.lap("helm install")
+	sw.Lap("helm install")
 	if got := kq(t, "get", "crd", crd, "-o", "name"); got == "" {
 		t.Fatal("helm install did not create the CRD of charts/pav/crds")
 	}
@@ -324,7 +265,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// ---- a provisioner, and a client on a node of each kubelet root using a volume
 	apply(t, "", provisionerYAML)
 	t.Cleanup(func() { kq(t, "delete", "storageclass", provisioner, "--ignore-not-found") })
-	eventually(t, time.Minute, "PavProvisioner "+provisioner+" to be Ready", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "PavProvisioner "+provisioner+" to be Ready", func() (bool, string) {
 		s := kq(t, "get", "pavprovisioner", provisioner, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return s == "True", "Ready=" + s
 	})
@@ -336,7 +277,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	for i, n := range clientNodes {
 		c := fmt.Sprintf("data%d", i)
-		apply(t, ns, claim(c)+"---\n"+client("client"+fmt.Sprint(i), c, n, "Always",
+		apply(t, ns, claim(c)+"---\n"+framework.ClientPodManifest("client"+fmt.Sprint(i), c, n, "Always",
 			"echo before > /data/file && while :; do sleep 1; done"))
 	}
 	inPod := func(pod, script string) string {
@@ -353,7 +294,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Fatalf("client%d read %q", i, got)
 		}
 	}
-	sw.lap(fmt.Sprintf("volumes in use on %v", clientNodes))
+	sw.Lap(fmt.Sprintf("volumes in use on %v", clientNodes))
 
 	// ---- helm upgrade: more controller replicas and new memory limits, which
 	// replace every pod of PaV while the volumes are in use
@@ -362,11 +303,11 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		"--set", "controller.replicas=3,controller.resources.limits.memory=320Mi,node.resources.limits.memory=300Mi",
 		"--wait", "--timeout=5m")
 	rolledOut(t, len(poolNodes) > 0)
-	sw.lap("helm upgrade")
+	sw.Lap("helm upgrade")
 	if r := kq(t, "-n", namespace, "get", "deployment", "controller-agent", "-o", "jsonpath={.status.readyReplicas}"); r != "3" {
 		t.Fatalf("controller-agent has %s ready replicas after the upgrade, want 3", r)
 	}
-	eventually(t, 2*time.Minute, "the old pods of PaV to be gone", upgraded(t, append(ctlBefore, nodeBefore...), len(want)))
+	framework.Eventually(t, 2*time.Minute, "the old pods of PaV to be gone", upgraded(t, append(ctlBefore, nodeBefore...), len(want)))
 	t.Logf("PaV's pods after the upgrade (name, node, UID, memory limit, --kubelet-dir):\n%s\n%s",
 		strings.Join(podsOf(t, "controller-agent"), "\n"), strings.Join(podsOf(t, "node-agent"), "\n"))
 
@@ -378,7 +319,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	for i, n := range clientNodes {
 		c := fmt.Sprintf("new%d", i)
-		apply(t, ns, claim(c)+"---\n"+client("writer"+fmt.Sprint(i), c, n, "Never",
+		apply(t, ns, claim(c)+"---\n"+framework.ClientPodManifest("writer"+fmt.Sprint(i), c, n, "Never",
 			"echo new > /data/file && cat /data/file"))
 	}
 	for i := range clientNodes {
@@ -387,7 +328,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Fatalf("writer%d read %q", i, got)
 		}
 	}
-	sw.lap("volumes in use still work; new claims provisioned and used")
+	sw.Lap("volumes in use still work; new claims provisioned and used")
 
 	// ---- delete what used PaV, then uninstall the release
 	var pvs []string
@@ -401,19 +342,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	k(t, "delete", "pavprovisioner", provisioner, "--wait=true", "--timeout=120s")
 	k(t, "delete", "storageclass", provisioner)
-	eventually(t, time.Minute, "CSIDriver "+provisioner+" and its registrations to go", func() (bool, string) {
+	framework.Eventually(t, time.Minute, "CSIDriver "+provisioner+" and its registrations to go", func() (bool, string) {
 		d := kq(t, "get", "csidriver", provisioner, "--ignore-not-found", "-o", "name")
 		r := kq(t, "get", "csinodes", "-o", "jsonpath={.items[*].spec.drivers[*].name}")
 		return d == "" && !strings.Contains(r, provisioner), "csidriver " + d + ", CSINode drivers " + r
 	})
-	sw.lap("claims and provisioner deleted")
+	sw.Lap("claims and provisioner deleted")
 
 	helm(t, "uninstall", release, "-n", namespace, "--wait", "--timeout=3m")
-	eventually(t, 2*time.Minute, "PaV's pods to go", func() (bool, string) {
+	framework.Eventually(t, 2*time.Minute, "PaV's pods to go", func() (bool, string) {
 		p := kq(t, "-n", namespace, "get", "pods", "-o", "name")
 		return p == "", p
 	})
-	sw.lap("helm uninstall")
+	sw.Lap("helm uninstall")
 	checkUninstalled(t, sw)
 }
 
@@ -510,7 +451,7 @@ func upgraded(t *testing.T, before []string, nodes int) func() (bool, string) {
 
 // checkUninstalled checks that the uninstalled release left only what the
 // README says, then deletes that by hand as the README says.
-func checkUninstalled(t *testing.T, sw *stopwatch) {
+func checkUninstalled(t *testing.T, sw *framework.Stopwatch) {
 	t.Helper()
 	if out := helm(t, "list", "-n", namespace, "-q"); strings.TrimSpace(out) != "" {
 		t.Fatalf("helm list after the uninstall: %s", out)
@@ -540,7 +481,7 @@ func checkUninstalled(t *testing.T, sw *stopwatch) {
 	// as the README says: the CRD and the namespace by hand
 	k(t, "delete", "crd", crd, "--wait=true", "--timeout=120s")
 	k(t, "delete", "namespace", namespace, "--wait=true", "--timeout=180s")
-	sw.lap("CRD and namespace deleted")
+	sw.Lap("CRD and namespace deleted")
 	for _, o := range []string{"crd/" + crd, "namespace/" + namespace} {
 		if got := kq(t, "get", o, "--ignore-not-found", "-o", "name"); got != "" {
 			t.Errorf("%s is left", got)
