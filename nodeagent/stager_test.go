@@ -187,6 +187,29 @@ func (f *stagerFixture) waitForPod(phase protocol.Phase) *corev1.Pod {
 	return nil
 }
 
+// waitForPodOrFailure waits for a pod of phase, or for done to report a
+// failure first (nil then); done succeeding first is fatal.
+func (f *stagerFixture) waitForPodOrFailure(phase protocol.Phase, done <-chan error) *corev1.Pod {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, p := range f.pods() {
+			if p.Labels[protocol.LabelPhase] == string(phase) {
+				return &p
+			}
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				f.t.Fatalf("succeeded without a %s pod", phase)
+			}
+			return nil
+		default:
+		}
+	}
+	f.t.Fatalf("no %s pod appeared", phase)
+	return nil
+}
+
 func (f *stagerFixture) setPhase(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32) {
 	f.t.Helper()
 	pod = pod.DeepCopy()
@@ -317,8 +340,17 @@ func TestFailedUnstagingPodIsRetried(t *testing.T) {
 		t.Fatalf("%d staging pods holding their finalizer after the failed unstaging: want its record kept", staging)
 	}
 
-	done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
-	again := f.waitForPod(protocol.PhaseUnstaging)
+	// Kubelet retries. The node plugin's pod cache may still hold the failed
+	// pod when the first retry comes, which then reports that failure again
+	// (and removes the pod): retry as kubelet does until one runs a new pod.
+	var again *corev1.Pod
+	for attempt := 1; again == nil; attempt++ {
+		if attempt > 5 {
+			t.Fatal("5 retried unpublishes ran no new unstaging pod")
+		}
+		done = async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
+		again = f.waitForPodOrFailure(protocol.PhaseUnstaging, done)
+	}
 	f.setPhase(again, corev1.PodSucceeded, 0)
 	if err := <-done; err != nil {
 		t.Fatalf("retried unpublish: %v", err)
