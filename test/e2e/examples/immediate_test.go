@@ -11,6 +11,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/albertofaria/pav/protocol"
+	"github.com/albertofaria/pav/test/e2e/framework"
 )
 
 // TestHostDirectoryImmediateBinding: host-directory, topology-aware, with
@@ -20,7 +21,7 @@ import (
 // allowedTopologies the node is not the one whose taint keeps pods away.
 func TestHostDirectoryImmediateBinding(t *testing.T) {
 	nodes := threeNodes(t)
-	sw := newStopwatch(t)
+	sw := framework.NewStopwatch(t)
 	installProvisioner(t, example("host-directory", "provisioner.yaml"), "host-directory")
 	ns := newNamespace(t)
 	allowed, anywhere := "hd-immediate-"+utilrand.String(5), "hd-immediate-any-"+utilrand.String(5)
@@ -45,12 +46,12 @@ volumeBindingMode: Immediate
 	}
 	applyStdin(t, ns, claim("pinned", allowed)+"---\n"+claim("free", anywhere))
 	for _, c := range []string{"pinned", "free"} {
-		eventually(t, 2*time.Minute, "claim "+c+" bound before any pod uses it", func() (bool, string) {
+		framework.Eventually(t, 2*time.Minute, "claim "+c+" bound before any pod uses it", func() (bool, string) {
 			phase := kq("-n", ns, "get", "pvc", c, "-o", "jsonpath={.status.phase}")
 			return phase == "Bound", "phase " + phase
 		})
 	}
-	sw.lap("both claims bound without a pod")
+	sw.Lap("both claims bound without a pod")
 	nodeOf := func(c string) string {
 		pv := pvOf(t, ns, c)
 		n, _ := field(pv, "metadata", "annotations", protocol.AnnotationSelectedNode).(string)
@@ -63,12 +64,12 @@ volumeBindingMode: Immediate
 		t.Errorf("claim without allowedTopologies: volume on node %q, want an untainted one (%s or %s)", n, nodes.first, nodes.second)
 	}
 	// A client pinned nowhere (and not tolerating node 3's taint) runs on the volume's node.
-	pod := clientPod("immediate-client", "pinned", "", `echo "written by $(hostname)" > /data/hello && cat /data/hello`)
+	pod := framework.ClientPodManifest("immediate-client", "pinned", "", "Never", `echo "written by $(hostname)" > /data/hello && cat /data/hello`)
 	pod = strings.Replace(pod, "  nodeSelector: {kubernetes.io/hostname: }\n", "", 1)
 	applyStdin(t, ns, pod)
 	mustContain(t, waitPodDone(t, ns, "immediate-client", clientTimeout), "written by")
 	if n := podNode(t, ns, "immediate-client"); n != nodes.second {
 		t.Errorf("the client ran on %s, not on the volume's node %s", n, nodes.second)
 	}
-	sw.lap("client ran on the chosen node")
+	sw.Lap("client ran on the chosen node")
 }
