@@ -65,6 +65,9 @@ func pythonRepr(value any) string {
 }
 
 func stringifyFilterValue(value *exec.Value) string {
+	if value != nil && value.IsUndefined() { // PaV: str(Undefined) is ""
+		return ""
+	}
 	if value == nil || value.IsNil() {
 		return "None"
 	}
@@ -72,6 +75,9 @@ func stringifyFilterValue(value *exec.Value) string {
 }
 
 func escapeFilterValue(value *exec.Value) string {
+	if value != nil && value.IsUndefined() { // PaV: str(Undefined) is ""
+		return ""
+	}
 	if value == nil || value.IsNil() {
 		return "None"
 	}
