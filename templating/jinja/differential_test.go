@@ -191,7 +191,6 @@ var pendingDivergences = []struct {
 	{"the test test on a non-string", re(`is (not )?test`)},
 	{"sort of mixed types", re(`sort`)},
 	{"errors in select and reject's tests", re(`select\(|reject\(`)},
-	{"urlize does not escape", re(`urlize`)},
 	{"call blocks on a macro that never calls caller", re(`call`)},
 }
 

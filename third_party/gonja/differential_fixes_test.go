@@ -17,9 +17,28 @@ func TestItemOfNonSequenceIsUndefined(t *testing.T) {
 // undefined, Markup stays Markup (upstream: None, a plain string).
 func TestUndefinedItemsStayUndefined(t *testing.T) {
 	checkJinja(t, map[string]string{
-		"{{ [1, [1][5], 2]|join(',') }}":                                                                  "1,,2",
+		"{{ [1, [1][5], 2]|join(',') }}":                                                                   "1,,2",
 		"{% macro m() %}{{ varargs|join(',') }}{% endmacro %}{{ m([1][5], 2) }}":                           ",2",
 		"{% macro m() %}{{ varargs[0] is defined }}{{ kwargs.a is defined }}{% endmacro %}{{ m(u, a=u) }}": "FalseFalse",
 		"{% macro m() %}{{ kwargs.a }}{{ varargs|length }}{% endmacro %}{{ m(1, a=2) }}":                   "21",
 	}, nil)
+}
+
+// urlize escapes its text and links what Jinja's urlize links, with the
+// sandbox's rel="noopener" (upstream escaped nothing but the links and
+// linked any word with a dot).
+func TestUrlizeAsJinja(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '<b>x</b> http://a.b/?x=1&y=<2>'|urlize }}": "&lt;b&gt;x&lt;/b&gt; http://a.b/?x=1&amp;y=&lt;2&gt;",
+		"{{ 'see (www.example.com), or http://example.com/a_(b). mail bob@ex.com!'|urlize }}": `see (<a href="https://www.example.com" rel="noopener">www.example.com</a>), or ` +
+			`<a href="http://example.com/a_(b)" rel="noopener">http://example.com/a_(b)</a>. mail bob@ex.com!`,
+		"{{ 'mailto:a@b.cd x@y @a@b a:b@c.de'|urlize(nofollow=true, target='_blank') }}": `<a href="mailto:a@b.cd">a@b.cd</a> x@y @a@b a:b@c.de`,
+		"{{ 'https://verylongdomain.example.org/path'|urlize(10, rel='x y') }}":          `<a href="https://verylongdomain.example.org/path" rel="noopener x y">https://ve...</a>`,
+		"{{ 'ftp://x.y/z ftp:'|urlize(extra_schemes=['ftp:']) }}":                        `<a href="ftp://x.y/z" rel="noopener">ftp://x.y/z</a> ftp:`,
+		"{{ 'é.com http://1.2.3.4:80/x WWW.A.COM' | urlize }}": `é.com <a href="http://1.2.3.4:80/x" rel="noopener">http://1.2.3.4:80/x</a> ` +
+			`<a href="https://WWW.A.COM" rel="noopener">WWW.A.COM</a>`,
+		"{{ '&lt;http://a.io&gt;'|safe|urlize }}|{{ 5|urlize }}|{{ none|urlize }}": `&lt;<a href="http://a.io" rel="noopener">http://a.io</a>&gt;|5|None`,
+		"{{ 'a\u00a0http://a.io\x1c b'|urlize(-3) }}":                              "a\u00a0<a href=\"http://a.io\" rel=\"noopener\">http://a...</a>\x1c b",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ 'x'|urlize(extra_schemes=['1']) }}": "'1' is not a valid URI scheme prefix."})
 }

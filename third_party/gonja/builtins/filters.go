@@ -20,6 +20,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/utils"
 )
 
 // Filters export all builtin filters
@@ -1559,80 +1560,35 @@ func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *e
 	}
 }
 
-var (
-	filterURLizeEmailRegexp  = regexp.MustCompile(`^[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}$`)
-	filterURLizeDomainRegexp = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*\.[A-Za-z]{2,}[A-Za-z0-9./_-]*$`)
-)
-
-func filterUrlizeHelper(input string, trimURLLimit int, rel string, target string, extraSchemes []string) (string, error) {
-	parts := strings.Split(input, " ")
-	for idx, part := range parts {
-		link, ok := urlizeToken(part, trimURLLimit, rel, target, extraSchemes)
-		if ok {
-			parts[idx] = link
-		}
-	}
-	return strings.Join(parts, " "), nil
-}
-
 func filterUrlize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
 	var (
-		trimURLLimitArgument *exec.Value
-		nofollow             bool
-		target               *exec.Value
-		rel                  *exec.Value
-		extraSchemesArgument *exec.Value
+		trimURLLimit *exec.Value
+		nofollow     bool
+		target       *exec.Value
+		rel          *exec.Value
+		extraSchemes *exec.Value
 	)
 	if err := params.Take(
-		exec.KeywordArgument("trim_url_limit", exec.AsValue(nil), takeValueArgument(&trimURLLimitArgument)),
+		exec.KeywordArgument("trim_url_limit", exec.AsValue(nil), takeValueArgument(&trimURLLimit)),
 		exec.KeywordArgument("nofollow", exec.AsValue(false), takeBoolArgument(&nofollow)),
 		exec.KeywordArgument("target", exec.AsValue(nil), takeValueArgument(&target)),
 		exec.KeywordArgument("rel", exec.AsValue(nil), takeValueArgument(&rel)),
-		exec.KeywordArgument("extra_schemes", exec.AsValue(nil), takeValueArgument(&extraSchemesArgument)),
+		exec.KeywordArgument("extra_schemes", exec.AsValue(nil), takeValueArgument(&extraSchemes)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	trimURLLimit := -1
-	if trimURLLimitArgument.IsInteger() {
-		trimURLLimit = trimURLLimitArgument.Integer()
-	}
-	extraSchemes := make([]string, 0)
-	if !extraSchemesArgument.IsNil() {
-		if !extraSchemesArgument.IsList() {
-			return exec.AsValue(errors.New("extra_schemes must be a list"))
-		}
-		for i := 0; i < extraSchemesArgument.Len(); i++ {
-			item := extraSchemesArgument.Index(i)
-			if !item.IsString() {
-				return exec.AsValue(errors.New("extra_schemes must contain strings"))
-			}
-			extraSchemes = append(extraSchemes, item.String())
-		}
-	}
-
-	relValue := ""
-	if rel.IsNil() {
-		relValue = "noopener"
-	} else {
-		relValue = rel.String()
-	}
-	if nofollow {
-		parts := []string{}
-		if relValue != "" {
-			parts = append(parts, relValue)
-		}
-		parts = append(parts, "nofollow")
-		relValue = strings.Join(parts, " ")
-	}
-
-	s, err := filterUrlizeHelper(in.String(), trimURLLimit, relValue, target.String(), extraSchemes)
+	opts, err := urlizeOptions(trimURLLimit, nofollow, target, rel, extraSchemes)
 	if err != nil {
 		return exec.AsValue(err)
 	}
-
+	text := softStr(in)
+	if !in.Safe {
+		text = utils.Escape(text)
+	}
+	s := jinjaUrlize(text, opts)
 	if e.Config.AutoEscape {
 		return exec.AsSafeValue(s)
 	}
