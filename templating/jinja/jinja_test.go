@@ -109,7 +109,6 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	"diff-list-plus-tuple":   {pending: "list + tuple"},
 	"diff-int-dict-keys":     {pending: "mappings with non-string keys"},
 	"diff-sort-list-and-int": {pending: "sort of mixed types"},
-	"diff-select-test-error": {pending: "errors in select and reject's tests"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of

@@ -42,3 +42,18 @@ func TestUrlizeAsJinja(t *testing.T) {
 	}, nil)
 	checkJinjaFails(t, map[string]string{"{{ 'x'|urlize(extra_schemes=['1']) }}": "'1' is not a valid URI scheme prefix."})
 }
+
+// An error in the test select, reject, selectattr or rejectattr asks of an
+// item fails the rendering, as Jinja's exception does (upstream: the item
+// failed the test).
+func TestSelectTestErrorsFail(t *testing.T) {
+	checkJinjaFails(t, map[string]string{
+		"{{ [[1]]|select('odd')|list|length }}":                     "unsupported operand type(s) for %: 'list' and 'int'",
+		"{{ [1, 'a']|reject('divisibleby', 2)|list|length }}":       "not all arguments converted",
+		"{{ [{'a': 'x'}]|selectattr('a', 'even')|list|length }}":    "not all arguments converted",
+		"{{ [{'a': 'x'}]|rejectattr('a', 'lt', 1)|list|length }}":   "'<' not supported",
+		"{{ ([[1]]|select('odd')|list|length) is defined }}":        "unsupported operand",
+		"{{ [[1]]|reject('odd')|list|default('swallowed', true) }}": "unsupported operand",
+	})
+	checkJinja(t, map[string]string{"{{ [1, 2, 3]|select('odd')|join }}|{{ [1, 2, 3]|reject('odd')|join }}": "13|2"}, nil)
+}

@@ -917,11 +917,11 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	var test func(*exec.Value) bool
+	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
-		test = func(in *exec.Value) bool {
-			return in.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return in.IsTrue(), nil
 		}
 	} else {
 		name := params.First().String()
@@ -929,21 +929,27 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			Args:   params.Args[1:],
 			KwArgs: params.KwArgs,
 		}
-		test = func(in *exec.Value) bool {
-			out := e.ExecuteTestByName(name, in, testParams)
-			return out.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return selectTest(e, name, in, testParams)
 		}
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if !test(key) {
+		matched, err := test(key)
+		if err != nil {
+			failed = err
+			return false
+		}
+		if !matched {
 			out = append(out, key.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -966,25 +972,29 @@ func filterRejectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
 		attr, _ := resolveAttributeValue(item, attribute, nil)
-		keep := false
-		if name == "" {
-			keep = !attr.IsTrue()
-		} else {
-			keep = !e.ExecuteTestByName(name, attr, testParams).IsTrue()
+		matched := attr.IsTrue()
+		if name != "" {
+			var err *exec.Value
+			if matched, err = selectTest(e, name, attr, testParams); err != nil {
+				failed = err
+				return false
+			}
 		}
-		if keep {
+		if !matched {
 			out = append(out, item.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -1097,11 +1107,11 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	var test func(*exec.Value) bool
+	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
-		test = func(in *exec.Value) bool {
-			return in.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return in.IsTrue(), nil
 		}
 	} else {
 		name := params.First().String()
@@ -1109,21 +1119,27 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			Args:   params.Args[1:],
 			KwArgs: params.KwArgs,
 		}
-		test = func(in *exec.Value) bool {
-			out := e.ExecuteTestByName(name, in, testParams)
-			return out.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return selectTest(e, name, in, testParams)
 		}
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if test(key) {
+		matched, err := test(key)
+		if err != nil {
+			failed = err
+			return false
+		}
+		if matched {
 			out = append(out, key.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -1725,25 +1741,29 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
 		attr, _ := resolveAttributeValue(item, attribute, nil)
-		matched := false
-		if name == "" {
-			matched = attr.IsTrue()
-		} else {
-			matched = e.ExecuteTestByName(name, attr, testParams).IsTrue()
+		matched := attr.IsTrue()
+		if name != "" {
+			var err *exec.Value
+			if matched, err = selectTest(e, name, attr, testParams); err != nil {
+				failed = err
+				return false
+			}
 		}
 		if matched {
 			out = append(out, item.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 

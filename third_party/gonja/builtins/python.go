@@ -381,6 +381,17 @@ func filterSelectChecked(name string, f exec.FilterFunction) exec.FilterFunction
 	}
 }
 
+// selectTest is the test select, reject, selectattr or rejectattr asks of
+// an item; its error ends the rendering, as Jinja's exception does (PaV:
+// gonja took it for false).
+func selectTest(e *exec.Evaluator, name string, item *exec.Value, params *exec.VarArgs) (bool, *exec.Value) {
+	out := e.ExecuteTestByName(name, item, params)
+	if out.IsError() {
+		return false, e.Raise(out)
+	}
+	return out.IsTrue(), nil
+}
+
 // testPySequence is Jinja's sequence test: anything with a length and items,
 // so strings and mappings too (gonja's accepts only lists).
 func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
