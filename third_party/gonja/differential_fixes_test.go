@@ -57,3 +57,16 @@ func TestSelectTestErrorsFail(t *testing.T) {
 	})
 	checkJinja(t, map[string]string{"{{ [1, 2, 3]|select('odd')|join }}|{{ [1, 2, 3]|reject('odd')|join }}": "13|2"}, nil)
 }
+
+// The tests `test` and `filter` look their operand up as Jinja's dict
+// lookup does: a list or a dict is unhashable (upstream: false).
+func TestTestTestOfUnhashable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 5 is test }}|{{ none is test }}|{{ nosuch is test }}|{{ 'odd' is test }}|{{ 'upper' is filter }}": "False|False|False|True|True",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [] is test }}":           "unhashable type: 'list'",
+		"{{ {} is not filter }}":     "unhashable type: 'dict'",
+		"{{ [[1]]|select('test') }}": "unhashable type: 'list'",
+	})
+}

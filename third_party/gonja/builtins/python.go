@@ -402,19 +402,32 @@ func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, e
 }
 
 // testPyFilter and testPyTest are Jinja's `filter` and `test` tests: whether a
-// filter (test) of that name exists.
+// filter (test) of that name exists. Jinja looks the value up in a dict, so
+// a list or a dict is Python's "unhashable type" (PaV).
 func testPyFilter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-	if in.IsError() {
-		return false, in.Interface().(error)
+	if err := hashable(e, in); err != nil {
+		return false, err
 	}
 	return in.IsString() && e.Environment.Filters.Exists(in.String()), nil
 }
 
 func testPyTest(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-	if in.IsError() {
-		return false, in.Interface().(error)
+	if err := hashable(e, in); err != nil {
+		return false, err
 	}
 	return in.IsString() && e.Environment.Tests.Exists(in.String()), nil
+}
+
+func hashable(e *exec.Evaluator, in *exec.Value) error {
+	switch {
+	case in.IsError():
+		return in.Interface().(error)
+	case in.IsList() || in.IsDict():
+		err := fmt.Errorf("unhashable type: '%s'", exec.PyType(in))
+		e.Raise(err)
+		return err
+	}
+	return nil
 }
 
 // testOrder is Jinja's lt/le/gt/ge test: Python's comparison (gonja's
