@@ -70,3 +70,12 @@ func TestTestTestOfUnhashable(t *testing.T) {
 		"{{ [[1]]|select('test') }}": "unhashable type: 'list'",
 	})
 }
+
+// startswith and endswith check a tuple's items' types as they come to
+// them, as Python: ('a', 1) matches 'abc' (upstream: an error).
+func TestAffixTupleCheckedLazily(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'abc'.startswith(('a', 1)) }}|{{ 'abc'.endswith(('x', 'c'), 5) }}|{{ ''.startswith('', 0) }}": "True|False|True",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ 'abc'.startswith(('x', 1)) }}": "tuple for startswith must only contain str, not int"})
+}
