@@ -79,3 +79,16 @@ func TestAffixTupleCheckedLazily(t *testing.T) {
 	}, nil)
 	checkJinjaFails(t, map[string]string{"{{ 'abc'.startswith(('x', 1)) }}": "tuple for startswith must only contain str, not int"})
 }
+
+// A call block may pass its caller only to a macro whose body refers to
+// caller, or to kwargs (which then holds it), as in Jinja (upstream: the
+// caller was ignored).
+func TestCallBlockNeedsACaller(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro m() %}{{ kwargs|length }}{{ kwargs.caller() }}{% endmacro %}{% call m() %}y{% endcall %}":           "1y",
+		"{% macro m() %}{% if false %}{{ caller() }}{% endif %}x{% endmacro %}{% call m() %}y{% endcall %}|{{ m() }}": "x|x",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% macro m(a=1) %}x{% endmacro %}{% call m(10) %}y{% endcall %}": "macro 'm' was invoked with two values for the special caller argument",
+	})
+}

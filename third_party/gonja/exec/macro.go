@@ -165,8 +165,14 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			sub.Environment.Context.Set(node.KwArgsName, extraKwargs)
 		}
 
-		if params.caller != nil {
+		switch {
+		case params.caller == nil:
+		case node.TakesCaller:
 			sub.Environment.Context.Set("caller", params.caller)
+		case node.KwArgsName != "": // Jinja passes it in kwargs
+			extraKwargs["caller"] = params.caller
+		default:
+			return AsValue(fmt.Errorf("macro '%s' was invoked with two values for the special caller argument. This is most likely a bug.", node.Name))
 		}
 
 		err := sub.Enter(func() error { return sub.ExecuteWrapper(node.Wrapper) })
