@@ -187,7 +187,6 @@ var pendingDivergences = []struct {
 	// Found by this tester, outside that work (not fixed yet):
 	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
 	{"mappings with non-string keys", re(`\{1: `)},
-	{"sort of mixed types", re(`sort`)},
 }
 
 func re(expr string) func(string) bool { return regexp.MustCompile(expr).MatchString }

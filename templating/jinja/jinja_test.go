@@ -108,7 +108,6 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	"diff-truncate-of-int":   {pending: "filters on the wrong type"},
 	"diff-list-plus-tuple":   {pending: "list + tuple"},
 	"diff-int-dict-keys":     {pending: "mappings with non-string keys"},
-	"diff-sort-list-and-int": {pending: "sort of mixed types"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of

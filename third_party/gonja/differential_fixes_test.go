@@ -92,3 +92,16 @@ func TestCallBlockNeedsACaller(t *testing.T) {
 		"{% macro m(a=1) %}x{% endmacro %}{% call m(10) %}y{% endcall %}": "macro 'm' was invoked with two values for the special caller argument",
 	})
 }
+
+// sort of items of types Python cannot compare with each other is an error
+// (upstream: only strings with numbers).
+func TestSortOfMixedTypes(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [1, 2.5, true]|sort|length }}|{{ ['b', 'A']|sort|join }}|{{ [[2], [1, 3]]|sort|length }}|{{ [1, 'a']|sort(attribute='x')|length }}": "3|Ab|2|2",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [1, [2]]|sort|length }}":  "'<' not supported between instances of 'list' and 'int'",
+		"{{ [none, 1]|sort|length }}": "'<' not supported",
+		"{{ ['a', {}]|sort|length }}": "'<' not supported",
+	})
+}

@@ -334,29 +334,45 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	return acc
 }
 
-// filterSortChecked is gonja's sort, except that sorting strings together
-// with numbers is an error, as in Python (gonja orders them somehow).
+// filterSortChecked is gonja's sort, except that sorting items of types
+// Python cannot compare (numbers, strings, lists, none, dicts: any two of
+// them) is an error, as in Python (gonja orders them somehow).
 func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsError() {
 			return in
 		}
 		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr && in.IsList() {
-			var str, num *exec.Value
+			var first *exec.Value
 			for i := 0; i < in.Len(); i++ {
-				switch v := in.Index(i); {
-				case v.IsString():
-					str = v
-				case exec.IsNum(v):
-					num = v
+				v := in.Index(i)
+				if first == nil {
+					first = v
+				} else if sortClass(v) != sortClass(first) {
+					return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
 				}
-			}
-			if str != nil && num != nil {
-				return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of 'str' and '%s'", exec.PyType(num)))
 			}
 		}
 		return f(e, in, params)
 	}
+}
+
+// sortClass is the class of types whose values Python compares with each
+// other with '<' ("" for the others).
+func sortClass(v *exec.Value) string {
+	switch {
+	case exec.IsNum(v):
+		return "number"
+	case v.IsString():
+		return "str"
+	case v.IsList():
+		return "list"
+	case v.IsDict():
+		return "dict"
+	case v.IsNil():
+		return "none"
+	}
+	return ""
 }
 
 // filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
