@@ -187,6 +187,10 @@ var pendingDivergences = []struct {
 	// Found by this tester, outside that work (not fixed yet):
 	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
 	{"mappings with non-string keys", re(`\{1: `)},
+	// Found by a 20,000-template run of seed 2 (not fixed yet): Jinja reads
+	// `not` right after a binary operator as a name, so `'a' ~ not (x)`
+	// calls a variable named not (PaV: a syntax error).
+	{"not as a name after a binary operator", re(`(~|\+|-|\*|/|%) not \(`)},
 }
 
 func re(expr string) func(string) bool { return regexp.MustCompile(expr).MatchString }
