@@ -97,11 +97,12 @@ func TestCallBlockNeedsACaller(t *testing.T) {
 // (upstream: only strings with numbers).
 func TestSortOfMixedTypes(t *testing.T) {
 	checkJinja(t, map[string]string{
-		"{{ [1, 2.5, true]|sort|length }}|{{ ['b', 'A']|sort|join }}|{{ [[2], [1, 3]]|sort|length }}|{{ [1, 'a']|sort(attribute='x')|length }}": "3|Ab|2|2",
+		"{{ [{}, {}]|sort|length }}|{{ [1, 2.5, true]|sort|length }}|{{ ['b', 'A']|sort|join }}|{{ [[2], [1, 3]]|sort|length }}|{{ [1, 'a']|sort(attribute='x')|length }}": "2|3|Ab|2|2",
 	}, nil)
 	checkJinjaFails(t, map[string]string{
-		"{{ [1, [2]]|sort|length }}":  "'<' not supported between instances of 'list' and 'int'",
-		"{{ [none, 1]|sort|length }}": "'<' not supported",
-		"{{ ['a', {}]|sort|length }}": "'<' not supported",
+		"{{ [1, [2]]|sort|length }}":       "'<' not supported between instances of 'list' and 'int'",
+		"{{ [none, 1]|sort|length }}":      "'<' not supported",
+		"{{ ['a', {}]|sort|length }}":      "'<' not supported",
+		"{{ [{'a': 1}, {}]|sort|length }}": "'<' not supported between instances of 'dict' and 'dict'",
 	})
 }

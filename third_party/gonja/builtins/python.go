@@ -336,7 +336,8 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 
 // filterSortChecked is gonja's sort, except that sorting items of types
 // Python cannot compare (numbers, strings, lists, none, dicts: any two of
-// them) is an error, as in Python (gonja orders them somehow).
+// them), or of dicts that differ, is an error, as in Python (gonja orders
+// them somehow).
 func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsError() {
@@ -348,7 +349,7 @@ func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 				v := in.Index(i)
 				if first == nil {
 					first = v
-				} else if sortClass(v) != sortClass(first) {
+				} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
 					return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
 				}
 			}
