@@ -182,20 +182,18 @@ var pendingDivergences = []struct {
 	{"Markup's methods and filters other than upper, lower, capitalize, trim, center, reverse keep Markup (lstrip, replace, format, %, join, truncate)", re(`(\|e|escape|\|safe)\)?(\.|\|(replace|truncate|join|indent|format|wordwrap|title|urlize|striptags))| % `)},
 	{"repr of tuples and dicts", re(`\|string|pprint|!r|%r|items|dictsort|partition`)},
 	{"str.format specs and conversions, printf", re(`format|' % |%\(`)},
-	{"startswith and endswith with tuples", re(`with\(\(`)},
 	{"filter semantics: wordwrap, center, wordcount, min, max, attr, int, float, striptags, urlencode, abs, truncate, title",
 		re(`wordwrap|center|wordcount|min|max|attr|int|float|striptags|urlencode|abs|truncate|title`)},
 	// Found by this tester, outside that work (not fixed yet):
 	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
 	{"mappings with non-string keys", re(`\{1: `)},
-	{"the test test on a non-string", re(`is (not )?test`)},
-	{"sort of mixed types", re(`sort`)},
-	{"undefined items of a list print as None", re(`varargs`)},
-	{"errors in select and reject's tests", re(`select\(|reject\(`)},
-	{"urlize does not escape", re(`urlize`)},
-	{"call blocks on a macro that never calls caller", re(`call`)},
-	// Found by the 200,000-template run (seed 20261128), not fixed yet:
-	{"an item of a dict literal by a missing number ({}[0]: Jinja undefined, PaV an error)", re(`\{\}\)\[|\}\)\[\d`)},
+	// Found by a 20,000-template run of seed 2 (not fixed yet): Jinja reads
+	// `not` right after a binary operator as a name, so `'a' ~ not (x)`
+	// calls a variable named not (PaV: a syntax error).
+	{"not as a name after a binary operator", re(`(~|\+|-|\*|/|%) not \(`)},
+	// Found by 20,000-template runs of seeds 2 and 3 (not fixed yet):
+	{"unique keeps true next to 1 (Python: equal)", re(`unique`)},
+	{"join of a number (Jinja: not iterable, PaV: the number)", re(`\)\|join`)},
 }
 
 func re(expr string) func(string) bool { return regexp.MustCompile(expr).MatchString }

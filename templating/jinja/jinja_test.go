@@ -103,14 +103,11 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// Found by the differential tester and not fixed yet (its
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
-	"diff-repr-items-tuples":      {pending: "repr of tuples and dicts"},
-	"diff-abs-of-string":          {pending: "filters on the wrong type"},
-	"diff-truncate-of-int":        {pending: "filters on the wrong type"},
-	"diff-list-plus-tuple":        {pending: "list + tuple"},
-	"diff-int-dict-keys":          {pending: "mappings with non-string keys"},
-	"diff-sort-list-and-int":      {pending: "sort of mixed types"},
-	"diff-varargs-undefined-item": {pending: "undefined items of a list print as None"},
-	"diff-select-test-error":      {pending: "errors in select and reject's tests"},
+	"diff-repr-items-tuples": {pending: "repr of tuples and dicts"},
+	"diff-abs-of-string":     {pending: "filters on the wrong type"},
+	"diff-truncate-of-int":   {pending: "filters on the wrong type"},
+	"diff-list-plus-tuple":   {pending: "list + tuple"},
+	"diff-int-dict-keys":     {pending: "mappings with non-string keys"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of

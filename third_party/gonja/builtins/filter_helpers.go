@@ -65,6 +65,9 @@ func pythonRepr(value any) string {
 }
 
 func stringifyFilterValue(value *exec.Value) string {
+	if value != nil && value.IsUndefined() { // PaV: str(Undefined) is ""
+		return ""
+	}
 	if value == nil || value.IsNil() {
 		return "None"
 	}
@@ -72,6 +75,9 @@ func stringifyFilterValue(value *exec.Value) string {
 }
 
 func escapeFilterValue(value *exec.Value) string {
+	if value != nil && value.IsUndefined() { // PaV: str(Undefined) is ""
+		return ""
+	}
 	if value == nil || value.IsNil() {
 		return "None"
 	}
@@ -287,48 +293,4 @@ func urlEncodePair(item *exec.Value) (*exec.Value, *exec.Value, bool) {
 		return nil, nil, false
 	}
 	return first, second, true
-}
-
-func urlizeToken(token string, trimURLLimit int, rel string, target string, extraSchemes []string) (string, bool) {
-	lower := strings.ToLower(token)
-	switch {
-	case strings.HasPrefix(lower, "mailto:"):
-		email := token[len("mailto:"):]
-		return buildURLAnchor("mailto:"+email, trimURLTitle(email, trimURLLimit), "", target), true
-	case filterURLizeEmailRegexp.MatchString(token):
-		return buildURLAnchor("mailto:"+token, trimURLTitle(token, trimURLLimit), "", target), true
-	case strings.HasPrefix(lower, "http://"), strings.HasPrefix(lower, "https://"), hasURLScheme(lower, extraSchemes):
-		return buildURLAnchor(token, trimURLTitle(token, trimURLLimit), rel, target), true
-	case filterURLizeDomainRegexp.MatchString(token):
-		return buildURLAnchor("https://"+token, trimURLTitle(token, trimURLLimit), rel, target), true
-	default:
-		return "", false
-	}
-}
-
-func hasURLScheme(token string, schemes []string) bool {
-	for _, scheme := range schemes {
-		if strings.HasPrefix(token, strings.ToLower(scheme)) {
-			return true
-		}
-	}
-	return false
-}
-
-func trimURLTitle(title string, trimURLLimit int) string {
-	if trimURLLimit > 3 && len(title) > trimURLLimit {
-		return title[:trimURLLimit-3] + "..."
-	}
-	return title
-}
-
-func buildURLAnchor(href string, title string, rel string, target string) string {
-	var attrs strings.Builder
-	if rel != "" {
-		attrs.WriteString(fmt.Sprintf(` rel="%s"`, rel))
-	}
-	if target != "" {
-		attrs.WriteString(fmt.Sprintf(` target="%s"`, target))
-	}
-	return fmt.Sprintf(`<a href="%s"%s>%s</a>`, utils.IRIEncode(href), attrs.String(), utils.Escape(title))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/utils"
 )
 
 // Filters export all builtin filters
@@ -916,11 +917,11 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	var test func(*exec.Value) bool
+	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
-		test = func(in *exec.Value) bool {
-			return in.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return in.IsTrue(), nil
 		}
 	} else {
 		name := params.First().String()
@@ -928,21 +929,27 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			Args:   params.Args[1:],
 			KwArgs: params.KwArgs,
 		}
-		test = func(in *exec.Value) bool {
-			out := e.ExecuteTestByName(name, in, testParams)
-			return out.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return selectTest(e, name, in, testParams)
 		}
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if !test(key) {
+		matched, err := test(key)
+		if err != nil {
+			failed = err
+			return false
+		}
+		if !matched {
 			out = append(out, key.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -965,25 +972,29 @@ func filterRejectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
 		attr, _ := resolveAttributeValue(item, attribute, nil)
-		keep := false
-		if name == "" {
-			keep = !attr.IsTrue()
-		} else {
-			keep = !e.ExecuteTestByName(name, attr, testParams).IsTrue()
+		matched := attr.IsTrue()
+		if name != "" {
+			var err *exec.Value
+			if matched, err = selectTest(e, name, attr, testParams); err != nil {
+				failed = err
+				return false
+			}
 		}
-		if keep {
+		if !matched {
 			out = append(out, item.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -1096,11 +1107,11 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
-	var test func(*exec.Value) bool
+	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
-		test = func(in *exec.Value) bool {
-			return in.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return in.IsTrue(), nil
 		}
 	} else {
 		name := params.First().String()
@@ -1108,21 +1119,27 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			Args:   params.Args[1:],
 			KwArgs: params.KwArgs,
 		}
-		test = func(in *exec.Value) bool {
-			out := e.ExecuteTestByName(name, in, testParams)
-			return out.IsTrue()
+		test = func(in *exec.Value) (bool, *exec.Value) {
+			return selectTest(e, name, in, testParams)
 		}
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		if test(key) {
+		matched, err := test(key)
+		if err != nil {
+			failed = err
+			return false
+		}
+		if matched {
 			out = append(out, key.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 
@@ -1559,80 +1576,35 @@ func filterUrlencode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *e
 	}
 }
 
-var (
-	filterURLizeEmailRegexp  = regexp.MustCompile(`^[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}$`)
-	filterURLizeDomainRegexp = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*\.[A-Za-z]{2,}[A-Za-z0-9./_-]*$`)
-)
-
-func filterUrlizeHelper(input string, trimURLLimit int, rel string, target string, extraSchemes []string) (string, error) {
-	parts := strings.Split(input, " ")
-	for idx, part := range parts {
-		link, ok := urlizeToken(part, trimURLLimit, rel, target, extraSchemes)
-		if ok {
-			parts[idx] = link
-		}
-	}
-	return strings.Join(parts, " "), nil
-}
-
 func filterUrlize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
 	var (
-		trimURLLimitArgument *exec.Value
-		nofollow             bool
-		target               *exec.Value
-		rel                  *exec.Value
-		extraSchemesArgument *exec.Value
+		trimURLLimit *exec.Value
+		nofollow     bool
+		target       *exec.Value
+		rel          *exec.Value
+		extraSchemes *exec.Value
 	)
 	if err := params.Take(
-		exec.KeywordArgument("trim_url_limit", exec.AsValue(nil), takeValueArgument(&trimURLLimitArgument)),
+		exec.KeywordArgument("trim_url_limit", exec.AsValue(nil), takeValueArgument(&trimURLLimit)),
 		exec.KeywordArgument("nofollow", exec.AsValue(false), takeBoolArgument(&nofollow)),
 		exec.KeywordArgument("target", exec.AsValue(nil), takeValueArgument(&target)),
 		exec.KeywordArgument("rel", exec.AsValue(nil), takeValueArgument(&rel)),
-		exec.KeywordArgument("extra_schemes", exec.AsValue(nil), takeValueArgument(&extraSchemesArgument)),
+		exec.KeywordArgument("extra_schemes", exec.AsValue(nil), takeValueArgument(&extraSchemes)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	trimURLLimit := -1
-	if trimURLLimitArgument.IsInteger() {
-		trimURLLimit = trimURLLimitArgument.Integer()
-	}
-	extraSchemes := make([]string, 0)
-	if !extraSchemesArgument.IsNil() {
-		if !extraSchemesArgument.IsList() {
-			return exec.AsValue(errors.New("extra_schemes must be a list"))
-		}
-		for i := 0; i < extraSchemesArgument.Len(); i++ {
-			item := extraSchemesArgument.Index(i)
-			if !item.IsString() {
-				return exec.AsValue(errors.New("extra_schemes must contain strings"))
-			}
-			extraSchemes = append(extraSchemes, item.String())
-		}
-	}
-
-	relValue := ""
-	if rel.IsNil() {
-		relValue = "noopener"
-	} else {
-		relValue = rel.String()
-	}
-	if nofollow {
-		parts := []string{}
-		if relValue != "" {
-			parts = append(parts, relValue)
-		}
-		parts = append(parts, "nofollow")
-		relValue = strings.Join(parts, " ")
-	}
-
-	s, err := filterUrlizeHelper(in.String(), trimURLLimit, relValue, target.String(), extraSchemes)
+	opts, err := urlizeOptions(trimURLLimit, nofollow, target, rel, extraSchemes)
 	if err != nil {
 		return exec.AsValue(err)
 	}
-
+	text := softStr(in)
+	if !in.Safe {
+		text = utils.Escape(text)
+	}
+	s := jinjaUrlize(text, opts)
 	if e.Config.AutoEscape {
 		return exec.AsSafeValue(s)
 	}
@@ -1769,25 +1741,29 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
-
+	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
 		attr, _ := resolveAttributeValue(item, attribute, nil)
-		matched := false
-		if name == "" {
-			matched = attr.IsTrue()
-		} else {
-			matched = e.ExecuteTestByName(name, attr, testParams).IsTrue()
+		matched := attr.IsTrue()
+		if name != "" {
+			var err *exec.Value
+			if matched, err = selectTest(e, name, attr, testParams); err != nil {
+				failed = err
+				return false
+			}
 		}
 		if matched {
 			out = append(out, item.Interface())
 		}
 		return true
 	}, func() {})
-
+	if failed != nil {
+		return failed
+	}
 	return exec.AsValue(out)
 }
 

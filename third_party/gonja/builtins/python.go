@@ -334,29 +334,46 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	return acc
 }
 
-// filterSortChecked is gonja's sort, except that sorting strings together
-// with numbers is an error, as in Python (gonja orders them somehow).
+// filterSortChecked is gonja's sort, except that sorting items of types
+// Python cannot compare (numbers, strings, lists, none, dicts: any two of
+// them), or of dicts that differ, is an error, as in Python (gonja orders
+// them somehow).
 func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsError() {
 			return in
 		}
 		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr && in.IsList() {
-			var str, num *exec.Value
+			var first *exec.Value
 			for i := 0; i < in.Len(); i++ {
-				switch v := in.Index(i); {
-				case v.IsString():
-					str = v
-				case exec.IsNum(v):
-					num = v
+				v := in.Index(i)
+				if first == nil {
+					first = v
+				} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
+					return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
 				}
-			}
-			if str != nil && num != nil {
-				return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of 'str' and '%s'", exec.PyType(num)))
 			}
 		}
 		return f(e, in, params)
 	}
+}
+
+// sortClass is the class of types whose values Python compares with each
+// other with '<' ("" for the others).
+func sortClass(v *exec.Value) string {
+	switch {
+	case exec.IsNum(v):
+		return "number"
+	case v.IsString():
+		return "str"
+	case v.IsList():
+		return "list"
+	case v.IsDict():
+		return "dict"
+	case v.IsNil():
+		return "none"
+	}
+	return ""
 }
 
 // filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
@@ -381,6 +398,17 @@ func filterSelectChecked(name string, f exec.FilterFunction) exec.FilterFunction
 	}
 }
 
+// selectTest is the test select, reject, selectattr or rejectattr asks of
+// an item; its error ends the rendering, as Jinja's exception does (PaV:
+// gonja took it for false).
+func selectTest(e *exec.Evaluator, name string, item *exec.Value, params *exec.VarArgs) (bool, *exec.Value) {
+	out := e.ExecuteTestByName(name, item, params)
+	if out.IsError() {
+		return false, e.Raise(out)
+	}
+	return out.IsTrue(), nil
+}
+
 // testPySequence is Jinja's sequence test: anything with a length and items,
 // so strings and mappings too (gonja's accepts only lists).
 func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
@@ -391,19 +419,32 @@ func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, e
 }
 
 // testPyFilter and testPyTest are Jinja's `filter` and `test` tests: whether a
-// filter (test) of that name exists.
+// filter (test) of that name exists. Jinja looks the value up in a dict, so
+// a list or a dict is Python's "unhashable type" (PaV).
 func testPyFilter(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-	if in.IsError() {
-		return false, in.Interface().(error)
+	if err := hashable(e, in); err != nil {
+		return false, err
 	}
 	return in.IsString() && e.Environment.Filters.Exists(in.String()), nil
 }
 
 func testPyTest(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-	if in.IsError() {
-		return false, in.Interface().(error)
+	if err := hashable(e, in); err != nil {
+		return false, err
 	}
 	return in.IsString() && e.Environment.Tests.Exists(in.String()), nil
+}
+
+func hashable(e *exec.Evaluator, in *exec.Value) error {
+	switch {
+	case in.IsError():
+		return in.Interface().(error)
+	case in.IsList() || in.IsDict():
+		err := fmt.Errorf("unhashable type: '%s'", exec.PyType(in))
+		e.Raise(err)
+		return err
+	}
+	return nil
 }
 
 // testOrder is Jinja's lt/le/gt/ge test: Python's comparison (gonja's

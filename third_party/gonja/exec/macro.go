@@ -70,7 +70,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 		}
 
 		// --- Collect overflow positional args into *args (if declared) ---
-		var varArgsList []any
+		var varArgsList ValuesList // PaV: *Value items keep undefined and Markup
 		if positionalCount > len(node.Kwargs) {
 			if node.VarArgsName == "" {
 				return AsValue(fmt.Errorf(
@@ -79,7 +79,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 				))
 			}
 			for i := len(node.Kwargs); i < positionalCount; i++ {
-				varArgsList = append(varArgsList, params.Args[i].Interface())
+				varArgsList = append(varArgsList, params.Args[i])
 			}
 		}
 
@@ -110,7 +110,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			}
 			// Unmatched keyword arg: route to **kwargs if defined, else error.
 			if node.KwArgsName != "" {
-				extraKwargs[keyword] = argument.Interface()
+				extraKwargs[keyword] = argument
 			} else {
 				return AsValue(fmt.Errorf(
 					"macro '%s' takes no keyword argument '%s'", node.Name, keyword,
@@ -155,7 +155,7 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 		// Inject *args
 		if node.VarArgsName != "" {
 			if varArgsList == nil {
-				varArgsList = []any{}
+				varArgsList = ValuesList{}
 			}
 			sub.Environment.Context.Set(node.VarArgsName, varArgsList)
 		}
@@ -165,8 +165,14 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			sub.Environment.Context.Set(node.KwArgsName, extraKwargs)
 		}
 
-		if params.caller != nil {
+		switch {
+		case params.caller == nil:
+		case node.TakesCaller:
 			sub.Environment.Context.Set("caller", params.caller)
+		case node.KwArgsName != "": // Jinja passes it in kwargs
+			extraKwargs["caller"] = params.caller
+		default:
+			return AsValue(fmt.Errorf("macro '%s' was invoked with two values for the special caller argument. This is most likely a bug.", node.Name))
 		}
 
 		err := sub.Enter(func() error { return sub.ExecuteWrapper(node.Wrapper) })

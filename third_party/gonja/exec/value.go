@@ -1122,9 +1122,8 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 					return ToValue(atIndex), true
 				}
 			}
-		default:
-			return AsValue(errors.Errorf("Can't access an index on type %s (variable %s)", val.Kind().String(), v)), false
 		}
+		// PaV: any other value has no item by a number (Jinja: undefined)
 	default:
 		return AsValue(nil), false
 	}

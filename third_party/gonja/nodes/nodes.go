@@ -500,6 +500,9 @@ type Macro struct {
 	Kwargs      []*Pair
 	VarArgsName string // Name of *args parameter (empty if none)
 	KwArgsName  string // Name of **kwargs parameter (empty if none)
+	// TakesCaller: the body refers to caller, so a call block may pass one
+	// (PaV: Jinja's macro.caller)
+	TakesCaller bool
 	Wrapper     *Wrapper
 }
 

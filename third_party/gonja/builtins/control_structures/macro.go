@@ -70,7 +70,8 @@ func macroParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure,
 
 // takeImplicitArgs lets a macro take extra positional (keyword) arguments
 // when its body refers to varargs (kwargs), as in Jinja (PaV); gonja wants
-// them declared as *varargs (**kwargs).
+// them declared as *varargs (**kwargs). A call block may pass a caller only
+// to a macro whose body refers to caller (or takes kwargs), as in Jinja.
 func takeImplicitArgs(macro *nodes.Macro) {
 	(&nodes.Walker{Visit: func(n nodes.Node) {
 		name, ok := n.(*nodes.Name)
@@ -82,6 +83,8 @@ func takeImplicitArgs(macro *nodes.Macro) {
 			macro.VarArgsName = "varargs"
 		case name.Name.Val == "kwargs" && macro.KwArgsName == "":
 			macro.KwArgsName = "kwargs"
+		case name.Name.Val == "caller":
+			macro.TakesCaller = true
 		}
 	}}).Walk(macro.Wrapper)
 }

@@ -396,17 +396,13 @@ func affixMethod(name string, has func(s, affix string) bool) exec.Method[string
 		if err != nil {
 			return nil, err
 		}
-		var affixes []string
+		var affixes []*exec.Value
 		switch {
 		case p[0].IsString():
-			affixes = []string{p[0].String()}
+			affixes = []*exec.Value{p[0]}
 		case p[0].IsList():
 			for i := 0; i < p[0].Len(); i++ {
-				item := p[0].Index(i)
-				if !item.IsString() {
-					return nil, fmt.Errorf("tuple for %s must only contain str, not %s", name, exec.PyType(item))
-				}
-				affixes = append(affixes, item.String())
+				affixes = append(affixes, p[0].Index(i))
 			}
 		default:
 			return nil, fmt.Errorf("%s first arg must be str or a tuple of str, not %s", name, exec.PyType(p[0]))
@@ -416,12 +412,16 @@ func affixMethod(name string, has func(s, affix string) bool) exec.Method[string
 		if err != nil {
 			return nil, err
 		}
-		if start > end {
-			return false, nil
+		in := ""
+		if start <= end {
+			in = string(r[start:end])
 		}
-		in := string(r[start:end])
+		// Python checks each item's type as it comes to it: ('a', 1) matches 'a'
 		for _, affix := range affixes {
-			if has(in, affix) {
+			if !affix.IsString() {
+				return nil, fmt.Errorf("tuple for %s must only contain str, not %s", name, exec.PyType(affix))
+			}
+			if start <= end && has(in, affix.String()) {
 				return true, nil
 			}
 		}

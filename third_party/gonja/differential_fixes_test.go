@@ -1,0 +1,108 @@
+package gonja_test
+
+import "testing"
+
+// An item by a number of a value that has none (a dict, a number) is
+// undefined, as Jinja's getitem falls back to undefined (upstream: an error).
+func TestItemOfNonSequenceIsUndefined(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ({})[0] is defined }}|{{ {'a': 1}[0] is defined }}|{{ 5[0] is defined }}|{{ true[-1] is defined }}": "False|False|False|False",
+		"{{ ({})[0]|default('d') }}|{{ [1][0] }}|{{ 'ab'[-1] }}":                                                "d|1|b",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ ({})[0].x }}": "has no element 0"})
+}
+
+// An undefined item prints as "" where Jinja's str() makes it (join), and a
+// macro's varargs and kwargs keep their items as given: undefined stays
+// undefined, Markup stays Markup (upstream: None, a plain string).
+func TestUndefinedItemsStayUndefined(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [1, [1][5], 2]|join(',') }}":                                                                   "1,,2",
+		"{% macro m() %}{{ varargs|join(',') }}{% endmacro %}{{ m([1][5], 2) }}":                           ",2",
+		"{% macro m() %}{{ varargs[0] is defined }}{{ kwargs.a is defined }}{% endmacro %}{{ m(u, a=u) }}": "FalseFalse",
+		"{% macro m() %}{{ kwargs.a }}{{ varargs|length }}{% endmacro %}{{ m(1, a=2) }}":                   "21",
+	}, nil)
+}
+
+// urlize escapes its text and links what Jinja's urlize links, with the
+// sandbox's rel="noopener" (upstream escaped nothing but the links and
+// linked any word with a dot).
+func TestUrlizeAsJinja(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '<b>x</b> http://a.b/?x=1&y=<2>'|urlize }}": "&lt;b&gt;x&lt;/b&gt; http://a.b/?x=1&amp;y=&lt;2&gt;",
+		"{{ 'see (www.example.com), or http://example.com/a_(b). mail bob@ex.com!'|urlize }}": `see (<a href="https://www.example.com" rel="noopener">www.example.com</a>), or ` +
+			`<a href="http://example.com/a_(b)" rel="noopener">http://example.com/a_(b)</a>. mail bob@ex.com!`,
+		"{{ 'mailto:a@b.cd x@y @a@b a:b@c.de'|urlize(nofollow=true, target='_blank') }}": `<a href="mailto:a@b.cd">a@b.cd</a> x@y @a@b a:b@c.de`,
+		"{{ 'https://verylongdomain.example.org/path'|urlize(10, rel='x y') }}":          `<a href="https://verylongdomain.example.org/path" rel="noopener x y">https://ve...</a>`,
+		"{{ 'ftp://x.y/z ftp:'|urlize(extra_schemes=['ftp:']) }}":                        `<a href="ftp://x.y/z" rel="noopener">ftp://x.y/z</a> ftp:`,
+		"{{ 'é.com http://1.2.3.4:80/x WWW.A.COM' | urlize }}": `é.com <a href="http://1.2.3.4:80/x" rel="noopener">http://1.2.3.4:80/x</a> ` +
+			`<a href="https://WWW.A.COM" rel="noopener">WWW.A.COM</a>`,
+		"{{ '&lt;http://a.io&gt;'|safe|urlize }}|{{ 5|urlize }}|{{ none|urlize }}": `&lt;<a href="http://a.io" rel="noopener">http://a.io</a>&gt;|5|None`,
+		"{{ 'a\u00a0http://a.io\x1c b'|urlize(-3) }}":                              "a\u00a0<a href=\"http://a.io\" rel=\"noopener\">http://a...</a>\x1c b",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ 'x'|urlize(extra_schemes=['1']) }}": "'1' is not a valid URI scheme prefix."})
+}
+
+// An error in the test select, reject, selectattr or rejectattr asks of an
+// item fails the rendering, as Jinja's exception does (upstream: the item
+// failed the test).
+func TestSelectTestErrorsFail(t *testing.T) {
+	checkJinjaFails(t, map[string]string{
+		"{{ [[1]]|select('odd')|list|length }}":                     "unsupported operand type(s) for %: 'list' and 'int'",
+		"{{ [1, 'a']|reject('divisibleby', 2)|list|length }}":       "not all arguments converted",
+		"{{ [{'a': 'x'}]|selectattr('a', 'even')|list|length }}":    "not all arguments converted",
+		"{{ [{'a': 'x'}]|rejectattr('a', 'lt', 1)|list|length }}":   "'<' not supported",
+		"{{ ([[1]]|select('odd')|list|length) is defined }}":        "unsupported operand",
+		"{{ [[1]]|reject('odd')|list|default('swallowed', true) }}": "unsupported operand",
+	})
+	checkJinja(t, map[string]string{"{{ [1, 2, 3]|select('odd')|join }}|{{ [1, 2, 3]|reject('odd')|join }}": "13|2"}, nil)
+}
+
+// The tests `test` and `filter` look their operand up as Jinja's dict
+// lookup does: a list or a dict is unhashable (upstream: false).
+func TestTestTestOfUnhashable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 5 is test }}|{{ none is test }}|{{ nosuch is test }}|{{ 'odd' is test }}|{{ 'upper' is filter }}": "False|False|False|True|True",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [] is test }}":           "unhashable type: 'list'",
+		"{{ {} is not filter }}":     "unhashable type: 'dict'",
+		"{{ [[1]]|select('test') }}": "unhashable type: 'list'",
+	})
+}
+
+// startswith and endswith check a tuple's items' types as they come to
+// them, as Python: ('a', 1) matches 'abc' (upstream: an error).
+func TestAffixTupleCheckedLazily(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'abc'.startswith(('a', 1)) }}|{{ 'abc'.endswith(('x', 'c'), 5) }}|{{ ''.startswith('', 0) }}": "True|False|True",
+	}, nil)
+	checkJinjaFails(t, map[string]string{"{{ 'abc'.startswith(('x', 1)) }}": "tuple for startswith must only contain str, not int"})
+}
+
+// A call block may pass its caller only to a macro whose body refers to
+// caller, or to kwargs (which then holds it), as in Jinja (upstream: the
+// caller was ignored).
+func TestCallBlockNeedsACaller(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro m() %}{{ kwargs|length }}{{ kwargs.caller() }}{% endmacro %}{% call m() %}y{% endcall %}":           "1y",
+		"{% macro m() %}{% if false %}{{ caller() }}{% endif %}x{% endmacro %}{% call m() %}y{% endcall %}|{{ m() }}": "x|x",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% macro m(a=1) %}x{% endmacro %}{% call m(10) %}y{% endcall %}": "macro 'm' was invoked with two values for the special caller argument",
+	})
+}
+
+// sort of items of types Python cannot compare with each other is an error
+// (upstream: only strings with numbers).
+func TestSortOfMixedTypes(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [{}, {}]|sort|length }}|{{ [1, 2.5, true]|sort|length }}|{{ ['b', 'A']|sort|join }}|{{ [[2], [1, 3]]|sort|length }}|{{ [1, 'a']|sort(attribute='x')|length }}": "2|3|Ab|2|2",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [1, [2]]|sort|length }}":       "'<' not supported between instances of 'list' and 'int'",
+		"{{ [none, 1]|sort|length }}":      "'<' not supported",
+		"{{ ['a', {}]|sort|length }}":      "'<' not supported",
+		"{{ [{'a': 1}, {}]|sort|length }}": "'<' not supported between instances of 'dict' and 'dict'",
+	})
+}
