@@ -14,26 +14,26 @@ import (
 // one; labels not given match anything.
 func Scrape(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
+	m := first(t, reg, name, labels, func(*dto.Metric) bool { return true })
+	if m == nil {
+		return 0, false
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				return value(m), true
-			}
-		}
-	}
-	return 0, false
+	return value(m), true
 }
 
 // HistogramSum returns the sum of the observations of the first histogram
 // series name{labels...} in reg, and whether there is one.
 func HistogramSum(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	m := first(t, reg, name, labels, func(m *dto.Metric) bool { return m.Histogram != nil })
+	if m == nil {
+		return 0, false
+	}
+	return m.Histogram.GetSampleSum(), true
+}
+
+// first is the first series name{labels...} in reg that accept takes, or nil.
+func first(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string, accept func(*dto.Metric) bool) *dto.Metric {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -44,12 +44,12 @@ func HistogramSum(t testing.TB, reg prometheus.Gatherer, name string, labels map
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if m.Histogram != nil && matches(m, labels) {
-				return m.Histogram.GetSampleSum(), true
+			if accept(m) && matches(m, labels) {
+				return m
 			}
 		}
 	}
-	return 0, false
+	return nil
 }
 
 func matches(m *dto.Metric, labels map[string]string) bool {
