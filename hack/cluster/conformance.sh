@@ -121,7 +121,7 @@ run_example() {
   "$HACK_CLUSTER/load-images.sh" "${imgs[@]}" >/dev/null
   make -s deploy-only
   install_example "$ex"
-  driver=$(testdriver "$ex" "$dir")
+  driver=$(testdriver "$ex" "$dir") || { uninstall_example "$ex"; return 1; }
   step "conformance $ex: focus $FOCUS, skip $skip, $PROCS processes"
   # ginkgo -p runs e2e.test's specs in parallel processes; flags after -- go to e2e.test.
   # -non-blocking-taints: node 3's NoSchedule taint (the k0s kubelet root pool) must not keep the
