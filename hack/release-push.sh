@@ -35,8 +35,9 @@ else
   REGISTRY_CA=${REGISTRY_CA_FILE:-}
 fi
 [ -z "$REGISTRY_CA" ] || ca=(--ca-file "$REGISTRY_CA")
-# crane verifies with Go's system roots, which SSL_CERT_FILE replaces
-crane() { if [ -n "$REGISTRY_CA" ]; then SSL_CERT_FILE=$REGISTRY_CA "${run[@]}" "$CRANE" "$@"; else "${run[@]}" "$CRANE" "$@"; fi; }
+# crane and cosign verify with Go's system roots, which SSL_CERT_FILE replaces
+tool() { if [ -n "$REGISTRY_CA" ]; then SSL_CERT_FILE=$REGISTRY_CA "${run[@]}" "$@"; else "${run[@]}" "$@"; fi; }
+crane() { tool "$CRANE" "$@"; }
 CRANE=$(ensure_crane)
 helm=$(hack/ensure-helm.sh)
 WORK=$(mktemp -d)
@@ -63,6 +64,10 @@ pushed=$REL/pushed/${REGISTRY//[:\/]/_}
 rm -f "$pushed"
 image=$(push_layout "$REL/pav-image-$VERSION.tar" "docker.io/library/pav:$VERSION" "$REGISTRY/pav:$VERSION")
 echo "image: $image (tag $VERSION)"
+if [ -n "${COSIGN_KEY:-}" ]; then
+  # no transparency log: the registry may be air-gapped; verify with --insecure-ignore-tlog
+  tool "$(ensure_cosign)" sign --key "$COSIGN_KEY" --tlog-upload=false -y "$image" 2>&1 | sed 's/^/cosign: /'
+fi
 
 "${run[@]}" "$helm" push "$REL/pav-$CHART_VERSION.tgz" "oci://$REGISTRY/charts" "${ca[@]}" 2>&1 | sed 's/^/chart: /'
 

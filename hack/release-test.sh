@@ -3,7 +3,7 @@
 # registry alone, as docs/install.md tells a user to, and run hello-world with its image from the
 # registry too (`make test-release`; the caller pushed the release with `make release-push
 # EXAMPLES=1` and holds the cluster lock):
-#   1. the checksums match; PaV as installed by `make deploy` (or an earlier run) is removed;
+#   1. the checksums match; with COSIGN_PUB=cosign.pub, `cosign verify` passes; PaV as installed by `make deploy` (or an earlier run) is removed;
 #   2. Helm: `helm install oci://REGISTRY/charts/pav --version X.Y.Z` with image.repository
 #      REGISTRY/pav and image.digest; PaV rolls out and runs VERSION (`pav version -o json`);
 #      hello-world; `helm uninstall`;
@@ -36,6 +36,10 @@ EXAMPLE_IMAGE=$(sed -n 's/^busybox //p' "$pushed")  # REGISTRY/examples/busybox@
 [ -n "$IMAGE" ] && [ -n "$EXAMPLE_IMAGE" ] || { echo "$pushed lacks the image or hello-world's image: make release-push VERSION=$VERSION EXAMPLES=1" >&2; exit 1; }
 say "checksums"
 (cd "$REL" && sha256sum -c SHA256SUMS)
+if [ -n "${COSIGN_PUB:-}" ]; then
+  say "cosign verify --key $COSIGN_PUB $IMAGE"
+  SSL_CERT_FILE=$REGISTRY_CA nsenter --net="$NSPATH" "$(ensure_cosign)" verify --key "$COSIGN_PUB" --insecure-ignore-tlog=true "$IMAGE" >/dev/null
+fi
 
 # forget_images: every node removes every image name in the registry (from an earlier run), so
 # that the names used next must be pulled from it (blobs a node holds under other names, e.g.

@@ -267,6 +267,18 @@ ensure_crane() {
   echo "$d/crane"
 }
 
+# ensure_cosign: print the path of sigstore's cosign (signs and verifies release images), built
+# into $PAV_CACHE/tools once (~19 min on 2 cores sharing the machine, 217 modules, 98 MB).
+COSIGN_VERSION=v2.6.5
+ensure_cosign() {
+  local d=$PAV_CACHE/tools/cosign-$COSIGN_VERSION
+  if [ ! -x "$d/cosign" ]; then
+    echo "building cosign $COSIGN_VERSION into $d (~19 min the first time)" >&2
+    GOBIN=$d CGO_ENABLED=0 go install -trimpath -ldflags '-s -w' "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION" >&2
+  fi
+  echo "$d/cosign"
+}
+
 # ensure_yq: print the path of mikefarah's yq (v4 syntax; Debian's yq is another program),
 # built into $PAV_CACHE/tools once.
 YQ_VERSION=v4.54.2
