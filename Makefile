@@ -64,13 +64,17 @@ image: ## build the PaV image with Docker (same contents as `make images`' pav.t
 	docker build -t $(IMAGE) --build-arg VERSION_LDFLAGS="$$(hack/version.sh)" .
 
 # ---------------------------------------------------------------- release
-.PHONY: release test-release
+.PHONY: release release-push test-release
 release: ## the release artefacts of VERSION=vX.Y.Z in _output/release/VERSION: pav for linux/amd64 and arm64, the two-platform image archive with its SBOM, the chart, deployment.yaml pinned to it, checksums (hack/release.sh; needs CHANGELOG.md's section for VERSION)
 	hack/release.sh $(VERSION)
+release-push: ## push release VERSION to REGISTRY (default the local cluster's, 10.201.0.1:5000): the two-platform image by digest (crane), the chart (helm push oci://), with EXAMPLES=1 hello-world's image (hack/release-push.sh)
+	hack/release-push.sh $(VERSION) $(REGISTRY)
 # The release that `make test-release` installs when VERSION is not given.
 RELEASE_TEST_VERSION ?= v0.3.0
-test-release: ## make release, then install it on the local cluster from its artefacts alone and run hello-world (hack/release-test.sh; not part of `make test`)
+test-release: ## make release, push it to the local cluster's registry, install it from there alone with helm install oci:// and with the pinned manifest (nodes pull by digest), run hello-world each time (hack/release-test.sh; not part of `make test`)
 	$(MAKE) release VERSION=$(or $(VERSION),$(RELEASE_TEST_VERSION))
+	hack/images/build.sh test
+	$(MAKE) release-push VERSION=$(or $(VERSION),$(RELEASE_TEST_VERSION)) REGISTRY= EXAMPLES=1
 	$(LOCK) hack/release-test.sh $(or $(VERSION),$(RELEASE_TEST_VERSION))
 
 # ---------------------------------------------------------------- install on the local cluster

@@ -468,6 +468,15 @@ func TestValues(t *testing.T) {
 		hasArg(t, o, "--v=4")
 		hasArg(t, o, "--logging-format=json")
 	}
+	// A digest pins the image (the tag is ignored).
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, o := range render(t, "--set", "image.repository=registry.example.com/pav,image.tag=v0.2.0,image.digest="+digest) {
+		if k := str(o, "kind"); k == "Deployment" || k == "DaemonSet" {
+			if c := container(t, o); c["image"] != "registry.example.com/pav@"+digest {
+				t.Errorf("%s with image.digest: image %v", key(o), c["image"])
+			}
+		}
+	}
 	if r := get(ctl, "spec", "replicas"); r != 3.0 {
 		t.Errorf("controller replicas: %v", r)
 	}

@@ -58,6 +58,7 @@ func TestSchema(t *testing.T) {
 		{"commonLabels: {team: 1}\n", "at '/commonLabels/team': got number, want string"},
 		{"kubeletDir: var/lib/kubelet\n", "at '/kubeletDir': 'var/lib/kubelet' does not match pattern"},
 		{"image: {pullPolicy: Sometimes}\n", "at '/image/pullPolicy': value must be one of"},
+		{"image: {digest: v0.3.0}\n", "at '/image/digest': 'v0.3.0' does not match pattern"},
 		{"controller:\n  podDisruptionBudget: {maxUnavailable: 0}\n", "at '/controller/podDisruptionBudget/maxUnavailable'"},
 	} {
 		f := valuesFile(t, c.values)

@@ -3,7 +3,8 @@
 # the local cluster's) with PaV already installed: the provisioner, a claim and a client pod in
 # namespace pav-demo; print what the client pod read from the volume; clean up after itself
 # (PaV stays installed). Exits non-zero if the client pod does not read the greeting. Used by
-# `make demo` and `make test-release`.
+# `make demo` and `make test-release`. EXAMPLE_IMAGE: the image of the staging and client pods
+# instead of the example's busybox:latest (test-release: the registry's, by digest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +12,8 @@ cd "$ROOT"
 KUBECTL=${KUBECTL:-$ROOT/hack/cluster/kubectl}
 NS=pav-demo
 EX=examples/hello-world
+# example FILE: FILE with busybox:latest replaced by $EXAMPLE_IMAGE
+example() { sed "s|image: busybox:latest$|image: ${EXAMPLE_IMAGE:-busybox:latest}|" "$1"; }
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 k() { "$KUBECTL" "$@"; }
@@ -28,11 +31,11 @@ cleanup() {
 trap cleanup EXIT
 
 say "creating the hello-world PavProvisioner"
-k apply -f "$EX/provisioner.yaml"
+example "$EX/provisioner.yaml" | k apply -f -
 
 say "creating the StorageClass, claim and client pod in namespace $NS"
 k create namespace "$NS" --dry-run=client -o yaml | k apply -f -
-k -n "$NS" apply -f "$EX/usage.yaml"
+example "$EX/usage.yaml" | k -n "$NS" apply -f -
 
 say "waiting for the client pod to read the volume"
 start=$(date +%s)

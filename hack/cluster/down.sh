@@ -51,7 +51,7 @@ wait
 
 step "stopping control plane, kube-proxies and containerds"
 for i in $NODE_NUMBERS; do node_vars "$i"; stop_proc "$NODE_NAME kube-proxy" "$NODE_PIDS/kube-proxy.pid" & done
-for n in kube-scheduler kube-controller-manager snapshot-controller; do stop_proc "$n" "$PIDS/$n.pid" & done
+for n in kube-scheduler kube-controller-manager snapshot-controller docker-registry; do stop_proc "$n" "$PIDS/$n.pid" & done
 wait
 stop_proc kube-apiserver "$PIDS/kube-apiserver.pid" 30
 stop_proc etcd "$PIDS/etcd.pid" 30 &

@@ -74,6 +74,12 @@ SVC_IP=10.96.0.1
 CLUSTER_CIDR=10.244.0.0/16  # node i's pods: 10.244.<i-1>.0/24
 API_SERVER=https://$API_IP:6443
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
+# The cluster's OCI registry (Debian's docker-registry, CNCF Distribution 2.8; up.sh registry):
+# HTTPS on node 1's address in netns pavcluster, so every node's containerd reaches it as it
+# reaches the API server; its certificate is signed by $REGISTRY_CA, which the nodes' containerd
+# trust for this host only (certs.d/$REGISTRY/hosts.toml). Storage under $STATE/registry.
+REGISTRY=$API_IP:5000
+REGISTRY_CA=$STATE/pki/registry-ca.crt
 
 # NODES: how many nodes up.sh brings up (1-9, default 3). Every other script acts on the nodes
 # the running cluster has (nodes.tsv).
@@ -125,7 +131,7 @@ node_number() {
 }
 
 # Debian packages the cluster needs on the host.
-HOST_PKGS="containerd runc containernetworking-plugins etcd-server etcd-client busybox-static iptables conntrack openssl curl util-linux iproute2 kmod"
+HOST_PKGS="docker-registry containerd runc containernetworking-plugins etcd-server etcd-client busybox-static iptables conntrack openssl curl util-linux iproute2 kmod"
 
 T0=${T0:-$(date +%s.%N)}; export T0   # scripts run by scripts count from the same start
 step() { printf '[%6.1fs] %s\n' "$(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{print a-b}')" "$*"; }
@@ -262,6 +268,30 @@ ensure_snapshot_controller() {
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$SNAPSHOT_BIN.tmp" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller &&
     mv -f "$SNAPSHOT_BIN.tmp" "$SNAPSHOT_BIN" && echo "$h" > "$SNAPSHOT_DIR/.source-hash"
   ) 9>"$PAV_CACHE/.snapshot-build.lock"
+}
+
+# ensure_crane: print the path of go-containerregistry's crane (pushes OCI layouts to a registry,
+# reads digests), built into $PAV_CACHE/tools once (~2 min).
+CRANE_VERSION=v0.22.1
+ensure_crane() {
+  local d=$PAV_CACHE/tools/crane-$CRANE_VERSION
+  if [ ! -x "$d/crane" ]; then
+    echo "building crane $CRANE_VERSION into $d" >&2
+    GOBIN=$d CGO_ENABLED=0 go install -trimpath -ldflags '-s -w' "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION" >&2
+  fi
+  echo "$d/crane"
+}
+
+# ensure_cosign: print the path of sigstore's cosign (signs and verifies release images), built
+# into $PAV_CACHE/tools once (~19 min on 2 cores sharing the machine, 217 modules, 98 MB).
+COSIGN_VERSION=v2.6.5
+ensure_cosign() {
+  local d=$PAV_CACHE/tools/cosign-$COSIGN_VERSION
+  if [ ! -x "$d/cosign" ]; then
+    echo "building cosign $COSIGN_VERSION into $d (~19 min the first time)" >&2
+    GOBIN=$d CGO_ENABLED=0 go install -trimpath -ldflags '-s -w' "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION" >&2
+  fi
+  echo "$d/cosign"
 }
 
 # ensure_yq: print the path of mikefarah's yq (v4 syntax; Debian's yq is another program),

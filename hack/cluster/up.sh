@@ -45,6 +45,7 @@ write_config() {
   [ -f "$1" ] && { IFS= read -r -d '' old < "$1" || true; }
   [ "$new" = "$old" ] && return 0
   printf '%s' "$new" > "$1.tmp" && mv -f "$1.tmp" "$1"
+  WROTE=1   # tells the caller that the file changed
 }
 # mkcert NAME SUBJECT EKU [SAN [CA]]: a certificate signed by the cluster's CA (or $PKI/CA.crt).
 # Keys are ECDSA P-256: RSA keys took most of a cold start's PKI step (~0.35 s each, two per node).
@@ -324,6 +325,34 @@ control_plane() {
     --authentication-kubeconfig="$STATE/scheduler.kubeconfig" --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --profiling=false --v=1
   snapshot_machinery
+  registry
+}
+
+# registry: the cluster's OCI registry at https://$REGISTRY (lib.sh), where `make release-push`
+# pushes a release and `make test-release` installs it from. Its own CA, registry-ca: the nodes
+# trust it for this registry only. No authentication: it listens only on the cluster's bridge.
+registry() {
+  if [ ! -f "$REGISTRY_CA" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$PKI/registry-ca.key" \
+      -out "$REGISTRY_CA" -days 3650 -subj "/CN=pav-cluster-registry-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  fi
+  mkcert registry "/CN=pav-cluster-registry" serverAuth "IP:$API_IP" registry-ca
+  mkdir -p "$STATE/registry"
+  write_config "$STATE/registry.yml" <<EOF
+version: 0.1
+log: {fields: {service: registry}}
+storage:
+  filesystem: {rootdirectory: $STATE/registry}
+  delete: {enabled: true}
+http:
+  addr: $REGISTRY
+  tls: {certificate: $PKI/registry.crt, key: $PKI/registry.key}
+  headers: {X-Content-Type-Options: [nosniff]}
+EOF
+  start docker-registry /usr/bin/docker-registry serve "$STATE/registry.yml"
+  waitfor registry 30 nsx curl -sf --cacert "$REGISTRY_CA" "https://$REGISTRY/v2/"
+  step "registry https://$REGISTRY ok ($(docker-registry --version | awk '{print $3}'))"
 }
 
 # snapshot_machinery: the snapshot CRDs (server-side apply: unchanged ones are left alone) and
@@ -381,6 +410,15 @@ node_containerd() {
   ]
 }
 EOF
+  # the cluster's registry (up.sh registry), verified with its CA
+  mkdir -p "$NODE_DIR/certs.d/$REGISTRY"
+  write_config "$NODE_DIR/certs.d/$REGISTRY/hosts.toml" <<EOF
+server = "https://$REGISTRY"
+[host."https://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+  ca = "$REGISTRY_CA"
+EOF
+  WROTE=""
   write_config "$NODE_DIR/containerd.toml" <<EOF
 version = 2
 root = "$NODE_DIR/containerd"
@@ -407,7 +445,15 @@ state = "$NODE_DIR/run/containerd"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$NODE_DIR/certs.d"
 EOF
+  # containerd reads its configuration once: a running one with an older one starts again (its
+  # containers keep running, the kubelet reconnects).
+  if [ -n "$WROTE" ] && running "$NODE_PIDS/containerd.pid"; then
+    step "$NODE_NAME: containerd's configuration changed: restarting it"
+    stop_proc "$NODE_NAME containerd" "$NODE_PIDS/containerd.pid" 30
+  fi
   node_start containerd /usr/bin/containerd --config "$NODE_DIR/containerd.toml"
 }
 

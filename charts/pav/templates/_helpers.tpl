@@ -30,9 +30,15 @@ app.kubernetes.io/name: pav
 app.kubernetes.io/component: {{ . }}
 {{- end -}}
 
-{{/* The image of PaV's containers: image.repository:image.tag (tag default: appVersion). */}}
+{{/* The image of PaV's containers: image.repository@image.digest when a digest is given (a
+registry's name cannot move to other content), else image.repository:image.tag (tag default:
+appVersion). */}}
 {{- define "pav.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end -}}
 
 {{/*
