@@ -69,13 +69,17 @@ release: ## the release artefacts of VERSION=vX.Y.Z in _output/release/VERSION: 
 	hack/release.sh $(VERSION)
 release-push: ## push release VERSION to REGISTRY (default the local cluster's, 10.201.0.1:5000): the two-platform image by digest (crane), the chart (helm push oci://), with EXAMPLES=1 hello-world's image (hack/release-push.sh)
 	hack/release-push.sh $(VERSION) $(REGISTRY)
-# The release that `make test-release` installs when VERSION is not given.
-RELEASE_TEST_VERSION ?= v0.3.0
-test-release: ## make release, push it to the local cluster's registry, install it from there alone with helm install oci:// and with the pinned manifest (nodes pull by digest), run hello-world each time (hack/release-test.sh; not part of `make test`)
+# The release that `make test-release` builds from this tree when VERSION is not given (a
+# pre-release: its notes are CHANGELOG.md's Unreleased section), and the release it upgrades from.
+RELEASE_TEST_VERSION ?= v0.4.0-dev
+PREVIOUS_RELEASE ?= $(shell awk '!/^\#/ && NF { v = $$1 } END { print v }' hack/releases.tsv)
+test-release: ## make release, push it to the local cluster's registry, install it from there alone with helm install oci:// and with the pinned manifest (nodes pull by digest), run hello-world each time (hack/release-test.sh); then upgrade from the previous release (hack/releases.tsv, built once from its commit) with a writing client and roll back (hack/upgrade-test.sh; not part of `make test`)
 	$(MAKE) release VERSION=$(or $(VERSION),$(RELEASE_TEST_VERSION))
 	hack/images/build.sh test
 	$(MAKE) release-push VERSION=$(or $(VERSION),$(RELEASE_TEST_VERSION)) REGISTRY= EXAMPLES=1
+	previous=$$(hack/previous-release.sh $(PREVIOUS_RELEASE)) && RELEASE_DIR=$$previous hack/release-push.sh $(PREVIOUS_RELEASE)
 	$(LOCK) hack/release-test.sh $(or $(VERSION),$(RELEASE_TEST_VERSION))
+	$(LOCK) hack/upgrade-test.sh $(PREVIOUS_RELEASE) $(or $(VERSION),$(RELEASE_TEST_VERSION))
 
 # ---------------------------------------------------------------- install on the local cluster
 KUBECTL ?= hack/cluster/kubectl

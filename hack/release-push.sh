@@ -22,7 +22,7 @@ cd "$REPO"
 . hack/cluster/lib.sh   # REGISTRY, REGISTRY_CA, ensure_crane
 CLUSTER_REGISTRY=$REGISTRY
 REGISTRY=${2:-$CLUSTER_REGISTRY}
-REL=$REPO/_output/release/$VERSION
+REL=${RELEASE_DIR:-$REPO/_output/release/$VERSION}   # RELEASE_DIR: a release kept elsewhere (hack/previous-release.sh)
 CHART_VERSION=${VERSION#v}
 [ -f "$REL/SHA256SUMS" ] || { echo "no release in $REL: make release VERSION=$VERSION" >&2; exit 1; }
 (cd "$REL" && sha256sum --quiet -c SHA256SUMS)

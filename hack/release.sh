@@ -11,7 +11,8 @@
 #   pav-X.Y.Z.tgz                      the Helm chart, version X.Y.Z and appVersion VERSION (its default tag)
 #   deployment.yaml                    the plain manifest (hack/manifests.sh) pinned to pav:VERSION
 #   pavprovisioners.crd.yaml           the CRD alone: upgrades apply it first
-#   RELEASE-NOTES.md                   CHANGELOG.md's section for VERSION (which must exist)
+#   RELEASE-NOTES.md                   CHANGELOG.md's section for VERSION (which must exist; a
+#                                      pre-release without one takes the Unreleased section)
 #   LICENSE                            Apache-2.0 (also in the chart and the image's label
 #                                      org.opencontainers.image.licenses)
 #   SHA256SUMS                         of all of the above
@@ -37,9 +38,15 @@ ARCHES=(amd64 arm64)
 say() { printf '==> %s\n' "$*"; }
 
 # The release notes first: a release without them is a mistake to stop early.
-notes=$(awk -v v="$VERSION" '
-  /^## / { if (found) exit; if ($2 == v) { found = 1; next } }
-  found { print }' CHANGELOG.md)
+# changelog SECTION: the text under CHANGELOG.md's "## SECTION".
+changelog() {
+  awk -v v="$1" '
+    /^## / { if (found) exit; if ($2 == v) { found = 1; next } }
+    found { print }' CHANGELOG.md
+}
+notes=$(changelog "$VERSION")
+# A pre-release (vX.Y.Z-rc.1) without a section of its own is what is Unreleased so far.
+[[ -n $(echo "$notes" | tr -d '[:space:]') || $VERSION != *-* ]] || notes=$(changelog Unreleased)
 [ -n "$(echo "$notes" | tr -d '[:space:]')" ] || {
   echo "CHANGELOG.md has no section \"## $VERSION\": write its changes and upgrade notes first" >&2; exit 1; }
 if [ -n "$(git status --porcelain)" ]; then
