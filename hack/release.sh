@@ -107,8 +107,9 @@ sed -i -e "s/^version: .*/version: $CHART_VERSION/" -e "s/^appVersion: .*/appVer
 helm=$(hack/ensure-helm.sh)
 "$helm" lint --strict "$WORK/chart" >/dev/null
 "$helm" package "$WORK/chart" --destination "$OUT" >/dev/null
+chart_files=$(tar -tzf "$OUT/pav-$CHART_VERSION.tgz")  # not piped into grep -q: its early exit fails tar under pipefail
 for f in README.md LICENSE; do # `helm show readme`, and the licence
-  tar -tzf "$OUT/pav-$CHART_VERSION.tgz" | grep -qx "pav/$f" || { echo "the chart package lacks $f" >&2; exit 1; }
+  grep -qx "pav/$f" <<<"$chart_files" || { echo "the chart package lacks $f" >&2; exit 1; }
 done
 CHART=$WORK/chart hack/manifests.sh "$OUT/deployment.yaml"
 grep -q "image: \"\?pav:$VERSION\"\?$" "$OUT/deployment.yaml" || { echo "deployment.yaml is not pinned to pav:$VERSION" >&2; exit 1; }
