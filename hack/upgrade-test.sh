@@ -4,11 +4,12 @@
 # releases pushed to the local cluster's registry, PREVIOUS from hack/previous-release.sh; the
 # caller holds the cluster lock):
 #   1. PREVIOUS installed with its own chart from oci:// (its image by tag and digest: its chart
-#      has no image.digest); a provisioner whose volume is a directory of its staging pod, a claim,
+#      has no image.digest); a provisioner whose volume is a directory of its staging pod (one
+#      staging per volume and node, shared by the node's clients), a claim,
 #      and a writer pod appending a counter line to a file in the volume five times a second;
 #   2. the upgrade: VERSION's CRD applied server-side, then `helm upgrade` to VERSION's chart;
-#      PaV runs VERSION; a reader pod on the writer's node (a second staging of the same volume,
-#      by the new node plugin) sees the writer's file;
+#      PaV runs VERSION; a reader pod on the writer's node (joining the staging the old node plugin
+#      made) sees the writer's file;
 #   3. the rollback: `helm rollback` to PREVIOUS (the CRD stays VERSION's); PaV runs PREVIOUS; a
 #      reader again; the claim deleted, its PV goes (the old controller deleted the volume).
 # After each step the writer has never restarted, and its file is every counter from 1, none
@@ -49,9 +50,10 @@ counters() {
   awk 'NR != $0 { printf "line %d is \"%s\": counters were lost or repeated\n", NR, $0 > "/dev/stderr"; bad = 1; exit 1 }
        END { if (!bad) print NR }' "$WORK/log"
 }
-# reader: a pod on the writer's node that mounts the same claim (so the node plugin running now
-# stages it once more) and finds the writer's counters in it.
+# reader WHEN: a pod on the writer's node that mounts the same claim, joining the writer's shared
+# staging through the node plugin running now, and finds the writer's counters in it.
 reader() {
+  local n
   k -n "$NS" delete pod reader --ignore-not-found --wait=true >/dev/null
   k -n "$NS" apply -f - <<EOF >/dev/null
 apiVersion: v1
@@ -65,7 +67,9 @@ spec:
   volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
 EOF
   k -n "$NS" wait --for=condition=Ready pod/reader --timeout=180s >/dev/null
-  echo "  $1: a reader on the writer's node sees counters 1..$(counters reader)"
+  n=$(counters reader)
+  (( n > 0 )) || { echo "$1: the reader finds no counters" >&2; exit 1; }
+  echo "  $1: a reader on the writer's node sees counters 1..$n"
   k -n "$NS" delete pod reader --wait=true >/dev/null
 }
 rollout() {
@@ -93,6 +97,7 @@ spec:
   provisioningModes: [Dynamic]
   volumeCreation: {capacity: "{{ requestedMinCapacity }}"}
   volumeStaging:
+    shared: true  # one staging per volume and node: the reader joins the writer's
     podTemplate:
       spec:
         restartPolicy: Never
