@@ -30,7 +30,16 @@ say "checksums"
 (cd "$REL" && sha256sum -c SHA256SUMS)
 if [ -n "${COSIGN_PUB:-}" ]; then
   say "cosign verify --key $COSIGN_PUB $IMAGE"
-  SSL_CERT_FILE=$REGISTRY_CA nsenter --net="$NSPATH" "$(ensure_cosign)" verify --key "$COSIGN_PUB" --insecure-ignore-tlog=true "$IMAGE" >/dev/null
+  cosign() { SSL_CERT_FILE=$REGISTRY_CA nsenter --net="$NSPATH" "$(ensure_cosign)" "$@"; }
+  cosign verify --key "$COSIGN_PUB" --insecure-ignore-tlog=true "$IMAGE" >/dev/null
+  say "cosign verify with another key fails"
+  other=$(mktemp -d)
+  (cd "$other" && COSIGN_PASSWORD=x cosign generate-key-pair >/dev/null 2>&1) && [ -f "$other/cosign.pub" ] ||
+    { echo "cosign generate-key-pair made no key pair in $other" >&2; exit 1; }
+  if cosign verify --key "$other/cosign.pub" --insecure-ignore-tlog=true "$IMAGE" >/dev/null 2>&1; then
+    echo "cosign verify accepted $IMAGE with a key that never signed it" >&2; exit 1
+  fi
+  rm -rf "$other"
 fi
 
 say "removing the installed PaV"
