@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
@@ -26,14 +27,19 @@ func (s *Stager) HasTopology(driver string) bool {
 
 // NodeTopology is this node's segment for the driver's (PavProvisioner's)
 // topology keys, which NodeGetInfo reports as its accessible topology; nil
-// for a provisioner without topology keys. A node lacking one of the labels
+// for a provisioner without topology keys, or for one that is gone (a driver
+// drained while kubelet still tracks volumes of it is served again after a
+// restart, and kubelet must register it to unmount them). A node lacking one of the labels
 // reports none (kubelet would refuse a partial segment) and gets a Warning
 // Event: it belongs to no segment, so the scheduler places no volume of the
 // provisioner with node affinity or capacity for a segment there.
 func (s *Stager) NodeTopology(ctx context.Context, driver string) (map[string]string, error) {
-	p, err := s.provisioner(driver)
+	p, err := s.provisioners.Get(driver)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, status.Errorf(codes.Internal, "looking up PavProvisioner %s: %v", driver, err)
 	}
 	if len(p.Spec.TopologyKeys) == 0 {
 		return nil, nil

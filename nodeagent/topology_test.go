@@ -63,3 +63,21 @@ func TestNodeGetInfoTopology(t *testing.T) {
 		})
 	}
 }
+
+// A driver whose PavProvisioner is gone is still served while kubelet tracks
+// volumes of it (the node plugin restarted while draining it, say): kubelet
+// registers it again and must succeed, or it can never unmount those
+// volumes. NodeGetInfo then reports no topology instead of failing.
+func TestNodeGetInfoOfADrainedDriver(t *testing.T) {
+	f := newStagerFixture(t, nil)
+	if err := f.provs.Delete(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: testDriver}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := pavcsi.NewDriver(testDriver, "v", "node1", f.stager).NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
+	if err != nil {
+		t.Fatalf("NodeGetInfo of a driver without its PavProvisioner: %v", err)
+	}
+	if resp.NodeId != "node1" || resp.AccessibleTopology != nil {
+		t.Errorf("NodeGetInfo = %v, want node1 without topology", resp)
+	}
+}
