@@ -4,8 +4,8 @@
 #   pav-linux-amd64, pav-linux-arm64   the CLI and server binary (CGO_ENABLED=0), `pav version` = VERSION
 #   pav-image-VERSION.tar              the image docker.io/library/pav:VERSION (deployment.yaml's pav:VERSION)
 #                                      for linux/amd64 and linux/arm64: an OCI image layout archive whose
-#                                      index points to one manifest per platform, with the annotations and
-#                                      labels org.opencontainers.image.{version,revision,source,created}
+#                                      index points to one manifest per platform (gzip layers), with the
+#                                      annotations and labels org.opencontainers.image.{version,revision,source,created}
 #   pav-VERSION.spdx.json              SPDX 2.3 SBOM of the image: the Go modules in the binaries
 #                                      (hack/tools/sbom, from their build information) and busybox-static
 #   pav-X.Y.Z.tgz                      the Helm chart, version X.Y.Z and appVersion VERSION (its default tag)
@@ -95,7 +95,7 @@ annotations=org.opencontainers.image.version=$VERSION,org.opencontainers.image.r
 annotations+=,org.opencontainers.image.source=$SOURCE,org.opencontainers.image.created=$created
 annotations+=,org.opencontainers.image.title=pav,org.opencontainers.image.licenses=Apache-2.0
 "$WORK/mkimg" -rootfs "$(IFS=,; echo "${rootfs[*]}")" -name "$(fullname "pav:$VERSION")" -entrypoint /pav \
-  -annotation "$annotations" -out "$OUT/$image"
+  -compress gzip -annotation "$annotations" -out "$OUT/$image"
 
 say "SBOM"
 "$WORK/sbom" -name pav -version "$VERSION" -created "$created" -source "$SOURCE" \
