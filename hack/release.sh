@@ -7,7 +7,8 @@
 #                                      index points to one manifest per platform (gzip layers), with the
 #                                      annotations and labels org.opencontainers.image.{version,revision,source,created}
 #   pav-VERSION.spdx.json              SPDX 2.3 SBOM of the image: the Go modules in the binaries
-#                                      (hack/tools/sbom, from their build information) and busybox-static
+#                                      (hack/tools/sbom, from their build information) and busybox-static,
+#                                      each with its purl and licence
 #   pav-X.Y.Z.tgz                      the Helm chart, version X.Y.Z and appVersion VERSION (its default tag)
 #   deployment.yaml                    the plain manifest (hack/manifests.sh) pinned to pav:VERSION
 #   pavprovisioners.crd.yaml           the CRD alone: upgrades apply it first
@@ -98,8 +99,11 @@ annotations+=,org.opencontainers.image.title=pav,org.opencontainers.image.licens
   -compress gzip -annotation "$annotations" -out "$OUT/$image"
 
 say "SBOM"
-"$WORK/sbom" -name pav -version "$VERSION" -created "$created" -source "$SOURCE" \
-  -binary "$OUT/pav-linux-amd64,$OUT/pav-linux-arm64" -deb "$(IFS=,; echo "${debs[*]}")" -out "$OUT/pav-$VERSION.spdx.json"
+# licences: the Go modules' from the module cache the binaries were built from, busybox-static's
+# from the copyright file of the package put in the image
+"$WORK/sbom" -name pav -version "$VERSION" -created "$created" -source "$SOURCE" -modroot "$REPO" \
+  -binary "$OUT/pav-linux-amd64,$OUT/pav-linux-arm64" -deb "$(IFS=,; echo "${debs[*]}")" \
+  -debdoc "$WORK/bb-${ARCHES[0]}/usr/share/doc" -out "$OUT/pav-$VERSION.spdx.json"
 
 say "chart and deployment.yaml"
 cp -r charts/pav "$WORK/chart"
