@@ -18,6 +18,9 @@
 // (and of the Go release's compress/flate). Without it the layers are plain
 // tars: cheaper where the archive never leaves the machine (`ctr import`
 // decompresses it again).
+//
+// With -sbom FILE the archive also holds the SBOM as an OCI 1.1 artifact
+// whose subject is the image (see sbomReferrer).
 package main
 
 import (
@@ -41,7 +44,8 @@ import (
 )
 
 type descriptor struct {
-	MediaType   string            `json:"mediaType"`
+	MediaType    string            `json:"mediaType"`
+	ArtifactType string            `json:"artifactType,omitempty"`
 	Digest      string            `json:"digest"`
 	Size        int64             `json:"size"`
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -150,6 +154,7 @@ func main() {
 	workdir := flag.String("workdir", "/", "working directory")
 	annotations := flag.String("annotation", "", "KEY=VALUE,... annotations of the manifests and index (e.g. org.opencontainers.image.version=v1), also the image's labels")
 	compress := flag.String("compress", "none", "layer compression: none or gzip")
+	sbom := flag.String("sbom", "", "an SPDX JSON SBOM to attach to the image as an OCI 1.1 referrer (artifactType "+sbomMediaType+")")
 	flag.Parse()
 	if *rootfs == "" || *names == "" || *out == "" {
 		flag.Usage()
@@ -170,7 +175,7 @@ func main() {
 	if *compress != "none" && *compress != "gzip" {
 		log.Fatalf("mkimg: -compress %q: want none or gzip", *compress)
 	}
-	opts := options{entrypoint: split(*ep), cmd: split(*cmd), env: split(*env), workdir: *workdir, annotations: ann, gzip: *compress == "gzip"}
+	opts := options{entrypoint: split(*ep), cmd: split(*cmd), env: split(*env), workdir: *workdir, annotations: ann, gzip: *compress == "gzip", sbom: *sbom}
 	if err := run(platforms, split(*names), *out, opts); err != nil {
 		log.Fatalf("mkimg: %v", err)
 	}
@@ -209,6 +214,41 @@ type options struct {
 	workdir              string
 	annotations          map[string]string // of the manifests and index, and the config's labels
 	gzip                 bool              // gzip-compressed layers
+	sbom                 string            // an SPDX JSON file to attach as a referrer of the image
+}
+
+// sbomMediaType is an SPDX JSON document's, the artifactType scanners look
+// for among an image's referrers.
+const sbomMediaType = "application/spdx+json"
+
+// sbomReferrer packs an SBOM as an OCI 1.1 artifact whose subject is the
+// image: an index.json entry (no image name, so containerd's import makes
+// no image of it) that a push carries to the registry, where tools find it
+// by the image's digest (the referrers API, or its tag fallback
+// sha256-DIGEST). It returns the blobs and the entry.
+func sbomReferrer(path string, subject descriptor, created string) ([]blob, descriptor, error) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, descriptor{}, fmt.Errorf("the SBOM: %w", err)
+	}
+	if !json.Valid(doc) {
+		return nil, descriptor{}, fmt.Errorf("the SBOM %s is not JSON", path)
+	}
+	empty := []byte("{}") // OCI 1.1's empty config of artifacts
+	subject.Annotations = nil
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
+		"artifactType":  sbomMediaType,
+		"config":        descriptor{MediaType: "application/vnd.oci.empty.v1+json", Digest: sha(empty), Size: int64(len(empty))},
+		"layers": []descriptor{{MediaType: sbomMediaType, Digest: sha(doc), Size: int64(len(doc)),
+			Annotations: map[string]string{"org.opencontainers.image.title": filepath.Base(path)}}},
+		"subject":     subject,
+		"annotations": map[string]string{"org.opencontainers.image.created": created},
+	})
+	blobs := []blob{{digest: sha(doc), size: int64(len(doc)), data: doc}, {digest: sha(empty), size: int64(len(empty)), data: empty},
+		{digest: sha(manifest), size: int64(len(manifest)), data: manifest}}
+	return blobs, descriptor{MediaType: "application/vnd.oci.image.manifest.v1+json", ArtifactType: sbomMediaType, Digest: sha(manifest), Size: int64(len(manifest))}, nil
 }
 
 // layer writes root's layer to w, gzip-compressed or not, and returns the
@@ -304,6 +344,14 @@ func run(platforms []platform, names []string, out string, o options) error {
 		d := target
 		d.Annotations = map[string]string{"io.containerd.image.name": n, "org.opencontainers.image.ref.name": n[strings.LastIndex(n, ":")+1:]}
 		entries = append(entries, d)
+	}
+	if o.sbom != "" {
+		bs, artifact, err := sbomReferrer(o.sbom, target, created)
+		if err != nil {
+			return err
+		}
+		blobs = append(blobs, bs...)
+		entries = append(entries, artifact)
 	}
 	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries})
 

@@ -203,3 +203,77 @@ func TestGzipLayer(t *testing.T) {
 		t.Errorf("second build's layer %s, first %s", again, digest)
 	}
 }
+
+// With an SBOM the archive holds an OCI 1.1 artifact whose subject is the
+// image (the descriptor each name points to), its one layer the SBOM under
+// its file name, its config OCI's empty descriptor; its index.json entry
+// has the artifactType and no image name (containerd's import makes no image
+// of it). A file that is not JSON is refused.
+func TestSBOMReferrer(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "rootfs")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "pav"), []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sbom := filepath.Join(dir, "pav-v1.0.0.spdx.json")
+	doc := []byte(`{"spdxVersion": "SPDX-2.3", "name": "pav-v1.0.0"}` + "\n")
+	if err := os.WriteFile(sbom, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "img.tar")
+	platforms := []platform{{"linux", "amd64", root}, {"linux", "arm64", root}}
+	if err := run(platforms, []string{"docker.io/library/pav:v1.0.0"}, out, options{workdir: "/", gzip: true, sbom: sbom}); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, out)
+	type desc struct {
+		MediaType, ArtifactType, Digest string
+		Size                            int64
+		Annotations                     map[string]string
+	}
+	var index struct{ Manifests []desc }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 2 {
+		t.Fatalf("index.json %s: %v", files["index.json"], err)
+	}
+	image, entry := index.Manifests[0], index.Manifests[1]
+	if image.Annotations["io.containerd.image.name"] != "docker.io/library/pav:v1.0.0" || image.MediaType != "application/vnd.oci.image.index.v1+json" {
+		t.Fatalf("image entry %+v", image)
+	}
+	if entry.ArtifactType != "application/spdx+json" || entry.MediaType != "application/vnd.oci.image.manifest.v1+json" || len(entry.Annotations) != 0 {
+		t.Fatalf("SBOM entry %+v", entry)
+	}
+	raw := files["blobs/sha256/"+entry.Digest[7:]]
+	if digestOf(raw) != entry.Digest || int64(len(raw)) != entry.Size {
+		t.Fatalf("SBOM manifest blob %s: digest %s, %d bytes", entry.Digest, digestOf(raw), len(raw))
+	}
+	var m struct {
+		ArtifactType string
+		Config       desc
+		Layers       []desc
+		Subject      desc
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ArtifactType != "application/spdx+json" || m.Subject.Digest != image.Digest || m.Subject.Size != image.Size || m.Subject.MediaType != image.MediaType {
+		t.Errorf("artifact type %s, subject %+v; the image is %+v", m.ArtifactType, m.Subject, image)
+	}
+	const emptyDigest = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a" // the OCI image spec's
+	if m.Config.MediaType != "application/vnd.oci.empty.v1+json" || m.Config.Digest != emptyDigest || string(files["blobs/sha256/"+emptyDigest[7:]]) != "{}" {
+		t.Errorf("config %+v", m.Config)
+	}
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != "application/spdx+json" || m.Layers[0].Annotations["org.opencontainers.image.title"] != "pav-v1.0.0.spdx.json" ||
+		!bytes.Equal(files["blobs/sha256/"+m.Layers[0].Digest[7:]], doc) {
+		t.Errorf("layers %+v", m.Layers)
+	}
+
+	if err := os.WriteFile(sbom, []byte("SPDXVersion: SPDX-2.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(platforms, []string{"docker.io/library/pav:v1.0.0"}, filepath.Join(dir, "bad.tar"), options{workdir: "/", sbom: sbom}); err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Errorf("an SBOM that is not JSON: %v", err)
+	}
+}
