@@ -46,10 +46,10 @@ import (
 type descriptor struct {
 	MediaType    string            `json:"mediaType"`
 	ArtifactType string            `json:"artifactType,omitempty"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    map[string]string `json:"platform,omitempty"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	Platform     map[string]string `json:"platform,omitempty"`
 }
 
 var epoch = time.Unix(0, 0).UTC()

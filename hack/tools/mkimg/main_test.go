@@ -145,7 +145,11 @@ func imageLayer(t *testing.T, root, out string, gz bool) (mediaType, digest stri
 	if err := json.Unmarshal(files["blobs/sha256/"+index.Manifests[0].Digest[7:]], &m); err != nil || len(m.Layers) != 1 {
 		t.Fatalf("manifest: %+v %v", m, err)
 	}
-	var cfg struct{ RootFS struct{ DiffIDs []string `json:"diff_ids"` } }
+	var cfg struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		}
+	}
 	if err := json.Unmarshal(files["blobs/sha256/"+m.Config.Digest[7:]], &cfg); err != nil {
 		t.Fatal(err)
 	}
