@@ -389,6 +389,21 @@ func TestPrometheusRule(t *testing.T) {
 	if alerts == 0 {
 		t.Error("no alerts")
 	}
+	// Provisioning fails by StorageClass (its parameters) as much as by
+	// provisioner: the alert groups by both, so one failing class is seen
+	// beside another that works.
+	provisioningByClass := false
+	for _, g := range get(rule, "spec", "groups").([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			r := r.(map[string]any)
+			if expr, _ := r["expr"].(string); r["alert"] == "PavProvisioningFailing" {
+				provisioningByClass = strings.Count(expr, "sum by (provisioner, class)") == 2
+			}
+		}
+	}
+	if !provisioningByClass {
+		t.Error("PavProvisioningFailing does not group by provisioner and class")
+	}
 	// With no controller scraped there is no series at all, and a
 	// comparison of an empty sum never fires: the leader alert needs
 	// absent() of the same series.

@@ -205,7 +205,7 @@ func (s *claimSync) retryLater(msg string) error {
 	s.reschedule()
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
-	s.c.metrics.operation(s.provName, "provision", "failure", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "provision", "failure", 0)
 	return retryScheduled{fmt.Errorf("claim %s: %s (retrying in %v)", s.key, msg, d)}
 }
 

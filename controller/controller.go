@@ -616,6 +616,10 @@ func (c *Controller) onClass(obj interface{}) {
 	c.enqueueClaimsWhere(func(pvc *corev1.PersistentVolumeClaim) bool {
 		return pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == sc.Name
 	})
+	// Its provisioner's metrics start (or drop) the class's series.
+	if c.provisioner(sc.Provisioner) != nil {
+		c.provisionerQueue.Add(sc.Provisioner)
+	}
 }
 
 func (c *Controller) onCSIDriver(obj interface{}) {

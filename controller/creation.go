@@ -281,7 +281,7 @@ func (s *claimSync) createVolume(ctx context.Context, cc *templating.CreationCon
 		if s.p.Spec.StorageCapacity != nil {
 			s.c.refreshCapacity(s.p.Name)
 		}
-		s.c.metrics.operation(s.provName, "provision", "success", s.c.claimBackoff.now().Sub(s.provisionableSince()))
+		s.c.metrics.operation(s.provName, claimClassName(s.pvc), "provision", "success", s.c.claimBackoff.now().Sub(s.provisionableSince()))
 	}
 	return s.finish(ctx)
 }

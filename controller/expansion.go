@@ -218,7 +218,7 @@ func (s *claimSync) expansionInfeasible(ctx context.Context, size resource.Quant
 	}
 	// The Event before the status: once the status holds it, nothing reports it again.
 	s.event(corev1.EventTypeWarning, reasonResizeFailed, "%s", msg)
-	s.c.metrics.operation(s.provName, "expand", "infeasible", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "expand", "infeasible", 0)
 	s.c.claimBackoff.succeeded(s.key) // nothing to retry: a new request is handled at once
 	err = s.resizeStatus(ctx, size, corev1.PersistentVolumeClaimControllerResizeInfeasible, corev1.PersistentVolumeClaimCondition{
 		Type: corev1.PersistentVolumeClaimControllerResizeError, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
@@ -330,7 +330,7 @@ func (s *claimSync) grown(ctx context.Context, pv *corev1.PersistentVolume, capa
 	}
 	s.event(corev1.EventTypeNormal, reasonResizeSuccessful, "volume %s expanded to %s", pv.Name, capacity.String())
 	klog.V(2).InfoS("Expanded volume", "claim", s.key, "volume", pv.Name, "capacity", capacity.String())
-	s.c.metrics.operation(s.provName, "expand", "success", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "expand", "success", 0)
 	s.c.claimBackoff.succeeded(s.key)
 	return s.expansionDone(ctx, capacity)
 }
@@ -398,7 +398,7 @@ func (s *claimSync) expansionFailed(format string, args ...interface{}) error {
 	s.event(corev1.EventTypeWarning, reasonResizeFailed, "%s", msg)
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
-	s.c.metrics.operation(s.provName, "expand", "failure", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "expand", "failure", 0)
 	return retryScheduled{fmt.Errorf("expanding claim %s: %s (retrying in %v)", s.key, msg, d)}
 }
 

@@ -284,11 +284,16 @@ func TestStuckReason(t *testing.T) {
 }
 
 // TestMetricsByProvisioner: a provisioner's series start at zero when it is
-// synced; provisioning a claim counts its operation and pods under its
-// name; pods in flight are counted per provisioner and phase; a deleted
-// provisioner's series go.
+// synced, the operations' for each of its StorageClasses (not another
+// provisioner's); provisioning a claim counts its operation (under the
+// claim's class) and pods under its name; pods in flight are counted per
+// provisioner and phase; a deleted class's operation series go at the next
+// sync, a deleted provisioner's series all go.
 func TestMetricsByProvisioner(t *testing.T) {
-	h := newHarness(t, testObjects()...)
+	objs := append(testObjects(),
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc-fast"}, Provisioner: testProvisioner},
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Provisioner: "other.example.com"})
+	h := newHarness(t, objs...)
 	reg := prometheus.NewRegistry()
 	h.c.metrics = NewMetrics(reg)
 	h.c.metrics.registerInFlight(h.c)
@@ -304,8 +309,13 @@ func TestMetricsByProvisioner(t *testing.T) {
 		}
 		return m
 	}
-	if v, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("operation", "delete", "result", "failure")); !ok || v != 0 {
-		t.Errorf("a synced provisioner's delete failures: %v (present %v), want 0", v, ok)
+	for _, class := range []string{"sc", "sc-fast"} {
+		if v, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("class", class, "operation", "delete", "result", "failure")); !ok || v != 0 {
+			t.Errorf("a synced provisioner's delete failures in class %s: %v (present %v), want 0", class, v, ok)
+		}
+	}
+	if _, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", map[string]string{"class": "other"}); ok {
+		t.Error("series for another provisioner's class")
 	}
 
 	if err := h.step(); err != nil { // the validation pod
@@ -330,8 +340,8 @@ func TestMetricsByProvisioner(t *testing.T) {
 		name   string
 		labels map[string]string
 	}{
-		{"pav_controller_operations_total", prov("operation", "provision", "result", "success")},
-		{"pav_controller_operation_duration_seconds", prov("operation", "provision")},
+		{"pav_controller_operations_total", prov("class", "sc", "operation", "provision", "result", "success")},
+		{"pav_controller_operation_duration_seconds", prov("class", "sc", "operation", "provision")},
 		{"pav_controller_pods_total", prov("phase", "validation", "result", "success")},
 		{"pav_controller_pods_total", prov("phase", "creation", "result", "success")},
 		{"pav_controller_pod_duration_seconds", prov("phase", "creation")},
@@ -339,6 +349,24 @@ func TestMetricsByProvisioner(t *testing.T) {
 		if v, _ := metricstest.Scrape(t, reg, c.name, c.labels); v != 1 {
 			t.Errorf("%s%v = %v, want 1", c.name, c.labels, v)
 		}
+	}
+
+	if v, _ := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("class", "sc-fast", "operation", "provision", "result", "success")); v != 0 {
+		t.Errorf("provisions counted in class sc-fast: %v", v)
+	}
+
+	if err := h.kube.StorageV1().StorageClasses().Delete(ctx, "sc-fast", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	if err := h.c.syncProvisioner(ctx, testProvisioner); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("class", "sc-fast")); ok {
+		t.Error("a deleted class's series are still exported")
+	}
+	if v, _ := metricstest.Scrape(t, reg, "pav_controller_operations_total", prov("class", "sc", "operation", "provision", "result", "success")); v != 1 {
+		t.Errorf("class sc's provisions after sc-fast was deleted: %v, want 1", v)
 	}
 
 	h.c.metrics.provisionerGone(testProvisioner)

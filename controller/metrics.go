@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -12,16 +13,20 @@ import (
 )
 
 // Metrics are the controller's Prometheus metrics, each by provisioner
-// (PavProvisioners are few and created by administrators):
-//   - pav_controller_operations_total{provisioner,operation,result}: provision/delete/expand attempts;
-//   - pav_controller_operation_duration_seconds{provisioner,operation}: claim provisionable → PV created
+// (PavProvisioners are few and created by administrators), the operations
+// also by StorageClass (class: also made by administrators, each naming one
+// provisioner, so this adds a series per class, not per provisioner and class):
+//   - pav_controller_operations_total{provisioner,class,operation,result}: provision/delete/expand/modify attempts;
+//   - pav_controller_operation_duration_seconds{provisioner,class,operation}: claim provisionable → PV created
 //     (provisionableSince);
 //   - pav_controller_pods_total{provisioner,phase,result}: validation/creation/deletion/expansion pods finished;
 //   - pav_controller_pod_duration_seconds{provisioner,phase}: pod creation → results collected;
 //   - pav_controller_pods_in_flight{provisioner,phase}: PaV pods not yet done (from the cache).
 //
-// A provisioner's series start at zero when the controller first syncs it,
-// so dashboards and alerts see them at once, and go when it is deleted.
+// A provisioner's series start at zero when the controller syncs it (for
+// each of its StorageClasses then), so dashboards and alerts see them at
+// once, and go when it is deleted; a deleted class's go at the provisioner's
+// next sync.
 type Metrics struct {
 	reg        prometheus.Registerer
 	operations *prometheus.CounterVec
@@ -29,6 +34,9 @@ type Metrics struct {
 	pods       *prometheus.CounterVec
 	podDur     *prometheus.HistogramVec
 	once       sync.Once
+
+	mu      sync.Mutex
+	classes map[string][]string // provisioner → the classes its series were started for
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not exported).
@@ -38,12 +46,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pav_controller_operations_total",
 			Help: "Provisioning and deletion attempts by result.",
-		}, []string{"provisioner", "operation", "result"}),
+		}, []string{"provisioner", "class", "operation", "result"}),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pav_controller_operation_duration_seconds",
 			Help:    "Time from when a claim could be provisioned until its PersistentVolume was created: from the claim's creation, or for a WaitForFirstConsumer claim from when this controller first saw the node the scheduler selected for it (so the wait for a consumer is left out; after a change of leader, from when the new leader first saw it).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"provisioner", "operation"}),
+		}, []string{"provisioner", "class", "operation"}),
 		pods: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pav_controller_pods_total",
 			Help: "Validation, creation and deletion pods that finished, by result.",
@@ -60,11 +68,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// provisionerSeen starts a live provisioner's counters at zero.
-func (m *Metrics) provisionerSeen(provisioner string) {
-	for _, op := range []string{"provision", "delete", "expand", "modify"} {
-		for _, r := range []string{"success", "failure"} {
-			m.operations.WithLabelValues(provisioner, op, r)
+// provisionerSeen starts a live provisioner's counters at zero, the
+// operations' for each of its StorageClasses, and drops the operation series
+// of its classes that are gone.
+func (m *Metrics) provisionerSeen(provisioner string, classes []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, old := range m.classes[provisioner] {
+		if !slices.Contains(classes, old) {
+			l := prometheus.Labels{"provisioner": provisioner, "class": old}
+			m.operations.DeletePartialMatch(l)
+			m.opDuration.DeletePartialMatch(l)
+		}
+	}
+	if m.classes == nil {
+		m.classes = map[string][]string{}
+	}
+	m.classes[provisioner] = classes
+	for _, class := range classes {
+		for _, op := range []string{"provision", "delete", "expand", "modify"} {
+			for _, r := range []string{"success", "failure"} {
+				m.operations.WithLabelValues(provisioner, class, op, r)
+			}
 		}
 	}
 	for _, ph := range []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion, protocol.PhaseExpansion, protocol.PhaseModification} {
@@ -76,6 +101,9 @@ func (m *Metrics) provisionerSeen(provisioner string) {
 
 // provisionerGone drops a deleted provisioner's series.
 func (m *Metrics) provisionerGone(provisioner string) {
+	m.mu.Lock()
+	delete(m.classes, provisioner)
+	m.mu.Unlock()
 	l := prometheus.Labels{"provisioner": provisioner}
 	m.operations.DeletePartialMatch(l)
 	m.opDuration.DeletePartialMatch(l)
@@ -83,11 +111,22 @@ func (m *Metrics) provisionerGone(provisioner string) {
 	m.podDur.DeletePartialMatch(l)
 }
 
-func (m *Metrics) operation(provisioner, op, result string, d time.Duration) {
-	m.operations.WithLabelValues(provisioner, op, result).Inc()
+// operation counts an attempt of op on a volume of provisioner and class
+// (the claim's or PV's StorageClass name) and, for a success, its duration d.
+func (m *Metrics) operation(provisioner, class, op, result string, d time.Duration) {
+	m.operations.WithLabelValues(provisioner, class, op, result).Inc()
 	if d > 0 {
-		m.opDuration.WithLabelValues(provisioner, op).Observe(d.Seconds())
+		m.opDuration.WithLabelValues(provisioner, class, op).Observe(d.Seconds())
 	}
+}
+
+// claimClassName is the operation metrics' class of a claim: its
+// StorageClass's name ("" for a claim without one).
+func claimClassName(pvc *corev1.PersistentVolumeClaim) string {
+	if n := pvc.Spec.StorageClassName; n != nil {
+		return *n
+	}
+	return ""
 }
 
 func (m *Metrics) podDone(pod *corev1.Pod, ok bool) {

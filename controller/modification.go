@@ -343,7 +343,7 @@ func (s *claimSync) modified(ctx context.Context, pv *corev1.PersistentVolume, t
 	}
 	s.event(corev1.EventTypeNormal, reasonModifySucceeded, "volume %s now has VolumeAttributesClass %q", pv.Name, target)
 	klog.V(2).InfoS("Modified volume", "claim", s.key, "volume", pv.Name, "class", target)
-	s.c.metrics.operation(s.provName, "modify", "success", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "modify", "success", 0)
 	s.c.claimBackoff.succeeded(s.key)
 	return true, nil
 }
@@ -362,7 +362,7 @@ func (s *claimSync) modificationInfeasible(ctx context.Context, target, reason, 
 	}
 	// The Event before the status: once the status holds it, nothing reports it again.
 	s.event(corev1.EventTypeWarning, reasonModifyFailed, "%s", msg)
-	s.c.metrics.operation(s.provName, "modify", "infeasible", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "modify", "infeasible", 0)
 	s.c.claimBackoff.succeeded(s.key) // nothing to retry: another class is handled at once
 	return s.modifyStatus(ctx, func(pvc *corev1.PersistentVolumeClaim) {
 		pvc.Status.ModifyVolumeStatus = &corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: target, Status: corev1.PersistentVolumeClaimModifyVolumeInfeasible}
@@ -445,7 +445,7 @@ func (s *claimSync) modificationFailed(format string, args ...interface{}) error
 	s.event(corev1.EventTypeWarning, reasonModifyFailed, "%s", msg)
 	d := s.c.claimBackoff.failed(s.key)
 	s.c.claimQueue.AddAfter(s.key, d)
-	s.c.metrics.operation(s.provName, "modify", "failure", 0)
+	s.c.metrics.operation(s.provName, claimClassName(s.pvc), "modify", "failure", 0)
 	return retryScheduled{fmt.Errorf("modifying the volume of claim %s: %s (retrying in %v)", s.key, msg, d)}
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -90,6 +91,19 @@ func ownedByAnyProvisioner(m metav1.Object) bool {
 	return false
 }
 
+// classNames are the names of the StorageClasses of provisioner name, sorted.
+func (c *Controller) classNames(name string) []string {
+	var names []string
+	classes, _ := c.classes.List(everything)
+	for _, sc := range classes {
+		if sc.Provisioner == name {
+			names = append(names, sc.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 	p := c.provisioner(name)
 	if p == nil {
@@ -100,7 +114,7 @@ func (c *Controller) syncProvisioner(ctx context.Context, name string) error {
 		}
 		return nil
 	}
-	c.metrics.provisionerSeen(name)
+	c.metrics.provisionerSeen(name, c.classNames(name))
 	if p.DeletionTimestamp != nil {
 		return c.provisionerTerminating(ctx, p)
 	}

@@ -194,7 +194,7 @@ func (c *Controller) volumeFailed(pv *corev1.PersistentVolume, msg string) error
 	c.recorder.Event(pv, corev1.EventTypeWarning, reasonVolumeFailedDelete, msg)
 	d := c.volumeBackoff.failed(pv.Name)
 	c.volumeQueue.AddAfter(pv.Name, d)
-	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], "delete", "failure", 0)
+	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], pv.Spec.StorageClassName, "delete", "failure", 0)
 	return retryScheduled{fmt.Errorf("volume %s: %s (retrying in %v)", pv.Name, msg, d)}
 }
 
@@ -276,7 +276,7 @@ func (c *Controller) volumeDeleted(ctx context.Context, pv *corev1.PersistentVol
 		}
 	}
 	c.volumeBackoff.succeeded(pv.Name)
-	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], "delete", "success", 0)
+	c.metrics.operation(pv.Annotations[protocol.AnnotationProvisionedBy], pv.Spec.StorageClassName, "delete", "success", 0)
 	return nil
 }
 

@@ -3,10 +3,12 @@
 # `make release`) to an OCI registry (`make release-push`):
 #   REGISTRY/pav:VERSION         the two-platform image (the archive's image index, pushed as is:
 #                                its digest is the archive's), with go-containerregistry's crane
+#   REGISTRY/pav@DIGEST          the archive's SBOM artifact, a referrer of the image (OCI 1.1)
 #   oci://REGISTRY/charts/pav    the chart, version X.Y.Z, with `helm push` (Helm's OCI support)
 #   REGISTRY/examples/busybox    with EXAMPLES=1: hello-world's image (busybox:latest of
 #                                _output/images/test.tar, `make images`), for test-release
-# and write what it pushed ("pav REGISTRY/pav@DIGEST", "busybox REGISTRY/examples/busybox@DIGEST")
+# and write what it pushed ("pav REGISTRY/pav@DIGEST", "sbom REGISTRY/pav@DIGEST",
+# "busybox REGISTRY/examples/busybox@DIGEST")
 # into _output/release/VERSION/pushed/REGISTRY (":" and "/" as "_"; not part of SHA256SUMS: the
 # release does not depend on where it was pushed).
 #
@@ -43,20 +45,40 @@ helm=$(hack/ensure-helm.sh)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
+# layout TAR SELECT: extract OCI archive TAR into $WORK/layout, its index.json keeping only the
+# entries jq's SELECT picks; print the first one's digest (nothing if none).
+layout() {
+  local d=$WORK/layout
+  rm -rf "$d"; mkdir -p "$d"
+  tar -xf "$1" -C "$d"
+  jq ".manifests |= map(select($2))" "$d/index.json" > "$d/index.one"
+  mv "$d/index.one" "$d/index.json"
+  jq -r '.manifests[0].digest // empty' "$d/index.json"
+}
+
 # push_layout TAR NAME REF: push the image NAME of OCI archive TAR (an index.json entry named
 # NAME, io.containerd.image.name) as REF; print REF's repository@digest, checked to be the archive's.
 push_layout() {
-  local tar=$1 name=$2 ref=$3 d=$WORK/layout want got
-  rm -rf "$d"; mkdir -p "$d"
-  tar -xf "$tar" -C "$d"
-  jq --arg n "$name" '.manifests |= map(select(.annotations["io.containerd.image.name"] == $n))' "$d/index.json" > "$d/index.one"
-  mv "$d/index.one" "$d/index.json"
-  want=$(jq -r '.manifests[0].digest // empty' "$d/index.json")
+  local tar=$1 name=$2 ref=$3 want got
+  want=$(layout "$tar" ".annotations[\"io.containerd.image.name\"] == \"$name\"")
   [ -n "$want" ] || { echo "$tar has no image $name" >&2; return 1; }
-  crane push "$d" "$ref" >/dev/null
+  crane push "$WORK/layout" "$ref" >/dev/null
   got=$(crane digest "$ref")
   [ "$got" = "$want" ] || { echo "$ref has digest $got, the archive's $name is $want" >&2; return 1; }
   echo "${ref%:*}@$got"
+}
+
+# push_sbom TAR REPO: push the SBOM of OCI archive TAR (hack/tools/mkimg -sbom: an artifact of
+# artifactType application/spdx+json whose subject is the image) to REPO by digest, where the
+# registry lists it among the image's referrers (crane maintains the tag sha256-IMAGEDIGEST, OCI
+# 1.1's fallback, where the registry lacks the referrers API); print REPO@DIGEST, or nothing for an
+# archive without one (releases before SBOMs were attached).
+push_sbom() {
+  local tar=$1 repo=$2 want
+  want=$(layout "$tar" '.artifactType == "application/spdx+json"')
+  [ -n "$want" ] || return 0
+  crane push "$WORK/layout" "$repo@$want" >/dev/null || return 1
+  echo "$repo@$want"
 }
 
 mkdir -p "$REL/pushed"
@@ -64,6 +86,8 @@ pushed=$REL/pushed/${REGISTRY//[:\/]/_}
 rm -f "$pushed"
 image=$(push_layout "$REL/pav-image-$VERSION.tar" "docker.io/library/pav:$VERSION" "$REGISTRY/pav:$VERSION")
 echo "image: $image (tag $VERSION)"
+sbom=$(push_sbom "$REL/pav-image-$VERSION.tar" "$REGISTRY/pav")
+[ -z "$sbom" ] || echo "SBOM: $sbom (a referrer of the image)"
 if [ -n "${COSIGN_KEY:-}" ]; then
   # no transparency log: the registry may be air-gapped; verify with --insecure-ignore-tlog
   tool "$(ensure_cosign)" sign --key "$COSIGN_KEY" --tlog-upload=false -y "$image" 2>&1 | sed 's/^/cosign: /'
@@ -78,4 +102,4 @@ if [ "${EXAMPLES:-0}" = 1 ]; then
   example=$(push_layout "$tar" docker.io/library/busybox:latest "$REGISTRY/examples/busybox:latest")
   echo "hello-world's image: $example"
 fi
-{ echo "pav $image"; [ -z "$example" ] || echo "busybox $example"; } > "$pushed"
+{ echo "pav $image"; [ -z "$sbom" ] || echo "sbom $sbom"; [ -z "$example" ] || echo "busybox $example"; } > "$pushed"

@@ -4,10 +4,13 @@
 #   pav-linux-amd64, pav-linux-arm64   the CLI and server binary (CGO_ENABLED=0), `pav version` = VERSION
 #   pav-image-VERSION.tar              the image docker.io/library/pav:VERSION (deployment.yaml's pav:VERSION)
 #                                      for linux/amd64 and linux/arm64: an OCI image layout archive whose
-#                                      index points to one manifest per platform, with the annotations and
-#                                      labels org.opencontainers.image.{version,revision,source,created}
+#                                      index points to one manifest per platform (gzip layers), with the
+#                                      annotations and labels org.opencontainers.image.{version,revision,source,created},
+#                                      and the SBOM as an OCI 1.1 artifact (artifactType application/spdx+json)
+#                                      whose subject is that index: pushed with it, scanners find it as a referrer
 #   pav-VERSION.spdx.json              SPDX 2.3 SBOM of the image: the Go modules in the binaries
-#                                      (hack/tools/sbom, from their build information) and busybox-static
+#                                      (hack/tools/sbom, from their build information) and busybox-static,
+#                                      each with its purl and licence
 #   pav-X.Y.Z.tgz                      the Helm chart, version X.Y.Z and appVersion VERSION (its default tag)
 #   deployment.yaml                    the plain manifest (hack/manifests.sh) pinned to pav:VERSION
 #   pavprovisioners.crd.yaml           the CRD alone: upgrades apply it first
@@ -90,16 +93,19 @@ for arch in "${ARCHES[@]}"; do
   rootfs+=("linux/$arch=$WORK/rootfs-$arch")
   debs+=("busybox-static=$v/$arch")
 done
+say "SBOM"
+# licences: the Go modules' from the module cache the binaries were built from, busybox-static's
+# from the copyright file of the package put in the image
+"$WORK/sbom" -name pav -version "$VERSION" -created "$created" -source "$SOURCE" -modroot "$REPO" \
+  -binary "$OUT/pav-linux-amd64,$OUT/pav-linux-arm64" -deb "$(IFS=,; echo "${debs[*]}")" \
+  -debdoc "$WORK/bb-${ARCHES[0]}/usr/share/doc" -out "$OUT/pav-$VERSION.spdx.json"
+
 image=pav-image-$VERSION.tar
 annotations=org.opencontainers.image.version=$VERSION,org.opencontainers.image.revision=$commit
 annotations+=,org.opencontainers.image.source=$SOURCE,org.opencontainers.image.created=$created
 annotations+=,org.opencontainers.image.title=pav,org.opencontainers.image.licenses=Apache-2.0
 "$WORK/mkimg" -rootfs "$(IFS=,; echo "${rootfs[*]}")" -name "$(fullname "pav:$VERSION")" -entrypoint /pav \
-  -annotation "$annotations" -out "$OUT/$image"
-
-say "SBOM"
-"$WORK/sbom" -name pav -version "$VERSION" -created "$created" -source "$SOURCE" \
-  -binary "$OUT/pav-linux-amd64,$OUT/pav-linux-arm64" -deb "$(IFS=,; echo "${debs[*]}")" -out "$OUT/pav-$VERSION.spdx.json"
+  -compress gzip -sbom "$OUT/pav-$VERSION.spdx.json" -annotation "$annotations" -out "$OUT/$image"
 
 say "chart and deployment.yaml"
 cp -r charts/pav "$WORK/chart"

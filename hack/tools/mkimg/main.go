@@ -11,10 +11,21 @@
 // Every name given in -name becomes an image in containerd sharing one manifest.
 // Files are stored owned by root with a fixed timestamp, so the same rootfs gives
 // the same image digest.
+//
+// With -compress gzip the layers are gzip-compressed (what a registry serves;
+// the config's diff_ids stay the uncompressed tars' digests). The gzip header
+// carries no name and no time, so the digest is still a function of the rootfs
+// (and of the Go release's compress/flate). Without it the layers are plain
+// tars: cheaper where the archive never leaves the machine (`ctr import`
+// decompresses it again).
+//
+// With -sbom FILE the archive also holds the SBOM as an OCI 1.1 artifact
+// whose subject is the image (see sbomReferrer).
 package main
 
 import (
 	"archive/tar"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -33,11 +44,12 @@ import (
 )
 
 type descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    map[string]string `json:"platform,omitempty"`
+	MediaType    string            `json:"mediaType"`
+	ArtifactType string            `json:"artifactType,omitempty"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	Platform     map[string]string `json:"platform,omitempty"`
 }
 
 var epoch = time.Unix(0, 0).UTC()
@@ -141,6 +153,8 @@ func main() {
 	env := flag.String("env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "environment, comma separated")
 	workdir := flag.String("workdir", "/", "working directory")
 	annotations := flag.String("annotation", "", "KEY=VALUE,... annotations of the manifests and index (e.g. org.opencontainers.image.version=v1), also the image's labels")
+	compress := flag.String("compress", "none", "layer compression: none or gzip")
+	sbom := flag.String("sbom", "", "an SPDX JSON SBOM to attach to the image as an OCI 1.1 referrer (artifactType "+sbomMediaType+")")
 	flag.Parse()
 	if *rootfs == "" || *names == "" || *out == "" {
 		flag.Usage()
@@ -158,7 +172,11 @@ func main() {
 		}
 		ann[k] = v
 	}
-	if err := run(platforms, split(*names), *out, split(*ep), split(*cmd), split(*env), *workdir, ann); err != nil {
+	if *compress != "none" && *compress != "gzip" {
+		log.Fatalf("mkimg: -compress %q: want none or gzip", *compress)
+	}
+	opts := options{entrypoint: split(*ep), cmd: split(*cmd), env: split(*env), workdir: *workdir, annotations: ann, gzip: *compress == "gzip", sbom: *sbom}
+	if err := run(platforms, split(*names), *out, opts); err != nil {
 		log.Fatalf("mkimg: %v", err)
 	}
 }
@@ -190,7 +208,77 @@ type blob struct {
 	file   *os.File // the layer, streamed
 }
 
-func run(platforms []platform, names []string, out string, ep, cmd, env []string, workdir string, ann map[string]string) error {
+// options are the image's configuration and how its layers are stored.
+type options struct {
+	entrypoint, cmd, env []string
+	workdir              string
+	annotations          map[string]string // of the manifests and index, and the config's labels
+	gzip                 bool              // gzip-compressed layers
+	sbom                 string            // an SPDX JSON file to attach as a referrer of the image
+}
+
+// sbomMediaType is an SPDX JSON document's, the artifactType scanners look
+// for among an image's referrers.
+const sbomMediaType = "application/spdx+json"
+
+// sbomReferrer packs an SBOM as an OCI 1.1 artifact whose subject is the
+// image: an index.json entry (no image name, so containerd's import makes
+// no image of it) that a push carries to the registry, where tools find it
+// by the image's digest (the referrers API, or its tag fallback
+// sha256-DIGEST). It returns the blobs and the entry.
+func sbomReferrer(path string, subject descriptor, created string) ([]blob, descriptor, error) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, descriptor{}, fmt.Errorf("the SBOM: %w", err)
+	}
+	if !json.Valid(doc) {
+		return nil, descriptor{}, fmt.Errorf("the SBOM %s is not JSON", path)
+	}
+	empty := []byte("{}") // OCI 1.1's empty config of artifacts
+	subject.Annotations = nil
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
+		"artifactType":  sbomMediaType,
+		"config":        descriptor{MediaType: "application/vnd.oci.empty.v1+json", Digest: sha(empty), Size: int64(len(empty))},
+		"layers": []descriptor{{MediaType: sbomMediaType, Digest: sha(doc), Size: int64(len(doc)),
+			Annotations: map[string]string{"org.opencontainers.image.title": filepath.Base(path)}}},
+		"subject":     subject,
+		"annotations": map[string]string{"org.opencontainers.image.created": created},
+	})
+	blobs := []blob{{digest: sha(doc), size: int64(len(doc)), data: doc}, {digest: sha(empty), size: int64(len(empty)), data: empty},
+		{digest: sha(manifest), size: int64(len(manifest)), data: manifest}}
+	return blobs, descriptor{MediaType: "application/vnd.oci.image.manifest.v1+json", ArtifactType: sbomMediaType, Digest: sha(manifest), Size: int64(len(manifest))}, nil
+}
+
+// layer writes root's layer to w, gzip-compressed or not, and returns the
+// digest of the uncompressed tar (the config's diff_id).
+func layer(root string, w io.Writer, compress bool) (diffID string, err error) {
+	diff := sha256.New()
+	if !compress {
+		err := writeLayer(root, io.MultiWriter(w, diff))
+		return "sha256:" + hex.EncodeToString(diff.Sum(nil)), err
+	}
+	// A zero Header: no name, no modification time, OS "unknown".
+	zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	if err != nil {
+		return "", err
+	}
+	if err := writeLayer(root, io.MultiWriter(zw, diff)); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("compressing the layer of %s: %w", root, err)
+	}
+	return "sha256:" + hex.EncodeToString(diff.Sum(nil)), nil
+}
+
+func run(platforms []platform, names []string, out string, o options) error {
+	ep, cmd, env, workdir, ann := o.entrypoint, o.cmd, o.env, o.workdir, o.annotations
+	layerType := "application/vnd.oci.image.layer.v1.tar"
+	if o.gzip {
+		layerType += "+gzip"
+	}
 	var blobs []blob
 	var manifests []descriptor // one per platform
 	var dockerManifest []byte  // single-platform images only
@@ -207,7 +295,8 @@ func run(platforms []platform, names []string, out string, ep, cmd, env []string
 		defer os.Remove(tmp.Name())
 		defer tmp.Close()
 		ch := &countingHash{h: sha256.New()}
-		if err := writeLayer(pl.rootfs, io.MultiWriter(tmp, ch)); err != nil {
+		diffID, err := layer(pl.rootfs, io.MultiWriter(tmp, ch), o.gzip)
+		if err != nil {
 			return err
 		}
 		layerDigest := "sha256:" + hex.EncodeToString(ch.h.Sum(nil))
@@ -220,14 +309,14 @@ func run(platforms []platform, names []string, out string, ep, cmd, env []string
 			"os":           pl.os,
 			"created":      created,
 			"config":       config,
-			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{diffID}},
 			"history":      []map[string]any{{"created": created, "created_by": "mkimg"}},
 		})
 		manifest, _ := json.Marshal(withAnnotations(map[string]any{
 			"schemaVersion": 2,
 			"mediaType":     "application/vnd.oci.image.manifest.v1+json",
 			"config":        descriptor{MediaType: "application/vnd.oci.image.config.v1+json", Digest: sha(cfg), Size: int64(len(cfg))},
-			"layers":        []descriptor{{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: layerDigest, Size: ch.n}},
+			"layers":        []descriptor{{MediaType: layerType, Digest: layerDigest, Size: ch.n}},
 		}, ann))
 		blobs = append(blobs, blob{digest: layerDigest, size: ch.n, file: tmp},
 			blob{digest: sha(cfg), size: int64(len(cfg)), data: cfg}, blob{digest: sha(manifest), size: int64(len(manifest)), data: manifest})
@@ -255,6 +344,14 @@ func run(platforms []platform, names []string, out string, ep, cmd, env []string
 		d := target
 		d.Annotations = map[string]string{"io.containerd.image.name": n, "org.opencontainers.image.ref.name": n[strings.LastIndex(n, ":")+1:]}
 		entries = append(entries, d)
+	}
+	if o.sbom != "" {
+		bs, artifact, err := sbomReferrer(o.sbom, target, created)
+		if err != nil {
+			return err
+		}
+		blobs = append(blobs, bs...)
+		entries = append(entries, artifact)
 	}
 	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries})
 
