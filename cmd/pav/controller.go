@@ -97,7 +97,7 @@ func init() {
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
 	f.BoolVar(&o.metricsAuth, "metrics-auth", true, metricsAuthFlagHelp)
-	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, protocol.KubeletDirHelp)
 	f.StringArrayVar(&o.poolDirs, "pool-kubelet-dir", nil, "<label selector>:<dir>, repeatable: the kubelet root directory of the nodes the selector matches (a node pool with its own node plugin DaemonSet), first match wins; the controller puts the /pav of the pods it places on such a node (capacity pods) there")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,7 +12,20 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 )
+
+// run executes a fresh command in-process.
+func run(t *testing.T, newCmd func() *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
+}
 
 // TestReadBuildInfo: the stamped version beside the build info's commit and
 // dirty flag, else the stamped ones, else an unknown commit.
