@@ -393,6 +393,9 @@ func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, err
 	if err != nil {
 		return templating.DynamicRequest{}, err
 	}
+	if p := protocol.ClaimProvisioner(r.pvc, sc); p != r.prov.Name {
+		fmt.Fprintf(r.stderr, "warning: the claim is for provisioner %q (its StorageClass %s), not PavProvisioner %s: PaV would not provision it\n", p, sc.Name, r.prov.Name)
+	}
 	req := templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}
 	switch phase {
 	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
@@ -575,10 +578,8 @@ func (r *renderer) creation() (*rendered, error) {
 			fmt.Fprintf(r.stderr, "warning: PaV would refuse the volume this creation makes: %v\n", err)
 		}
 	}
-	if req.VolumeAttributesClass != nil {
-		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
-	}
 	// The controller records the evaluation on the creation pod.
+	controller.CompleteCreation(cfg, req)
 	extra, err := cfg.Record()
 	if err != nil {
 		return nil, err

@@ -64,27 +64,23 @@ type claimSync struct {
 	node string
 }
 
-// claimTarget resolves which provisioner a claim is for: its class's
-// provisioner, else the annotation the PV controller sets.
+// claimTarget resolves which provisioner a claim is for
+// (protocol.ClaimProvisioner), and its class (nil if none).
 func (c *Controller) claimTarget(pvc *corev1.PersistentVolumeClaim) (string, *storagev1.StorageClass) {
 	var class *storagev1.StorageClass
 	if n := pvc.Spec.StorageClassName; n != nil && *n != "" {
 		if sc, err := c.classes.Get(*n); err == nil {
 			class = sc
-			return sc.Provisioner, class
 		}
 	}
-	if v := pvc.Annotations[annStorageProvisioner]; v != "" {
-		return v, nil
-	}
-	return pvc.Annotations[annBetaStorageProvider], nil
+	return protocol.ClaimProvisioner(pvc, class), class
 }
 
 // handedOver tells whether the PV controller has handed the claim over to
 // provisioner name for dynamic provisioning (it annotates claims it found no
 // PV for), as external provisioners require before they provision.
 func handedOver(pvc *corev1.PersistentVolumeClaim, name string) bool {
-	return pvc.Annotations[annStorageProvisioner] == name || pvc.Annotations[annBetaStorageProvider] == name
+	return pvc.Annotations[protocol.AnnotationStorageProvisioner] == name || pvc.Annotations[protocol.AnnotationBetaStorageProvisioner] == name
 }
 
 func (c *Controller) syncClaim(ctx context.Context, key string) error {

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -206,19 +207,16 @@ func Provisioner(ctx context.Context, c Client, name string, w io.Writer) error 
 	return p.err
 }
 
-// provisionerName is the provisioner the claim's class names ("" if none).
+// provisionerName is the provisioner the claim is for, by the controller's
+// rule (protocol.ClaimProvisioner); "" if none.
 func provisionerName(ctx context.Context, c Client, pvc *corev1.PersistentVolumeClaim) string {
-	if a := pvc.Annotations["volume.kubernetes.io/storage-provisioner"]; a != "" {
-		return a
+	var class *storagev1.StorageClass
+	if n := pvc.Spec.StorageClassName; n != nil && *n != "" {
+		if sc, err := c.StorageV1().StorageClasses().Get(ctx, *n, metav1.GetOptions{}); err == nil {
+			class = sc
+		}
 	}
-	if pvc.Spec.StorageClassName == nil {
-		return ""
-	}
-	sc, err := c.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	return sc.Provisioner
+	return protocol.ClaimProvisioner(pvc, class)
 }
 
 // pavPods lists PaV's pods matching any of the selectors, in every
