@@ -47,7 +47,9 @@ func TestDecideProvision(t *testing.T) {
 		{"volume already exists", func(v *claimView) { v.volumeExists = true }, stepFinish, ""},
 		{"provisioner gone", func(v *claimView) { v.p = nil }, stepFinish, ""},
 		{"not handed over yet", func(v *claimView) { v.pvc.Annotations = nil }, stepNone, ""},
-		{"beta annotation counts", func(v *claimView) { v.pvc.Annotations = map[string]string{protocol.AnnotationBetaStorageProvisioner: "prov"} }, stepStart, ""},
+		{"beta annotation counts", func(v *claimView) {
+			v.pvc.Annotations = map[string]string{protocol.AnnotationBetaStorageProvisioner: "prov"}
+		}, stepStart, ""},
 		{"provisioner being deleted", func(v *claimView) { v.p.DeletionTimestamp = &now }, stepReport, "being deleted"},
 		{"static-only provisioner", func(v *claimView) { v.p.Spec.ProvisioningModes = []v1alpha1.ProvisioningMode{v1alpha1.Static} }, stepReport, "does not support dynamic"},
 		{"class missing", func(v *claimView) { v.class = nil }, stepRetry, "not found"},
