@@ -17,19 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/albertofaria/pav/internal/cmdtest"
 	"github.com/albertofaria/pav/protocol"
 )
 
 // run executes a fresh command in-process.
 func run(t *testing.T, newCmd func() *cobra.Command, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := newCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err = cmd.Execute()
-	return out.String(), errOut.String(), err
+	return cmdtest.Run(t, newCmd(), args...)
 }
 
 func render(t *testing.T, args ...string) (map[string]interface{}, string, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,20 +11,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/cobra"
-)
 
-// run executes a fresh command in-process.
-func run(t *testing.T, newCmd func() *cobra.Command, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	cmd := newCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err = cmd.Execute()
-	return out.String(), errOut.String(), err
-}
+	"github.com/albertofaria/pav/internal/cmdtest"
+)
 
 // TestReadBuildInfo: the stamped version beside the build info's commit and
 // dirty flag, else the stamped ones, else an unknown commit.
@@ -58,14 +46,14 @@ func TestReadBuildInfo(t *testing.T) {
 // TestVersionCommand: text by default, JSON with -o json, any other format refused.
 func TestVersionCommand(t *testing.T) {
 	want := currentBuildInfo()
-	out, _, err := run(t, newVersionCmd)
+	out, _, err := cmdtest.Run(t, newVersionCmd())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out, "version:  "+want.Version+"\ncommit:   "+want.Commit+"\n") || !strings.Contains(out, "go:       "+want.GoVersion+"\n") {
 		t.Errorf("pav version:\n%s", out)
 	}
-	out, _, err = run(t, newVersionCmd, "-o", "json")
+	out, _, err = cmdtest.Run(t, newVersionCmd(), "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +64,7 @@ func TestVersionCommand(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("pav version -o json (-want +got):\n%s", d)
 	}
-	if _, _, err := run(t, newVersionCmd, "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml"`) {
+	if _, _, err := cmdtest.Run(t, newVersionCmd(), "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml"`) {
 		t.Errorf("pav version -o xml: %v", err)
 	}
 }
