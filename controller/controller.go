@@ -41,9 +41,7 @@ import (
 
 // Well-known annotations of the PV/PVC protocol.
 const (
-	annStorageProvisioner  = "volume.kubernetes.io/storage-provisioner"
-	annBetaStorageProvider = "volume.beta.kubernetes.io/storage-provisioner"
-	annSelectedNode        = "volume.kubernetes.io/selected-node"
+	annSelectedNode = "volume.kubernetes.io/selected-node"
 )
 
 // Indexer names.

@@ -26,14 +26,7 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 	if err != nil {
 		return s.fail(reasonProvisioningFailed, "evaluating spec.volumeCreation of PavProvisioner %q: %v", s.p.Name, err)
 	}
-	if s.vac != nil {
-		cc.VolumeAttributesClassName = s.vac.Name
-	}
-	if cc.NodeAffinity == nil && s.topology != nil {
-		// The segment the creation is asked to prefer: the selected node's
-		// for WaitForFirstConsumer.
-		cc.NodeAffinity = s.topology.Preferred[0].NodeAffinity()
-	}
+	CompleteCreation(cc, s.request())
 	if cc.PodTemplate != nil {
 		if done, err := s.finishIfVolumeExists(ctx); done || err != nil {
 			return err
@@ -69,6 +62,21 @@ func (s *claimSync) startCreation(ctx context.Context) error {
 		return s.fail(reasonProvisioningFailed, "%s", made.refusal)
 	}
 	return s.createVolume(ctx, cc, made, false)
+}
+
+// CompleteCreation adds to an evaluated volumeCreation what the claim's
+// request decides for its PV: the VolumeAttributesClass of the creation
+// context and, when the section sets no nodeAffinity, the segment the
+// creation is asked to prefer (the selected node's for
+// WaitForFirstConsumer). The controller records the result on the creation
+// pod (templating.CreationConfig.Record); pav render shows that record.
+func CompleteCreation(cc *templating.CreationConfig, req templating.DynamicRequest) {
+	if req.VolumeAttributesClass != nil {
+		cc.VolumeAttributesClassName = req.VolumeAttributesClass.Name
+	}
+	if cc.NodeAffinity == nil && req.Topology != nil {
+		cc.NodeAffinity = req.Topology.Preferred[0].NodeAffinity()
+	}
 }
 
 // creationView is what a sync observed of a creation that has ended.

@@ -30,7 +30,7 @@ func TestDecideProvision(t *testing.T) {
 	base := func() claimView {
 		return claimView{
 			pvc: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c",
-				Annotations: map[string]string{annStorageProvisioner: "prov"}}},
+				Annotations: map[string]string{protocol.AnnotationStorageProvisioner: "prov"}}},
 			p:     provisionerFixture("prov"),
 			class: &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Provisioner: "prov"},
 			pods:  map[protocol.Phase]*corev1.Pod{},
@@ -47,7 +47,9 @@ func TestDecideProvision(t *testing.T) {
 		{"volume already exists", func(v *claimView) { v.volumeExists = true }, stepFinish, ""},
 		{"provisioner gone", func(v *claimView) { v.p = nil }, stepFinish, ""},
 		{"not handed over yet", func(v *claimView) { v.pvc.Annotations = nil }, stepNone, ""},
-		{"beta annotation counts", func(v *claimView) { v.pvc.Annotations = map[string]string{annBetaStorageProvider: "prov"} }, stepStart, ""},
+		{"beta annotation counts", func(v *claimView) {
+			v.pvc.Annotations = map[string]string{protocol.AnnotationBetaStorageProvisioner: "prov"}
+		}, stepStart, ""},
 		{"provisioner being deleted", func(v *claimView) { v.p.DeletionTimestamp = &now }, stepReport, "being deleted"},
 		{"static-only provisioner", func(v *claimView) { v.p.Spec.ProvisioningModes = []v1alpha1.ProvisioningMode{v1alpha1.Static} }, stepReport, "does not support dynamic"},
 		{"class missing", func(v *claimView) { v.class = nil }, stepRetry, "not found"},

@@ -89,7 +89,7 @@ func testObjects() []runtime.Object {
 	class := "sc"
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim", UID: "claim-uid",
-			Annotations: map[string]string{annStorageProvisioner: testProvisioner}},
+			Annotations: map[string]string{protocol.AnnotationStorageProvisioner: testProvisioner}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: &class,
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

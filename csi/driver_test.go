@@ -2,8 +2,6 @@ package csi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/albertofaria/pav/internal/csisanity"
 	"github.com/albertofaria/pav/internal/testwait"
 )
 
@@ -127,7 +125,6 @@ func (f *fakeStager) Unpublish(ctx context.Context, driver, volumeID, targetPath
 // fakeController lets csi-sanity create volumes for the node tests; PaV
 // itself has no controller service (only the test advertises one).
 type fakeController struct {
-	csi.UnimplementedControllerServer
 	s     *fakeStager
 	sizes map[string]int64
 }
@@ -148,12 +145,6 @@ func (c *fakeController) ValidateVolumeCapabilities(_ context.Context, req *csi.
 		VolumeCapabilities: req.GetVolumeCapabilities()}}, nil
 }
 
-func (c *fakeController) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
-		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
-	}}}, nil
-}
-
 func (c *fakeController) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "name missing")
@@ -161,9 +152,7 @@ func (c *fakeController) CreateVolume(_ context.Context, req *csi.CreateVolumeRe
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "capabilities missing")
 	}
-	// Volume IDs are hashes: csi-sanity uses 128-character names.
-	sum := sha256.Sum256([]byte(req.GetName()))
-	id := hex.EncodeToString(sum[:16])
+	id := csisanity.VolumeID(req.GetName())
 	size := req.GetCapacityRange().GetRequiredBytes()
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -189,41 +178,9 @@ func (c *fakeController) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRe
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
-// withController advertises the test's controller service.
-type withController struct{ *Driver }
-
-func (w withController) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
-		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
-	}}}, nil
-}
-
 func TestSanity(t *testing.T) {
-	dir, err := os.MkdirTemp("", "pav-sanity")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
 	stager := newFakeStager()
-	d := NewDriver("sanity.example", "test", "node1", stager)
-	sock := filepath.Join(dir, "csi.sock")
-	lis, err := listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	csi.RegisterIdentityServer(srv, withController{d})
-	csi.RegisterNodeServer(srv, d)
-	csi.RegisterControllerServer(srv, &fakeController{s: stager})
-	go srv.Serve(lis)
-	defer srv.Stop()
-
-	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix:" + sock
-	cfg.TargetPath = filepath.Join(dir, "target")
-	cfg.StagingPath = filepath.Join(dir, "staging")
-	cfg.IdempotentCount = 2
-	sanity.Test(t, cfg)
+	csisanity.Test(t, NewDriver("sanity.example", "test", "node1", stager), &fakeController{s: stager})
 }
 
 func dial(t *testing.T, sock string) *grpc.ClientConn {

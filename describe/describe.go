@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -66,23 +67,7 @@ func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) e
 		p.field("Condition", fmt.Sprintf("%s=%s %s", cond.Type, cond.Status, cond.Message))
 	}
 
-	prov := provisionerName(ctx, c, pvc)
-	p.section("Provisioner")
-	switch {
-	case prov == "":
-		p.line("none known: the claim's StorageClass is missing or names no provisioner")
-	default:
-		pp, err := c.PavV1alpha1().PavProvisioners().Get(ctx, prov, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			p.line(fmt.Sprintf("%s (not a PavProvisioner, or deleted)", prov))
-		case err != nil:
-			p.line(fmt.Sprintf("%s: %v", prov, err))
-		default:
-			p.line(pp.Name)
-			p.conditions(pp.Status.Conditions)
-		}
-	}
+	p.provisioner(ctx, c, pvc)
 
 	volume := pvc.Spec.VolumeName
 	if volume == "" {
@@ -95,31 +80,7 @@ func Claim(ctx context.Context, c Client, namespace, name string, w io.Writer) e
 	p.note(note)
 	p.pods(ctx, c, pods)
 
-	p.section("Used by")
-	var clients []*corev1.Pod
-	users, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		p.line(fmt.Sprintf("cannot list pods in %s: %v", namespace, err))
-	} else {
-		n := 0
-		for i := range users.Items {
-			u := &users.Items[i]
-			if usesClaim(u, pvc.Name) {
-				n++
-				clients = append(clients, u)
-				staging := "no staging pod"
-				for _, sp := range pods {
-					if sp.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) && sp.Spec.NodeName == u.Spec.NodeName && u.Spec.NodeName != "" {
-						staging = "staging pod " + sp.Namespace + "/" + sp.Name + " (" + podState(sp) + ")"
-					}
-				}
-				p.line(fmt.Sprintf("%s on node %s (%s): %s", u.Name, orNone(u.Spec.NodeName), u.Status.Phase, staging))
-			}
-		}
-		if n == 0 {
-			p.line("no pod")
-		}
-	}
+	clients := p.usedBy(ctx, c, pvc, pods)
 
 	p.section("Events")
 	objs := []eventTarget{{namespace: namespace, uid: pvc.UID}}
@@ -206,19 +167,69 @@ func Provisioner(ctx context.Context, c Client, name string, w io.Writer) error 
 	return p.err
 }
 
-// provisionerName is the provisioner the claim's class names ("" if none).
-func provisionerName(ctx context.Context, c Client, pvc *corev1.PersistentVolumeClaim) string {
-	if a := pvc.Annotations["volume.kubernetes.io/storage-provisioner"]; a != "" {
-		return a
+// provisioner prints the section on the claim's provisioner and its
+// conditions, when it is a PavProvisioner.
+func (p *printer) provisioner(ctx context.Context, c Client, pvc *corev1.PersistentVolumeClaim) {
+	prov := provisionerName(ctx, c, pvc)
+	p.section("Provisioner")
+	switch {
+	case prov == "":
+		p.line("none known: the claim's StorageClass is missing or names no provisioner")
+	default:
+		pp, err := c.PavV1alpha1().PavProvisioners().Get(ctx, prov, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			p.line(fmt.Sprintf("%s (not a PavProvisioner, or deleted)", prov))
+		case err != nil:
+			p.line(fmt.Sprintf("%s: %v", prov, err))
+		default:
+			p.line(pp.Name)
+			p.conditions(pp.Status.Conditions)
+		}
 	}
-	if pvc.Spec.StorageClassName == nil {
-		return ""
-	}
-	sc, err := c.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
+}
+
+// usedBy prints the section on the pods using the claim, each with the
+// staging pod of its node (among PaV's pods), and returns them.
+func (p *printer) usedBy(ctx context.Context, c Client, pvc *corev1.PersistentVolumeClaim, pods []*corev1.Pod) []*corev1.Pod {
+	p.section("Used by")
+	var clients []*corev1.Pod
+	users, err := c.CoreV1().Pods(pvc.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return ""
+		p.line(fmt.Sprintf("cannot list pods in %s: %v", pvc.Namespace, err))
+	} else {
+		n := 0
+		for i := range users.Items {
+			u := &users.Items[i]
+			if usesClaim(u, pvc.Name) {
+				n++
+				clients = append(clients, u)
+				staging := "no staging pod"
+				for _, sp := range pods {
+					if sp.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) && sp.Spec.NodeName == u.Spec.NodeName && u.Spec.NodeName != "" {
+						staging = "staging pod " + sp.Namespace + "/" + sp.Name + " (" + podState(sp) + ")"
+					}
+				}
+				p.line(fmt.Sprintf("%s on node %s (%s): %s", u.Name, orNone(u.Spec.NodeName), u.Status.Phase, staging))
+			}
+		}
+		if n == 0 {
+			p.line("no pod")
+		}
 	}
-	return sc.Provisioner
+	return clients
+}
+
+// provisionerName is the provisioner the claim is for, by the controller's
+// rule (protocol.ClaimProvisioner); "" if none.
+func provisionerName(ctx context.Context, c Client, pvc *corev1.PersistentVolumeClaim) string {
+	var class *storagev1.StorageClass
+	if n := pvc.Spec.StorageClassName; n != nil && *n != "" {
+		if sc, err := c.StorageV1().StorageClasses().Get(ctx, *n, metav1.GetOptions{}); err == nil {
+			class = sc
+		}
+	}
+	return protocol.ClaimProvisioner(pvc, class)
 }
 
 // pavPods lists PaV's pods matching any of the selectors, in every

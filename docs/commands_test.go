@@ -21,14 +21,19 @@ var (
 )
 
 // TestDocumentedPavFlagsExist: every --flag of a pav command line in the
-// README and docs is a flag pav defines: a string literal of cmd/pav's
-// non-test files (where every flag of pav is declared by name), or
+// README and docs is a flag pav defines: a string literal of the non-test
+// files of cmd/pav and authoring (where every flag of pav is declared by
+// name), or
 // component-base's logging flags. A documented flag that pav lacks fails.
 func TestDocumentedPavFlagsExist(t *testing.T) {
 	known := map[string]bool{}
-	files, err := filepath.Glob(filepath.Join("..", "cmd", "pav", "*.go"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range []string{filepath.Join("..", "cmd", "pav"), filepath.Join("..", "authoring")} {
+		found, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, found...)
 	}
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") {

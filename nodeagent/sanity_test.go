@@ -2,17 +2,12 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/csisanity"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -38,26 +34,7 @@ func TestSanityOnStager(t *testing.T) {
 	defer cancel()
 	go f.runPods(ctx)
 
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "csi.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	driver := pavcsi.NewDriver(testDriver, "test", "node1", f.stager)
-	srv := grpc.NewServer()
-	csi.RegisterIdentityServer(srv, advertiseController{driver})
-	csi.RegisterNodeServer(srv, driver)
-	csi.RegisterControllerServer(srv, &pvController{f: f})
-	go srv.Serve(lis)
-	defer srv.Stop()
-
-	cfg := sanity.NewTestConfig()
-	cfg.Address = "unix:" + sock
-	cfg.TargetPath = filepath.Join(dir, "target")
-	cfg.StagingPath = filepath.Join(dir, "staging")
-	cfg.IdempotentCount = 2
-	sanity.Test(t, cfg)
+	csisanity.Test(t, pavcsi.NewDriver(testDriver, "test", "node1", f.stager), &pvController{f: f})
 
 	staged := 0
 	for _, a := range f.kube.Actions() {
@@ -108,35 +85,17 @@ func (f *stagerFixture) runPods(ctx context.Context) {
 	}
 }
 
-// advertiseController makes csi-sanity use pvController to create volumes;
-// PaV's own driver has no controller service.
-type advertiseController struct{ *pavcsi.Driver }
-
-func (advertiseController) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
-		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
-	}}}, nil
-}
-
 // pvController creates and deletes PersistentVolumes of the fixture's
 // driver, bound to claims, and waits until the stager's informer sees them.
 type pvController struct {
-	csi.UnimplementedControllerServer
 	f *stagerFixture
-}
-
-func (c *pvController) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
-		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
-	}}}, nil
 }
 
 func (c *pvController) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if req.GetName() == "" || len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "name or capabilities missing")
 	}
-	sum := sha256.Sum256([]byte(req.GetName())) // csi-sanity's names are too long for object names
-	handle := hex.EncodeToString(sum[:16])
+	handle := csisanity.VolumeID(req.GetName())
 	size := req.GetCapacityRange().GetRequiredBytes()
 	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-" + handle, Namespace: "ns", UID: types.UID("uid-" + handle)}}
 	pv := &corev1.PersistentVolume{

@@ -326,6 +326,12 @@ func pathBeneath(p string) bool {
 // it as --kubelet-dir, and the manifests as the node plugin's host path.
 const DefaultKubeletDir = "/var/lib/kubelet"
 
+// KubeletDirHelp describes --kubelet-dir, which the controller, the node
+// plugin and `pav render --pods` must agree on: the controller puts its
+// pods' /pav directories under it, the node plugin reads them there and
+// serves its sockets there.
+const KubeletDirHelp = "kubelet's root directory on the nodes (its --root-dir), the same for the controller and the node plugin: PaV's pods keep /pav under it, and the node plugin's sockets go there"
+
 // PodDirRoot is the host directory under which each PaV pod gets its own /pav
 // directory, on a node whose kubelet root directory is kubeletDir. It sits
 // under that root, which kubelet keeps rshared, so mounts made in a pod's /pav

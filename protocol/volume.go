@@ -18,6 +18,28 @@ import (
 // which provisioner created a PV; PaV's PVs carry their PavProvisioner's name.
 const AnnotationProvisionedBy = "pv.kubernetes.io/provisioned-by"
 
+// The PV controller's annotations on a claim it found no PV for, naming the
+// provisioner it hands the claim over to (and the beta one older releases
+// wrote).
+const (
+	AnnotationStorageProvisioner     = "volume.kubernetes.io/storage-provisioner"
+	AnnotationBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner"
+)
+
+// ClaimProvisioner is the provisioner a claim is for: its class's (class
+// nil when the claim names none or it does not exist), else the provisioner
+// the PV controller handed it over to. The controller provisions by it,
+// `pav describe` and `pav render` show it.
+func ClaimProvisioner(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass) string {
+	if class != nil {
+		return class.Provisioner
+	}
+	if v := pvc.Annotations[AnnotationStorageProvisioner]; v != "" {
+		return v
+	}
+	return pvc.Annotations[AnnotationBetaStorageProvisioner]
+}
+
 // VolumeName is the name of the PV PaV creates for a claim, and the default
 // handle of its volume (defaultHandle in templates); the UID makes a second
 // PV for the same claim impossible (the API server rejects the duplicate name).

@@ -74,3 +74,27 @@ func TestClassSnapshotLeavesOutSecretReferences(t *testing.T) {
 		}
 	}
 }
+
+// A claim is for its class's provisioner, whatever the PV controller's
+// annotations say; without a class, for the one they name (beta last).
+func TestClaimProvisioner(t *testing.T) {
+	annotated := func(ann map[string]string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
+	}
+	class := &storagev1.StorageClass{Provisioner: "by-class"}
+	for _, tc := range []struct {
+		name  string
+		pvc   *corev1.PersistentVolumeClaim
+		class *storagev1.StorageClass
+		want  string
+	}{
+		{"class first", annotated(map[string]string{AnnotationStorageProvisioner: "by-annotation"}), class, "by-class"},
+		{"annotation without a class", annotated(map[string]string{AnnotationStorageProvisioner: "by-annotation", AnnotationBetaStorageProvisioner: "beta"}), nil, "by-annotation"},
+		{"beta annotation", annotated(map[string]string{AnnotationBetaStorageProvisioner: "beta"}), nil, "beta"},
+		{"none", annotated(nil), nil, ""},
+	} {
+		if got := ClaimProvisioner(tc.pvc, tc.class); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

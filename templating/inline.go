@@ -49,43 +49,11 @@ func validateInline(s *v1alpha1.PavProvisionerSpec) field.ErrorList {
 	for i := range pol.Attributes {
 		a := &pol.Attributes[i]
 		ap := path.Child("attributes").Index(i)
-		switch {
-		case len(a.Name) > maxInlineAttributeKeySize:
-			errs = append(errs, field.TooLong(ap.Child("name"), a.Name, maxInlineAttributeKeySize))
-		case strings.HasPrefix(a.Name, protocol.ReservedAttributePrefix):
-			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "keys under "+protocol.ReservedAttributePrefix+" are kubelet's"))
-		default:
-			for _, msg := range validation.IsQualifiedName(a.Name) {
-				errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "an attribute is written like a label key: "+msg))
-			}
-		}
+		errs = append(errs, validateInlineAttribute(a, ap)...)
 		if seen[a.Name] {
 			errs = append(errs, field.Duplicate(ap.Child("name"), a.Name))
 		}
 		seen[a.Name] = true
-		if len(a.Pattern) > maxInlinePatternBytes {
-			errs = append(errs, field.TooLong(ap.Child("pattern"), "", maxInlinePatternBytes))
-		} else if _, err := compilePattern(a.Pattern); err != nil {
-			errs = append(errs, field.Invalid(ap.Child("pattern"), a.Pattern, err.Error()))
-		}
-		if n := len(a.Enum); n > maxInlineEnumValues {
-			errs = append(errs, field.TooMany(ap.Child("enum"), n, maxInlineEnumValues))
-		}
-		if m := a.MaxLength; m != nil && (*m < 1 || *m > maxInlineAttributeLength) {
-			errs = append(errs, field.Invalid(ap.Child("maxLength"), *m, fmt.Sprintf("must be between 1 and %d", maxInlineAttributeLength)))
-		}
-		for j, v := range a.Enum {
-			if len(v) > a.MaxLengthOrDefault() {
-				errs = append(errs, field.Invalid(ap.Child("enum").Index(j), v, fmt.Sprintf("longer than maxLength (%d)", a.MaxLengthOrDefault())))
-			}
-		}
-		if a.Default != nil {
-			if a.Required {
-				errs = append(errs, field.Invalid(ap.Child("default"), *a.Default, "a required attribute has no default"))
-			} else if err := checkInlineAttribute(a, *a.Default); err != nil {
-				errs = append(errs, field.Invalid(ap.Child("default"), *a.Default, err.Error()))
-			}
-		}
 	}
 	if sel := pol.NamespaceSelector; sel != nil {
 		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
@@ -98,6 +66,47 @@ func validateInline(s *v1alpha1.PavProvisionerSpec) field.ErrorList {
 		}
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
+	return errs
+}
+
+// validateInlineAttribute checks one declared attribute: its name (a label
+// key, none of kubelet's), pattern, enum and maxLength within bounds, and a
+// default that fits the declaration.
+func validateInlineAttribute(a *v1alpha1.InlineVolumeAttribute, ap *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case len(a.Name) > maxInlineAttributeKeySize:
+		errs = append(errs, field.TooLong(ap.Child("name"), a.Name, maxInlineAttributeKeySize))
+	case strings.HasPrefix(a.Name, protocol.ReservedAttributePrefix):
+		errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "keys under "+protocol.ReservedAttributePrefix+" are kubelet's"))
+	default:
+		for _, msg := range validation.IsQualifiedName(a.Name) {
+			errs = append(errs, field.Invalid(ap.Child("name"), a.Name, "an attribute is written like a label key: "+msg))
+		}
+	}
+	if len(a.Pattern) > maxInlinePatternBytes {
+		errs = append(errs, field.TooLong(ap.Child("pattern"), "", maxInlinePatternBytes))
+	} else if _, err := compilePattern(a.Pattern); err != nil {
+		errs = append(errs, field.Invalid(ap.Child("pattern"), a.Pattern, err.Error()))
+	}
+	if n := len(a.Enum); n > maxInlineEnumValues {
+		errs = append(errs, field.TooMany(ap.Child("enum"), n, maxInlineEnumValues))
+	}
+	if m := a.MaxLength; m != nil && (*m < 1 || *m > maxInlineAttributeLength) {
+		errs = append(errs, field.Invalid(ap.Child("maxLength"), *m, fmt.Sprintf("must be between 1 and %d", maxInlineAttributeLength)))
+	}
+	for j, v := range a.Enum {
+		if len(v) > a.MaxLengthOrDefault() {
+			errs = append(errs, field.Invalid(ap.Child("enum").Index(j), v, fmt.Sprintf("longer than maxLength (%d)", a.MaxLengthOrDefault())))
+		}
+	}
+	if a.Default != nil {
+		if a.Required {
+			errs = append(errs, field.Invalid(ap.Child("default"), *a.Default, "a required attribute has no default"))
+		} else if err := checkInlineAttribute(a, *a.Default); err != nil {
+			errs = append(errs, field.Invalid(ap.Child("default"), *a.Default, err.Error()))
+		}
+	}
 	return errs
 }
 

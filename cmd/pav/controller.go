@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -97,7 +98,7 @@ func init() {
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8080", "address of /healthz and /readyz (empty: disabled)")
 	f.StringVar(&o.metricsAddr, "metrics-endpoint", "127.0.0.1:9090", metricsFlagHelp)
 	f.BoolVar(&o.metricsAuth, "metrics-auth", true, metricsAuthFlagHelp)
-	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, protocol.KubeletDirHelp)
 	f.StringArrayVar(&o.poolDirs, "pool-kubelet-dir", nil, "<label selector>:<dir>, repeatable: the kubelet root directory of the nodes the selector matches (a node pool with its own node plugin DaemonSet), first match wins; the controller puts the /pav of the pods it places on such a node (capacity pods) there")
 	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "after SIGTERM, how long the admission webhook keeps answering while not ready, so that the Service's endpoints and kube-proxy stop sending it requests before it stops")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one active controller among replicas")
@@ -191,20 +192,7 @@ func runController(ctx context.Context, o controllerOptions) error {
 	// The webhook runs on every replica (the Service may route to any).
 	var wh *webhook.Server
 	if o.webhookAddr != "" {
-		wh = &webhook.Server{
-			Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
-			ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
-			Addr: o.webhookAddr, Handler: &webhook.Handler{Check: templating.Check, Metrics: webhook.NewMetrics(reg)},
-			ClientCAFile: o.webhookCA, ClientNames: o.webhookNames, ClientCAOptional: o.webhookCAOpt,
-		}
-		servers.Add(1)
-		go func() {
-			defer servers.Done()
-			if err := wh.Run(serving); err != nil {
-				klog.ErrorS(err, "Admission webhook stopped")
-				os.Exit(1)
-			}
-		}()
+		wh = startWebhook(serving, &servers, client, o, reg)
 	}
 	go func() {
 		<-ctx.Done()
@@ -219,50 +207,13 @@ func runController(ctx context.Context, o controllerOptions) error {
 		stopServing()
 	}()
 
-	var elector *leaderelection.LeaderElector
+	var watchdog *leaderelection.HealthzAdaptor
 	if o.httpAddr != "" {
-		watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-			// Ready = able to answer admission reviews; only the leader runs
-			// the reconcilers, so they do not count (standbys must be ready too).
-			if ctx.Err() != nil {
-				http.Error(w, "stopping", http.StatusServiceUnavailable)
-				return
-			}
-			if wh != nil && !wh.Ready() {
-				http.Error(w, "webhook not serving yet", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		srv := &http.Server{Addr: o.httpAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.ErrorS(err, "HTTP endpoint stopped")
-				os.Exit(1)
-			}
-		}()
-		go func() {
-			<-serving.Done()
-			_ = srv.Close()
-		}()
-		if o.leaderElection {
-			elector, err = newElector(ctx, client, o, watchdog, newController)
-			if err != nil {
-				return err
-			}
-		}
-	} else if o.leaderElection {
-		elector, err = newElector(ctx, client, o, nil, newController)
-		if err != nil {
+		watchdog = serveControllerHealth(ctx, serving, o.httpAddr, wh)
+	}
+	var elector *leaderelection.LeaderElector
+	if o.leaderElection {
+		if elector, err = newElector(ctx, client, o, watchdog, newController); err != nil {
 			return err
 		}
 	}
@@ -277,6 +228,66 @@ func runController(ctx context.Context, o controllerOptions) error {
 	}
 	<-serving.Done()
 	return err
+}
+
+// startWebhook serves the admission webhook until serving ends (servers
+// tracks it); the process exits if it fails.
+func startWebhook(serving context.Context, servers *sync.WaitGroup, client *kubeclient.Clientset, o controllerOptions, reg *prometheus.Registry) *webhook.Server {
+	wh := &webhook.Server{
+		Kube: client, Namespace: o.leaseNamespace, SecretName: o.webhookSecret,
+		ServiceName: o.webhookService, WebhookConfigName: o.webhookConfig,
+		Addr: o.webhookAddr, Handler: &webhook.Handler{Check: templating.Check, Metrics: webhook.NewMetrics(reg)},
+		ClientCAFile: o.webhookCA, ClientNames: o.webhookNames, ClientCAOptional: o.webhookCAOpt,
+	}
+	servers.Add(1)
+	go func() {
+		defer servers.Done()
+		if err := wh.Run(serving); err != nil {
+			klog.ErrorS(err, "Admission webhook stopped")
+			os.Exit(1)
+		}
+	}()
+	return wh
+}
+
+// serveControllerHealth serves /healthz (the leader election's watchdog,
+// returned for the elector) and /readyz (the webhook serving, not yet
+// stopping: ctx) on addr until serving ends; the process exits if it fails.
+func serveControllerHealth(ctx, serving context.Context, addr string, wh *webhook.Server) *leaderelection.HealthzAdaptor {
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := watchdog.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Ready = able to answer admission reviews; only the leader runs
+		// the reconcilers, so they do not count (standbys must be ready too).
+		if ctx.Err() != nil {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
+		if wh != nil && !wh.Ready() {
+			http.Error(w, "webhook not serving yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "HTTP endpoint stopped")
+			os.Exit(1)
+		}
+	}()
+	go func() {
+		<-serving.Done()
+		_ = srv.Close()
+	}()
+	return watchdog
 }
 
 // newElector builds and runs a controller while this replica leads. Leadership ends when stop

@@ -1,6 +1,7 @@
 // Command pav is PaV's single binary: the controller, the node plugin, and the
 // offline authoring tools. Each subcommand lives in its own file and registers
-// itself on rootCmd from an init function.
+// itself on rootCmd from an init function; the authoring tools' flags and
+// logic are package authoring's.
 package main
 
 import (
@@ -9,12 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	cliflag "k8s.io/component-base/cli/flag"
-)
 
-// kubeletDirFlagHelp describes --kubelet-dir, which the controller and the
-// node plugin must agree on: the controller puts its pods' /pav directories
-// under it, the node plugin reads them there and serves its sockets there.
-const kubeletDirFlagHelp = "kubelet's root directory on the nodes (its --root-dir), the same for the controller and the node plugin: PaV's pods keep /pav under it, and the node plugin's sockets go there"
+	"github.com/albertofaria/pav/authoring"
+)
 
 var rootCmd = &cobra.Command{
 	Use:           "pav",
@@ -22,6 +20,8 @@ var rootCmd = &cobra.Command{
 	SilenceUsage:  true,
 	SilenceErrors: true,
 }
+
+func init() { rootCmd.AddCommand(authoring.Commands()...) }
 
 func main() {
 	tuneGarbageCollector()

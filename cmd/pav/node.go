@@ -49,7 +49,7 @@ func init() {
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster configuration)")
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default: $NODE_NAME)")
-	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, kubeletDirFlagHelp)
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, protocol.KubeletDirHelp)
 	f.Float32Var(&o.qps, "kube-api-qps", 100, "client-side rate limit on Kubernetes API requests per second")
 	f.IntVar(&o.burst, "kube-api-burst", 200, "client-side burst of Kubernetes API requests")
 	f.StringVar(&o.httpAddr, "http-endpoint", ":8081", "address of /healthz and /readyz (empty: disabled)")

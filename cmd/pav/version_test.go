@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/albertofaria/pav/internal/cmdtest"
 )
 
 // TestReadBuildInfo: the stamped version beside the build info's commit and
@@ -44,14 +46,14 @@ func TestReadBuildInfo(t *testing.T) {
 // TestVersionCommand: text by default, JSON with -o json, any other format refused.
 func TestVersionCommand(t *testing.T) {
 	want := currentBuildInfo()
-	out, _, err := run(t, newVersionCmd)
+	out, _, err := cmdtest.Run(t, newVersionCmd())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out, "version:  "+want.Version+"\ncommit:   "+want.Commit+"\n") || !strings.Contains(out, "go:       "+want.GoVersion+"\n") {
 		t.Errorf("pav version:\n%s", out)
 	}
-	out, _, err = run(t, newVersionCmd, "-o", "json")
+	out, _, err = cmdtest.Run(t, newVersionCmd(), "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestVersionCommand(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("pav version -o json (-want +got):\n%s", d)
 	}
-	if _, _, err := run(t, newVersionCmd, "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml"`) {
+	if _, _, err := cmdtest.Run(t, newVersionCmd(), "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml"`) {
 		t.Errorf("pav version -o xml: %v", err)
 	}
 }

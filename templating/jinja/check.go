@@ -86,6 +86,14 @@ func (w *walker) visitNode(n nodes.Node) {
 	if w.err != nil {
 		return
 	}
+	w.checkKnown(n)
+	w.recordUse(n)
+	w.recordBinding(n)
+}
+
+// checkKnown fails on a filter or test PaV's environment lacks, and on a
+// test without its value or name.
+func (w *walker) checkKnown(n nodes.Node) {
 	switch n := n.(type) {
 	case *nodes.FilterCall:
 		if !filters.Exists(n.Name) {
@@ -103,6 +111,12 @@ func (w *walker) visitNode(n nodes.Node) {
 			}
 			w.fail(tok, "invalid syntax: a test needs a value and a test name")
 		}
+	}
+}
+
+// recordUse records a name the template reads, and a function it calls.
+func (w *walker) recordUse(n nodes.Node) {
+	switch n := n.(type) {
 	case *nodes.Name:
 		if n.Name != nil {
 			w.uses = append(w.uses, namedUse{name: n.Name.Val, tok: n.Name})
@@ -111,6 +125,14 @@ func (w *walker) visitNode(n nodes.Node) {
 		if name, ok := n.Func.(*nodes.Name); ok {
 			w.calls = append(w.calls, namedUse{name: name.Name.Val, tok: name.Name})
 		}
+	}
+}
+
+// recordBinding records the names the template binds itself (a for
+// loop's, a macro and its arguments, a set's), so that reading or calling
+// them is not reported as unknown.
+func (w *walker) recordBinding(n nodes.Node) {
+	switch n := n.(type) {
 	case *controlStructures.ForControlStructure:
 		for _, name := range n.Names() {
 			w.defined[name] = true
@@ -126,8 +148,6 @@ func (w *walker) visitNode(n nodes.Node) {
 			}
 		}
 	case *controlStructures.SetControlStructure:
-		// A set binds a name; record it so that calls to it are not
-		// reported as unknown.
 		for _, t := range n.Targets() {
 			if name, ok := t.(*nodes.Name); ok {
 				w.defined[name.Name.Val] = true

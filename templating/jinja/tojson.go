@@ -81,69 +81,11 @@ func (w *jsonWriter) write(v interface{}) error {
 	case float64:
 		writeJSONFloat(b, x)
 	case map[string]interface{}:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		if len(keys) == 0 {
-			b.WriteString("{}")
-			break
-		}
-		w.open('{')
-		for i, k := range keys {
-			if i > 0 {
-				w.sep()
-			}
-			writeJSONString(b, k)
-			b.WriteString(": ")
-			if err := w.write(x[k]); err != nil {
-				return err
-			}
-		}
-		w.close('}')
+		return w.writeObject(x)
 	case []interface{}:
-		if len(x) == 0 {
-			b.WriteString("[]")
-			break
-		}
-		w.open('[')
-		for i, e := range x {
-			if i > 0 {
-				w.sep()
-			}
-			if err := w.write(e); err != nil {
-				return err
-			}
-		}
-		w.close(']')
+		return w.writeArray(x)
 	default:
-		rv := reflect.ValueOf(v)
-		switch rv.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			b.WriteString(strconv.FormatInt(rv.Int(), 10))
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			b.WriteString(strconv.FormatUint(rv.Uint(), 10))
-		case reflect.Slice, reflect.Array:
-			items := make([]interface{}, rv.Len())
-			for i := range items {
-				items[i] = rv.Index(i).Interface()
-			}
-			return w.write(items)
-		case reflect.Map:
-			m := map[string]interface{}{}
-			it := rv.MapRange()
-			for it.Next() {
-				k, ok := it.Key().Interface().(string)
-				if !ok {
-					return fmt.Errorf("keys must be strings")
-				}
-				m[k] = it.Value().Interface()
-			}
-			return w.write(m)
-		default:
-			return fmt.Errorf("object of type %s is not JSON serializable", map[bool]string{true: "function", false: "object"}[rv.Kind() == reflect.Func])
-		}
+		return w.writeReflected(reflect.ValueOf(v))
 	}
 	return nil
 }
@@ -220,4 +162,81 @@ func undefinedIn(v *exec.Value) string {
 		}
 	}
 	return ""
+}
+
+// writeObject writes a mapping with its keys sorted, as Python's
+// json.dumps(sort_keys=True) does.
+func (w *jsonWriter) writeObject(x map[string]interface{}) error {
+	keys := make([]string, 0, len(x))
+	for k := range x {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		w.b.WriteString("{}")
+		return nil
+	}
+	w.open('{')
+	for i, k := range keys {
+		if i > 0 {
+			w.sep()
+		}
+		writeJSONString(&w.b, k)
+		w.b.WriteString(": ")
+		if err := w.write(x[k]); err != nil {
+			return err
+		}
+	}
+	w.close('}')
+	return nil
+}
+
+// writeArray writes a list.
+func (w *jsonWriter) writeArray(x []interface{}) error {
+	if len(x) == 0 {
+		w.b.WriteString("[]")
+		return nil
+	}
+	w.open('[')
+	for i, e := range x {
+		if i > 0 {
+			w.sep()
+		}
+		if err := w.write(e); err != nil {
+			return err
+		}
+	}
+	w.close(']')
+	return nil
+}
+
+// writeReflected writes the values of Go types the cases of write do not
+// name: integers, other slices and arrays, maps with string keys.
+func (w *jsonWriter) writeReflected(rv reflect.Value) error {
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		w.b.WriteString(strconv.FormatInt(rv.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		w.b.WriteString(strconv.FormatUint(rv.Uint(), 10))
+	case reflect.Slice, reflect.Array:
+		items := make([]interface{}, rv.Len())
+		for i := range items {
+			items[i] = rv.Index(i).Interface()
+		}
+		return w.write(items)
+	case reflect.Map:
+		m := map[string]interface{}{}
+		it := rv.MapRange()
+		for it.Next() {
+			k, ok := it.Key().Interface().(string)
+			if !ok {
+				return fmt.Errorf("keys must be strings")
+			}
+			m[k] = it.Value().Interface()
+		}
+		return w.write(m)
+	default:
+		return fmt.Errorf("object of type %s is not JSON serializable", map[bool]string{true: "function", false: "object"}[rv.Kind() == reflect.Func])
+	}
+	return nil
 }

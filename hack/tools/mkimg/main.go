@@ -355,6 +355,17 @@ func run(platforms []platform, names []string, out string, o options) error {
 	}
 	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries})
 
+	if err := writeLayout(out, blobs, index, dockerManifest); err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s %s %s\n", out, strings.Join(names, " "), strings.TrimSuffix(strings.TrimPrefix(target.MediaType, "application/vnd.oci.image."), ".v1+json"), target.Digest)
+	return nil
+}
+
+// writeLayout writes the OCI layout tarball out (through out.tmp, renamed
+// once complete): its blobs (each digest once), index.json and, for a
+// single platform, docker save's manifest.json.
+func writeLayout(out string, blobs []blob, index, dockerManifest []byte) error {
 	f, err := os.Create(out + ".tmp")
 	if err != nil {
 		return err
@@ -416,7 +427,6 @@ func run(platforms []platform, names []string, out string, o options) error {
 	if err := os.Rename(out+".tmp", out); err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %s %s\n", out, strings.Join(names, " "), strings.TrimSuffix(strings.TrimPrefix(target.MediaType, "application/vnd.oci.image."), ".v1+json"), target.Digest)
 	return nil
 }
 

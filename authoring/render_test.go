@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"bytes"
@@ -17,19 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/albertofaria/pav/internal/cmdtest"
 	"github.com/albertofaria/pav/protocol"
 )
 
 // run executes a fresh command in-process.
 func run(t *testing.T, newCmd func() *cobra.Command, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := newCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err = cmd.Execute()
-	return out.String(), errOut.String(), err
+	return cmdtest.Run(t, newCmd(), args...)
 }
 
 func render(t *testing.T, args ...string) (map[string]interface{}, string, error) {
@@ -283,13 +278,13 @@ status: {snapshotHandle: pav-node2/content-uid}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	prov := "../../examples/host-directory/provisioner.yaml"
+	prov := "../examples/host-directory/provisioner.yaml"
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
 		{[]string{"--phase", "snapshot-deletion", "--objects", content}, []string{"rm -rf /snapshots/content-uid", "nodeName: pav-node2"}},
-		{[]string{"--phase", "snapshot-creation", "--pvc", "../../examples/host-directory/usage.yaml", "--selected-node", "pav-node3", "--pods"},
+		{[]string{"--phase", "snapshot-creation", "--pvc", "../examples/host-directory/usage.yaml", "--selected-node", "pav-node3", "--pods"},
 			[]string{"echo pav-node3/", "> /pav/snapshot-handle", "nodeName: pav-node3", "name: pav-snapshot-creation-", protocol.FinalizerResult}},
 	} {
 		var out, errOut bytes.Buffer
@@ -491,7 +486,7 @@ func TestRenderErrors(t *testing.T) {
 		{"no claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation"}, "needs --pvc"},
 		{"no claim for staging", []string{"-f", "testdata/provisioner.yaml", "--phase", "staging"}, "needs --pvc or --pv"},
 		{"no storageCapacity", []string{"-f", "testdata/provisioner.yaml", "--phase", "capacity"}, "has no spec.storageCapacity"},
-		{"node without the topology label", []string{"-f", "../../examples/host-directory/provisioner.yaml", "--phase", "capacity", "--node", "testdata/unlabelled-node.yaml"},
+		{"node without the topology label", []string{"-f", "../examples/host-directory/provisioner.yaml", "--phase", "capacity", "--node", "testdata/unlabelled-node.yaml"},
 			`node bare has no label "kubernetes.io/hostname", one of the spec.topologyKeys of PavProvisioner "host-directory"`},
 		{"not a claim", []string{"-f", "testdata/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/sc.yaml"}, "want exactly one PersistentVolumeClaim, found 0"},
 		{"invalid provisioner", []string{"-f", "testdata/invalid.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml"}, "want exactly one PavProvisioner, found 2"},
@@ -522,7 +517,7 @@ func TestValidateCommand(t *testing.T) {
 	if err != nil || out != "valid\n" {
 		t.Errorf("valid file: %v %q", err, out)
 	}
-	for _, ex := range []string{"../../examples/host-directory/provisioner.yaml", "../../examples/loop-block/provisioner.yaml", "../../examples/hello-world/provisioner.yaml"} {
+	for _, ex := range []string{"../examples/host-directory/provisioner.yaml", "../examples/loop-block/provisioner.yaml", "../examples/hello-world/provisioner.yaml"} {
 		if out, _, err := run(t, newValidateCmd, "-f", ex); err != nil {
 			t.Errorf("%s: %v\n%s", ex, err, out)
 		}
@@ -662,22 +657,6 @@ func TestRenderOutputEndsWithNewline(t *testing.T) {
 	}
 }
 
-// Run as kubectl-pav (the kubectl plugin's name), usage lines say "kubectl pav".
-func TestKubectlPluginName(t *testing.T) {
-	root := &cobra.Command{Use: "pav"}
-	sub := &cobra.Command{Use: "describe", Run: func(*cobra.Command, []string) {}}
-	root.AddCommand(sub)
-	asKubectlPlugin(root, "/usr/local/bin/kubectl-pav")
-	if got := sub.CommandPath(); got != "kubectl pav describe" {
-		t.Errorf("command path %q, want kubectl pav describe", got)
-	}
-	root2 := &cobra.Command{Use: "pav"}
-	asKubectlPlugin(root2, "/usr/local/bin/pav")
-	if got := root2.CommandPath(); got != "pav" {
-		t.Errorf("command path %q as pav", got)
-	}
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -734,11 +713,11 @@ status: {snapshotHandle: pav-node2/content-uid, readyToUse: true, restoreSize: 1
 func TestRenderRestore(t *testing.T) {
 	for _, tc := range []struct{ example, mode string }{{"host-directory", "Filesystem"}, {"loop-block", "Block"}} {
 		t.Run(tc.example, func(t *testing.T) {
-			prov := "../../examples/" + tc.example + "/provisioner.yaml"
+			prov := "../examples/" + tc.example + "/provisioner.yaml"
 			pvc, objects := restoreObjects(t, tc.example, tc.example, tc.mode, tc.mode)
 			opts := func(objs ...string) *renderOptions {
 				return &renderOptions{file: prov, phase: string(protocol.PhaseCreation), kubeletDir: protocol.DefaultKubeletDir,
-					pvc: pvc, objects: append([]string{"../../examples/" + tc.example + "/usage.yaml"}, objs...), selectedNode: "pav-node2", pods: true}
+					pvc: pvc, objects: append([]string{"../examples/" + tc.example + "/usage.yaml"}, objs...), selectedNode: "pav-node2", pods: true}
 			}
 			var out, errOut bytes.Buffer
 			if err := runRender(context.Background(), &out, &errOut, opts(objects)); err != nil {
@@ -851,7 +830,7 @@ func TestRenderChoosesTheNodeOfAnImmediateClaim(t *testing.T) {
 	if err := os.WriteFile(objects, []byte(nodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", objects, "--pods")
+	out, stderr, err := run(t, newRenderCmd, "-f", "../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", objects, "--pods")
 	if err != nil {
 		t.Fatalf("render: %v\n%s", err, stderr)
 	}
@@ -863,7 +842,7 @@ func TestRenderChoosesTheNodeOfAnImmediateClaim(t *testing.T) {
 			t.Errorf("creation pod lacks %q:\n%s", want, out)
 		}
 	}
-	_, _, err = run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", "testdata/unlabelled-node.yaml")
+	_, _, err = run(t, newRenderCmd, "-f", "../examples/host-directory/provisioner.yaml", "--phase", "creation", "--pvc", "testdata/pvc.yaml", "--objects", "testdata/unlabelled-node.yaml")
 	if want := "no node has all the labels"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("without a labelled node: %v, want %q", err, want)
 	}
@@ -900,8 +879,8 @@ func TestRenderHostDirectoryModification(t *testing.T) {
 		t.Run(tc.class, func(t *testing.T) {
 			pvc := write("pvc.yaml", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c, namespace: ns}\n"+
 				"spec: {storageClassName: host-directory, volumeAttributesClassName: "+tc.class+", accessModes: [ReadWriteOncePod], resources: {requests: {storage: 1Gi}}}\n")
-			out, stderr, err := run(t, newRenderCmd, "-f", "../../examples/host-directory/provisioner.yaml", "--phase", "modification", "--pvc", pvc,
-				"--objects", classes, "--objects", "../../examples/host-directory/testdriver-vac.yaml", "--selected-node", "n1", "-o", "json")
+			out, stderr, err := run(t, newRenderCmd, "-f", "../examples/host-directory/provisioner.yaml", "--phase", "modification", "--pvc", pvc,
+				"--objects", classes, "--objects", "../examples/host-directory/testdriver-vac.yaml", "--selected-node", "n1", "-o", "json")
 			if err != nil {
 				t.Fatalf("render: %v\n%s", err, stderr)
 			}

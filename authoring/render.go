@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"context"
@@ -26,8 +26,6 @@ import (
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
-
-func init() { rootCmd.AddCommand(newRenderCmd()) }
 
 type renderOptions struct {
 	file, phase, pvc, sc, pv, node, selectedNode, targetPath, kubeletDir, output string
@@ -99,7 +97,7 @@ the matching flag is absent.`,
 	f.StringVar(&o.selectedNode, "selected-node", "", "node picked by the scheduler (selectedNodeName; validation, creation, deletion); without it, for an Immediate class and a provisioner with topology keys, the node PaV would choose among the Nodes of --objects")
 	f.BoolVar(&o.readOnly, "read-only", false, "stage read-only (readOnly; staging, unstaging)")
 	f.BoolVar(&o.pods, "pods", false, "print the pods PaV would create instead of the evaluated section")
-	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, "with --pods: "+kubeletDirFlagHelp)
+	f.StringVar(&o.kubeletDir, "kubelet-dir", protocol.DefaultKubeletDir, "with --pods: "+protocol.KubeletDirHelp)
 	f.StringVar(&o.targetPath, "target-path", "", "where kubelet publishes the volume (staging, unstaging; names the pods); default: kubelet's path for a client pod")
 	return cmd
 }
@@ -395,6 +393,9 @@ func (r *renderer) dynamic(phase protocol.Phase) (templating.DynamicRequest, err
 	if err != nil {
 		return templating.DynamicRequest{}, err
 	}
+	if p := protocol.ClaimProvisioner(r.pvc, sc); p != r.prov.Name {
+		fmt.Fprintf(r.stderr, "warning: the claim is for provisioner %q (its StorageClass %s), not PavProvisioner %s: PaV would not provision it\n", p, sc.Name, r.prov.Name)
+	}
 	req := templating.DynamicRequest{PVC: r.pvc, Class: sc, SelectedNodeName: r.o.selectedNode, VolumeAttributesClass: vac}
 	switch phase {
 	case protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion:
@@ -577,10 +578,8 @@ func (r *renderer) creation() (*rendered, error) {
 			fmt.Fprintf(r.stderr, "warning: PaV would refuse the volume this creation makes: %v\n", err)
 		}
 	}
-	if req.VolumeAttributesClass != nil {
-		cfg.VolumeAttributesClassName = req.VolumeAttributesClass.Name
-	}
 	// The controller records the evaluation on the creation pod.
+	controller.CompleteCreation(cfg, req)
 	extra, err := cfg.Record()
 	if err != nil {
 		return nil, err

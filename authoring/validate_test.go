@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"encoding/json"
@@ -12,12 +12,12 @@ import (
 // (as `pav validate examples/*/*.yaml`), and so do those the soak, the
 // cluster benchmarks and the original PaV's system tests use.
 func TestValidateExamples(t *testing.T) {
-	files, err := filepath.Glob("../../examples/*/*.yaml")
+	files, err := filepath.Glob("../examples/*/*.yaml")
 	if err != nil || len(files) < 6 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
-	files = append(files, "../../test/soak/testdata/provisioners.yaml", "../../test/benchcluster/testdata/provisioners.yaml",
-		"../../test/upstream/system-tests/provisioner.yaml")
+	files = append(files, "../test/soak/testdata/provisioners.yaml", "../test/benchcluster/testdata/provisioners.yaml",
+		"../test/upstream/system-tests/provisioner.yaml")
 	out, _, err := run(t, newValidateCmd, files...)
 	if err != nil || out != "valid\n" {
 		t.Errorf("examples: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package main
+package authoring
 
 import (
 	"bufio"
@@ -24,8 +24,6 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/templating"
 )
-
-func init() { rootCmd.AddCommand(newValidateCmd()) }
 
 func newValidateCmd() *cobra.Command {
 	var files []string
