@@ -29,6 +29,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -77,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.PodDirRoot = protocol.PodDirRoot(cfg.KubeletDir)
 	}
 	if cfg.Mounter == nil {
-		cfg.Mounter = HostMounter{mount.New("")}
+		cfg.Mounter = mounts.HostMounter{Interface: mount.New("")}
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4

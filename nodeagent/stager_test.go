@@ -26,6 +26,7 @@ import (
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -146,7 +147,7 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	// Without exits recorded, every test learns of exits from pod status.
 	exits := NewExits(pods)
 	s := NewStager(StagerConfig{
-		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &fdMounter{FakeMounter: m},
+		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &mounts.FakeBinder{FakeMounter: m},
 		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs}, Exits: exits,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -713,5 +714,20 @@ func TestPublishIncompatibleIsAlreadyExists(t *testing.T) {
 	}
 	if n := len(f.mounter.MountPoints); n != 1 {
 		t.Errorf("%d mounts at the target, want 1", n)
+	}
+}
+
+// mkdir makes dir/rel, the staging pod's /pav/volume in most tests.
+func mkdir(t testing.TB, dir, rel string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t testing.TB, target, dir, rel string) {
+	t.Helper()
+	if err := os.Symlink(target, filepath.Join(dir, rel)); err != nil {
+		t.Fatal(err)
 	}
 }
