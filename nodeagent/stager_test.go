@@ -105,6 +105,7 @@ type stagerFixture struct {
 	target  string
 	exits   *Exits // what the container runtime reported (tests record exits themselves)
 	provs   cache.Indexer
+	cfg     StagerConfig // the stager's, for a restart
 }
 
 const (
@@ -146,15 +147,16 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	m := mount.NewFakeMounter(nil)
 	// Without exits recorded, every test learns of exits from pod status.
 	exits := NewExits(pods)
-	s := NewStager(StagerConfig{
+	cfg := StagerConfig{
 		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &mounts.FakeBinder{FakeMounter: m},
 		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs}, Exits: exits,
-	})
+	}
+	s := NewStager(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, pods, pvs)
 	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
-	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits, provs: provs,
+	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits, provs: provs, cfg: cfg,
 		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
 }
 

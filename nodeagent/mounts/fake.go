@@ -39,4 +39,3 @@ func (r *FakeBinder) BindFD(source *os.File, target string, o BindOptions) error
 	}
 	return nil
 }
-
