@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	pavcsi "github.com/albertofaria/pav/csi"
@@ -54,8 +55,9 @@ func isNodeWrite(a k8stesting.Action) bool {
 
 // playKubelet runs every PaV pod to completion, as kubelet and the
 // collector would, until ctx ends: a staging pod exposes /pav/volume and
-// exits 0 (run to completion); a creation pod reports a capacity.
-func (f *stagerFixture) playKubelet(ctx context.Context) {
+// exits 0 (run to completion), or with longRunning creates /pav/ready and
+// runs until it is deleted; a creation pod reports a capacity.
+func (f *stagerFixture) playKubelet(ctx context.Context, longRunning bool) {
 	for ctx.Err() == nil {
 		list, err := f.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -63,19 +65,41 @@ func (f *stagerFixture) playKubelet(ctx context.Context) {
 		}
 		for i := range list.Items {
 			pod := &list.Items[i]
-			if protocol.Terminated(pod) || pod.DeletionTimestamp != nil {
+			dir, err := podHostDir(pod, f.root)
+			if protocol.Terminated(pod) || err != nil {
 				continue
 			}
-			dir, err := podHostDir(pod, f.root)
-			if err != nil {
+			exit := int32(0)
+			staging := protocol.Phase(pod.Labels[protocol.LabelPhase]) == protocol.PhaseStaging
+			switch {
+			case pod.DeletionTimestamp != nil && !(staging && longRunning):
+				continue // runs to completion
+			case pod.DeletionTimestamp != nil:
+				exit = 137 // killed
+			case staging && longRunning && pod.Status.Phase == corev1.PodRunning:
 				continue
 			}
 			pod.Status.Phase = corev1.PodSucceeded
+			if exit != 0 {
+				pod.Status.Phase = corev1.PodFailed
+			}
 			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}}
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit}}}}
 			switch protocol.Phase(pod.Labels[protocol.LabelPhase]) {
 			case protocol.PhaseStaging:
 				_ = os.MkdirAll(filepath.Join(dir, protocol.FileVolume), 0o755)
+				if longRunning && exit == 0 {
+					// Running before /pav/ready: a publish that saw it
+					// sees the pod running, and what the test writes
+					// after it is not overwritten here.
+					pod.Status.Phase = corev1.PodRunning
+					pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name,
+						State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+					if _, err := f.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{FieldManager: kubeletManager}); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, protocol.FileReady), nil, 0o644)
+					}
+					continue
+				}
 			case protocol.PhaseInlineCreation:
 				pod.Annotations[protocol.AnnotationResultCapacity] = "2Mi"
 				pod.Annotations[protocol.AnnotationResultsCollected] = "true"
@@ -93,9 +117,11 @@ func (f *stagerFixture) playKubelet(ctx context.Context) {
 // again until it succeeds; check looks at the end state.
 type nodeScenario struct {
 	fixture func(t *testing.T) *stagerFixture
-	setup   func(f *stagerFixture)
-	steps   []func(ctx context.Context, f *stagerFixture) error
-	check   func(t *testing.T, f *stagerFixture)
+	// longRunning: staging pods serve until deleted (/pav/ready).
+	longRunning bool
+	setup       func(f *stagerFixture)
+	steps       []func(ctx context.Context, f *stagerFixture) error
+	check       func(t *testing.T, f *stagerFixture)
 	// once are the phases whose pods must each be created exactly once
 	// in the steps, whatever fails (their work is not to be done twice).
 	once []protocol.Phase
@@ -116,7 +142,7 @@ func (sc nodeScenario) start(t *testing.T) *faultRun {
 	fakeapi.HonorFinalizers(&f.kube.Fake, f.kube.Tracker(), corev1.SchemeGroupVersion.WithResource("pods"), time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go f.playKubelet(ctx)
+	go f.playKubelet(ctx, sc.longRunning)
 	if sc.setup != nil {
 		sc.setup(f)
 	}
@@ -173,7 +199,13 @@ func (r *faultRun) run(t *testing.T, sc nodeScenario) {
 	t.Helper()
 	for i, step := range sc.steps {
 		var err error
-		for attempt := 0; attempt < 10; attempt++ {
+		// With backoff, as kubelet and the recovery queue retry: a call
+		// may end early while the pod cache lags behind the API.
+		backoff := 5 * time.Millisecond
+		for attempt := 0; attempt < 20; attempt, backoff = attempt+1, min(2*backoff, 200*time.Millisecond) {
+			if attempt > 0 {
+				time.Sleep(backoff)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			err = step(ctx, r.f)
 			cancel()
@@ -344,5 +376,87 @@ func TestInlineVolumeSurvivesAFaultAtEveryWrite(t *testing.T) {
 		},
 		check: checkNothingLeft,
 		once:  []protocol.Phase{protocol.PhaseInlineCreation, protocol.PhaseInlineDeletion},
+	})
+}
+
+// noContainers is a container runtime whose pods run no container (the
+// client's containers are restarting): nothing to replace in them.
+type noContainers struct{}
+
+func (noContainers) PodPIDs(context.Context, types.UID) ([]int, error) { return nil, nil }
+
+// TestRecoverySurvivesAFaultAtEveryWrite: a recorded recovery of a staging
+// that stopped under a client is carried out: the old staging unstaged
+// once, one new staging pod, which carries the record until the volume is
+// replaced, then the old pod released and the record removed, whatever
+// write fails.
+func TestRecoverySurvivesAFaultAtEveryWrite(t *testing.T) {
+	var id string
+	testNodeFaults(t, nodeScenario{
+		fixture: func(t *testing.T) *stagerFixture {
+			f := newStagerFixture(t, nil).withUIDs() // the new pod is named after the old one's UID
+			f.cfg.Recovery, f.cfg.Processes = true, noContainers{}
+			f.stager = NewStager(f.cfg)
+			return f
+		},
+		longRunning: true,
+		setup: func(f *stagerFixture) {
+			ctx := context.Background()
+			client, err := f.kube.CoreV1().Pods("ns").Create(ctx, newClientPod(), metav1.CreateOptions{})
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if err := f.publish(ctx); err != nil {
+				f.t.Fatal(err)
+			}
+			old := f.waitForPod(protocol.PhaseStaging)
+			f.setPhase(old, corev1.PodFailed, 137) // the daemon was killed
+			id = old.Labels[protocol.LabelStagingID]
+			rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{client.UID}, Since: time.Now()}
+			if err := f.stager.recordRecovery(ctx, old, rec); err != nil {
+				f.t.Fatal(err)
+			}
+			testwait.Until(f.t, "the cache to show the recorded staging pod", func() bool {
+				cached, err := f.stager.findPod(ctx, protocol.PhaseStaging, id)
+				if err != nil || cached == nil {
+					return false
+				}
+				_, recorded := cached.Annotations[protocol.AnnotationRecovering]
+				return recorded && cached.Status.Phase == corev1.PodFailed
+			})
+		},
+		steps: []func(context.Context, *stagerFixture) error{
+			func(ctx context.Context, f *stagerFixture) error {
+				if err := f.stager.recover(ctx, id); err != nil {
+					return err
+				}
+				// Done when the live staging pod is the new one, with no
+				// record left (recover returns nil also when the cache lags).
+				var stagings []corev1.Pod
+				for _, p := range f.pods() {
+					if p.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
+						stagings = append(stagings, p)
+					}
+				}
+				if len(stagings) != 1 {
+					return fmt.Errorf("staging pods %v, want the new one only", podNames(stagings))
+				}
+				if _, recording := stagings[0].Annotations[protocol.AnnotationRecovering]; recording || !strings.Contains(stagings[0].Name, "-") || stagings[0].DeletionTimestamp != nil {
+					return fmt.Errorf("staging pod %s: annotations %v", stagings[0].Name, stagings[0].Annotations)
+				}
+				return nil
+			},
+		},
+		check: func(t *testing.T, f *stagerFixture) {
+			for _, p := range f.pods() {
+				if ph := p.Labels[protocol.LabelPhase]; ph != string(protocol.PhaseStaging) && ph != "" {
+					t.Errorf("%s pod %s left", ph, p.Name)
+				}
+			}
+			if len(f.mounter.MountPoints) != 1 {
+				t.Errorf("mounts %+v, want the new volume's at the target", f.mounter.MountPoints)
+			}
+		},
+		once: []protocol.Phase{protocol.PhaseStaging, protocol.PhaseUnstaging},
 	})
 }

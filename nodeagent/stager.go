@@ -443,7 +443,15 @@ func (s *Stager) stagingPodFor(ctx context.Context, driver, id string, pod *core
 		if err := s.teardown(ctx, driver, pod); err != nil {
 			return nil, err
 		}
-		pod = nil
+		// A newer staging pod may exist beside it (a recovery's
+		// replacement, which the cache showed after the old one).
+		var err error
+		if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil {
+			return nil, err
+		}
+		if pod != nil && pod.DeletionTimestamp != nil {
+			return nil, status.Errorf(codes.Aborted, "staging pod %s/%s is still being deleted (kubelet will call again)", pod.Namespace, pod.Name)
+		}
 	}
 	if pod != nil {
 		return pod, nil
