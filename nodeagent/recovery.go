@@ -47,7 +47,7 @@ const (
 const recoveryTimeout = 2 * time.Minute
 
 // ContainerProcesses finds the processes of a pod's running containers
-// (ContainerdProcesses).
+// (containerd.Processes).
 type ContainerProcesses interface {
 	PodPIDs(ctx context.Context, uid types.UID) ([]int, error)
 }
