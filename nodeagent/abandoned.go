@@ -97,7 +97,7 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 			client, ok = stagingClient(pod)
 			ns, _, hasClaim = strings.Cut(pod.Annotations[protocol.AnnotationClaim], "/")
 			ok = ok && hasClaim
-		case protocol.PhaseInlineCreation:
+		case protocol.PhaseInlineCreation, protocol.PhaseInlineDeletion: // a deletion pod left over, its volume deleted
 			var v protocol.InlineVolume
 			v, ok = protocol.InlineOf(pod)
 			ns, client = v.PodNamespace, types.UID(v.PodUID)

@@ -29,6 +29,8 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/containerd"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -77,7 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.PodDirRoot = protocol.PodDirRoot(cfg.KubeletDir)
 	}
 	if cfg.Mounter == nil {
-		cfg.Mounter = HostMounter{mount.New("")}
+		cfg.Mounter = mounts.HostMounter{Interface: mount.New("")}
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
@@ -118,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var processes ContainerProcesses
 	if cfg.RuntimeEndpoint != "" {
 		exits = NewExits(podInformer)
-		cp, err := NewContainerdProcesses(cfg.RuntimeEndpoint)
+		cp, err := containerd.NewProcesses(cfg.RuntimeEndpoint)
 		if err != nil {
 			return err
 		}
@@ -186,7 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	retireLeftoverDrivers(manager, provInformer.GetStore())
 	go collector.Run(ctx, cfg.Workers)
 	if exits != nil {
-		go WatchContainerd(ctx, cfg.RuntimeEndpoint, exits.record)
+		go containerd.Watch(ctx, cfg.RuntimeEndpoint, exits.record)
 	}
 	go stager.RunAbandonedSweep(ctx)
 	go stager.RunRecovery(ctx)

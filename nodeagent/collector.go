@@ -23,6 +23,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -150,7 +151,7 @@ func (c *Collector) removeNextGone() bool {
 		return false
 	}
 	defer c.gone.Done(dir)
-	if err := cleanupDir(c.mounter, dir); err != nil {
+	if err := mounts.CleanupDir(c.mounter, dir); err != nil {
 		klog.ErrorS(err, "Removing a deleted pod's /pav directory", "dir", dir)
 		c.gone.AddRateLimited(dir)
 		return true
@@ -236,7 +237,7 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 	if dir == "" {
 		return nil
 	}
-	return cleanupDir(c.mounter, dir)
+	return mounts.CleanupDir(c.mounter, dir)
 }
 
 // readResults reads handle, capacity, error, infeasible,
@@ -326,7 +327,7 @@ func (c *Collector) SweepOrphans(now time.Time) error {
 			continue
 		}
 		klog.InfoS("Removing orphan /pav directory", "dir", dir)
-		if err := cleanupDir(c.mounter, dir); err != nil {
+		if err := mounts.CleanupDir(c.mounter, dir); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
+	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -323,7 +324,7 @@ func TestCollectOnRuntimeExit(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go c.Run(ctx, 1)
-			exits.record(containerExit{PodUID: pod.UID, Container: "create", Status: code})
+			exits.record(containerd.Exit{PodUID: pod.UID, Container: "create", Status: code})
 			if code != 0 {
 				// Collect is what the worker would run: it must do nothing.
 				if err := c.Collect(ctx, pod); err != nil {

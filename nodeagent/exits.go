@@ -7,13 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/albertofaria/pav/nodeagent/containerd"
 )
 
 // podsByUID indexes PaV's pods by UID, for matching the runtime's reports.
 const podsByUID = "pav-uid"
 
 // Exits keeps what the container runtime reported about the containers of
-// PaV's pods on this node (WatchContainerd), so that a run-to-completion pod
+// PaV's pods on this node (containerd.Watch), so that a run-to-completion pod
 // is known to have succeeded the moment its last container exits, not when
 // kubelet's next relist puts it into the pod status. Only pods in the node
 // plugin's cache count (PaV's pods on this node, matched by UID): exits of
@@ -52,7 +54,7 @@ func (e *Exits) OnExit(f func(pod *corev1.Pod)) {
 
 // record notes the exit of a container; it is ignored unless the container
 // is one of a PaV pod in the cache.
-func (e *Exits) record(x containerExit) {
+func (e *Exits) record(x containerd.Exit) {
 	// The cache is read under e.mu: the informer removes a pod from its
 	// cache before the delete handler forgets the pod's codes under e.mu, so
 	// an exit of a pod being deleted is either forgotten with it or not

@@ -16,6 +16,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/albertofaria/pav/kubelet"
+	"github.com/albertofaria/pav/nodeagent/containerd"
+	"github.com/albertofaria/pav/nodeagent/containerd/containerdtest"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -71,7 +73,7 @@ func (f *stagerFixture) publishOnRuntimeExit(ctx context.Context) *corev1.Pod {
 	pod := f.waitForPod(protocol.PhaseStaging)
 	mkdir(f.t, hostDir(f.t, pod, f.root), "volume")
 	f.cached(pod)
-	f.exits.record(containerExit{PodUID: pod.UID, Container: "stage", Status: 0})
+	f.exits.record(containerd.Exit{PodUID: pod.UID, Container: "stage", Status: 0})
 	if err := <-done; err != nil {
 		f.t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestPublishOnRuntimeExit(t *testing.T) {
 	done := async(func() error { return f.stager.Unpublish(ctx, testDriver, testHandle, f.target) })
 	un := f.waitForPod(protocol.PhaseUnstaging)
 	f.cached(un)
-	f.exits.record(containerExit{PodUID: un.UID, Container: "unstage", Status: 0})
+	f.exits.record(containerd.Exit{PodUID: un.UID, Container: "unstage", Status: 0})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +129,12 @@ func TestPublishOnRuntimeExit(t *testing.T) {
 // waits on, checked directly rather than by waiting for Publish's deadline)
 // and nothing is recorded on the pod; Publish, cancelled, says not done yet.
 func TestPublishNotOnOtherRuntimeExits(t *testing.T) {
-	for name, exit := range map[string]func(pod *corev1.Pod) containerExit{
-		"exit status 1": func(pod *corev1.Pod) containerExit {
-			return containerExit{PodUID: pod.UID, Container: "stage", Status: 1}
+	for name, exit := range map[string]func(pod *corev1.Pod) containerd.Exit{
+		"exit status 1": func(pod *corev1.Pod) containerd.Exit {
+			return containerd.Exit{PodUID: pod.UID, Container: "stage", Status: 1}
 		},
-		"a tenant's pod":    func(*corev1.Pod) containerExit { return containerExit{PodUID: "tenant-pod", Container: "stage"} },
-		"another container": func(pod *corev1.Pod) containerExit { return containerExit{PodUID: pod.UID, Container: "other"} },
+		"a tenant's pod":    func(*corev1.Pod) containerd.Exit { return containerd.Exit{PodUID: "tenant-pod", Container: "stage"} },
+		"another container": func(pod *corev1.Pod) containerd.Exit { return containerd.Exit{PodUID: pod.UID, Container: "other"} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newStagerFixture(t, nil).withUIDs()
@@ -197,17 +199,17 @@ func BenchmarkPublishRuntimeExitLatency(b *testing.B) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		f := newStagerFixture(b, nil).withUIDs()
-		ctd := newFakeContainerd(b)
-		ctd.watch(b, f.exits.record)
-		<-ctd.subscribed
+		ctd := containerdtest.New(b)
+		ctd.Watch(b, f.exits.record)
+		<-ctd.Subscribed
 		done := async(func() error { return f.publish(context.Background()) })
 		pod := f.waitForPod(protocol.PhaseStaging)
 		mkdir(b, hostDir(b, pod, f.root), "volume")
 		f.cached(pod)
-		ctd.addContainer("c", string(pod.UID), "stage")
+		ctd.AddContainer("c", string(pod.UID), "stage")
 		f.waiting(pod)
 		start := time.Now()
-		ctd.exit(b, kubelet.ContainerdNamespace, "c", "c", 0)
+		ctd.Exit(b, kubelet.ContainerdNamespace, "c", "c", 0)
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}

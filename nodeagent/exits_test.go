@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -48,22 +49,22 @@ func TestExitsSucceeded(t *testing.T) {
 	tests := []struct {
 		name  string
 		pod   *corev1.Pod
-		exits []containerExit // of the pod's UID
+		exits []containerd.Exit // of the pod's UID
 		want  bool
 	}{
 		{"every container exited 0, init included", runToCompletionPod("a", corev1.RestartPolicyNever, []string{"init"}, "one", "two"),
-			[]containerExit{{Container: "init"}, {Container: "one"}, {Container: "two"}}, true},
+			[]containerd.Exit{{Container: "init"}, {Container: "one"}, {Container: "two"}}, true},
 		{"one container exited 1", runToCompletionPod("b", corev1.RestartPolicyNever, nil, "one", "two"),
-			[]containerExit{{Container: "one"}, {Container: "two", Status: 1}}, false},
+			[]containerd.Exit{{Container: "one"}, {Container: "two", Status: 1}}, false},
 		{"one container still runs", runToCompletionPod("c", corev1.RestartPolicyNever, nil, "one", "two"),
-			[]containerExit{{Container: "one"}}, false},
+			[]containerd.Exit{{Container: "one"}}, false},
 		{"the init container is not reported", runToCompletionPod("d", corev1.RestartPolicyNever, []string{"init"}, "one"),
-			[]containerExit{{Container: "one"}}, false},
+			[]containerd.Exit{{Container: "one"}}, false},
 		{"OnFailure: failed, restarted, then exited 0", runToCompletionPod("e", corev1.RestartPolicyOnFailure, nil, "one"),
-			[]containerExit{{Container: "one", Status: 1}, {Container: "one"}}, true},
+			[]containerd.Exit{{Container: "one", Status: 1}, {Container: "one"}}, true},
 		{"Always restarts", runToCompletionPod("f", corev1.RestartPolicyAlways, nil, "one"),
-			[]containerExit{{Container: "one"}}, false},
-		{"a sidecar", sidecar, []containerExit{{Container: "side"}, {Container: "main"}}, false},
+			[]containerd.Exit{{Container: "one"}}, false},
+		{"a sidecar", sidecar, []containerd.Exit{{Container: "side"}, {Container: "main"}}, false},
 		{"nothing reported", runToCompletionPod("g", corev1.RestartPolicyNever, nil, "one"), nil, false},
 	}
 	for _, tt := range tests {
@@ -85,8 +86,8 @@ func TestExitsSucceeded(t *testing.T) {
 func TestExitsIgnoresOthers(t *testing.T) {
 	pod := runToCompletionPod("pav", corev1.RestartPolicyNever, nil, "main")
 	e, told := exitsFor(t, pod)
-	e.record(containerExit{PodUID: "tenant", Container: "main"})
-	e.record(containerExit{PodUID: "pav", Container: "injected"})
+	e.record(containerd.Exit{PodUID: "tenant", Container: "main"})
+	e.record(containerd.Exit{PodUID: "pav", Container: "injected"})
 	if len(*told) != 0 || len(e.codes) != 0 {
 		t.Errorf("recorded %v, told %v; want nothing", e.codes, *told)
 	}
@@ -94,7 +95,7 @@ func TestExitsIgnoresOthers(t *testing.T) {
 	if e.Succeeded(tenant) {
 		t.Error("a tenant's pod succeeded")
 	}
-	e.record(containerExit{PodUID: "pav", Container: "main"})
+	e.record(containerd.Exit{PodUID: "pav", Container: "main"})
 	if len(*told) != 1 || !e.Succeeded(pod) {
 		t.Errorf("told %v, Succeeded %v: want PaV's pod told and succeeded", *told, e.Succeeded(pod))
 	}
@@ -115,7 +116,7 @@ func TestWithReportedExits(t *testing.T) {
 	if got := describePod(e.withReportedExits(pod)); got != "phase Running; container daemon running; container sidecar running" {
 		t.Errorf("no exit reported: %q", got)
 	}
-	e.record(containerExit{PodUID: "pav", Container: "daemon", Status: 137})
+	e.record(containerd.Exit{PodUID: "pav", Container: "daemon", Status: 137})
 	if got, want := describePod(e.withReportedExits(pod)), "phase Running; container daemon exited with code 137; container sidecar running"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

@@ -278,16 +278,21 @@ func (s *Stager) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 // deleteInline deletes an inline volume once it is unstaged (or its
 // creation failed or was abandoned): it stops a creation pod still running,
 // runs the deletion pod (volumeDeletion, with pv and handle), then removes
-// both pods, the creation pod last, since it is the record that the volume
-// exists. Every step can be repeated. A volume without a creation pod
-// (none ran, or it is deleted already) has nothing to delete.
+// both pods: the creation pod, the record that the volume exists, first,
+// then the deletion pod, the record that it was deleted (the other order
+// would delete it twice if the node plugin stopped in between). Every step
+// can be repeated. A volume without a creation pod (none ran, or it is
+// deleted already) has nothing to delete but a deletion pod left over.
 // It looks in the pod cache only (Unpublish calls it for every volume): a
 // creation pod is never this young.
 func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) error {
 	id := protocol.InlineID(volumeID)
 	created, err := s.inlineRecord(ctx, driver, volumeID, false)
-	if err != nil || created == nil {
+	if err != nil {
 		return err
+	}
+	if created == nil {
+		return s.releaseDeletionPods(ctx, driver, volumeID)
 	}
 	v, _ := protocol.InlineOf(created)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", volumeID)
@@ -345,14 +350,32 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 			}
 			return status.Errorf(codes.Internal, "deletion pod %s/%s of inline volume %s failed: %s", last.Namespace, last.Name, volumeID, msg)
 		}
-		if err := s.releasePod(ctx, last); err != nil {
-			return err
-		}
 	}
 	if err := s.releasePod(ctx, created); err != nil {
 		return err
 	}
+	if err := s.releaseDeletionPods(ctx, driver, volumeID); err != nil {
+		return err
+	}
 	logger.V(1).Info("Inline volume deleted")
+	return nil
+}
+
+// releaseDeletionPods releases the deletion pods of inline volume volumeID
+// of driver once its creation pod is gone: the deletion succeeded (a
+// creation pod is released only then, or with no deletion pod at all).
+func (s *Stager) releaseDeletionPods(ctx context.Context, driver, volumeID string) error {
+	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineDeletion)+"/"+protocol.InlineID(volumeID))
+	if err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	for _, obj := range objs {
+		if pod := obj.(*corev1.Pod); isRecordOf(pod, driver, volumeID) {
+			if err := s.releasePod(ctx, pod); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -12,17 +12,19 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
+
+	"github.com/albertofaria/pav/nodeagent/mounts"
 )
 
 // runPreflight checks this node once at start: what falls short is logged
 // and reported as a Warning Event on the Node; the error (nil: none) is
 // why the node plugin is not ready.
 func runPreflight(kubeletDir, nodeName string, recorder record.EventRecorder) error {
-	mounts, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	table, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return fmt.Errorf("preflight: reading the mount table: %w", err)
 	}
-	r := decidePreflight(preflightInput{Kernel: probeKernel(), KubeletDir: kubeletDir, Mounts: mounts})
+	r := decidePreflight(preflightInput{Kernel: probeKernel(), KubeletDir: kubeletDir, Mounts: table})
 	node := &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)} // as kubelet refers to its Node
 	for _, p := range r.Problems {
 		klog.ErrorS(nil, "Preflight: this node cannot serve PaV volumes; not ready", "problem", p)
@@ -126,14 +128,14 @@ func decidePreflight(in preflightInput) preflightResult {
 // kubeletDir would not reach the host ("" if they would): the mount
 // kubeletDir is on must be shared (mountinfo's "shared:N"), which
 // mountPropagation: Bidirectional on a shared host mount gives.
-func propagationProblem(kubeletDir string, mounts []mount.MountInfo) string {
+func propagationProblem(kubeletDir string, table []mount.MountInfo) string {
 	dir := filepath.Clean(kubeletDir)
 	var on *mount.MountInfo
-	for i := range mounts {
-		mp := filepath.Clean(UnescapeMountInfo(mounts[i].MountPoint))
+	for i := range table {
+		mp := filepath.Clean(mounts.UnescapeMountInfo(table[i].MountPoint))
 		// The last of equally long matches is the mount on top.
-		if isUnder(dir, mp) && (on == nil || len(mp) >= len(filepath.Clean(UnescapeMountInfo(on.MountPoint)))) {
-			on = &mounts[i]
+		if isUnder(dir, mp) && (on == nil || len(mp) >= len(filepath.Clean(mounts.UnescapeMountInfo(on.MountPoint)))) {
+			on = &table[i]
 		}
 	}
 	if on == nil {
@@ -151,7 +153,7 @@ func propagationProblem(kubeletDir string, mounts []mount.MountInfo) string {
 		}
 	}
 	return fmt.Sprintf("%s is on mount %s, which is %s, not shared: volumes the node plugin mounts there would not reach kubelet or the client pods; mount %s into the node plugin with mountPropagation: Bidirectional (the chart and deployment.yaml do), and make it a shared mount on the host (mount --make-rshared)",
-		dir, UnescapeMountInfo(on.MountPoint), propagation, dir)
+		dir, mounts.UnescapeMountInfo(on.MountPoint), propagation, dir)
 }
 
 // isUnder: path is dir or below it.
@@ -178,7 +180,7 @@ func probeKernel() kernelFeatures {
 	k.MountSetattr = present(unix.MountSetattr(-1, "", unix.AT_EMPTY_PATH, &unix.MountAttr{}))
 	err = unix.MoveMount(-1, "", -1, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 	k.MoveMount = present(err)
-	err = unix.MoveMount(-1, "", -1, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|moveMountBeneath)
+	err = unix.MoveMount(-1, "", -1, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|mounts.MoveMountBeneath)
 	k.MoveMountBeneath = k.MoveMount && present(err) && !errors.Is(err, unix.EINVAL)
 	return k
 }

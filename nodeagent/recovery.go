@@ -26,6 +26,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubelet"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -35,7 +36,7 @@ const (
 	ReasonVolumeRecovered      = "VolumeRecovered"
 	ReasonVolumeRecoveryFailed = "VolumeRecoveryFailed"
 	// ReasonVolumeNotReplaced: a client container keeps the old volume
-	// (errOwnNamespace); recovery and rollout go on without it.
+	// (mounts.ErrOwnNamespace); recovery and rollout go on without it.
 	ReasonVolumeNotReplaced = "VolumeNotReplaced"
 	// ReasonVolumeNotRecovered: a block volume is not recovered under
 	// running clients (keepForBlockClients).
@@ -46,7 +47,7 @@ const (
 const recoveryTimeout = 2 * time.Minute
 
 // ContainerProcesses finds the processes of a pod's running containers
-// (ContainerdProcesses).
+// (containerd.Processes).
 type ContainerProcesses interface {
 	PodPIDs(ctx context.Context, uid types.UID) ([]int, error)
 }
@@ -56,7 +57,7 @@ type ContainerProcesses interface {
 // be found on the node and in the client containers, the client pods that
 // used it, and when the volume was found lost.
 type recoveryRecord struct {
-	Replaces []string    `json:"replaces"` // volumeMount.String()
+	Replaces []string    `json:"replaces"` // mounts.VolumeMount.String()
 	Clients  []types.UID `json:"clients"`
 	Since    time.Time   `json:"since"`
 	// Device is a block volume's device number, which the clients'
@@ -94,11 +95,11 @@ func (r *recoveryRecord) showsAt(target string) bool {
 	if r == nil {
 		return false
 	}
-	top, err := mountAt("self", target)
+	top, err := mounts.MountAt("self", target)
 	if err != nil {
 		return false
 	}
-	now := volumeMount{Major: top.Major, Minor: top.Minor, Root: mountRoot(*top)}.String()
+	now := mounts.VolumeMount{Major: top.Major, Minor: top.Minor, Root: mounts.MountRoot(*top)}.String()
 	for _, old := range r.Replaces {
 		if old == now {
 			return true
@@ -107,10 +108,10 @@ func (r *recoveryRecord) showsAt(target string) bool {
 	return false
 }
 
-func (r *recoveryRecord) mounts() ([]volumeMount, error) {
-	var out []volumeMount
+func (r *recoveryRecord) mounts() ([]mounts.VolumeMount, error) {
+	var out []mounts.VolumeMount
 	for _, s := range r.Replaces {
-		m, err := parseVolumeMount(s)
+		m, err := mounts.ParseVolumeMount(s)
 		if err != nil {
 			return nil, err
 		}
@@ -383,7 +384,7 @@ func replacementSuffix(old *corev1.Pod) string {
 }
 
 // keepForBlockClients keeps the stopped staging of a block volume on a node
-// whose device cgroups are v2 (errDeviceCgroupV2): a new device could not
+// whose device cgroups are v2 (mounts.ErrDeviceCgroupV2): a new device could not
 // be given to the running clients, nor the old number taken from them, and
 // once the old staging's unstaging gave that number back it could become
 // another volume's device, which the clients could open. So the old
@@ -408,13 +409,13 @@ func (s *Stager) keepForBlockClients(ctx context.Context, pod *corev1.Pod, req *
 // nodeDeviceCgroupV2: this node's device cgroups are cgroup v2 (the node
 // plugin's own process has no v1 devices controller).
 func nodeDeviceCgroupV2() bool {
-	self, err := openProcess(os.Getpid())
+	self, err := mounts.OpenProcess(os.Getpid())
 	if err != nil {
 		return false
 	}
 	defer self.Close()
-	_, err = deviceCgroup(self)
-	return errors.Is(err, errDeviceCgroupV2)
+	_, err = mounts.DeviceCgroup(self)
+	return errors.Is(err, mounts.ErrDeviceCgroupV2)
 }
 
 // lost says whether the staging no longer serves its volume while client
@@ -439,7 +440,7 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string, block
 	if err != nil {
 		return nil, err
 	}
-	old, ok := volumeMountAt(infos, target)
+	old, ok := mounts.VolumeMountAt(infos, target)
 	if !ok {
 		return nil, nil // unpublished meanwhile
 	}
@@ -453,8 +454,8 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string, block
 		}
 		rec.Device = dev
 	}
-	for _, m := range staleMounts(infos, []volumeMount{old}) {
-		if uid, ok := kubelet.PodUIDInPath(m.mountPoint); ok && !slices.Contains(rec.Clients, uid) {
+	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{old}) {
+		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok && !slices.Contains(rec.Clients, uid) {
 			rec.Clients = append(rec.Clients, uid)
 		}
 	}
@@ -538,7 +539,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	if err != nil {
 		return nil, err
 	}
-	src, err := openInPav(dir, protocol.FileVolume)
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
 	if err != nil {
 		return nil, err
 	}
@@ -583,10 +584,10 @@ func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRe
 	var replaced []string
 	var errs []error
 	for _, pod := range clients {
-		paths := blockDevicePaths(pod, claim)
-		errs = append(errs, s.inContainers(ctx, pod, func(proc *clientProcess) error {
+		paths := mounts.BlockDevicePaths(pod, claim)
+		errs = append(errs, s.inContainers(ctx, pod, func(proc *mounts.ClientProcess) error {
 			for _, p := range paths {
-				ok, err := replaceDeviceNode(proc, p, rec.Device, st.Rdev, allowDevice)
+				ok, err := mounts.ReplaceDeviceNode(proc, p, rec.Device, st.Rdev, mounts.AllowDevice)
 				if err != nil {
 					return err
 				} else if ok {
@@ -597,7 +598,7 @@ func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRe
 				return nil
 			}
 			// Also where the node was replaced by an earlier attempt.
-			return revokeDevice(proc, rec.Device)
+			return mounts.RevokeDevice(proc, rec.Device)
 		}))
 	}
 	return replaced, errors.Join(errs...)
@@ -606,9 +607,9 @@ func (s *Stager) replaceDevicesInContainers(ctx context.Context, rec *recoveryRe
 // replaceInContainers replaces the volume rec recorded by src in every
 // running container of rec's client pods. A container whose process runs in
 // a mount namespace of a user namespace of its own is left alone
-// (errOwnNamespace): its pod gets a Warning Event, and it is no error
+// (mounts.ErrOwnNamespace): its pod gets a Warning Event, and it is no error
 // (nothing retries it).
-func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, src *os.File, opts BindOptions) ([]string, error) {
+func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, src *os.File, opts mounts.BindOptions) ([]string, error) {
 	old, err := rec.mounts()
 	if err != nil {
 		return nil, err
@@ -620,13 +621,13 @@ func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, s
 	var replaced []string
 	var errs []error
 	for _, pod := range clients {
-		err := s.inContainers(ctx, pod, func(proc *clientProcess) error {
-			done, err := replaceInNamespace(proc, old, src, opts, nil)
+		err := s.inContainers(ctx, pod, func(proc *mounts.ClientProcess) error {
+			done, err := mounts.ReplaceInNamespace(proc, old, src, opts, nil)
 			replaced = append(replaced, done...)
-			if errors.Is(err, errOwnNamespace) {
-				klog.FromContext(ctx).Info("Not replacing the volume in a mount namespace the client made", "pod", klog.KObj(pod), "pid", proc.pid, "err", err)
+			if errors.Is(err, mounts.ErrOwnNamespace) {
+				klog.FromContext(ctx).Info("Not replacing the volume in a mount namespace the client made", "pod", klog.KObj(pod), "pid", proc.PID(), "err", err)
 				s.eventOn([]*corev1.Pod{pod}, corev1.EventTypeWarning, ReasonVolumeNotReplaced,
-					"volume not replaced in container process %d: it runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false), where a new mount would not stay locked read-only; it keeps the old volume until the container restarts", proc.pid)
+					"volume not replaced in container process %d: it runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false), where a new mount would not stay locked read-only; it keeps the old volume until the container restarts", proc.PID())
 				return nil
 			}
 			return err
@@ -637,9 +638,9 @@ func (s *Stager) replaceInContainers(ctx context.Context, rec *recoveryRecord, s
 }
 
 // inContainers calls f with each running container process of pod, held by
-// a pidfd (openProcess) and named by the runtime before and after it was
+// a pidfd (mounts.OpenProcess) and named by the runtime before and after it was
 // opened.
-func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*clientProcess) error) error {
+func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*mounts.ClientProcess) error) error {
 	if s.processes == nil {
 		return errNoProcesses
 	}
@@ -647,15 +648,15 @@ func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*clie
 	if err != nil {
 		return err
 	}
-	var procs []*clientProcess
+	var procs []*mounts.ClientProcess
 	defer func() {
 		for _, p := range procs {
 			p.Close()
 		}
 	}()
 	for _, pid := range pids {
-		proc, err := openProcess(pid)
-		if errors.Is(err, errProcessGone) {
+		proc, err := mounts.OpenProcess(pid)
+		if errors.Is(err, mounts.ErrProcessGone) {
 			continue // the container stopped: the runtime makes its next one from kubelet's mount
 		} else if err != nil {
 			return err
@@ -670,11 +671,11 @@ func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*clie
 	}
 	var errs []error
 	for _, proc := range procs {
-		if !slices.Contains(again, proc.pid) {
+		if !slices.Contains(again, proc.PID()) {
 			continue
 		}
 		if err := f(proc); err != nil {
-			errs = append(errs, fmt.Errorf("container process %d of pod %s/%s: %w", proc.pid, pod.Namespace, pod.Name, err))
+			errs = append(errs, fmt.Errorf("container process %d of pod %s/%s: %w", proc.PID(), pod.Namespace, pod.Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -684,50 +685,50 @@ func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*clie
 // directory is shared with the host), the mounts of client pods' directories
 // that show an old volume: unmounted, then bound anew from the same
 // directory of src, read-only if they were.
-func (s *Stager) replaceOnNode(src *os.File, old []volumeMount, opts BindOptions) ([]string, error) {
+func (s *Stager) replaceOnNode(src *os.File, old []mounts.VolumeMount, opts mounts.BindOptions) ([]string, error) {
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	binder, ok := s.mounter.(FDBinder)
+	binder, ok := s.mounter.(mounts.FDBinder)
 	if !ok {
 		return nil, fmt.Errorf("cannot bind: %T cannot bind a descriptor", s.mounter)
 	}
 	var replaced []string
-	for _, m := range staleMounts(infos, old) {
-		if _, ok := kubelet.PodUIDInPath(m.mountPoint); !ok {
+	for _, m := range mounts.StaleMounts(infos, old) {
+		if _, ok := kubelet.PodUIDInPath(m.MountPoint); !ok {
 			continue // not a client's: e.g. the dead mount left in the old staging pod's directory
 		}
-		if err := unmountUnder(s.mounter, m.mountPoint); err != nil {
+		if err := mounts.UnmountUnder(s.mounter, m.MountPoint); err != nil {
 			return replaced, err
 		}
 		from := src
-		if m.sub != "" {
-			fd, err := unix.Openat2(int(src.Fd()), m.sub, &unix.OpenHow{
+		if m.Sub != "" {
+			fd, err := unix.Openat2(int(src.Fd()), m.Sub, &unix.OpenHow{
 				Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 			})
 			if err != nil {
-				return replaced, fmt.Errorf("resolving %s in the new volume: %w", m.sub, err)
+				return replaced, fmt.Errorf("resolving %s in the new volume: %w", m.Sub, err)
 			}
-			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.sub)
+			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.Sub)
 			defer from.Close()
 		}
-		if err := binder.BindFD(from, m.mountPoint, opts.keeping(m)); err != nil {
-			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.mountPoint, err)
+		if err := binder.BindFD(from, m.MountPoint, opts.Keeping(m)); err != nil {
+			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.MountPoint, err)
 		}
-		replaced = append(replaced, m.mountPoint)
+		replaced = append(replaced, m.MountPoint)
 	}
 	return replaced, nil
 }
 
 // bindOptions are the flags of the provisioner's published volumes.
-func (s *Stager) bindOptions(driver string, block, readOnly bool) BindOptions {
+func (s *Stager) bindOptions(driver string, block, readOnly bool) mounts.BindOptions {
 	allowSetuid := false
 	if p, err := s.provisioner(driver); err == nil && p.Spec.VolumeStaging != nil {
 		allowSetuid = p.Spec.VolumeStaging.AllowSetuidAndDevices
 	}
-	return BindOptions{Block: block, ReadOnly: readOnly, NoSetuidNoDevices: !block && !allowSetuid}
+	return mounts.BindOptions{Block: block, ReadOnly: readOnly, NoSetuidNoDevices: !block && !allowSetuid}
 }
 
 var errNoProcesses = errors.New("the node plugin cannot find the client's containers (it runs without --runtime-endpoint): only containers with mountPropagation HostToContainer see the volume again")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/kubelet"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -68,7 +69,7 @@ func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
 // isMountPoint: something is mounted at path.
 func isMountPoint(infos []mount.MountInfo, path string) bool {
 	for _, m := range infos {
-		if UnescapeMountInfo(m.MountPoint) == path {
+		if mounts.UnescapeMountInfo(m.MountPoint) == path {
 			return true
 		}
 	}
@@ -103,7 +104,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if err != nil {
 		return err
 	}
-	oldMount, ok := volumeMountAt(infos, seen)
+	oldMount, ok := mounts.VolumeMountAt(infos, seen)
 	if !ok || (!shared && !isMountPoint(infos, seen)) {
 		return nil // unpublished meanwhile
 	}
@@ -139,7 +140,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if _, err := s.succeeded(ctx, pod); err != nil {
 		return err
 	}
-	src, err := openInPav(dir, protocol.FileVolume)
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
 	if err != nil {
 		return err
 	}
@@ -148,31 +149,31 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		capacity = q.Value()
 	}
-	if err := checkVolume(src, false, capacity, podDevices(pod)); err != nil {
+	if err := mounts.CheckVolume(src, false, capacity, mounts.PodDevices(pod)); err != nil {
 		return fmt.Errorf("the new staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
 	}
 
 	// The swap: the node's mounts in client pods' directories, then the
 	// clients' containers.
 	var uids []types.UID
-	for _, m := range staleMounts(infos, []volumeMount{oldMount}) {
-		if uid, ok := kubelet.PodUIDInPath(m.mountPoint); ok {
+	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{oldMount}) {
+		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok {
 			uids = append(uids, uid)
 		}
 	}
 	bind := s.bindOptions(driver, false, req.ReadOnly)
 	isClients := func(mountPoint string) bool { _, ok := kubelet.PodUIDInPath(mountPoint); return ok }
-	self, err := openProcess(os.Getpid())
+	self, err := mounts.OpenProcess(os.Getpid())
 	if err != nil {
 		return err
 	}
-	replaced, err := replaceInNamespace(self, []volumeMount{oldMount}, src, bind, isClients)
+	replaced, err := mounts.ReplaceInNamespace(self, []mounts.VolumeMount{oldMount}, src, bind, isClients)
 	self.Close()
 	if err != nil {
 		// Unmount and bind instead: containers with HostToContainer
 		// propagation see the volume go for a moment.
 		klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
-		done, err := s.replaceOnNode(src, []volumeMount{oldMount}, bind)
+		done, err := s.replaceOnNode(src, []mounts.VolumeMount{oldMount}, bind)
 		if err != nil {
 			return fmt.Errorf("swapping the volume on the node: %w", err)
 		}

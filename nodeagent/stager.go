@@ -28,6 +28,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubelet"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -321,12 +322,12 @@ func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.P
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
-	src, err := openInPav(dir, protocol.FileVolume)
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
 	defer src.Close()
-	if err := publishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
+	if err := mounts.PublishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
 		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
 	}
 	return nil
@@ -388,10 +389,10 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		capacity = q.Value()
 	}
-	src, err := openInPav(dir, protocol.FileVolume)
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
 	if err == nil {
 		defer src.Close()
-		err = checkVolume(src, req.Block, capacity, podDevices(pod))
+		err = mounts.CheckVolume(src, req.Block, capacity, mounts.PodDevices(pod))
 	}
 	if err != nil {
 		msg := fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err)
@@ -406,11 +407,11 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	}
 	if rec.showsAt(req.TargetPath) {
 		// The target still holds the volume that stopped working.
-		if err := unmountUnder(s.mounter, req.TargetPath); err != nil {
+		if err := mounts.UnmountUnder(s.mounter, req.TargetPath); err != nil {
 			return status.Errorf(codes.Internal, "unmounting the stopped volume at %s: %v", req.TargetPath, err)
 		}
 	}
-	if err := publishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
+	if err := mounts.PublishTarget(s.mounter, src, req.TargetPath, s.bindOptions(driver, req.Block, req.ReadOnly)); err != nil {
 		return status.Errorf(codes.Internal, "mounting the volume at %s: %v", req.TargetPath, err)
 	}
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
@@ -442,7 +443,15 @@ func (s *Stager) stagingPodFor(ctx context.Context, driver, id string, pod *core
 		if err := s.teardown(ctx, driver, pod); err != nil {
 			return nil, err
 		}
-		pod = nil
+		// A newer staging pod may exist beside it (a recovery's
+		// replacement, which the cache showed after the old one).
+		var err error
+		if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil {
+			return nil, err
+		}
+		if pod != nil && pod.DeletionTimestamp != nil {
+			return nil, status.Errorf(codes.Aborted, "staging pod %s/%s is still being deleted (kubelet will call again)", pod.Namespace, pod.Name)
+		}
 	}
 	if pod != nil {
 		return pod, nil
@@ -584,7 +593,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	id := protocol.StagingID(volumeID, targetPath)
 	defer s.locks.lock(id)()
 	s.health.forget(id)
-	if err := unmountUnder(s.mounter, targetPath); err != nil {
+	if err := mounts.UnmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)
 	}
 	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
@@ -605,7 +614,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	if err := s.deleteInline(ctx, driver, volumeID); err != nil {
 		return err
 	}
-	if err := unpublishTarget(s.mounter, targetPath); err != nil {
+	if err := mounts.UnpublishTarget(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
 	klog.FromContext(ctx).V(1).Info("Volume unstaged", "driver", driver, "volume", volumeID, "target", targetPath, "duration", time.Since(start))

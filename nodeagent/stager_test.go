@@ -26,6 +26,7 @@ import (
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -104,6 +105,7 @@ type stagerFixture struct {
 	target  string
 	exits   *Exits // what the container runtime reported (tests record exits themselves)
 	provs   cache.Indexer
+	cfg     StagerConfig // the stager's, for a restart
 }
 
 const (
@@ -145,15 +147,16 @@ func newStagerFixture(t testing.TB, pvMutate func(*corev1.PersistentVolume), mod
 	m := mount.NewFakeMounter(nil)
 	// Without exits recorded, every test learns of exits from pod status.
 	exits := NewExits(pods)
-	s := NewStager(StagerConfig{
-		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &fdMounter{FakeMounter: m},
+	cfg := StagerConfig{
+		Kube: kube, Engine: engine, NodeName: "node1", PodDirRoot: root, Mounter: &mounts.FakeBinder{FakeMounter: m},
 		Pods: pods, PVs: pvs, Provisioners: &indexerInformer{SharedIndexInformer: pods, indexer: provs}, Exits: exits,
-	})
+	}
+	s := NewStager(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, pods, pvs)
 	cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, pvs.HasSynced)
-	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits, provs: provs,
+	return &stagerFixture{t: t, kube: kube, stager: s, engine: engine, mounter: m, root: root, exits: exits, provs: provs, cfg: cfg,
 		target: filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~csi", "pvc", "mount")}
 }
 
@@ -713,5 +716,20 @@ func TestPublishIncompatibleIsAlreadyExists(t *testing.T) {
 	}
 	if n := len(f.mounter.MountPoints); n != 1 {
 		t.Errorf("%d mounts at the target, want 1", n)
+	}
+}
+
+// mkdir makes dir/rel, the staging pod's /pav/volume in most tests.
+func mkdir(t testing.TB, dir, rel string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t testing.TB, target, dir, rel string) {
+	t.Helper()
+	if err := os.Symlink(target, filepath.Join(dir, rel)); err != nil {
+		t.Fatal(err)
 	}
 }

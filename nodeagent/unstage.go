@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -68,7 +69,7 @@ func (s *Stager) stopStaging(ctx context.Context, driver string, pod *corev1.Pod
 		return nil, err
 	}
 	if dir, err := podHostDir(pod, s.root); err == nil {
-		if err := cleanupDir(s.mounter, dir); err != nil {
+		if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 			return nil, status.Errorf(codes.Internal, "cleaning up the staging pod's /pav: %v", err)
 		}
 	}
@@ -168,7 +169,7 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 			return err
 		}
 		if dir, err := podHostDir(pod, s.root); err == nil {
-			if err := cleanupDir(s.mounter, dir); err != nil {
+			if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 				return status.Errorf(codes.Internal, "cleaning up the unstaging pod's /pav: %v", err)
 			}
 		}

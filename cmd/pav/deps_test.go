@@ -29,8 +29,8 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 	}
 
 	// Of containerd, only the API's generated types and clients the node
-	// plugin calls (task exit events, containers' labels: nodeagent's
-	// WatchContainerd) and what they import, not its client library, which
+	// plugin calls (task exit events, containers' labels: nodeagent/containerd's
+	// Watch) and what they import, not its client library, which
 	// brings most of containerd.
 	containerd := map[string]bool{
 		"github.com/containerd/containerd/api/services/events/v1":     true,

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/mount-utils"
 
-	"github.com/albertofaria/pav/nodeagent"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -78,7 +78,7 @@ func MountsUnder(path string) ([]string, error) {
 	}
 	var out []string
 	for _, m := range infos {
-		if mp := nodeagent.UnescapeMountInfo(m.MountPoint); mp == path || strings.HasPrefix(mp, path+"/") {
+		if mp := mounts.UnescapeMountInfo(m.MountPoint); mp == path || strings.HasPrefix(mp, path+"/") {
 			out = append(out, mp)
 		}
 	}

@@ -1,7 +1,7 @@
 // Learning of container exits from the container runtime itself, before
 // kubelet's next relist (up to a second later) puts them into the pod status.
 
-package nodeagent
+package containerd
 
 import (
 	"context"
@@ -23,27 +23,27 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// containerExit is one exit of a pod's container, as the runtime reported it.
-type containerExit struct {
+// Exit is one exit of a pod's container, as the runtime reported it.
+type Exit struct {
 	PodUID    types.UID
 	Container string
 	Status    uint32
 }
 
-// WatchContainerd follows containerd's task exit events at endpoint
+// Watch follows containerd's task exit events at endpoint
 // ("unix:///run/containerd/containerd.sock" or a socket path) and hands
 // every exit of a pod's container to record, until ctx ends. A broken stream
 // (containerd restarted, say) is subscribed again with backoff; exits missed
 // meanwhile are only learnt from the pod status, as without this watch.
-func WatchContainerd(ctx context.Context, endpoint string, record func(containerExit)) {
-	conn, err := dialContainerd(endpoint)
+func Watch(ctx context.Context, endpoint string, record func(Exit)) {
+	conn, err := dial(endpoint)
 	if err != nil {
 		klog.ErrorS(err, "Not watching the container runtime's exit events", "endpoint", endpoint)
 		return
 	}
 	defer conn.Close()
 	ctx = metadata.AppendToOutgoingContext(ctx, kubelet.ContainerdNamespaceHeader, kubelet.ContainerdNamespace)
-	w := containerdWatch{events: eventsapi.NewEventsClient(conn), containers: containersapi.NewContainersClient(conn), record: record}
+	w := subscription{events: eventsapi.NewEventsClient(conn), containers: containersapi.NewContainersClient(conn), record: record}
 	const minDelay, maxDelay = 100 * time.Millisecond, 30 * time.Second
 	delay, logged := minDelay, false
 	for {
@@ -71,15 +71,15 @@ func WatchContainerd(ctx context.Context, endpoint string, record func(container
 	}
 }
 
-type containerdWatch struct {
+type subscription struct {
 	events     eventsapi.EventsClient
 	containers containersapi.ContainersClient
-	record     func(containerExit)
+	record     func(Exit)
 }
 
 // follow subscribes to task exits and handles them until the stream breaks;
 // subscribed says whether it got that far.
-func (w containerdWatch) follow(ctx context.Context) (subscribed bool, err error) {
+func (w subscription) follow(ctx context.Context) (subscribed bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := w.events.Subscribe(ctx, &eventsapi.SubscribeRequest{
@@ -103,19 +103,19 @@ func (w containerdWatch) follow(ctx context.Context) (subscribed bool, err error
 // exit turns an event into a pod container's exit; ok is false for anything
 // else (an exec'd process, a sandbox, a container kubelet did not make, an
 // event that does not parse).
-func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (containerExit, bool) {
+func (w subscription) exit(ctx context.Context, env *eventsapi.Envelope) (Exit, bool) {
 	if env.GetTopic() != kubelet.TopicTaskExit || env.GetNamespace() != kubelet.ContainerdNamespace || env.GetEvent() == nil {
-		return containerExit{}, false
+		return Exit{}, false
 	}
 	var te taskevents.TaskExit
 	if err := proto.Unmarshal(env.GetEvent().GetValue(), &te); err != nil {
 		klog.V(4).InfoS("Ignoring a task exit event that does not parse", "err", err)
-		return containerExit{}, false
+		return Exit{}, false
 	}
 	// ID is the process: the container's own (its init process) or one
 	// exec'd into it, e.g. by an exec probe.
 	if te.ContainerID == "" || te.ID != te.ContainerID {
-		return containerExit{}, false
+		return Exit{}, false
 	}
 	getCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -123,35 +123,35 @@ func (w containerdWatch) exit(ctx context.Context, env *eventsapi.Envelope) (con
 	if err != nil {
 		// Removed already, say: the pod status will tell.
 		klog.V(4).InfoS("Ignoring the exit of a container containerd does not describe", "container", te.ContainerID, "err", err)
-		return containerExit{}, false
+		return Exit{}, false
 	}
 	labels := resp.GetContainer().GetLabels()
 	uid, name := labels[kubelet.LabelPodUID], labels[kubelet.LabelContainerName]
 	if labels[kubelet.LabelKind] == kubelet.KindSandbox || uid == "" || name == "" {
-		return containerExit{}, false
+		return Exit{}, false
 	}
-	return containerExit{PodUID: types.UID(uid), Container: name, Status: te.ExitStatus}, true
+	return Exit{PodUID: types.UID(uid), Container: name, Status: te.ExitStatus}, true
 }
 
-// ContainerdProcesses finds the processes of a pod's running containers
+// Processes finds the processes of a pod's running containers
 // through containerd, by the pod UID kubelet labels each container with.
-type ContainerdProcesses struct {
+type Processes struct {
 	containers containersapi.ContainersClient
 	tasks      tasksapi.TasksClient
 }
 
-// NewContainerdProcesses connects (lazily) to containerd at endpoint.
-func NewContainerdProcesses(endpoint string) (*ContainerdProcesses, error) {
-	conn, err := dialContainerd(endpoint)
+// NewProcesses connects (lazily) to containerd at endpoint.
+func NewProcesses(endpoint string) (*Processes, error) {
+	conn, err := dial(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", endpoint, err)
 	}
-	return &ContainerdProcesses{containers: containersapi.NewContainersClient(conn), tasks: tasksapi.NewTasksClient(conn)}, nil
+	return &Processes{containers: containersapi.NewContainersClient(conn), tasks: tasksapi.NewTasksClient(conn)}, nil
 }
 
 // PodPIDs returns the main process of each running container of the pod
 // (not its sandbox), as PIDs of the host's PID namespace.
-func (c *ContainerdProcesses) PodPIDs(ctx context.Context, uid types.UID) ([]int, error) {
+func (c *Processes) PodPIDs(ctx context.Context, uid types.UID) ([]int, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, kubelet.ContainerdNamespaceHeader, kubelet.ContainerdNamespace)
 	list, err := c.containers.List(ctx, &containersapi.ListContainersRequest{
 		Filters: []string{fmt.Sprintf(`labels.%q==%q`, kubelet.LabelPodUID, string(uid))},
@@ -175,9 +175,9 @@ func (c *ContainerdProcesses) PodPIDs(ctx context.Context, uid types.UID) ([]int
 	return pids, nil
 }
 
-// dialContainerd makes a (lazy) client connection to containerd's socket,
+// dial makes a (lazy) client connection to containerd's socket,
 // given as "unix:///run/containerd/containerd.sock" or a path.
-func dialContainerd(endpoint string) (*grpc.ClientConn, error) {
+func dial(endpoint string) (*grpc.ClientConn, error) {
 	target := endpoint
 	if !strings.HasPrefix(target, "unix://") {
 		target = "unix://" + target

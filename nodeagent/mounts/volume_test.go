@@ -1,7 +1,6 @@
-package nodeagent
+package mounts
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,7 +98,7 @@ func TestOpenInPav(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tt.setup(t, dir)
-			f, err := openInPav(dir, "volume")
+			f, err := OpenInPav(dir, "/pav", "volume")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
@@ -157,22 +156,24 @@ func open(t testing.TB, path string) *os.File {
 func TestCheckVolume(t *testing.T) {
 	dir := t.TempDir()
 	mkdir(t, dir, "d")
-	writeFile(t, filepath.Join(dir, "f"), "x")
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	any := func(uint64) bool { return true }
-	if err := checkVolume(open(t, filepath.Join(dir, "d")), false, 0, nil); err != nil {
+	if err := CheckVolume(open(t, filepath.Join(dir, "d")), false, 0, nil); err != nil {
 		t.Errorf("directory as filesystem volume: %v", err)
 	}
-	if err := checkVolume(open(t, filepath.Join(dir, "f")), false, 0, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if err := CheckVolume(open(t, filepath.Join(dir, "f")), false, 0, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("file as filesystem volume: %v", err)
 	}
-	if err := checkVolume(open(t, filepath.Join(dir, "d")), true, 1<<20, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
+	if err := CheckVolume(open(t, filepath.Join(dir, "d")), true, 1<<20, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("directory as block volume: %v", err)
 	}
-	if err := checkVolume(open(t, "/dev/null"), true, 0, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
+	if err := CheckVolume(open(t, "/dev/null"), true, 0, any); err == nil || !strings.Contains(err.Error(), "not a block device") {
 		t.Errorf("character device as block volume: %v", err)
 	}
 	if blk := firstBlockDevice(); blk != "" {
-		if err := checkVolume(open(t, blk), true, 0, func(uint64) bool { return false }); err == nil || !strings.Contains(err.Error(), "was not given") {
+		if err := CheckVolume(open(t, blk), true, 0, func(uint64) bool { return false }); err == nil || !strings.Contains(err.Error(), "was not given") {
 			t.Errorf("block device %s the pod was not given: %v", blk, err)
 		}
 	}
@@ -209,12 +210,12 @@ func firstBlockDevice() string {
 func TestPodDevices(t *testing.T) {
 	yes := true
 	privileged := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{SecurityContext: &corev1.SecurityContext{Privileged: &yes}}}}}
-	if !podDevices(privileged)(unix.Mkdev(7, 0)) {
+	if !PodDevices(privileged)(unix.Mkdev(7, 0)) {
 		t.Error("a privileged staging pod may hand out any device")
 	}
 	plain := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}},
 		Volumes: []corev1.Volume{{Name: "null", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev/null"}}}}}}
-	if podDevices(plain)(unix.Mkdev(7, 0)) {
+	if PodDevices(plain)(unix.Mkdev(7, 0)) {
 		t.Error("an unprivileged staging pod handed out a device it was not given")
 	}
 	if blk := firstBlockDevice(); blk != "" {
@@ -223,7 +224,7 @@ func TestPodDevices(t *testing.T) {
 			t.Fatal(err)
 		}
 		plain.Spec.Volumes = append(plain.Spec.Volumes, corev1.Volume{Name: "dev", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: blk}}})
-		if !podDevices(plain)(st.Rdev) {
+		if !PodDevices(plain)(st.Rdev) {
 			t.Errorf("a pod given %s by hostPath may hand it out", blk)
 		}
 	}
@@ -257,7 +258,7 @@ func TestOpenInPavRace(t *testing.T) {
 	const attempts = 50000
 	opened := 0
 	for i := 0; i < attempts; i++ {
-		f, err := openInPav(dir, "volume")
+		f, err := OpenInPav(dir, "/pav", "volume")
 		if err != nil {
 			continue // the symlink was seen and refused, or nothing was there
 		}
@@ -265,7 +266,7 @@ func TestOpenInPavRace(t *testing.T) {
 		if sameFile(t, f, host) {
 			t.Fatalf("attempt %d: the descriptor refers to the host directory", i)
 		}
-		if err := checkVolume(f, false, 0, nil); err != nil {
+		if err := CheckVolume(f, false, 0, nil); err != nil {
 			t.Fatalf("attempt %d: an opened volume failed its check: %v", i, err)
 		}
 		f.Close()
@@ -303,8 +304,8 @@ func TestPublishTarget(t *testing.T) {
 			source := open(t, filepath.Join(base, "pav", "volume"))
 			target := filepath.Join(base, "pods", "uid", "volumes", "mount")
 			fake := mount.NewFakeMounter(nil)
-			m := &fdMounter{FakeMounter: fake, nested: tt.nested}
-			if err := publishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
+			m := &FakeBinder{FakeMounter: fake, Nested: tt.nested}
+			if err := PublishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Stat(target)
@@ -328,13 +329,13 @@ func TestPublishTarget(t *testing.T) {
 			}
 			// A second call finds the mount and does nothing.
 			n := len(fake.MountPoints)
-			if err := publishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
+			if err := PublishTarget(m, source, target, BindOptions{Block: tt.block, ReadOnly: tt.readOnly, NoSetuidNoDevices: !tt.block && !tt.allowSetuid}); err != nil {
 				t.Fatal(err)
 			}
 			if len(fake.MountPoints) != n {
 				t.Errorf("second publish added mounts: %v", fake.MountPoints)
 			}
-			if err := unpublishTarget(m, target); err != nil {
+			if err := UnpublishTarget(m, target); err != nil {
 				t.Fatal(err)
 			}
 			if len(fake.MountPoints) != 0 {
@@ -343,42 +344,11 @@ func TestPublishTarget(t *testing.T) {
 			if _, err := os.Stat(target); !os.IsNotExist(err) {
 				t.Errorf("target still exists: %v", err)
 			}
-			if err := unpublishTarget(m, target); err != nil {
+			if err := UnpublishTarget(m, target); err != nil {
 				t.Errorf("second unpublish: %v", err)
 			}
 		})
 	}
-}
-
-// fdMounter is a fake mounter that binds descriptors: it records one mount
-// with options rbind (plus ro, nosuid and nodev as asked) and, when nested,
-// the mount the staging pod made inside the volume, which a recursive bind
-// brings along.
-type fdMounter struct {
-	*mount.FakeMounter
-	nested bool
-}
-
-func (r *fdMounter) BindFD(source *os.File, target string, o BindOptions) error {
-	opts := []string{"rbind"}
-	if o.ReadOnly {
-		opts = append(opts, "ro")
-	}
-	if o.NoSetuidNoDevices {
-		opts = append(opts, "nosuid", "nodev")
-	}
-	// Record the path the descriptor really refers to.
-	path, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", source.Fd()))
-	if err != nil {
-		return err
-	}
-	if err := r.FakeMounter.Mount(path, target, "", opts); err != nil {
-		return err
-	}
-	if r.nested {
-		r.FakeMounter.MountPoints = append(r.FakeMounter.MountPoints, mount.MountPoint{Device: "tmpfs", Path: filepath.Join(target, "sub")})
-	}
-	return nil
 }
 
 // A target left mounted by an earlier publish whose staging pod died (a bind

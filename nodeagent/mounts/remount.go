@@ -9,7 +9,7 @@
 // (move_mount MOVE_MOUNT_BENEATH) and detaches the old one from above it, so
 // the path never shows anything but the old or the new volume.
 
-package nodeagent
+package mounts
 
 import (
 	"errors"
@@ -25,41 +25,41 @@ import (
 	mount "k8s.io/mount-utils"
 )
 
-// moveMountBeneath is move_mount's MOVE_MOUNT_BENEATH (Linux >= 6.5,
+// MoveMountBeneath is move_mount's MOVE_MOUNT_BENEATH (Linux >= 6.5,
 // include/uapi/linux/mount.h), which golang.org/x/sys does not define.
-const moveMountBeneath = 0x00000200
+const MoveMountBeneath = 0x00000200
 
-// volumeMount names what a mount shows, the same in every mount namespace:
+// VolumeMount names what a mount shows, the same in every mount namespace:
 // the file system (its device numbers) and the directory of it that is
 // mounted (Root, as in mountinfo).
-type volumeMount struct {
+type VolumeMount struct {
 	Major, Minor int
 	Root         string
 }
 
-func (v volumeMount) String() string { return fmt.Sprintf("%d:%d:%s", v.Major, v.Minor, v.Root) }
+func (v VolumeMount) String() string { return fmt.Sprintf("%d:%d:%s", v.Major, v.Minor, v.Root) }
 
-// parseVolumeMount is the inverse of String.
-func parseVolumeMount(s string) (volumeMount, error) {
+// ParseVolumeMount is the inverse of String.
+func ParseVolumeMount(s string) (VolumeMount, error) {
 	parts := strings.SplitN(s, ":", 3)
 	if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") {
-		return volumeMount{}, fmt.Errorf("%q is not major:minor:/root", s)
+		return VolumeMount{}, fmt.Errorf("%q is not major:minor:/root", s)
 	}
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
 	if err := errors.Join(err1, err2); err != nil {
-		return volumeMount{}, fmt.Errorf("%q is not major:minor:/root: %w", s, err)
+		return VolumeMount{}, fmt.Errorf("%q is not major:minor:/root: %w", s, err)
 	}
-	return volumeMount{Major: major, Minor: minor, Root: parts[2]}, nil
+	return VolumeMount{Major: major, Minor: minor, Root: parts[2]}, nil
 }
 
 // within says whether a mount showing m shows v or a directory inside it
 // (a subPath of the volume), and which one (relative to v's root).
-func (v volumeMount) within(m mount.MountInfo) (sub string, ok bool) {
+func (v VolumeMount) within(m mount.MountInfo) (sub string, ok bool) {
 	if m.Major != v.Major || m.Minor != v.Minor {
 		return "", false
 	}
-	root := mountRoot(m)
+	root := MountRoot(m)
 	if root == v.Root {
 		return "", true
 	}
@@ -70,9 +70,9 @@ func (v volumeMount) within(m mount.MountInfo) (sub string, ok bool) {
 	return strings.TrimPrefix(root, prefix), true
 }
 
-// mountAt is the top mount at path in the mount table of /proc/<pid> ("self"
+// MountAt is the top mount at path in the mount table of /proc/<pid> ("self"
 // for the node plugin's own).
-func mountAt(pid, target string) (*mount.MountInfo, error) {
+func MountAt(pid, target string) (*mount.MountInfo, error) {
 	infos, err := mount.ParseMountInfo("/proc/" + pid + "/mountinfo")
 	if err != nil {
 		return nil, err
@@ -89,60 +89,60 @@ func mountAt(pid, target string) (*mount.MountInfo, error) {
 	return top, nil
 }
 
-// volumeMountAt is what the node sees at where: the file system of the
+// VolumeMountAt is what the node sees at where: the file system of the
 // mount that holds it (the last one mounted at where or above it) and the
 // directory of it that where is.
-func volumeMountAt(infos []mount.MountInfo, where string) (volumeMount, bool) {
+func VolumeMountAt(infos []mount.MountInfo, where string) (VolumeMount, bool) {
 	for i := len(infos) - 1; i >= 0; i-- {
 		mp := UnescapeMountInfo(infos[i].MountPoint)
 		if where == mp || mount.PathWithinBase(where, mp) {
-			root := mountRoot(infos[i])
+			root := MountRoot(infos[i])
 			if rel := strings.TrimPrefix(strings.TrimPrefix(where, mp), "/"); rel != "" {
 				root = path.Join(root, rel)
 			}
-			return volumeMount{Major: infos[i].Major, Minor: infos[i].Minor, Root: root}, true
+			return VolumeMount{Major: infos[i].Major, Minor: infos[i].Minor, Root: root}, true
 		}
 	}
-	return volumeMount{}, false
+	return VolumeMount{}, false
 }
 
-// staleMount is a mount in a client's namespace that shows an old volume.
-type staleMount struct {
+// StaleMount is a mount in a client's namespace that shows an old volume.
+type StaleMount struct {
 	id         int    // its mount ID, which the node plugin checks it reached
-	mountPoint string // where it is, as the client's namespace sees it
-	sub        string // the directory of the volume it shows ("" for its root)
+	MountPoint string // where it is, as the client's namespace sees it
+	Sub        string // the directory of the volume it shows ("" for its root)
 	// its flags, which its replacement keeps: read-only (a readOnly
-	// volumeMount), nosuid and nodev (both, as a publish sets them)
+	// VolumeMount), nosuid and nodev (both, as a publish sets them)
 	readOnly, noSetuidNoDevices bool
 }
 
 // keeping are opts with the flags of m added: a replacement is never
 // writable, setuid or device-capable where the mount it replaces was not.
-func (opts BindOptions) keeping(m staleMount) BindOptions {
+func (opts BindOptions) Keeping(m StaleMount) BindOptions {
 	opts.ReadOnly = opts.ReadOnly || m.readOnly
 	opts.NoSetuidNoDevices = opts.NoSetuidNoDevices || m.noSetuidNoDevices
 	return opts
 }
 
-// staleMounts lists the mounts of a mount table that show one of old, top
+// StaleMounts lists the mounts of a mount table that show one of old, top
 // mounts first and without those nested in another (replaced with it).
-func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
-	var found []staleMount
+func StaleMounts(infos []mount.MountInfo, old []VolumeMount) []StaleMount {
+	var found []StaleMount
 	for _, m := range infos {
 		for _, v := range old {
 			if sub, ok := v.within(m); ok {
-				found = append(found, staleMount{id: m.ID, mountPoint: UnescapeMountInfo(m.MountPoint), sub: sub,
+				found = append(found, StaleMount{id: m.ID, MountPoint: UnescapeMountInfo(m.MountPoint), Sub: sub,
 					readOnly:          slices.Contains(m.MountOptions, "ro"),
 					noSetuidNoDevices: slices.Contains(m.MountOptions, "nosuid") && slices.Contains(m.MountOptions, "nodev")})
 				break
 			}
 		}
 	}
-	slices.SortStableFunc(found, func(a, b staleMount) int { return len(a.mountPoint) - len(b.mountPoint) })
-	var tops []staleMount
+	slices.SortStableFunc(found, func(a, b StaleMount) int { return len(a.MountPoint) - len(b.MountPoint) })
+	var tops []StaleMount
 	for _, m := range found {
-		nested := slices.ContainsFunc(tops, func(t staleMount) bool {
-			return t.mountPoint == "/" || strings.HasPrefix(m.mountPoint, t.mountPoint+"/")
+		nested := slices.ContainsFunc(tops, func(t StaleMount) bool {
+			return t.MountPoint == "/" || strings.HasPrefix(m.MountPoint, t.MountPoint+"/")
 		})
 		if !nested {
 			tops = append(tops, m)
@@ -151,11 +151,11 @@ func staleMounts(infos []mount.MountInfo, old []volumeMount) []staleMount {
 	return tops
 }
 
-// mountRoot is the directory of its file system a mount shows. A mount of
+// MountRoot is the directory of its file system a mount shows. A mount of
 // a file or directory that was since removed (a block volume's device node
 // in the old staging pod's cleaned-up /pav) still shows it: mountinfo adds
 // "//deleted", which is no part of the name.
-func mountRoot(m mount.MountInfo) string {
+func MountRoot(m mount.MountInfo) string {
 	return strings.TrimSuffix(UnescapeMountInfo(m.Root), "//deleted")
 }
 
@@ -211,34 +211,37 @@ func cloneTree(source *os.File, sub string, opts BindOptions) (int, error) {
 	return tree, nil
 }
 
-// clientProcess is a process of a client container (or the node plugin
+// ClientProcess is a process of a client container (or the node plugin
 // itself), held by a pidfd: its /proc directory is opened while the pidfd's
 // process is alive, so it is that process's, and a PID that was reused
 // meanwhile never leads the node plugin into another process.
-type clientProcess struct {
+type ClientProcess struct {
 	pid   int
 	pidfd int
 	dir   int // /proc/<pid>, O_PATH
 }
 
-var errProcessGone = errors.New("the process is gone")
+// PID is the process's ID, for messages.
+func (p *ClientProcess) PID() int { return p.pid }
 
-// openProcess holds process pid. Whoever named pid (containerd) must still
+var ErrProcessGone = errors.New("the process is gone")
+
+// OpenProcess holds process pid. Whoever named pid (containerd) must still
 // name it after this returned: the pidfd may be of a process that got pid
 // after the named one ended.
-func openProcess(pid int) (*clientProcess, error) {
+func OpenProcess(pid int) (*ClientProcess, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		return nil, fmt.Errorf("process %d: %w", pid, errProcessGone)
+		return nil, fmt.Errorf("process %d: %w", pid, ErrProcessGone)
 	} else if err != nil {
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Close(pidfd)
-		return nil, fmt.Errorf("process %d: %w: %w", pid, errProcessGone, err)
+		return nil, fmt.Errorf("process %d: %w: %w", pid, ErrProcessGone, err)
 	}
-	p := &clientProcess{pid: pid, pidfd: pidfd, dir: dir}
+	p := &ClientProcess{pid: pid, pidfd: pidfd, dir: dir}
 	if err := p.alive(); err != nil {
 		p.Close()
 		return nil, err
@@ -248,21 +251,21 @@ func openProcess(pid int) (*clientProcess, error) {
 
 // alive: the pidfd's process has not ended, so the /proc directory opened
 // after the pidfd is its own.
-func (p *clientProcess) alive() error {
+func (p *ClientProcess) alive() error {
 	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
-		return fmt.Errorf("process %d: %w: %w", p.pid, errProcessGone, err)
+		return fmt.Errorf("process %d: %w: %w", p.pid, ErrProcessGone, err)
 	}
 	return nil
 }
 
 // path names a file of the process's /proc directory through the held
 // descriptor (magic links are followed only in paths the node plugin makes).
-func (p *clientProcess) path(name string) string {
+func (p *ClientProcess) path(name string) string {
 	return fmt.Sprintf("/proc/self/fd/%d/%s", p.dir, name)
 }
 
 // openAt opens a file of the process's /proc directory.
-func (p *clientProcess) openAt(name string, flags int) (*os.File, error) {
+func (p *ClientProcess) openAt(name string, flags int) (*os.File, error) {
 	fd, err := unix.Openat(p.dir, name, flags|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("/proc/%d/%s: %w", p.pid, name, err)
@@ -270,7 +273,7 @@ func (p *clientProcess) openAt(name string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), fmt.Sprintf("/proc/%d/%s", p.pid, name)), nil
 }
 
-func (p *clientProcess) Close() {
+func (p *ClientProcess) Close() {
 	unix.Close(p.dir)
 	unix.Close(p.pidfd)
 }
@@ -308,7 +311,7 @@ func userNSDepth(ns *os.File) (int, error) {
 	}
 }
 
-// errOwnNamespace: a client's process runs in a mount namespace owned by a
+// ErrOwnNamespace: a client's process runs in a mount namespace owned by a
 // user namespace other than the node's: one the client made itself
 // (unshare -Urm needs no privilege), or the pod's own (hostUsers: false).
 // The kernel locks the mounts it copied into such a namespace (read-only
@@ -316,13 +319,13 @@ func userNSDepth(ns *os.File) (int, error) {
 // clone the node plugin placed there would not be locked, and the client,
 // all-capable in its own user namespace, could make it writable. Such a
 // namespace is not touched.
-var errOwnNamespace = errors.New("the process runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false)")
+var ErrOwnNamespace = errors.New("the process runs in a mount namespace of a user namespace of its own (made with unshare -Urm or the like, or the pod's with hostUsers: false)")
 
-// replaceInNamespace replaces, in the mount namespace of proc, every
+// ReplaceInNamespace replaces, in the mount namespace of proc, every
 // mount that shows one of old (and that keep, if set, keeps) by a clone of
 // source (the same directory of it, for a subPath mount), and returns the
 // mount points replaced. The namespace must be owned by the node plugin's
-// user namespace, else nothing is replaced (errOwnNamespace).
+// user namespace, else nothing is replaced (ErrOwnNamespace).
 //
 // A client container controls its own root file system, not its mounts: it
 // may rename a directory above its volume or plant symlinks, but not move or
@@ -331,7 +334,7 @@ var errOwnNamespace = errors.New("the process runs in a mount namespace of a use
 // following any symlink, and a mount is replaced only if the path led to
 // exactly that mount (its mount ID): whatever the client did, the node
 // plugin mounts only where an old mount of the volume is.
-func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
+func ReplaceInNamespace(proc *ClientProcess, old []VolumeMount, source *os.File, opts BindOptions, keep func(mountPoint string) bool) (replaced []string, err error) {
 	pid := proc.pid
 	// The namespace is held from here on: the one checked is the one entered.
 	ns, err := proc.openAt("ns/mnt", unix.O_RDONLY)
@@ -340,17 +343,17 @@ func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File,
 	}
 	defer ns.Close()
 	if depth, err := userNSDepth(ns); err != nil {
-		return nil, fmt.Errorf("process %d: %w: %w", pid, errOwnNamespace, err)
+		return nil, fmt.Errorf("process %d: %w: %w", pid, ErrOwnNamespace, err)
 	} else if depth != 0 {
-		return nil, fmt.Errorf("process %d: %w (its owner is %d user namespaces below the node's)", pid, errOwnNamespace, depth)
+		return nil, fmt.Errorf("process %d: %w (its owner is %d user namespaces below the node's)", pid, ErrOwnNamespace, depth)
 	}
 	infos, err := mount.ParseMountInfo(proc.path("mountinfo"))
 	if err != nil {
 		return nil, fmt.Errorf("reading the mount table of process %d: %w", pid, err)
 	}
-	stale := staleMounts(infos, old)
+	stale := StaleMounts(infos, old)
 	if keep != nil {
-		stale = slices.DeleteFunc(stale, func(m staleMount) bool { return !keep(m.mountPoint) })
+		stale = slices.DeleteFunc(stale, func(m StaleMount) bool { return !keep(m.MountPoint) })
 	}
 	if len(stale) == 0 {
 		return nil, nil
@@ -366,7 +369,7 @@ func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File,
 		}
 	}()
 	for i, m := range stale {
-		if trees[i], err = cloneTree(source, m.sub, opts.keeping(m)); err != nil {
+		if trees[i], err = cloneTree(source, m.Sub, opts.Keeping(m)); err != nil {
 			return nil, err
 		}
 	}
@@ -409,10 +412,10 @@ func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File,
 		var errs []error
 		for i, m := range stale {
 			if err := swapMount(m, trees[i]); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", m.mountPoint, err))
+				errs = append(errs, fmt.Errorf("%s: %w", m.MountPoint, err))
 				continue
 			}
-			r.replaced = append(r.replaced, m.mountPoint)
+			r.replaced = append(r.replaced, m.MountPoint)
 		}
 		r.err = errors.Join(errs...)
 	}()
@@ -421,11 +424,11 @@ func replaceInNamespace(proc *clientProcess, old []volumeMount, source *os.File,
 }
 
 // swapMount, in the namespace this thread is in, puts tree where m is.
-func swapMount(m staleMount, tree int) error {
-	if m.mountPoint == "/" {
+func swapMount(m StaleMount, tree int) error {
+	if m.MountPoint == "/" {
 		return errors.New("the volume is the root of the mount namespace")
 	}
-	parent, base := path.Split(m.mountPoint)
+	parent, base := path.Split(m.MountPoint)
 	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -443,19 +446,19 @@ func swapMount(m staleMount, tree int) error {
 		Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | uint64(noLinks),
 	})
 	if err != nil {
-		return fmt.Errorf("resolving %s: %w", m.mountPoint, err)
+		return fmt.Errorf("resolving %s: %w", m.MountPoint, err)
 	}
 	defer unix.Close(top)
 	// The dead volume's own attributes may not answer (ENOTCONN): ask for
 	// the mount ID only, from what the kernel has cached.
 	var stx unix.Statx_t
 	if err := unix.Statx(top, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil {
-		return fmt.Errorf("finding the mount at %s: %w", m.mountPoint, err)
+		return fmt.Errorf("finding the mount at %s: %w", m.MountPoint, err)
 	}
 	if stx.Mask&unix.STATX_MNT_ID == 0 || int(stx.Mnt_id) != m.id {
 		return fmt.Errorf("the path no longer leads to the volume's mount (mount %d, found %d): not touched", m.id, stx.Mnt_id)
 	}
-	if err := unix.MoveMount(tree, "", top, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|moveMountBeneath); err != nil {
+	if err := unix.MoveMount(tree, "", top, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|MoveMountBeneath); err != nil {
 		return fmt.Errorf("mounting the new volume beneath the old one: %w", err)
 	}
 	// The old mount is on top of the new one now; detach it, by name from

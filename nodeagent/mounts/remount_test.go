@@ -1,4 +1,4 @@
-package nodeagent
+package mounts
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 // A client process in its own mount namespace (as a container with private
 // mounts) holds the old volume at two places, one through a subPath; it
 // renamed the directory above one and planted a symlink to /etc in its
-// place. replaceInNamespace replaces both mounts where they are, with the
+// place. ReplaceInNamespace replaces both mounts where they are, with the
 // same directory of the new volume, and mounts nothing where the symlink
 // points.
 func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
@@ -37,9 +37,9 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 		must(t, os.WriteFile(filepath.Join(dir, "sub", "which"), []byte(filepath.Base(dir)), 0o644))
 	}
-	top, err := mountAt("self", oldVol)
+	top, err := MountAt("self", oldVol)
 	must(t, err)
-	old := volumeMount{Major: top.Major, Minor: top.Minor, Root: top.Root}
+	old := VolumeMount{Major: top.Major, Minor: top.Minor, Root: top.Root}
 
 	ctr := filepath.Join(base, "ctr")
 	must(t, os.MkdirAll(filepath.Join(ctr, "data"), 0o755))
@@ -47,7 +47,7 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	script := strings.Join([]string{
 		"set -e",
 		"mount --bind " + oldVol + " " + ctr + "/data",
-		"mount -o remount,bind,ro " + ctr + "/data", // a readOnly volumeMount
+		"mount -o remount,bind,ro " + ctr + "/data", // a readOnly VolumeMount
 		"mount --bind " + oldVol + "/sub " + ctr + "/part",
 		"umount " + oldVol + " " + newVol, // a container sees only its own copies
 		"mv " + ctr + " " + ctr + "2",
@@ -69,12 +69,12 @@ func TestReplaceInNamespaceFollowsMountsNotPaths(t *testing.T) {
 	src, err := os.Open(newVol)
 	must(t, err)
 	defer src.Close()
-	proc, err := openProcess(client.Process.Pid)
+	proc, err := OpenProcess(client.Process.Pid)
 	must(t, err)
 	defer proc.Close()
-	replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
+	replaced, err := ReplaceInNamespace(proc, []VolumeMount{old}, src, BindOptions{NoSetuidNoDevices: true}, nil)
 	if err != nil {
-		t.Fatalf("replaceInNamespace: %v", err)
+		t.Fatalf("ReplaceInNamespace: %v", err)
 	}
 	want := []string{ctr + "2/data", ctr + "2/part"}
 	if strings.Join(replaced, ",") != strings.Join(want, ",") {
@@ -127,7 +127,7 @@ func mountAtIn(infos []mount.MountInfo, mountPoint string) *mount.MountInfo {
 // privilege needed) and bound its read-only volume there again: the kernel
 // locked the copies of its mounts read-only, but a clone the node plugin
 // placed beneath that bind would not be, and the client could remount it
-// writable. replaceInNamespace refuses such a namespace and leaves it as it
+// writable. ReplaceInNamespace refuses such a namespace and leaves it as it
 // is; the container's own namespace (outer) is replaced.
 func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -143,9 +143,9 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 		must(t, unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"))
 		t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	}
-	top, err := mountAt("self", oldVol)
+	top, err := MountAt("self", oldVol)
 	must(t, err)
-	old := volumeMount{Major: top.Major, Minor: top.Minor, Root: top.Root}
+	old := VolumeMount{Major: top.Major, Minor: top.Minor, Root: top.Root}
 	data := filepath.Join(base, "data")
 	must(t, os.MkdirAll(data, 0o755))
 
@@ -190,7 +190,7 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 		pid   int
 		depth int
 	}{{"the client's own namespace", client.Process.Pid, 1}, {"the container's namespace", siblingPID, 0}} {
-		proc, err := openProcess(c.pid)
+		proc, err := OpenProcess(c.pid)
 		must(t, err)
 		ns, err := proc.openAt("ns/mnt", unix.O_RDONLY)
 		must(t, err)
@@ -200,7 +200,7 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 		ns.Close()
 		before, err := os.ReadFile(proc.path("mountinfo"))
 		must(t, err)
-		replaced, err := replaceInNamespace(proc, []volumeMount{old}, src, BindOptions{}, nil)
+		replaced, err := ReplaceInNamespace(proc, []VolumeMount{old}, src, BindOptions{}, nil)
 		after, _ := os.ReadFile(proc.path("mountinfo"))
 		proc.Close()
 		if c.depth == 0 {
@@ -209,8 +209,8 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, errOwnNamespace) || len(replaced) != 0 {
-			t.Errorf("%s: replaced %v, err %v; want errOwnNamespace and nothing replaced", c.name, replaced, err)
+		if !errors.Is(err, ErrOwnNamespace) || len(replaced) != 0 {
+			t.Errorf("%s: replaced %v, err %v; want ErrOwnNamespace and nothing replaced", c.name, replaced, err)
 		}
 		if string(before) != string(after) {
 			t.Errorf("%s: its mount table changed:\n%s\n-> \n%s", c.name, before, after)
@@ -223,14 +223,14 @@ func TestReplaceInNamespaceRefusesTheClientsOwnNamespace(t *testing.T) {
 func TestOpenProcessOfAnEndedProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "1000")
 	must(t, cmd.Start())
-	proc, err := openProcess(cmd.Process.Pid)
+	proc, err := OpenProcess(cmd.Process.Pid)
 	must(t, err)
 	defer proc.Close()
 	must(t, proc.alive())
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	if err := proc.alive(); !errors.Is(err, errProcessGone) {
-		t.Errorf("alive() of an ended process: %v, want errProcessGone", err)
+	if err := proc.alive(); !errors.Is(err, ErrProcessGone) {
+		t.Errorf("alive() of an ended process: %v, want ErrProcessGone", err)
 	}
 	if _, err := proc.openAt("ns/mnt", unix.O_RDONLY); err == nil {
 		t.Error("opened the namespace of an ended process through its /proc directory")
@@ -238,7 +238,7 @@ func TestOpenProcessOfAnEndedProcess(t *testing.T) {
 }
 
 func TestStaleMountsKeepsTopsOnly(t *testing.T) {
-	old := []volumeMount{{Major: 0, Minor: 50, Root: "/vol"}}
+	old := []VolumeMount{{Major: 0, Minor: 50, Root: "/vol"}}
 	infos := []mount.MountInfo{
 		{ID: 1, Major: 0, Minor: 50, Root: "/vol", MountPoint: "/data", MountOptions: []string{"ro", "nosuid", "nodev", "relatime"}},
 		{ID: 2, Major: 0, Minor: 50, Root: "/vol/a", MountPoint: "/data/a"},      // nested in /data: goes with it
@@ -246,29 +246,29 @@ func TestStaleMountsKeepsTopsOnly(t *testing.T) {
 		{ID: 4, Major: 0, Minor: 50, Root: "/volume2", MountPoint: "/other"},     // another directory of the same file system
 		{ID: 5, Major: 0, Minor: 51, Root: "/vol", MountPoint: "/else"},          // another file system
 	}
-	got := staleMounts(infos, old)
-	want := []staleMount{{id: 1, mountPoint: "/data", readOnly: true, noSetuidNoDevices: true}, {id: 3, mountPoint: "/sub path", sub: "b"}}
+	got := StaleMounts(infos, old)
+	want := []StaleMount{{id: 1, MountPoint: "/data", readOnly: true, noSetuidNoDevices: true}, {id: 3, MountPoint: "/sub path", Sub: "b"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("staleMounts = %+v, want %+v", got, want)
+		t.Fatalf("StaleMounts = %+v, want %+v", got, want)
 	}
-	if m, err := parseVolumeMount(old[0].String()); err != nil || m != old[0] {
-		t.Fatalf("parseVolumeMount(%q) = %v, %v", old[0].String(), m, err)
+	if m, err := ParseVolumeMount(old[0].String()); err != nil || m != old[0] {
+		t.Fatalf("ParseVolumeMount(%q) = %v, %v", old[0].String(), m, err)
 	}
 }
 
 func TestBindOptionsKeeping(t *testing.T) {
 	for _, c := range []struct {
 		opts BindOptions
-		m    staleMount
+		m    StaleMount
 		want BindOptions
 	}{
-		{BindOptions{}, staleMount{}, BindOptions{}},
-		{BindOptions{}, staleMount{readOnly: true}, BindOptions{ReadOnly: true}},
-		{BindOptions{ReadOnly: true}, staleMount{}, BindOptions{ReadOnly: true}},
-		{BindOptions{}, staleMount{noSetuidNoDevices: true}, BindOptions{NoSetuidNoDevices: true}},
-		{BindOptions{NoSetuidNoDevices: true}, staleMount{readOnly: true}, BindOptions{ReadOnly: true, NoSetuidNoDevices: true}},
+		{BindOptions{}, StaleMount{}, BindOptions{}},
+		{BindOptions{}, StaleMount{readOnly: true}, BindOptions{ReadOnly: true}},
+		{BindOptions{ReadOnly: true}, StaleMount{}, BindOptions{ReadOnly: true}},
+		{BindOptions{}, StaleMount{noSetuidNoDevices: true}, BindOptions{NoSetuidNoDevices: true}},
+		{BindOptions{NoSetuidNoDevices: true}, StaleMount{readOnly: true}, BindOptions{ReadOnly: true, NoSetuidNoDevices: true}},
 	} {
-		if got := c.opts.keeping(c.m); got != c.want {
+		if got := c.opts.Keeping(c.m); got != c.want {
 			t.Errorf("%+v keeping %+v = %+v, want %+v", c.opts, c.m, got, c.want)
 		}
 	}
@@ -284,7 +284,7 @@ func must(t *testing.T, err error) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestWithinIgnoresDeletedMark(t *testing.T) {
-	v := volumeMount{Major: 0, Minor: 42, Root: "/volume"}
+	v := VolumeMount{Major: 0, Minor: 42, Root: "/volume"}
 	for root, want := range map[string]bool{"/volume": true, "/volume//deleted": true, "/volume2": false, "/volume/sub//deleted": true} {
 		if _, ok := v.within(mount.MountInfo{Major: 0, Minor: 42, Root: root}); ok != want {
 			t.Errorf("within(%q) = %v, want %v", root, ok, want)

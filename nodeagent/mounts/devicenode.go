@@ -12,7 +12,7 @@
 // loop device of another claim), and the container may make a node of any
 // number (CAP_MKNOD), so only its cgroup keeps it out.
 
-package nodeagent
+package mounts
 
 import (
 	"errors"
@@ -29,17 +29,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// errDeviceCgroupV2 says a container's devices are governed by cgroup v2,
+// ErrDeviceCgroupV2 says a container's devices are governed by cgroup v2,
 // whose device rules are an eBPF program of the runtime's: PaV does not
 // rewrite it, so the container can neither open a new device number nor
 // be kept from its old one (recovery keeps the old staging instead:
 // blockRecoveryImpossible).
-var errDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot change: restart the client pod to use the recovered device")
+var ErrDeviceCgroupV2 = errors.New("the container's device cgroup is cgroup v2 (an eBPF program of its runtime), which PaV cannot change: restart the client pod to use the recovered device")
 
-// blockDevicePaths are the paths at which pod's containers see the block
+// BlockDevicePaths are the paths at which pod's containers see the block
 // volume of claim (a claim of pod's namespace, or of a generic ephemeral
 // volume of the pod).
-func blockDevicePaths(pod *corev1.Pod, claim string) []string {
+func BlockDevicePaths(pod *corev1.Pod, claim string) []string {
 	volumes := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		switch {
@@ -61,13 +61,13 @@ func blockDevicePaths(pod *corev1.Pod, claim string) []string {
 	return out
 }
 
-// replaceDeviceNode replaces, in the file tree of process proc, the device
+// ReplaceDeviceNode replaces, in the file tree of process proc, the device
 // node at devicePath whose number is old by one of number new, with the same
-// mode and owner, once allow (allowDevice) let the process open new.
+// mode and owner, once allow (AllowDevice) let the process open new.
 // devicePath is the tenant's: it is resolved inside the process's
 // root without following symlinks, and anything there but a block device
 // node of number old is left alone (false).
-func replaceDeviceNode(proc *clientProcess, devicePath string, old, new uint64, allow func(proc *clientProcess, old, new uint64) error) (bool, error) {
+func ReplaceDeviceNode(proc *ClientProcess, devicePath string, old, new uint64, allow func(proc *ClientProcess, old, new uint64) error) (bool, error) {
 	pid := proc.pid
 	root, err := proc.openAt("root", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -137,9 +137,9 @@ func renameNodeOver(dirfd int, name string, st unix.Stat_t, dev uint64) error {
 	return nil
 }
 
-// allowDevice adds to the device cgroup (v1) of process proc a rule for
+// AllowDevice adds to the device cgroup (v1) of process proc a rule for
 // block device new with the access its rules give old.
-func allowDevice(proc *clientProcess, old, new uint64) error {
+func AllowDevice(proc *ClientProcess, old, new uint64) error {
 	dir, list, err := deviceRules(proc)
 	if err != nil {
 		return err
@@ -152,9 +152,9 @@ func allowDevice(proc *clientProcess, old, new uint64) error {
 	return writeRule(dir, "devices.allow", deviceRule(new, access))
 }
 
-// revokeDevice denies the device cgroup (v1) of process proc block device
+// RevokeDevice denies the device cgroup (v1) of process proc block device
 // old, if its rules let it open it.
-func revokeDevice(proc *clientProcess, old uint64) error {
+func RevokeDevice(proc *ClientProcess, old uint64) error {
 	dir, list, err := deviceRules(proc)
 	if err != nil {
 		return err
@@ -190,8 +190,8 @@ func allowsAll(list string) bool { return strings.TrimSpace(list) == "a *:* rwm"
 
 // deviceRules opens the device cgroup (v1) of process proc and reads its
 // rules (devices.list).
-func deviceRules(proc *clientProcess) (dir int, list string, err error) {
-	rel, err := deviceCgroup(proc)
+func deviceRules(proc *ClientProcess) (dir int, list string, err error) {
+	rel, err := DeviceCgroup(proc)
 	if err != nil {
 		return -1, "", err
 	}
@@ -262,9 +262,9 @@ func readAt(dir int, name string) (string, error) {
 	return string(b), err
 }
 
-// deviceCgroup is the path of process proc's device cgroup (v1) in the
+// DeviceCgroup is the path of process proc's device cgroup (v1) in the
 // devices hierarchy.
-func deviceCgroup(proc *clientProcess) (string, error) {
+func DeviceCgroup(proc *ClientProcess) (string, error) {
 	f, err := proc.openAt("cgroup", unix.O_RDONLY)
 	if err != nil {
 		return "", err
@@ -285,7 +285,7 @@ func deviceCgroup(proc *clientProcess) (string, error) {
 			}
 		}
 	}
-	return "", errDeviceCgroupV2
+	return "", ErrDeviceCgroupV2
 }
 
 // deviceAccess is the access ("rwm" or part of it) that the rules of a v1

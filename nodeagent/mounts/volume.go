@@ -1,4 +1,4 @@
-package nodeagent
+package mounts
 
 import (
 	"errors"
@@ -12,16 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	mount "k8s.io/mount-utils"
-
-	"github.com/albertofaria/pav/protocol"
 )
 
 // maxSymlinks bounds symlink resolution, as the kernel does (ELOOP).
 const maxSymlinks = 40
 
-// openInPav resolves the path name (relative to /pav, e.g. "volume") the way
+// OpenInPav resolves the path name (relative to /pav, e.g. "volume") the way
 // the staging pod sees it, with dir being the host directory mounted at
-// /pav: an absolute symlink target "/pav/x" means dir/x, a relative one is
+// /pav (pav: pav, where the pod sees it): an absolute symlink target "/pav/x" means dir/x, a relative one is
 // relative to the link's directory, and anything that leaves /pav (an
 // absolute target elsewhere, or ".." above /pav) is refused. It returns an
 // O_PATH descriptor of what name refers to.
@@ -34,8 +32,8 @@ const maxSymlinks = 40
 // kernel, PaV follows them itself within /pav, and ".." goes back to a
 // descriptor PaV holds. The caller checks and mounts the returned
 // descriptor, never the path again.
-func openInPav(dir, name string) (*os.File, error) {
-	display := protocol.PavMountPath + "/" + name
+func OpenInPav(dir, pav, name string) (*os.File, error) {
+	display := pav + "/" + name
 	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening the staging pod's /pav: %w", err)
@@ -49,7 +47,7 @@ func openInPav(dir, name string) (*os.File, error) {
 		}
 	}()
 	escape := func(how string) error {
-		return fmt.Errorf("%s escapes %s (%s)", display, protocol.PavMountPath, how)
+		return fmt.Errorf("%s escapes %s (%s)", display, pav, how)
 	}
 	remaining := strings.Split(name, "/")
 	hops := 0
@@ -61,7 +59,7 @@ func openInPav(dir, name string) (*os.File, error) {
 			continue
 		case "..":
 			if len(stack) == 1 {
-				return nil, escape(`".." above ` + protocol.PavMountPath)
+				return nil, escape(`".." above ` + pav)
 			}
 			unix.Close(stack[len(stack)-1])
 			stack, names = stack[:len(stack)-1], names[:len(names)-1]
@@ -76,10 +74,10 @@ func openInPav(dir, name string) (*os.File, error) {
 			if here == name {
 				return nil, fmt.Errorf("%s does not exist", display)
 			}
-			return nil, fmt.Errorf("%s does not exist (%s/%s is missing)", display, protocol.PavMountPath, here)
+			return nil, fmt.Errorf("%s does not exist (%s/%s is missing)", display, pav, here)
 		}
 		if errors.Is(err, unix.ENOTDIR) {
-			return nil, fmt.Errorf("resolving %s: %s/%s is not a directory", display, protocol.PavMountPath, strings.Join(names, "/"))
+			return nil, fmt.Errorf("resolving %s: %s/%s is not a directory", display, pav, strings.Join(names, "/"))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("resolving %s: %w", display, err)
@@ -104,14 +102,14 @@ func openInPav(dir, name string) (*os.File, error) {
 		rest := strings.Split(target, "/")
 		if filepath.IsAbs(target) {
 			clean := filepath.Clean(target)
-			if clean != protocol.PavMountPath && !strings.HasPrefix(clean, protocol.PavMountPath+"/") {
-				return nil, escape(fmt.Sprintf("symbolic link %s/%s points to %s", protocol.PavMountPath, here, target))
+			if clean != pav && !strings.HasPrefix(clean, pav+"/") {
+				return nil, escape(fmt.Sprintf("symbolic link %s/%s points to %s", pav, here, target))
 			}
 			for _, fd := range stack[1:] {
 				unix.Close(fd)
 			}
 			stack, names = stack[:1], nil
-			rest = strings.Split(strings.TrimPrefix(clean, protocol.PavMountPath), "/")
+			rest = strings.Split(strings.TrimPrefix(clean, pav), "/")
 		}
 		remaining = append(rest, remaining...)
 	}
@@ -138,15 +136,15 @@ func readlinkFD(fd int) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// deviceAllowed says whether the staging pod may hand out the block device
+// DeviceAllowed says whether the staging pod may hand out the block device
 // with the given device number as a volume.
-type deviceAllowed func(rdev uint64) bool
+type DeviceAllowed func(rdev uint64) bool
 
-// checkVolume checks what a staging pod exposed (the descriptor openInPav
+// CheckVolume checks what a staging pod exposed (the descriptor OpenInPav
 // returned for /pav/volume): a directory for Filesystem volumes; for Block
 // volumes a block device the pod may use (allowed) of at least capacity
 // bytes.
-func checkVolume(f *os.File, block bool, capacity int64, allowed deviceAllowed) error {
+func CheckVolume(f *os.File, block bool, capacity int64, allowed DeviceAllowed) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return fmt.Errorf("/pav/volume: %w", err)
@@ -188,10 +186,10 @@ func checkBlockSize(size, capacity int64) error {
 	return nil
 }
 
-// podDevices is the deviceAllowed rule for a staging pod: a privileged
+// PodDevices is the DeviceAllowed rule for a staging pod: a privileged
 // container may use every device of the node, so any is allowed; otherwise
 // only devices the pod was given through hostPath volumes.
-func podDevices(pod *corev1.Pod) deviceAllowed {
+func PodDevices(pod *corev1.Pod) DeviceAllowed {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
@@ -209,7 +207,7 @@ func podDevices(pod *corev1.Pod) deviceAllowed {
 	return func(rdev uint64) bool { return given[rdev] }
 }
 
-// publishTarget binds source (a descriptor from openInPav) at target,
+// PublishTarget binds source (a descriptor from OpenInPav) at target,
 // creating target (a directory, or a file for block volumes) first.
 // Filesystem volumes are bound recursively, so mounts the staging pod made
 // inside /pav/volume (a FUSE file system in a subdirectory, say) are part of
@@ -219,7 +217,7 @@ func podDevices(pod *corev1.Pod) deviceAllowed {
 // client pod, whoever put it there. A block volume is one device node,
 // which nodev would make unusable and nosuid does not concern. An existing
 // mount at target is taken as a previous call's work.
-func publishTarget(m mount.Interface, source *os.File, target string, opts BindOptions) error {
+func PublishTarget(m mount.Interface, source *os.File, target string, opts BindOptions) error {
 	binder, ok := m.(FDBinder)
 	if !ok {
 		return fmt.Errorf("cannot publish: %T cannot bind a descriptor", m)
@@ -269,9 +267,9 @@ func clearBrokenMount(m mount.Interface, target string, stat func(string) (os.Fi
 	return nil
 }
 
-// unpublishTarget unmounts everything at or under target and removes it.
-func unpublishTarget(m mount.Interface, target string) error {
-	if err := unmountUnder(m, target); err != nil {
+// UnpublishTarget unmounts everything at or under target and removes it.
+func UnpublishTarget(m mount.Interface, target string) error {
+	if err := UnmountUnder(m, target); err != nil {
 		return err
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -1,4 +1,4 @@
-package nodeagent
+package mounts
 
 import (
 	"bufio"
@@ -32,23 +32,23 @@ func TestReplaceDeviceNodeFollowsNoSymlinks(t *testing.T) {
 	must(t, os.Symlink(dev, filepath.Join(base, "link")))
 
 	var allowed [][2]uint64
-	allow := func(_ *clientProcess, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
-	pid, err := openProcess(os.Getpid())
+	allow := func(_ *ClientProcess, o, n uint64) error { allowed = append(allowed, [2]uint64{o, n}); return nil }
+	pid, err := OpenProcess(os.Getpid())
 	must(t, err)
 	defer pid.Close()
 
-	if _, err := replaceDeviceNode(pid, filepath.Join(base, "link", "vol"), old, fresh, allow); err == nil {
+	if _, err := ReplaceDeviceNode(pid, filepath.Join(base, "link", "vol"), old, fresh, allow); err == nil {
 		t.Error("a path through a symlink was followed")
 	}
 	for _, name := range []string{"other", "file", "missing"} {
-		if ok, err := replaceDeviceNode(pid, filepath.Join(dev, name), old, fresh, allow); ok || err != nil {
+		if ok, err := ReplaceDeviceNode(pid, filepath.Join(dev, name), old, fresh, allow); ok || err != nil {
 			t.Errorf("%s: replaced %v, err %v; want left alone", name, ok, err)
 		}
 	}
 	if len(allowed) != 0 {
 		t.Fatalf("allowed %v before any replacement", allowed)
 	}
-	ok, err := replaceDeviceNode(pid, node, old, fresh, allow)
+	ok, err := ReplaceDeviceNode(pid, node, old, fresh, allow)
 	if err != nil || !ok {
 		t.Fatalf("replaced %v, err %v", ok, err)
 	}
@@ -92,11 +92,11 @@ func TestOpenDeviceCgroupOfSelf(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (fsmount)")
 	}
-	self, err := openProcess(os.Getpid())
+	self, err := OpenProcess(os.Getpid())
 	must(t, err)
 	defer self.Close()
-	rel, err := deviceCgroup(self)
-	if err == errDeviceCgroupV2 {
+	rel, err := DeviceCgroup(self)
+	if err == ErrDeviceCgroupV2 {
 		t.Skip("cgroup v2 machine")
 	}
 	must(t, err)
@@ -130,17 +130,17 @@ func TestDeviceRule(t *testing.T) {
 
 // A client container keeps no access to its volume's old device number: in
 // a cgroup that denies all but its exceptions (an ordinary container's) and
-// in one that allows all (a privileged one's), revokeDevice makes opening
+// in one that allows all (a privileged one's), RevokeDevice makes opening
 // the old number fail with EPERM, and repeating it changes nothing.
 func TestRevokeDevice(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (cgroups, mknod)")
 	}
-	self, err := openProcess(os.Getpid())
+	self, err := OpenProcess(os.Getpid())
 	must(t, err)
-	_, err = deviceCgroup(self)
+	_, err = DeviceCgroup(self)
 	self.Close()
-	if err == errDeviceCgroupV2 {
+	if err == ErrDeviceCgroupV2 {
 		t.Skip("cgroup v2 machine")
 	}
 	must(t, err)
@@ -183,11 +183,11 @@ func TestRevokeDevice(t *testing.T) {
 			if got := open(); strings.Contains(got, "not permitted") {
 				t.Fatalf("the old device cannot be opened before the revocation: %s", got)
 			}
-			proc, err := openProcess(ctr.Process.Pid)
+			proc, err := OpenProcess(ctr.Process.Pid)
 			must(t, err)
 			defer proc.Close()
 			for range 2 {
-				must(t, revokeDevice(proc, old))
+				must(t, RevokeDevice(proc, old))
 				if got := open(); !strings.Contains(got, "not permitted") {
 					t.Errorf("opening the old device after the revocation: %q, want EPERM", got)
 				}
