@@ -99,7 +99,14 @@ example=""
 if [ "${EXAMPLES:-0}" = 1 ]; then
   tar=$REPO/_output/images/test.tar
   [ -f "$tar" ] || { echo "no $tar: make images" >&2; exit 1; }
-  example=$(push_layout "$tar" docker.io/library/busybox:latest "$REGISTRY/examples/busybox:latest")
+  push_layout "$tar" docker.io/library/busybox:latest "$REGISTRY/examples/busybox:latest" >/dev/null
+  # An image ID of its own (a label in its config): kubelet records which registry it pulled an
+  # image ID from, and then pulls again, to check the pod may have it, every name with that ID it
+  # did not pull from there: the nodes' preloaded images that are this busybox too (pav-test,
+  # busybox:latest) would no longer start where hello-world ran.
+  example=$(crane mutate "$REGISTRY/examples/busybox:latest" --label org.opencontainers.image.title=pav-example-busybox \
+    -t "$REGISTRY/examples/busybox:latest" 2>/dev/null)
+  [[ $example == "$REGISTRY/examples/busybox@sha256:"* ]] || { echo "crane mutate of hello-world's image gave '$example'" >&2; exit 1; }
   echo "hello-world's image: $example"
 fi
 { echo "pav $image"; [ -z "$sbom" ] || echo "sbom $sbom"; [ -z "$example" ] || echo "busybox $example"; } > "$pushed"
