@@ -490,7 +490,7 @@ func (t *trial) snapshot(pv *corev1.PersistentVolume) SnapshotRequest {
 func (t *trial) groupSnapshot(pv *corev1.PersistentVolume) GroupSnapshotRequest {
 	ref := corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "trial-group-snapshot", UID: trialUID("VolumeGroupSnapshot/default/trial-group-snapshot")}
 	meta := trialMeta("", "groupsnapcontent-"+string(ref.UID), "VolumeGroupSnapshotContent")
-	group, member := trialNode+"/"+string(meta.UID), trialNode+"/"+string(meta.UID)+"/0"
+	group, member := trialNode+"/"+string(meta.UID), trialNode+"/"+string(meta.UID)+"-0"
 	ready := true
 	class := "trial-group-snapshot-class"
 	content := &groupsnapshotv1.VolumeGroupSnapshotContent{
