@@ -460,6 +460,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.contentInformer != nil {
 		defer kubeclient.Run(ctx, c.contentInformer)()
 	}
+	if c.groupContentInformer != nil {
+		defer kubeclient.Run(ctx, c.groupContentInformer)()
+	}
 
 	klog.InfoS("Waiting for informer caches to sync")
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
