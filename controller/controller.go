@@ -606,8 +606,13 @@ func (c *Controller) groupContentVersion(name string) string {
 }
 
 func (c *Controller) onGroupContent(obj interface{}) {
-	if content, ok := obj.(*groupsnapshotv1.VolumeGroupSnapshotContent); ok && c.provisioner(content.Spec.Driver) != nil {
-		c.groupContentQueue.Add(content.Name)
+	if content, ok := obj.(*groupsnapshotv1.VolumeGroupSnapshotContent); ok {
+		if p := c.provisioner(content.Spec.Driver); p != nil {
+			c.groupContentQueue.Add(content.Name)
+			if p.DeletionTimestamp != nil {
+				c.provisionerQueue.Add(p.Name) // its group contents may hold it
+			}
+		}
 	}
 }
 

@@ -11,9 +11,11 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -343,5 +345,31 @@ func TestDecideGroupSnapshot(t *testing.T) {
 				t.Errorf("decideGroupSnapshot = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A deleted provisioner is held while a Delete group content of its is
+// left (its deletion pod needs the provisioner), and the Ready condition
+// says so.
+func TestProvisionerKeptWhileItsDeleteGroupContentsExist(t *testing.T) {
+	h := newHarness(t, groupContentFixture(snapshotv1.VolumeSnapshotContentDelete))
+	ctx := context.Background()
+	h.syncProvisioner() // adds the provisioner's finalizer
+	p, err := h.pav.PavV1alpha1().PavProvisioners().Get(ctx, testProvisioner, metav1.GetOptions{})
+	if err != nil || !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
+		t.Fatalf("provisioner %+v (%v), want its finalizer", p, err)
+	}
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+	h.prov = p
+	h.syncProvisioner()
+	if p, err = h.pav.PavV1alpha1().PavProvisioners().Get(ctx, testProvisioner, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !protocol.HasFinalizer(p, protocol.FinalizerProvisioner) {
+		t.Fatal("provisioner released while a Delete group content of its is left")
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "1 VolumeGroupSnapshotContent(s)") {
+		t.Errorf("Ready condition %+v, want one counting the group content", c)
 	}
 }
