@@ -30,7 +30,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	groupsnapshotlisters "github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumegroupsnapshot/v1"
 	snapshotlisters "github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumesnapshot/v1"
 
 	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
@@ -95,7 +97,7 @@ type Config struct {
 	// /pav under that node's root, where its node plugin reads it.
 	PoolKubeletDirs []PoolKubeletDir
 	// Settled, if set, is told of every sync that ended without error: the
-	// queue ("claims", "volumes", "provisioners" or "snapshotcontents"), the key, and the
+	// queue ("claims", "volumes", "provisioners", "snapshotcontents" or "groupsnapshotcontents"), the key, and the
 	// resourceVersion of the object in the cache as the sync began (the sync
 	// saw that version or a newer one; "" if there was none). Tests wait on it
 	// to check that something did not happen, instead of sleeping.
@@ -179,6 +181,12 @@ type Controller struct {
 	contentQueue    workqueue.TypedRateLimitingInterface[string]
 	contentBackoff  *backoff
 
+	// VolumeGroupSnapshotContents (with snapshots; groupsnapshot.go).
+	groupContents        groupsnapshotlisters.VolumeGroupSnapshotContentLister
+	groupContentInformer cache.SharedIndexInformer
+	groupContentQueue    workqueue.TypedRateLimitingInterface[string]
+	groupContentBackoff  *backoff
+
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	metrics     *Metrics
@@ -247,6 +255,8 @@ func New(cfg Config) (*Controller, error) {
 	c.provisionerQueue = newQueue("provisioners")
 	c.contentQueue = newQueue("snapshotcontents")
 	c.contentBackoff = newBackoff(cfg.RetryStart, cfg.RetryMax)
+	c.groupContentQueue = newQueue("groupsnapshotcontents")
+	c.groupContentBackoff = newBackoff(cfg.RetryStart, cfg.RetryMax)
 
 	kube, all := cfg.Kube, kubeclient.Selector{} // all: every object
 	claimInf := kubeclient.NewInformer(kube, kube.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll), &corev1.PersistentVolumeClaim{}, cfg.Resync, all)
@@ -335,6 +345,15 @@ func New(cfg Config) (*Controller, error) {
 		}
 		c.contentIndexer = c.contentInformer.GetIndexer()
 		c.contents = snapshotlisters.NewVolumeSnapshotContentLister(c.contentIndexer)
+
+		c.groupContentInformer = kubeclient.NewInformer(cfg.Snapshots, cfg.Snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents(), &groupsnapshotv1.VolumeGroupSnapshotContent{}, cfg.Resync, all)
+		if err := c.groupContentInformer.SetTransform(protocol.StripManagedFields); err != nil {
+			return nil, err
+		}
+		if _, err := c.groupContentInformer.AddEventHandler(c.funcs(c.onGroupContent)); err != nil {
+			return nil, err
+		}
+		c.groupContents = groupsnapshotlisters.NewVolumeGroupSnapshotContentLister(c.groupContentInformer.GetIndexer())
 	}
 
 	c.broadcaster = kubeclient.NewEventBroadcaster()
@@ -429,6 +448,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.volumeQueue.ShutDown()
 	defer c.provisionerQueue.ShutDown()
 	defer c.contentQueue.ShutDown()
+	defer c.groupContentQueue.ShutDown()
 
 	c.broadcaster.StartStructuredLogging(3)
 	c.broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: c.kube.CoreV1()})
@@ -437,6 +457,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer kubeclient.Run(ctx, c.informers...)() // waits for the informers to stop
 	if c.contentInformer != nil {
 		defer kubeclient.Run(ctx, c.contentInformer)()
+	}
+	if c.groupContentInformer != nil {
+		defer kubeclient.Run(ctx, c.groupContentInformer)()
 	}
 
 	klog.InfoS("Waiting for informer caches to sync")
@@ -472,6 +495,17 @@ func (c *Controller) Run(ctx context.Context) error {
 			run(c.cfg.ProvisionerWorkers, worker{"snapshotcontents", c.contentQueue, c.syncContent, c.contentVersion})
 		}()
 	}
+	if c.groupContentInformer != nil {
+		// Without the group snapshot CRDs this cache never syncs; nothing else waits for it.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !cache.WaitForNamedCacheSync("VolumeGroupSnapshotContents", ctx.Done(), c.groupContentInformer.HasSynced) {
+				return
+			}
+			run(c.cfg.ProvisionerWorkers, worker{"groupsnapshotcontents", c.groupContentQueue, c.syncGroupContent, c.groupContentVersion})
+		}()
+	}
 
 	klog.InfoS("Controller started", "claimWorkers", c.cfg.ClaimWorkers, "volumeWorkers", c.cfg.VolumeWorkers)
 
@@ -480,6 +514,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.volumeQueue.ShutDown()
 	c.provisionerQueue.ShutDown()
 	c.contentQueue.ShutDown()
+	c.groupContentQueue.ShutDown()
 	wg.Wait()
 	return nil
 }
@@ -560,6 +595,24 @@ func (c *Controller) contentVersion(name string) string {
 }
 
 // --- event handlers: map every change to the work items it affects ---
+
+func (c *Controller) groupContentVersion(name string) string {
+	if content, err := c.groupContents.Get(name); err == nil {
+		return content.ResourceVersion
+	}
+	return ""
+}
+
+func (c *Controller) onGroupContent(obj interface{}) {
+	if content, ok := obj.(*groupsnapshotv1.VolumeGroupSnapshotContent); ok {
+		if p := c.provisioner(content.Spec.Driver); p != nil {
+			c.groupContentQueue.Add(content.Name)
+			if p.DeletionTimestamp != nil {
+				c.provisionerQueue.Add(p.Name) // its group contents may hold it
+			}
+		}
+	}
+}
 
 func (c *Controller) onContent(obj interface{}) {
 	if content, ok := obj.(*snapshotv1.VolumeSnapshotContent); ok {
@@ -644,6 +697,9 @@ func (c *Controller) onPod(obj interface{}) {
 	if content := pod.Annotations[protocol.AnnotationSnapshotContent]; content != "" && l[protocol.LabelSnapshotContentUID] != "" {
 		c.contentQueue.Add(content)
 	}
+	if content := pod.Annotations[protocol.AnnotationGroupSnapshotContent]; content != "" && l[protocol.LabelSnapshotContentUID] != "" {
+		c.groupContentQueue.Add(content)
+	}
 }
 
 func (c *Controller) onProvisioner(obj interface{}) {
@@ -657,6 +713,15 @@ func (c *Controller) onProvisioner(obj interface{}) {
 			for _, content := range all {
 				if content.Spec.Driver == p.Name {
 					c.contentQueue.Add(content.Name)
+				}
+			}
+		}
+	}
+	if c.groupContents != nil {
+		if all, err := c.groupContents.List(everything); err == nil {
+			for _, content := range all {
+				if content.Spec.Driver == p.Name {
+					c.groupContentQueue.Add(content.Name)
 				}
 			}
 		}

@@ -41,6 +41,12 @@ type Engine interface {
 	SnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
 	// SnapshotDeletion evaluates spec.snapshotDeletion; a nil template means no pod.
 	SnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.SnapshotRequest) (*corev1.PodTemplateSpec, error)
+	// GroupSnapshotCreation evaluates spec.groupSnapshotCreation; ok is
+	// false if the provisioner cannot take group snapshots.
+	GroupSnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (tmpl *corev1.PodTemplateSpec, ok bool, err error)
+	// GroupSnapshotDeletion evaluates spec.groupSnapshotDeletion; a nil
+	// template means no pod.
+	GroupSnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, error)
 
 	// StorageCapacity evaluates spec.storageCapacity for one segment and
 	// class; nil if the provisioner tracks no capacity.

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
@@ -252,8 +253,8 @@ func (c *Controller) deleteCSIDriver(ctx context.Context, d *storagev1.CSIDriver
 
 // provisionerTerminating holds a deleted PavProvisioner until PaV is done
 // with it: until no volume PaV must still delete, no VolumeSnapshotContent
-// of its with deletionPolicy Delete (PaV deletes its snapshot when it goes)
-// and none of its pods (a staging pod means a staged volume) is left.
+// or VolumeGroupSnapshotContent of its with deletionPolicy Delete (PaV
+// deletes its snapshot when it goes) and none of its pods (a staging pod means a staged volume) is left.
 // Retained and statically provisioned PVs, which PaV never deletes, and
 // Retain contents do not hold it (as in the original PaV: uninstalling must
 // not wait for them). Then it removes what it owns and lets the provisioner
@@ -277,12 +278,17 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 	if err != nil {
 		return err
 	}
+	groups, err := c.groupContentsToDelete(ctx, p.Name)
+	if err != nil {
+		return err
+	}
 	pods := c.podsBy(indexProvisioner, protocol.LabelValue(p.Name))
-	if len(vols) > 0 || contents > 0 || len(pods) > 0 {
+	if len(vols) > 0 || contents > 0 || groups > 0 || len(pods) > 0 {
 		status := &p.DeepCopy().Status
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reasonTerminating,
-			Message:            fmt.Sprintf("being deleted; waiting for %d PersistentVolume(s), %d VolumeSnapshotContent(s) and %d pod(s) of this provisioner to go", len(vols), contents, len(pods)),
+			Message: fmt.Sprintf("being deleted; waiting for %d PersistentVolume(s), %d VolumeSnapshotContent(s), %d VolumeGroupSnapshotContent(s) and %d pod(s) of this provisioner to go",
+				len(vols), contents, groups, len(pods)),
 			ObservedGeneration: p.Generation,
 		})
 		return c.updateProvisionerStatus(ctx, p, status)
@@ -321,6 +327,39 @@ func (c *Controller) contentsToDelete(ctx context.Context, driver string) (int, 
 		}
 		if err != nil {
 			return 0, fmt.Errorf("listing VolumeSnapshotContents: %w", err)
+		}
+		for i := range list.Items {
+			contents = append(contents, &list.Items[i])
+		}
+	}
+	n := 0
+	for _, content := range contents {
+		if content.Spec.Driver == driver && content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// groupContentsToDelete is contentsToDelete for VolumeGroupSnapshotContents.
+func (c *Controller) groupContentsToDelete(ctx context.Context, driver string) (int, error) {
+	if c.groupContentInformer == nil {
+		return 0, nil
+	}
+	var contents []*groupsnapshotv1.VolumeGroupSnapshotContent
+	if c.groupContentInformer.HasSynced() {
+		all, err := c.groupContents.List(everything)
+		if err != nil {
+			return 0, err
+		}
+		contents = all
+	} else {
+		list, err := c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("listing VolumeGroupSnapshotContents: %w", err)
 		}
 		for i := range list.Items {
 			contents = append(contents, &list.Items[i])

@@ -43,6 +43,11 @@ const (
 	// finalizerContentBound is the snapshot-controller's finalizer on
 	// contents; the sidecar removes it once the snapshot is deleted (or kept).
 	finalizerContentBound = "snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection"
+	// annGroupSnapshotHandle: on the VolumeSnapshotContent the
+	// snapshot-controller makes for each volume of a VolumeGroupSnapshot
+	// (its value: the group's handle). Such a member's snapshot is cut
+	// and deleted with its group's, never on its own.
+	annGroupSnapshotHandle = "groupsnapshot.storage.k8s.io/volumeGroupSnapshotHandle"
 )
 
 // Event reasons on VolumeSnapshotContents, as csi-snapshotter's.
@@ -84,6 +89,18 @@ func shouldDeleteContent(c *snapshotv1.VolumeSnapshotContent) bool {
 	return ok
 }
 
+// groupMember: the content is one volume's part of a group snapshot.
+func groupMember(c *snapshotv1.VolumeSnapshotContent) bool {
+	_, ok := c.Annotations[annGroupSnapshotHandle]
+	return ok
+}
+
+// inGroupSnapshot: the content's snapshot belongs to a group snapshot,
+// which deletes it (csi-snapshotter's test: status.volumeGroupSnapshotHandle).
+func inGroupSnapshot(c *snapshotv1.VolumeSnapshotContent) bool {
+	return c.Status != nil && c.Status.VolumeGroupSnapshotHandle != nil
+}
+
 func contentReady(c *snapshotv1.VolumeSnapshotContent) bool {
 	return c.Status != nil && c.Status.ReadyToUse != nil && *c.Status.ReadyToUse
 }
@@ -105,7 +122,7 @@ func statusHandle(c *snapshotv1.VolumeSnapshotContent) string {
 // its snapshot creation and deletion pods.
 func decideSnapshot(c *snapshotv1.VolumeSnapshotContent, pods map[protocol.Phase]*corev1.Pod) snapshotStep {
 	if shouldDeleteContent(c) {
-		if c.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete && statusHandle(c) != "" {
+		if c.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete && statusHandle(c) != "" && !inGroupSnapshot(c) {
 			return snapDelete
 		}
 		return snapRelease
@@ -114,6 +131,9 @@ func decideSnapshot(c *snapshotv1.VolumeSnapshotContent, pods map[protocol.Phase
 		return snapCreationPod
 	}
 	switch {
+	case groupMember(c):
+		// The snapshot-controller records the member's snapshot from its
+		// group's status; nothing to cut here.
 	case c.Spec.Source.VolumeHandle != nil && statusHandle(c) == "":
 		// Even for a content being deleted, as csi-snapshotter: the
 		// snapshot-controller marks it for deletion only once no creation

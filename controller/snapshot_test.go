@@ -379,6 +379,19 @@ func TestDecideSnapshot(t *testing.T) {
 			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false),
 				Error: &snapshotv1.VolumeSnapshotError{Message: ptrTo("bad restore size")}}
 		}), nil, snapNone},
+		"group member, status not recorded yet": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Annotations[annGroupSnapshotHandle] = "group"
+		}), nil, snapNone},
+		"group member, not ready": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Annotations[annGroupSnapshotHandle] = "group"
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false), VolumeGroupSnapshotHandle: ptrTo("group")}
+		}), nil, snapNone},
+		"group member, marked for deletion, Delete: the group deletes it": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
+			c.Annotations[annGroupSnapshotHandle] = "group"
+			ready(c)
+			c.Status.VolumeGroupSnapshotHandle = ptrTo("group")
+			deleting(c)
+		}), nil, snapRelease},
 		"not ready, being deleted": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
 			c.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &snapHandle, ReadyToUse: ptrTo(false)}
 			deleting(c)

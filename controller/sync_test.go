@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pavfake "github.com/albertofaria/pav/crds/generated/clientset/versioned/fake"
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
 
@@ -74,6 +75,12 @@ func (stubEngine) SnapshotCreation(context.Context, *v1alpha1.PavProvisioner, te
 func (stubEngine) SnapshotDeletion(context.Context, *v1alpha1.PavProvisioner, templating.SnapshotRequest) (*corev1.PodTemplateSpec, error) {
 	return stubPod("snapshot-delete"), nil
 }
+func (stubEngine) GroupSnapshotCreation(context.Context, *v1alpha1.PavProvisioner, templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	return stubPod("group-snapshot"), true, nil
+}
+func (stubEngine) GroupSnapshotDeletion(context.Context, *v1alpha1.PavProvisioner, templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	return stubPod("group-snapshot-delete"), nil
+}
 func (stubEngine) Forget(*v1alpha1.PavProvisioner) {}
 
 const (
@@ -124,6 +131,9 @@ type harness struct {
 	// notReadyChecks is how many snapshot creation pods, first, write
 	// "false" to /pav/ready-to-use.
 	notReadyChecks int
+	// groupHandles, when set, is what group snapshot creation pods write to
+	// /pav/snapshot-handles (else a line for each volume of the group).
+	groupHandles *string
 	// handle is what creation pods write to /pav/handle (resultHandle when "").
 	handle string
 	// attributes, when set, is what creation pods write to /pav/volume-attributes.
@@ -146,6 +156,8 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 			snapObjs = append(snapObjs, o)
 		} else if _, ok := o.(*snapshotv1.VolumeSnapshotClass); ok {
 			snapObjs = append(snapObjs, o)
+		} else if o.GetObjectKind().GroupVersionKind().Group == groupsnapshotv1.GroupName || isGroupSnapshotObject(o) {
+			snapObjs = append(snapObjs, o)
 		} else {
 			kubeObjs = append(kubeObjs, o)
 		}
@@ -156,6 +168,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	h.finalizersAsTheAPIServer("persistentvolumeclaims")
 	h.finalizersAsTheAPIServer("pods")
 	finalizersAsTheAPIServer(h, &h.snap.Fake, h.snap.Tracker(), snapshotv1.SchemeGroupVersion.WithResource("volumesnapshotcontents"))
+	finalizersAsTheAPIServer(h, &h.snap.Fake, h.snap.Tracker(), groupsnapshotv1.SchemeGroupVersion.WithResource("volumegroupsnapshotcontents"))
 	h.restart()
 	return h
 }
@@ -186,7 +199,7 @@ func (h *harness) restart() {
 	h.events = record.NewFakeRecorder(1000)
 	c.recorder = h.events
 	clock := func() time.Time { return h.now }
-	c.claimBackoff.now, c.volumeBackoff.now, c.contentBackoff.now = clock, clock, clock
+	c.claimBackoff.now, c.volumeBackoff.now, c.contentBackoff.now, c.groupContentBackoff.now = clock, clock, clock, clock
 	h.c = c
 	h.restarts++
 }
@@ -251,6 +264,12 @@ func (h *harness) refresh() {
 		l = append(l, &contents.Items[i])
 	}
 	replace(h.c.contentIndexer, l)
+	groups, _ := h.snap.GroupsnapshotV1().VolumeGroupSnapshotContents().List(ctx, metav1.ListOptions{})
+	l = nil
+	for i := range groups.Items {
+		l = append(l, &groups.Items[i])
+	}
+	replace(h.c.groupContentInformer.GetStore(), l)
 }
 
 // runPods plays kubelet and the node plugin: every PaV pod terminates with
@@ -292,6 +311,9 @@ func (h *harness) runPods() {
 				h.notReadyChecks--
 				pod.Annotations[protocol.AnnotationResultReadyToUse] = "false\n"
 			}
+		}
+		if phaseOf(pod) == protocol.PhaseGroupSnapshotCreation {
+			h.groupSnapshotResults(pod)
 		}
 		if phaseOf(pod) == protocol.PhaseCreation {
 			handle := resultHandle
@@ -364,7 +386,7 @@ func (h *harness) clearActions() {
 
 // fakeOf is the fake clientset an action goes to.
 func (h *harness) fakeOf(a k8stesting.Action) *k8stesting.Fake {
-	if a.GetResource().Group == snapshotv1.GroupName {
+	if g := a.GetResource().Group; g == snapshotv1.GroupName || g == groupsnapshotv1.GroupName {
 		return &h.snap.Fake
 	}
 	return &h.kube.Fake

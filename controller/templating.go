@@ -135,4 +135,31 @@ func (e *templatingEngine) SnapshotDeletion(ctx context.Context, p *v1alpha1.Pav
 	return d.PodTemplate, nil
 }
 
+func (e *templatingEngine) GroupSnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, false, err
+	}
+	x, ok, err := c.GroupSnapshotCreation(ctx, req, e.getPVC)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	if x.PodTemplate == nil {
+		return nil, true, fmt.Errorf("spec.groupSnapshotCreation.podTemplate evaluated to null: a group snapshot creation pod must write /pav/snapshot-handle and /pav/snapshot-handles")
+	}
+	return x.PodTemplate, true, nil
+}
+
+func (e *templatingEngine) GroupSnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	c, err := e.cache.Get(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.GroupSnapshotDeletion(ctx, req, e.getPVC)
+	if err != nil {
+		return nil, err
+	}
+	return d.PodTemplate, nil
+}
+
 func (e *templatingEngine) Forget(p *v1alpha1.PavProvisioner) { e.cache.Forget(p.UID) }

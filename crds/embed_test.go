@@ -82,15 +82,17 @@ var literalFields = map[string]bool{
 func checkSectionSchemas(t *testing.T, spec map[string]interface{}) {
 	t.Helper()
 	sections := map[string][]string{
-		"volumeValidation":   {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
-		"volumeCreation":     {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
-		"volumeDeletion":     {"podTemplate"},
-		"volumeStaging":      {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
-		"volumeUnstaging":    {"podTemplate"},
-		"volumeExpansion":    {"podTemplate"},
-		"snapshotCreation":   {"podTemplate"},
-		"snapshotDeletion":   {"podTemplate"},
-		"volumeModification": {"podTemplate"},
+		"volumeValidation":      {"volumeModes", "accessModes", "minCapacity", "maxCapacity", "podTemplate"},
+		"volumeCreation":        {"handle", "capacity", "nodeAffinity", "podTemplate", "cloning", "restoring"},
+		"volumeDeletion":        {"podTemplate"},
+		"volumeStaging":         {"podTemplate", "allowSetuidAndDevices", "recovery", "fsGroupPolicy", "shared", "updateStrategy"},
+		"volumeUnstaging":       {"podTemplate"},
+		"volumeExpansion":       {"podTemplate"},
+		"snapshotCreation":      {"podTemplate"},
+		"snapshotDeletion":      {"podTemplate"},
+		"groupSnapshotCreation": {"podTemplate"},
+		"groupSnapshotDeletion": {"podTemplate"},
+		"volumeModification":    {"podTemplate"},
 	}
 	// Every section of the schema (an object or one template string) is checked.
 	all, _, _ := unstructured.NestedMap(spec, "properties")

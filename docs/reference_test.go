@@ -35,9 +35,11 @@ const (
 // not describe, the functions of package templating that build its context
 // (the keys they write into their vars map are its variables).
 var contextBuilders = map[protocol.Phase][]string{
-	protocol.PhaseSnapshotCreation: {"snapshotVars"},
-	protocol.PhaseSnapshotDeletion: {"snapshotVars"},
-	protocol.PhaseCapacity:         {"StorageCapacity"},
+	protocol.PhaseSnapshotCreation:      {"snapshotVars"},
+	protocol.PhaseSnapshotDeletion:      {"snapshotVars"},
+	protocol.PhaseGroupSnapshotCreation: {"groupSnapshotVars"},
+	protocol.PhaseGroupSnapshotDeletion: {"groupSnapshotVars"},
+	protocol.PhaseCapacity:              {"StorageCapacity"},
 }
 
 // TestReferenceListsEveryCRDField walks the CRD's schema: every property

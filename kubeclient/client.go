@@ -14,6 +14,7 @@ package kubeclient
 import (
 	"fmt"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -41,11 +42,13 @@ type PavInterface interface {
 	PavV1alpha1() pavv1alpha1.PavV1alpha1Interface
 }
 
-// SnapshotInterface is the API group of VolumeSnapshots
-// (external-snapshotter's CRDs). Clientset implements it, and so does the
-// fake Clientset of external-snapshotter's client/v8/clientset/versioned/fake.
+// SnapshotInterface is the API groups of VolumeSnapshots and
+// VolumeGroupSnapshots (external-snapshotter's CRDs). Clientset implements
+// it, and so does the fake Clientset of external-snapshotter's
+// client/v8/clientset/versioned/fake.
 type SnapshotInterface interface {
 	SnapshotV1() snapshotv1.SnapshotV1Interface
+	GroupsnapshotV1() groupsnapshotv1.GroupsnapshotV1Interface
 }
 
 // Clientset is the client of every API group PaV uses, over one HTTP client.
@@ -58,6 +61,7 @@ type Clientset struct {
 	admissionregistration *admissionregistrationv1.AdmissionregistrationV1Client
 	pav                   *pavv1alpha1.PavV1alpha1Client
 	snapshot              *snapshotv1.SnapshotV1Client
+	groupSnapshot         *groupsnapshotv1.GroupsnapshotV1Client
 }
 
 var (
@@ -76,6 +80,9 @@ func (c *Clientset) AdmissionregistrationV1() admissionregistrationv1.Admissionr
 }
 func (c *Clientset) PavV1alpha1() pavv1alpha1.PavV1alpha1Interface { return c.pav }
 func (c *Clientset) SnapshotV1() snapshotv1.SnapshotV1Interface    { return c.snapshot }
+func (c *Clientset) GroupsnapshotV1() groupsnapshotv1.GroupsnapshotV1Interface {
+	return c.groupSnapshot
+}
 
 // NewForConfig builds a Clientset. The built-in groups share one rate limiter
 // (cfg's QPS and Burst), as in client-go's clientset; PavProvisioners have a
@@ -113,6 +120,9 @@ func NewForConfig(cfg *rest.Config) (*Clientset, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	if c.snapshot, err = snapshotv1.NewForConfigAndClient(&shared, httpClient); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.groupSnapshot, err = groupsnapshotv1.NewForConfigAndClient(&shared, httpClient); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return &c, nil

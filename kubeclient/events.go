@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"context"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,13 +18,14 @@ import (
 )
 
 // Scheme holds the types of the API groups PaV uses, PavProvisioner's and
-// VolumeSnapshot's included: an Event refers to its object by the object's kind, from here.
+// VolumeSnapshot's and VolumeGroupSnapshot's included: an Event refers to its object by the object's kind, from here.
 var Scheme = runtime.NewScheme()
 
 func init() {
 	utilruntime.Must(scheme.AddToScheme(Scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(Scheme))
 	utilruntime.Must(snapshotv1.AddToScheme(Scheme))
+	utilruntime.Must(groupsnapshotv1.AddToScheme(Scheme))
 }
 
 // EventCacheSize bounds each of the three caches with which client-go's

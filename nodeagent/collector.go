@@ -62,6 +62,9 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseSnapshotDeletion: true,
 	protocol.PhaseModification:     true,
 
+	protocol.PhaseGroupSnapshotCreation: true,
+	protocol.PhaseGroupSnapshotDeletion: true,
+
 	// read by this node plugin itself (inline.go), as the controller would
 	protocol.PhaseInlineCreation: true,
 	protocol.PhaseInlineDeletion: true,
@@ -241,8 +244,8 @@ func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // readResults reads handle, capacity, error, infeasible,
-// volume-attributes, snapshot-handle, restore-size, ready-to-use and
-// maximum-volume-size from a pod's host directory. A file the pod did not
+// volume-attributes, snapshot-handle, restore-size, ready-to-use,
+// snapshot-handles and maximum-volume-size from a pod's host directory. A file the pod did not
 // write (or left empty) yields no annotation, except infeasible, whose
 // presence is the result, and volume-attributes, which the controller
 // parses (and refuses if empty). A file PaV
@@ -265,6 +268,8 @@ func readResults(dir string) (map[string]string, error) {
 		{protocol.FileSnapshotHandle, protocol.AnnotationResultSnapshotHandle, maxHandleBytes, false, false},
 		{protocol.FileRestoreSize, protocol.AnnotationResultRestoreSize, maxCapacityBytes, false, false},
 		{protocol.FileReadyToUse, protocol.AnnotationResultReadyToUse, maxCapacityBytes, false, false},
+		// Even empty: the controller then says the group's volumes are missing.
+		{protocol.FileSnapshotHandles, protocol.AnnotationResultSnapshotHandles, protocol.MaxSnapshotHandlesBytes, true, false},
 		{protocol.FileMaximumVolumeSize, protocol.AnnotationResultMaximumVolumeSize, maxCapacityBytes, false, false},
 	}
 	var refused []string

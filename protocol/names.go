@@ -35,6 +35,10 @@ const (
 	// VolumeSnapshotContent).
 	PhaseSnapshotCreation Phase = "snapshot-creation"
 	PhaseSnapshotDeletion Phase = "snapshot-deletion"
+	// PaV-Go additions: taking and deleting a group snapshot of several
+	// volumes at once (one VolumeGroupSnapshotContent).
+	PhaseGroupSnapshotCreation Phase = "group-snapshot-creation"
+	PhaseGroupSnapshotDeletion Phase = "group-snapshot-deletion"
 	// PhaseModification: a volume takes the parameters of another
 	// VolumeAttributesClass (PaV-Go addition).
 	PhaseModification Phase = "modification"
@@ -46,6 +50,7 @@ const (
 var Phases = []Phase{
 	PhaseValidation, PhaseCreation, PhaseDeletion, PhaseStaging, PhaseUnstaging, PhaseExpansion, PhaseCapacity,
 	PhaseSnapshotCreation, PhaseSnapshotDeletion, PhaseModification, PhaseInlineCreation, PhaseInlineDeletion,
+	PhaseGroupSnapshotCreation, PhaseGroupSnapshotDeletion,
 }
 
 // CapacityKey names one measurement of storage capacity: a provisioner's
@@ -121,6 +126,9 @@ const (
 	// On snapshot creation and deletion pods: the name of their
 	// VolumeSnapshotContent.
 	AnnotationSnapshotContent = prefix + "snapshot-content"
+	// On group snapshot creation and deletion pods: the name of their
+	// VolumeGroupSnapshotContent (its UID is their LabelSnapshotContentUID).
+	AnnotationGroupSnapshotContent = prefix + "group-snapshot-content"
 	// On expansion pods: the size they grow the volume to.
 	AnnotationExpansionTarget = prefix + "expansion-target"
 	// On modification pods: the VolumeAttributesClass they give the volume.
@@ -147,6 +155,8 @@ const (
 	AnnotationResultSnapshotHandle = prefix + "result-snapshot-handle"
 	AnnotationResultRestoreSize    = prefix + "result-restore-size"
 	AnnotationResultReadyToUse     = prefix + "result-ready-to-use"
+	// On terminated group snapshot creation pods: /pav/snapshot-handles.
+	AnnotationResultSnapshotHandles = prefix + "result-snapshot-handles"
 	// On terminated capacity pods: /pav/maximum-volume-size, if present.
 	AnnotationResultMaximumVolumeSize = prefix + "result-maximum-volume-size"
 
@@ -179,7 +189,7 @@ const (
 var NodePluginAnnotations = []string{
 	AnnotationResultsCollected, AnnotationResultHandle, AnnotationResultCapacity, AnnotationResultError,
 	AnnotationResultInfeasible, AnnotationResultVolumeAttributes, AnnotationResultSnapshotHandle, AnnotationResultRestoreSize,
-	AnnotationResultReadyToUse, AnnotationResultMaximumVolumeSize, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
+	AnnotationResultReadyToUse, AnnotationResultSnapshotHandles, AnnotationResultMaximumVolumeSize, AnnotationSucceeded, AnnotationUnstaged, AnnotationRecovering,
 }
 
 // Finalizers.
@@ -243,6 +253,12 @@ const (
 	// creation pod again later, with snapshotHandle in its context, until
 	// it writes "true" or nothing).
 	FileReadyToUse = "ready-to-use"
+	// FileSnapshotHandles (PaV-Go addition), from a group snapshot
+	// creation pod: one line per volume of the group, its volume handle
+	// and its snapshot's handle, separated by white space, and optionally
+	// its snapshot's restore size (ParseSnapshotHandles reads it). The
+	// group's own handle goes to FileSnapshotHandle.
+	FileSnapshotHandles = "snapshot-handles"
 	// FileMaximumVolumeSize (PaV-Go addition), from a capacity pod: the
 	// largest volume the segment can hold (bytes, or a quantity), which may
 	// be less than its free space (e.g. a pool spread over several disks).

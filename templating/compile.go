@@ -34,6 +34,7 @@ type Compiled struct {
 
 	validation, creation, deletion, staging, unstaging, expansion, capacity *section
 	snapshotCreation, snapshotDeletion, modification                        *section
+	groupSnapshotCreation, groupSnapshotDeletion                            *section
 }
 
 var specPath = field.NewPath("spec")
@@ -256,6 +257,12 @@ func (c *Compiled) sectionSources(s *v1alpha1.PavProvisionerSpec) []sectionSourc
 	if v := s.SnapshotDeletion; v != nil {
 		podOnly("snapshotDeletion", v.Section, v.PodTemplate, &c.snapshotDeletion)
 	}
+	if v := s.GroupSnapshotCreation; v != nil {
+		podOnly("groupSnapshotCreation", v.Section, v.PodTemplate, &c.groupSnapshotCreation)
+	}
+	if v := s.GroupSnapshotDeletion; v != nil {
+		podOnly("groupSnapshotDeletion", v.Section, v.PodTemplate, &c.groupSnapshotDeletion)
+	}
 	return sources
 }
 
@@ -304,7 +311,7 @@ func (c *Compiled) checkLiterals() field.ErrorList {
 	checked := c.sections()
 	// Not checked against a phase's context variables (Warnings): the
 	// sections without a volume phase of the user guide.
-	for _, extra := range []*section{c.capacity, c.snapshotCreation, c.snapshotDeletion} {
+	for _, extra := range []*section{c.capacity, c.snapshotCreation, c.snapshotDeletion, c.groupSnapshotCreation, c.groupSnapshotDeletion} {
 		if extra != nil {
 			checked = append(checked, extra)
 		}
@@ -461,6 +468,10 @@ func (s *section) phase() protocol.Phase {
 		return protocol.PhaseSnapshotCreation
 	case "spec.snapshotDeletion":
 		return protocol.PhaseSnapshotDeletion
+	case "spec.groupSnapshotCreation":
+		return protocol.PhaseGroupSnapshotCreation
+	case "spec.groupSnapshotDeletion":
+		return protocol.PhaseGroupSnapshotDeletion
 	}
 	return protocol.PhaseUnstaging
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -268,6 +269,20 @@ func (t *trial) dynamic() bool {
 			return err
 		})
 	}
+	if t.c.groupSnapshotCreation != nil {
+		t.try(specPath.Child("groupSnapshotCreation"), func() error {
+			r := t.groupSnapshot(pv())
+			r.Content.Status = nil
+			_, _, err := t.c.GroupSnapshotCreation(t.ctx, r, t.getPVC)
+			return err
+		})
+	}
+	if t.c.groupSnapshotDeletion != nil {
+		t.try(specPath.Child("groupSnapshotDeletion"), func() error {
+			_, err := t.c.GroupSnapshotDeletion(t.ctx, t.groupSnapshot(pv()), t.getPVC)
+			return err
+		})
+	}
 	return true
 }
 
@@ -468,6 +483,34 @@ func (t *trial) snapshot(pv *corev1.PersistentVolume) SnapshotRequest {
 			VolumeSnapshotClassName: &class},
 	}
 	return SnapshotRequest{Content: content, Snapshot: snap, ClassParameters: t.params}
+}
+
+// groupSnapshot is a taken group snapshot of pv alone, of class
+// "trial-group-snapshot-class".
+func (t *trial) groupSnapshot(pv *corev1.PersistentVolume) GroupSnapshotRequest {
+	ref := corev1.ObjectReference{Namespace: metav1.NamespaceDefault, Name: "trial-group-snapshot", UID: trialUID("VolumeGroupSnapshot/default/trial-group-snapshot")}
+	meta := trialMeta("", "groupsnapcontent-"+string(ref.UID), "VolumeGroupSnapshotContent")
+	group, member := trialNode+"/"+string(meta.UID), trialNode+"/"+string(meta.UID)+"-0"
+	ready := true
+	class := "trial-group-snapshot-class"
+	content := &groupsnapshotv1.VolumeGroupSnapshotContent{
+		TypeMeta:   metav1.TypeMeta{APIVersion: groupsnapshotv1.SchemeGroupVersion.String(), Kind: "VolumeGroupSnapshotContent"},
+		ObjectMeta: meta,
+		Spec: groupsnapshotv1.VolumeGroupSnapshotContentSpec{
+			Driver: t.c.Provisioner.Name, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete, VolumeGroupSnapshotClassName: &class,
+			Source:                 groupsnapshotv1.VolumeGroupSnapshotContentSource{VolumeHandles: []string{pv.Spec.CSI.VolumeHandle}},
+			VolumeGroupSnapshotRef: ref,
+		},
+		Status: &groupsnapshotv1.VolumeGroupSnapshotContentStatus{VolumeGroupSnapshotHandle: &group, ReadyToUse: &ready,
+			VolumeSnapshotInfoList: []groupsnapshotv1.VolumeSnapshotInfo{{VolumeHandle: pv.Spec.CSI.VolumeHandle, SnapshotHandle: member, ReadyToUse: &ready}}},
+	}
+	gs := &groupsnapshotv1.VolumeGroupSnapshot{
+		TypeMeta:   metav1.TypeMeta{APIVersion: groupsnapshotv1.SchemeGroupVersion.String(), Kind: "VolumeGroupSnapshot"},
+		ObjectMeta: trialMeta(ref.Namespace, ref.Name, "VolumeGroupSnapshot"),
+		Spec: groupsnapshotv1.VolumeGroupSnapshotSpec{VolumeGroupSnapshotClassName: &class, Source: groupsnapshotv1.VolumeGroupSnapshotSource{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"group": "trial"}}}},
+	}
+	return GroupSnapshotRequest{Content: content, GroupSnapshot: gs, ClassParameters: t.params, PVs: []*corev1.PersistentVolume{pv}}
 }
 
 // stagingCannotCreateVolume warns when no container of a staging pod can

@@ -44,17 +44,20 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 		"github.com/containerd/log":                                   true,
 	}
 
-	// Of external-snapshotter's client, the VolumeSnapshot API's types,
-	// typed client and lister (PaV plays csi-snapshotter); its typed
-	// client's scheme also registers the VolumeGroupSnapshot types.
+	// Of external-snapshotter's client, the VolumeSnapshot and
+	// VolumeGroupSnapshot APIs' types, typed clients and listers (PaV plays
+	// csi-snapshotter); the typed clients' scheme also registers the
+	// VolumeGroupSnapshot API's older versions.
 	snapshotClient := map[string]bool{
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1":                      true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1": true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumesnapshot/v1":                   true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/scheme":                  true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1":                 true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta1":            true,
-		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2":            true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1":                           true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumesnapshot/v1":      true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumesnapshot/v1":                        true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/scheme":                       true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1":                      true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta1":                 true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1beta2":                 true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/typed/volumegroupsnapshot/v1": true,
+		"github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumegroupsnapshot/v1":                   true,
 	}
 
 	goTool, err := exec.LookPath("go")

@@ -250,4 +250,19 @@ func (Literal) SnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner,
 	return podTemplate(p.Spec.SnapshotDeletion.PodTemplate, field.NewPath("spec", "snapshotDeletion", "podTemplate"))
 }
 
+func (Literal) GroupSnapshotCreation(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, bool, error) {
+	if p.Spec.GroupSnapshotCreation == nil {
+		return nil, false, nil
+	}
+	tmpl, err := podTemplate(p.Spec.GroupSnapshotCreation.PodTemplate, field.NewPath("spec", "groupSnapshotCreation", "podTemplate"))
+	return tmpl, true, err
+}
+
+func (Literal) GroupSnapshotDeletion(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.GroupSnapshotRequest) (*corev1.PodTemplateSpec, error) {
+	if p.Spec.GroupSnapshotDeletion == nil {
+		return nil, nil
+	}
+	return podTemplate(p.Spec.GroupSnapshotDeletion.PodTemplate, field.NewPath("spec", "groupSnapshotDeletion", "podTemplate"))
+}
+
 func (Literal) Forget(*v1alpha1.PavProvisioner) {}

@@ -116,6 +116,18 @@ type PavProvisionerSpec struct {
 	// template nothing runs.
 	// +kubebuilder:pruning:PreserveUnknownFields
 	SnapshotDeletion *SnapshotDeletion `json:"snapshotDeletion,omitempty"`
+	// PaV-Go addition: how a VolumeGroupSnapshot of several of the
+	// provisioner's volumes is taken at once: PaV handles the
+	// VolumeGroupSnapshotContents whose driver is this provisioner as
+	// csi-snapshotter does for a CSI driver's CreateVolumeGroupSnapshot.
+	// Without it, dynamic group snapshots of its volumes fail.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	GroupSnapshotCreation *GroupSnapshotCreation `json:"groupSnapshotCreation,omitempty"`
+	// PaV-Go addition: how a group snapshot (all its volumes' snapshots)
+	// is deleted when its VolumeGroupSnapshotContent goes with
+	// deletionPolicy Delete. Without a pod template nothing runs.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	GroupSnapshotDeletion *GroupSnapshotDeletion `json:"groupSnapshotDeletion,omitempty"`
 	// PaV-Go addition: true to put the end of a failed pod's log into the
 	// Events PaV writes about it (on claims, PersistentVolumes and client
 	// pods), and to let termination messages that kubelet took from the log
@@ -483,6 +495,33 @@ type SnapshotDeletion struct {
 	PodTemplate *Value `json:"podTemplate,omitempty"`
 }
 
+// GroupSnapshotCreation: how a group snapshot of several volumes is taken
+// (a PaV-Go addition).
+//
+// +kubebuilder:validation:Type=""
+type GroupSnapshotCreation struct {
+	Section `json:"-"`
+	// PodTemplateSpec of the group snapshot creation pod, which writes the
+	// group's handle to /pav/snapshot-handle and, for each volume, a line
+	// "<volume handle> <snapshot handle> [<restore size>]" to
+	// /pav/snapshot-handles. May contain templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
+// GroupSnapshotDeletion: how a group snapshot is deleted (a PaV-Go addition).
+//
+// +kubebuilder:validation:Type=""
+type GroupSnapshotDeletion struct {
+	Section `json:"-"`
+	// PodTemplateSpec of the group snapshot deletion pod. May contain
+	// templates.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	PodTemplate *Value `json:"podTemplate,omitempty"`
+}
+
 // Section is what every phase section has besides its fields. Every string
 // under spec may be a template, a whole section included: Template is set
 // when the section is one string (which must evaluate, with
@@ -735,5 +774,25 @@ func (v *SnapshotDeletion) UnmarshalJSON(data []byte) error {
 
 func (v SnapshotDeletion) MarshalJSON() ([]byte, error) {
 	type fields SnapshotDeletion
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *GroupSnapshotCreation) UnmarshalJSON(data []byte) error {
+	type fields GroupSnapshotCreation
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v GroupSnapshotCreation) MarshalJSON() ([]byte, error) {
+	type fields GroupSnapshotCreation
+	return marshalSection(v.Section, fields(v))
+}
+
+func (v *GroupSnapshotDeletion) UnmarshalJSON(data []byte) error {
+	type fields GroupSnapshotDeletion
+	return unmarshalSection(data, &v.Section, (*fields)(v))
+}
+
+func (v GroupSnapshotDeletion) MarshalJSON() ([]byte, error) {
+	type fields GroupSnapshotDeletion
 	return marshalSection(v.Section, fields(v))
 }

@@ -231,9 +231,9 @@ func TestAccess(t *testing.T) {
 
 	// The controller: only its own kinds of pods, only its PVs, only claims' metadata.
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: creation.Spec}, metav1.CreateOptions{})
-	denied(t, "controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	denied(t, "controller creates an ordinary pod", err, "only validation, creation, deletion, expansion, modification, capacity and (group) snapshot creation and deletion pods")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, stagingOnNodeA, metav1.CreateOptions{})
-	denied(t, "controller creates a staging pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	denied(t, "controller creates a staging pod", err, "only validation, creation, deletion, expansion, modification, capacity and (group) snapshot creation and deletion pods")
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: tenantNS}, Spec: creation.Spec}
 	if _, err := admin.CoreV1().Pods(tenantNS).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -394,7 +394,7 @@ func TestAccess(t *testing.T) {
 	_, err = node.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
 	denied(t, "node plugin of node-a creates an inline volume's creation pod on node-b", err, "only pods on its own node")
 	_, err = ctrl.CoreV1().Pods(tenantNS).Create(ctx, inlineOnB, metav1.CreateOptions{})
-	denied(t, "controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods")
+	denied(t, "controller creates an inline volume's creation pod", err, "only validation, creation, deletion, expansion, modification, capacity and (group) snapshot creation and deletion pods")
 	allowed(t, "node plugin releases an inline volume's creation pod", patch(node, tenantNS, inlineOnA.Name, `{"metadata":{"finalizers":null}}`))
 	denied(t, "node plugin writes on a pod of another node",
 		patch(node, tenantNS, creation.Name, `{"metadata":{"annotations":{"`+protocol.AnnotationResultsCollected+`":"true"}}}`), "only pods on its own node")
@@ -782,7 +782,7 @@ func waitForPolicies(t *testing.T, tenant, ctrl, node kubernetes.Interface, crea
 		want   string
 	}{
 		{"pav-reserved-pods", tenant, forged, "reserved to PaV"},
-		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion, modification, capacity and snapshot creation and deletion pods"},
+		{"pav-controller-scope", ctrl, ordinary, "only validation, creation, deletion, expansion, modification, capacity and (group) snapshot creation and deletion pods"},
 		{"pav-node-scope", node, stagingOnOtherNode, "only pods on its own node"},
 		{"pav-pod-confinement", ctrl, inKubeSystem, "may not run pods in namespace kube-system"},
 	}

@@ -57,6 +57,9 @@ type env struct {
 	ctrlDone   chan struct{}
 	engine     controller.Engine
 	workerOpts controller.Config
+	// snapshots, when set, is the controller's Config.Snapshots (the
+	// API server must serve the snapshot CRDs).
+	snapshots kubeclient.SnapshotInterface
 
 	// settled: per "<queue>/<key>", the newest resourceVersion a sync of the
 	// controller finished on (controller.Config.Settled)
@@ -108,7 +111,7 @@ func (e *env) startController() {
 	e.settled = nil // what an earlier controller settled on says nothing about this one
 	e.settledMu.Unlock()
 	c, err := controller.New(controller.Config{
-		Kube: e.client, Pav: e.client, Engine: e.engine,
+		Kube: e.client, Pav: e.client, Snapshots: e.snapshots, Engine: e.engine,
 		RetryStart: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		ResultsTimeout: time.Minute,
 		Settled:        e.recordSettled,
