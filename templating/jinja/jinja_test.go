@@ -103,7 +103,6 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// Found by the differential tester and not fixed yet (its
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
-	"diff-repr-items-tuples": {pending: "repr of tuples and dicts"},
 	"diff-abs-of-string":     {pending: "filters on the wrong type"},
 	"diff-truncate-of-int":   {pending: "filters on the wrong type"},
 	"diff-list-plus-tuple":   {pending: "list + tuple"},

@@ -106,3 +106,16 @@ func TestSortOfMixedTypes(t *testing.T) {
 		"{{ [{'a': 1}, {}]|sort|length }}": "'<' not supported between instances of 'dict' and 'dict'",
 	})
 }
+
+// The pairs of items, dict.items() and dictsort, and groupby's groups, are
+// tuples to repr (upstream: lists).
+func TestPairsAreTuples(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'a': 1, 'b': 'x'}|items|list|string }}":                 "[('a', 1), ('b', 'x')]",
+		"{{ {'a': 1}.items()|list|string }}":                         "[('a', 1)]",
+		"{{ {'b': 1, 'a': 2}|dictsort|join(',') }}":                  "('a', 2),('b', 1)",
+		"{{ [{'a': 1}]|groupby('a')|list|pprint }}":                  "[(1, [{'a': 1}])]",
+		"{{ {'a': 1}|items|first|list|string }}":                     "['a', 1]",
+		"{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}": "a1",
+	}, nil)
+}

@@ -11,33 +11,17 @@ import (
 	"github.com/nikolalohinski/gonja/v2/utils"
 )
 
-type tupleValue []any
-
-func (t tupleValue) String() string {
-	if len(t) == 0 {
-		return "()"
-	}
-
-	var out strings.Builder
-	out.WriteByte('(')
-	for i, item := range t {
-		if i > 0 {
-			out.WriteString(", ")
-		}
-		out.WriteString(pythonRepr(item))
-	}
-	if len(t) == 1 {
-		out.WriteByte(',')
-	}
-	out.WriteByte(')')
-	return out.String()
-}
+// tupleValue is a pair Jinja makes as a tuple.
+type tupleValue = exec.Tuple
 
 type groupTupleValue []any
 
 func (g groupTupleValue) String() string {
 	return tupleValue(g).String()
 }
+
+// TupleItems: Jinja's _GroupTuple prints as a tuple.
+func (g groupTupleValue) TupleItems() []any { return g }
 
 func (g groupTupleValue) GetAttribute(name string) (*exec.Value, bool) {
 	if len(g) != 2 {
@@ -51,17 +35,6 @@ func (g groupTupleValue) GetAttribute(name string) (*exec.Value, bool) {
 	default:
 		return exec.AsValue(nil), false
 	}
-}
-
-func pythonRepr(value any) string {
-	rendered := exec.AsValue(value)
-	if rendered.IsNil() {
-		return "None"
-	}
-	if rendered.IsString() {
-		return fmt.Sprintf(`'%s'`, rendered.String())
-	}
-	return rendered.String()
 }
 
 func stringifyFilterValue(value *exec.Value) string {

@@ -108,7 +108,7 @@ func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 	out := make([]interface{}, len(pairs))
 	for i, kv := range pairs {
-		out[i] = []interface{}{kv[0], kv[1]}
+		out[i] = exec.Tuple{kv[0], kv[1]}
 	}
 	return exec.AsValue(out)
 }
@@ -631,7 +631,7 @@ func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	keys := exec.PyKeys(m, in)
 	out := make([]any, len(keys))
 	for i, k := range keys {
-		out[i] = []any{k, m[k]}
+		out[i] = exec.Tuple{k, m[k]}
 	}
 	return exec.AsValue(out)
 }
