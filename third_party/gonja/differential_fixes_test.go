@@ -119,3 +119,31 @@ func TestPairsAreTuples(t *testing.T) {
 		"{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}": "a1",
 	}, nil)
 }
+
+// wordwrap is Python's textwrap as Jinja calls it: long words cut (after a
+// hyphen where there is one), hyphenated words broken, whitespace kept
+// inside a line, Python's line breaks (upstream: lines broken only between
+// words, whitespace collapsed).
+func TestWordwrapIsTextwrap(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'hello world'|wordwrap(4) }}":                                     "hell\no wo\nrld",
+		"{{ 'hello world'|wordwrap(4, false) }}":                              "hello\nworld",
+		"{{ '  ,ßé}  x'|wordwrap(5) }}":                                       ",ßé}\nx",
+		"{{ 'well-known self-evident thing'|wordwrap(6) }}":                   "well-\nknown\nself-e\nvident\nthing",
+		"{{ 'well-known self-evident thing'|wordwrap(6, false) }}":            "well-\nknown\nself-\nevident\nthing",
+		"{{ 'well-known self-evident'|wordwrap(6, break_on_hyphens=false) }}": "well-k\nnown s\nelf-ev\nident",
+		"{{ 'a--b c---d x'|wordwrap(3) }}":                                    "a--\nb c\n---\nd x",
+		"{{ '---abc'|wordwrap(2) }}":                                          "--\n-a\nbc",
+		"{{ 'a-b-c-d-e'|wordwrap(3) }}":                                       "a-\nb-\nc-\nd-e",
+		"{{ 'ab-1cd-ef'|wordwrap(4, false) }}":                                "ab-1cd-\nef",
+		"{{ 'x\u00a0y z'|wordwrap(2) }}":                                      "x\u00a0\ny\nz",
+		"{{ 'a\r\nb\x0bc\u2028d'|wordwrap(1) }}":                              "a\nb\nc\nd",
+		"{{ 'tab\there  now'|wordwrap(4) }}":                                  "tab\nhere\nnow",
+		"{{ 'hello world'|wordwrap(4, true, '|') }}":                          "hell|o wo|rld",
+		"{{ '\n\n'|wordwrap(3) }}":                                            "\n",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 31|wordwrap(4) }}":  "'int' object has no attribute 'splitlines'",
+		"{{ 'x'|wordwrap(0) }}": "invalid width 0 (must be > 0)",
+	})
+}
