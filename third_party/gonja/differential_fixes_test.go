@@ -147,3 +147,21 @@ func TestWordwrapIsTextwrap(t *testing.T) {
 		"{{ 'x'|wordwrap(0) }}": "invalid width 0 (must be > 0)",
 	})
 }
+
+// abs, center and truncate take what Jinja's take: a number, a string
+// (upstream: anything, as a float or a string); truncate cuts at the last
+// space only and keeps the whitespace before it; center's width is 80 by
+// default.
+func TestFiltersOnTheirTypes(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ true|abs }}|{{ -2|abs }}|{{ -1.5|abs }}":    "1|2|1.5",
+		"{{ 'x'|center|length }}|{{ 'ab'|center(6) }}|": "80|  ab  |",
+		"{{ 'ab\ncd efgh'|truncate(8, leeway=0) }}|{{ 'a  b\tcdefgh'|truncate(8, leeway=0) }}|{{ 'a   b cdefgh'|truncate(8, leeway=0) }}": "ab\ncd...|a ...|a  ...",
+		"{{ [1, 2]|truncate|length }}": "2",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 'x'|abs }}":                      "bad operand type for abs(): 'str'",
+		"{{ 85|truncate(5) }}":               "object of type 'int' has no len()",
+		"{{ 'abc'|truncate(3, leeway=-1) }}": "expected leeway >= 0, got -1",
+	})
+}

@@ -99,8 +99,11 @@ func filterAbs(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 		return in
 	} else if in.IsFloat() {
 		return exec.AsValue(math.Abs(in.Float()))
+	} else if in.IsBool() { // PaV: Python's abs(True) is 1
+		return exec.AsValue(exec.AsInt(in))
 	}
-	return exec.AsValue(math.Abs(in.Float())) // nothing to do here, just to keep track of the safe application
+	// PaV: Python's TypeError (upstream: the abs of the value as a float)
+	return e.Raise(fmt.Errorf("bad operand type for abs(): '%s'", exec.PyType(in)))
 }
 
 func filterAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -181,9 +184,12 @@ func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	var width int
 	if err := params.Take(
-		exec.PositionalArgument("width", nil, takeIntArgument(&width)),
+		exec.PositionalArgument("width", exec.AsValue(80), takeIntArgument(&width)), // PaV: Jinja's default
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if !in.IsString() && !in.IsUndefined() { // PaV: Python's str() of it
+		in = exec.AsValue(exec.PyStr(in))
 	}
 	if width <= in.Len() {
 		return in
@@ -1437,6 +1443,18 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
+	if in.IsUndefined() {
+		return in
+	}
+	if !in.IsString() { // PaV: Jinja takes len(value) and cuts it as a str (upstream: str of anything)
+		if in.IsList() || in.IsDict() {
+			if in.Len() <= length+leeway {
+				return in
+			}
+			return e.Raise(fmt.Errorf("'%s' object has no attribute 'rsplit'", exec.PyType(in)))
+		}
+		return e.Raise(fmt.Errorf("object of type '%s' has no len()", exec.PyType(in)))
+	}
 	source := in.String()
 	rEnd := []rune(end)
 	fullLength := length + leeway
@@ -1445,6 +1463,9 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if length < len(rEnd) {
 		return exec.AsValue(errors.Errorf(`expected length >= %d, got %d`, len(rEnd), length))
 	}
+	if leeway < 0 {
+		return e.Raise(fmt.Errorf("expected leeway >= 0, got %d", leeway))
+	}
 
 	if len(runes) <= fullLength {
 		return exec.AsValue(source)
@@ -1452,10 +1473,11 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 
 	atLength := string(runes[:length-len(rEnd)])
 	if !killWords {
-		if split := strings.LastIndexFunc(atLength, unicode.IsSpace); split >= 0 {
+		// PaV: Jinja's rsplit(" ", 1)[0], which neither cuts at other
+		// whitespace nor trims (upstream did both)
+		if split := strings.LastIndex(atLength, " "); split >= 0 {
 			atLength = atLength[:split]
 		}
-		atLength = strings.TrimRight(atLength, " \n\t")
 	}
 	return exec.AsValue(fmt.Sprintf("%s%s", atLength, end))
 }
