@@ -165,3 +165,11 @@ func TestFiltersOnTheirTypes(t *testing.T) {
 		"{{ 'abc'|truncate(3, leeway=-1) }}": "expected leeway >= 0, got -1",
 	})
 }
+
+// Indexing and slicing Markup give Markup, which escape leaves as it is
+// (upstream: a str, escaped again); iterating gives strs.
+func TestMarkupIndexAndSlice(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('<p>'|e)[::2]|e }}|{{ ('<p>'|e)[0]|e }}|{{ ('<p>'|e)[1:3]|e }}|{% for c in '<'|e %}{{ c|e }}{% endfor %}": "&tpg;|&|lt|&amp;lt;",
+	}, nil)
+}
