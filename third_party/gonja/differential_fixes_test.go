@@ -173,3 +173,14 @@ func TestMarkupIndexAndSlice(t *testing.T) {
 		"{{ ('<p>'|e)[::2]|e }}|{{ ('<p>'|e)[0]|e }}|{{ ('<p>'|e)[1:3]|e }}|{% for c in '<'|e %}{{ c|e }}{% endfor %}": "&tpg;|&|lt|&amp;lt;",
 	}, nil)
 }
+
+// join of none, a number or a bool is Python's TypeError (upstream: the
+// value itself).
+func TestJoinOfNotIterable(t *testing.T) {
+	checkJinja(t, map[string]string{"{{ 'ab'|join(',') }}|{{ [1, 2]|join }}": "a,b|12"}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ none|join(', ') }}": "'NoneType' object is not iterable",
+		"{{ 12|join }}":         "'int' object is not iterable",
+		"{{ true|join }}":       "'bool' object is not iterable",
+	})
+}

@@ -576,6 +576,10 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's str.join (upstream: the value itself)
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+	}
 	if !in.IsIterable() {
 		return in
 	}
