@@ -187,7 +187,7 @@ var pendingDivergences = []struct {
 	{"filter semantics: wordcount, min, max, attr, int, float, striptags, urlencode, title",
 		re(`wordcount|min|max|attr|int|float|striptags|urlencode|title`)},
 	// Found by this tester, outside that work (not fixed yet):
-	{"list + tuple", re(`\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
+	{"list + tuple (a tuple literal, or partition's)", re(`partition|\(2,\)|\(1, 'x'\)|\('a', 'b'\)|\(4, 2\)|,\)|\(\)`)},
 	{"mappings with non-string keys", re(`\{1: `)},
 	// Found by a 20,000-template run of seed 2 (not fixed yet): Jinja reads
 	// `not` right after a binary operator as a name, so `'a' ~ not (x)`

@@ -184,3 +184,22 @@ func TestJoinOfNotIterable(t *testing.T) {
 		"{{ true|join }}":       "'bool' object is not iterable",
 	})
 }
+
+// first and last of none, a number or a bool are Python's TypeError
+// (upstream: undefined).
+func TestFirstLastOfNotIterable(t *testing.T) {
+	checkJinja(t, map[string]string{"{{ 'ab'|first }}|{{ [1, 2]|last }}|{{ {'a': 1}|first }}": "a|2|a"}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 3|first }}":    "'int' object is not iterable",
+		"{{ none|first }}": "'NoneType' object is not iterable",
+		"{{ 2.5|last }}":   "'float' object is not reversible",
+	})
+}
+
+// sort compares bools with numbers as the numbers they are (upstream: as
+// strings), and keeps equal items in their order when reversed.
+func TestSortBoolsWithNumbers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [true, 400.0, 1.5]|sort(reverse=true)|join('/') }}|{{ [2, false, 1.5]|sort|join('/') }}|{{ [1, true, 1.0]|sort(reverse=true)|join('/') }}": "400.0/1.5/True|False/1.5/2|1/True/1.0",
+	}, nil)
+}

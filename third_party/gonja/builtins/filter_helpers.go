@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"cmp"
 	stdjson "encoding/json"
 	"fmt"
 	"reflect"
@@ -132,9 +133,11 @@ func compareValues(left, right *exec.Value, caseSensitive bool) int {
 		return -1
 	case right == nil || right.IsNil():
 		return 1
-	case left.IsNumber() && right.IsNumber():
-		lf := left.Float()
-		rf := right.Float()
+	case exec.IsInt(left) && exec.IsInt(right): // PaV: bools count, as in Python
+		return cmp.Compare(exec.AsInt(left), exec.AsInt(right))
+	case exec.IsNum(left) && exec.IsNum(right):
+		lf := exec.AsFloat(left)
+		rf := exec.AsFloat(right)
 		switch {
 		case lf < rf:
 			return -1

@@ -321,6 +321,9 @@ func filterFirst(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(0)
 	}
@@ -624,6 +627,9 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
+		return e.Raise(fmt.Errorf("'%s' object is not reversible", pyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(in.Len() - 1)
