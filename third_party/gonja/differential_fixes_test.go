@@ -203,3 +203,11 @@ func TestSortBoolsWithNumbers(t *testing.T) {
 		"{{ [true, 400.0, 1.5]|sort(reverse=true)|join('/') }}|{{ [2, false, 1.5]|sort|join('/') }}|{{ [1, true, 1.0]|sort(reverse=true)|join('/') }}": "400.0/1.5/True|False/1.5/2|1/True/1.0",
 	}, nil)
 }
+
+// unique takes true for 1 and 1.0 for 1, as Python's set does (upstream:
+// all three distinct).
+func TestUniqueOfEqualNumbers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [true, 1, 1.0, 2.5, 0, false]|unique|join(',') }}|{{ [1, true]|unique|join(',') }}": "True,2.5,0|1",
+	}, nil)
+}

@@ -1529,10 +1529,13 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		}
 		tracked := val.Interface()
 		switch {
-		case val.IsInteger():
-			tracked = val.Integer()
+		case exec.IsInt(val): // PaV: true is 1 and 1.0 is 1, as Python hashes them
+			tracked = exec.AsInt(val)
 		case val.IsFloat():
 			tracked = val.Float()
+			if f := val.Float(); f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				tracked = int64(f)
+			}
 		case !caseSensitive && val.IsString():
 			tracked = strings.ToLower(val.String())
 		}
