@@ -211,3 +211,11 @@ func TestUniqueOfEqualNumbers(t *testing.T) {
 		"{{ [true, 1, 1.0, 2.5, 0, false]|unique|join(',') }}|{{ [1, true]|unique|join(',') }}": "True,2.5,0|1",
 	}, nil)
 }
+
+// capitalize capitalizes Python's str of anything (upstream: returned what
+// was not a string); undefined is callable, as Jinja's Undefined.
+func TestCapitalizeOfAnyAndUndefinedCallable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'App': 'DB'}|capitalize }}|{{ none|capitalize }}|{{ [1][3] is callable }}|{{ nosuch is callable }}|{{ 1 is callable }}": "{'app': 'db'}|None|True|True|False",
+	}, nil)
+}

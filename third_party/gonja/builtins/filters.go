@@ -168,8 +168,11 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
-	if !in.IsString() {
+	if in.IsUndefined() {
 		return in
+	}
+	if !in.IsString() { // PaV: Jinja capitalizes str() of anything (upstream: the value)
+		in = exec.AsValue(exec.PyStr(in))
 	}
 
 	if in.Len() <= 0 {
