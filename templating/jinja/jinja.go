@@ -541,12 +541,22 @@ func renderError(err error) error {
 	if m := lineRe.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
-	// gonja stacks "Unable to ... at line N: <node>: " prefixes; keep the innermost cause.
-	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+	// gonja stacks "Unable to ... at line N: <node>: " prefixes, which dump
+	// its syntax tree; keep the innermost cause, and with it what was
+	// called ("invalid call to filter 'upper': ..."), whose cause may have
+	// ": " of its own.
+	msg = strings.TrimSuffix(msg, ": ")
+	if i := strings.LastIndex(msg, invalidCall); i >= 0 {
+		msg = msg[i:]
+	} else if i := strings.LastIndex(msg, ": "); i >= 0 {
 		msg = msg[i+2:]
 	}
 	return &Error{Line: line, Message: msg}
 }
+
+// invalidCall starts gonja's error for a filter, test or method called
+// wrongly (exec.ErrInvalidCall, with what was called).
+const invalidCall = "invalid call to "
 
 // parseError turns a gonja parse failure into an *Error without the source dump.
 func parseError(err error, source string) error {

@@ -103,11 +103,8 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// Found by the differential tester and not fixed yet (its
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
-	"diff-repr-items-tuples": {pending: "repr of tuples and dicts"},
-	"diff-abs-of-string":     {pending: "filters on the wrong type"},
-	"diff-truncate-of-int":   {pending: "filters on the wrong type"},
-	"diff-list-plus-tuple":   {pending: "list + tuple"},
-	"diff-int-dict-keys":     {pending: "mappings with non-string keys"},
+	"diff-list-plus-tuple": {pending: "list + tuple"},
+	"diff-int-dict-keys":   {pending: "mappings with non-string keys"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of
@@ -374,4 +371,22 @@ func BenchmarkRender(b *testing.B) {
 // tojson(indent=...) adds some).
 func ToJSON(v interface{}) (string, error) {
 	return toJSONIndent(v, nil)
+}
+
+// A render error keeps its innermost cause without gonja's syntax-tree
+// dumps, and with it what was called wrongly, whose cause may hold ": ".
+func TestRenderErrorKeepsTheCall(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ 'x'|upper(1) }}":            "invalid call to filter 'upper': received 1 unexpected positional argument",
+		"{{ '{:d}'.format('x') }}":      "invalid call to method 'format' of str: unsupported value type: string for format type d",
+		"{{ 1 is divisibleby(0) }}":     "invalid call to test 'divisibleby': integer division or modulo by zero",
+		"{{ 'x'[1:'a'] }}":              "slice end is not an integer",
+		"{{ 'a' ~ ('x'|truncate(2)) }}": "invalid call to filter 'truncate': expected length >= 3, got 2",
+	} {
+		_, _, err := render(src, map[string]interface{}{})
+		var e *Error
+		if !errors.As(err, &e) || e.Message != want {
+			t.Errorf("%s: error %v, want the message %q", src, err, want)
+		}
+	}
 }

@@ -106,3 +106,116 @@ func TestSortOfMixedTypes(t *testing.T) {
 		"{{ [{'a': 1}, {}]|sort|length }}": "'<' not supported between instances of 'dict' and 'dict'",
 	})
 }
+
+// The pairs of items, dict.items() and dictsort, and groupby's groups, are
+// tuples to repr (upstream: lists).
+func TestPairsAreTuples(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'a': 1, 'b': 'x'}|items|list|string }}":                 "[('a', 1), ('b', 'x')]",
+		"{{ {'a': 1}.items()|list|string }}":                         "[('a', 1)]",
+		"{{ {'b': 1, 'a': 2}|dictsort|join(',') }}":                  "('a', 2),('b', 1)",
+		"{{ [{'a': 1}]|groupby('a')|list|pprint }}":                  "[(1, [{'a': 1}])]",
+		"{{ {'a': 1}|items|first|list|string }}":                     "['a', 1]",
+		"{% for k, v in {'a': 1}|items %}{{ k }}{{ v }}{% endfor %}": "a1",
+	}, nil)
+}
+
+// wordwrap is Python's textwrap as Jinja calls it: long words cut (after a
+// hyphen where there is one), hyphenated words broken, whitespace kept
+// inside a line, Python's line breaks (upstream: lines broken only between
+// words, whitespace collapsed).
+func TestWordwrapIsTextwrap(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'hello world'|wordwrap(4) }}":                                     "hell\no wo\nrld",
+		"{{ 'hello world'|wordwrap(4, false) }}":                              "hello\nworld",
+		"{{ '  ,ßé}  x'|wordwrap(5) }}":                                       ",ßé}\nx",
+		"{{ 'well-known self-evident thing'|wordwrap(6) }}":                   "well-\nknown\nself-e\nvident\nthing",
+		"{{ 'well-known self-evident thing'|wordwrap(6, false) }}":            "well-\nknown\nself-\nevident\nthing",
+		"{{ 'well-known self-evident'|wordwrap(6, break_on_hyphens=false) }}": "well-k\nnown s\nelf-ev\nident",
+		"{{ 'a--b c---d x'|wordwrap(3) }}":                                    "a--\nb c\n---\nd x",
+		"{{ '---abc'|wordwrap(2) }}":                                          "--\n-a\nbc",
+		"{{ 'a-b-c-d-e'|wordwrap(3) }}":                                       "a-\nb-\nc-\nd-e",
+		"{{ 'ab-1cd-ef'|wordwrap(4, false) }}":                                "ab-1cd-\nef",
+		"{{ 'x\u00a0y z'|wordwrap(2) }}":                                      "x\u00a0\ny\nz",
+		"{{ 'a\r\nb\x0bc\u2028d'|wordwrap(1) }}":                              "a\nb\nc\nd",
+		"{{ 'tab\there  now'|wordwrap(4) }}":                                  "tab\nhere\nnow",
+		"{{ 'hello world'|wordwrap(4, true, '|') }}":                          "hell|o wo|rld",
+		"{{ '\n\n'|wordwrap(3) }}":                                            "\n",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 31|wordwrap(4) }}":  "'int' object has no attribute 'splitlines'",
+		"{{ 'x'|wordwrap(0) }}": "invalid width 0 (must be > 0)",
+	})
+}
+
+// abs, center and truncate take what Jinja's take: a number, a string
+// (upstream: anything, as a float or a string); truncate cuts at the last
+// space only and keeps the whitespace before it; center's width is 80 by
+// default.
+func TestFiltersOnTheirTypes(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ true|abs }}|{{ -2|abs }}|{{ -1.5|abs }}":    "1|2|1.5",
+		"{{ 'x'|center|length }}|{{ 'ab'|center(6) }}|": "80|  ab  |",
+		"{{ 'ab\ncd efgh'|truncate(8, leeway=0) }}|{{ 'a  b\tcdefgh'|truncate(8, leeway=0) }}|{{ 'a   b cdefgh'|truncate(8, leeway=0) }}": "ab\ncd...|a ...|a  ...",
+		"{{ [1, 2]|truncate|length }}": "2",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 'x'|abs }}":                      "bad operand type for abs(): 'str'",
+		"{{ 85|truncate(5) }}":               "object of type 'int' has no len()",
+		"{{ 'abc'|truncate(3, leeway=-1) }}": "expected leeway >= 0, got -1",
+	})
+}
+
+// Indexing and slicing Markup give Markup, which escape leaves as it is
+// (upstream: a str, escaped again); iterating gives strs.
+func TestMarkupIndexAndSlice(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('<p>'|e)[::2]|e }}|{{ ('<p>'|e)[0]|e }}|{{ ('<p>'|e)[1:3]|e }}|{% for c in '<'|e %}{{ c|e }}{% endfor %}": "&tpg;|&|lt|&amp;lt;",
+	}, nil)
+}
+
+// join of none, a number or a bool is Python's TypeError (upstream: the
+// value itself).
+func TestJoinOfNotIterable(t *testing.T) {
+	checkJinja(t, map[string]string{"{{ 'ab'|join(',') }}|{{ [1, 2]|join }}": "a,b|12"}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ none|join(', ') }}": "'NoneType' object is not iterable",
+		"{{ 12|join }}":         "'int' object is not iterable",
+		"{{ true|join }}":       "'bool' object is not iterable",
+	})
+}
+
+// first and last of none, a number or a bool are Python's TypeError
+// (upstream: undefined).
+func TestFirstLastOfNotIterable(t *testing.T) {
+	checkJinja(t, map[string]string{"{{ 'ab'|first }}|{{ [1, 2]|last }}|{{ {'a': 1}|first }}": "a|2|a"}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 3|first }}":    "'int' object is not iterable",
+		"{{ none|first }}": "'NoneType' object is not iterable",
+		"{{ 2.5|last }}":   "'float' object is not reversible",
+	})
+}
+
+// sort compares bools with numbers as the numbers they are (upstream: as
+// strings), and keeps equal items in their order when reversed.
+func TestSortBoolsWithNumbers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [true, 400.0, 1.5]|sort(reverse=true)|join('/') }}|{{ [2, false, 1.5]|sort|join('/') }}|{{ [1, true, 1.0]|sort(reverse=true)|join('/') }}": "400.0/1.5/True|False/1.5/2|1/True/1.0",
+	}, nil)
+}
+
+// unique takes true for 1 and 1.0 for 1, as Python's set does (upstream:
+// all three distinct).
+func TestUniqueOfEqualNumbers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [true, 1, 1.0, 2.5, 0, false]|unique|join(',') }}|{{ [1, true]|unique|join(',') }}": "True,2.5,0|1",
+	}, nil)
+}
+
+// capitalize capitalizes Python's str of anything (upstream: returned what
+// was not a string); undefined is callable, as Jinja's Undefined.
+func TestCapitalizeOfAnyAndUndefinedCallable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'App': 'DB'}|capitalize }}|{{ none|capitalize }}|{{ [1][3] is callable }}|{{ nosuch is callable }}|{{ 1 is callable }}": "{'app': 'db'}|None|True|True|False",
+	}, nil)
+}

@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"cmp"
 	stdjson "encoding/json"
 	"fmt"
 	"reflect"
@@ -11,33 +12,17 @@ import (
 	"github.com/nikolalohinski/gonja/v2/utils"
 )
 
-type tupleValue []any
-
-func (t tupleValue) String() string {
-	if len(t) == 0 {
-		return "()"
-	}
-
-	var out strings.Builder
-	out.WriteByte('(')
-	for i, item := range t {
-		if i > 0 {
-			out.WriteString(", ")
-		}
-		out.WriteString(pythonRepr(item))
-	}
-	if len(t) == 1 {
-		out.WriteByte(',')
-	}
-	out.WriteByte(')')
-	return out.String()
-}
+// tupleValue is a pair Jinja makes as a tuple.
+type tupleValue = exec.Tuple
 
 type groupTupleValue []any
 
 func (g groupTupleValue) String() string {
 	return tupleValue(g).String()
 }
+
+// TupleItems: Jinja's _GroupTuple prints as a tuple.
+func (g groupTupleValue) TupleItems() []any { return g }
 
 func (g groupTupleValue) GetAttribute(name string) (*exec.Value, bool) {
 	if len(g) != 2 {
@@ -51,17 +36,6 @@ func (g groupTupleValue) GetAttribute(name string) (*exec.Value, bool) {
 	default:
 		return exec.AsValue(nil), false
 	}
-}
-
-func pythonRepr(value any) string {
-	rendered := exec.AsValue(value)
-	if rendered.IsNil() {
-		return "None"
-	}
-	if rendered.IsString() {
-		return fmt.Sprintf(`'%s'`, rendered.String())
-	}
-	return rendered.String()
 }
 
 func stringifyFilterValue(value *exec.Value) string {
@@ -159,9 +133,11 @@ func compareValues(left, right *exec.Value, caseSensitive bool) int {
 		return -1
 	case right == nil || right.IsNil():
 		return 1
-	case left.IsNumber() && right.IsNumber():
-		lf := left.Float()
-		rf := right.Float()
+	case exec.IsInt(left) && exec.IsInt(right): // PaV: bools count, as in Python
+		return cmp.Compare(exec.AsInt(left), exec.AsInt(right))
+	case exec.IsNum(left) && exec.IsNum(right):
+		lf := exec.AsFloat(left)
+		rf := exec.AsFloat(right)
 		switch {
 		case lf < rf:
 			return -1

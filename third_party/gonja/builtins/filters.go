@@ -99,8 +99,11 @@ func filterAbs(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 		return in
 	} else if in.IsFloat() {
 		return exec.AsValue(math.Abs(in.Float()))
+	} else if in.IsBool() { // PaV: Python's abs(True) is 1
+		return exec.AsValue(exec.AsInt(in))
 	}
-	return exec.AsValue(math.Abs(in.Float())) // nothing to do here, just to keep track of the safe application
+	// PaV: Python's TypeError (upstream: the abs of the value as a float)
+	return e.Raise(fmt.Errorf("bad operand type for abs(): '%s'", exec.PyType(in)))
 }
 
 func filterAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -165,8 +168,11 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
-	if !in.IsString() {
+	if in.IsUndefined() {
 		return in
+	}
+	if !in.IsString() { // PaV: Jinja capitalizes str() of anything (upstream: the value)
+		in = exec.AsValue(exec.PyStr(in))
 	}
 
 	if in.Len() <= 0 {
@@ -181,9 +187,12 @@ func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	var width int
 	if err := params.Take(
-		exec.PositionalArgument("width", nil, takeIntArgument(&width)),
+		exec.PositionalArgument("width", exec.AsValue(80), takeIntArgument(&width)), // PaV: Jinja's default
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if !in.IsString() && !in.IsUndefined() { // PaV: Python's str() of it
+		in = exec.AsValue(exec.PyStr(in))
 	}
 	if width <= in.Len() {
 		return in
@@ -314,6 +323,9 @@ func filterFirst(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	}
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(0)
@@ -570,6 +582,10 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+		// PaV: as Python's str.join (upstream: the value itself)
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+	}
 	if !in.IsIterable() {
 		return in
 	}
@@ -614,6 +630,9 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
+		return e.Raise(fmt.Errorf("'%s' object is not reversible", pyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(in.Len() - 1)
@@ -1437,6 +1456,18 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
+	if in.IsUndefined() {
+		return in
+	}
+	if !in.IsString() { // PaV: Jinja takes len(value) and cuts it as a str (upstream: str of anything)
+		if in.IsList() || in.IsDict() {
+			if in.Len() <= length+leeway {
+				return in
+			}
+			return e.Raise(fmt.Errorf("'%s' object has no attribute 'rsplit'", exec.PyType(in)))
+		}
+		return e.Raise(fmt.Errorf("object of type '%s' has no len()", exec.PyType(in)))
+	}
 	source := in.String()
 	rEnd := []rune(end)
 	fullLength := length + leeway
@@ -1445,6 +1476,9 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if length < len(rEnd) {
 		return exec.AsValue(errors.Errorf(`expected length >= %d, got %d`, len(rEnd), length))
 	}
+	if leeway < 0 {
+		return e.Raise(fmt.Errorf("expected leeway >= 0, got %d", leeway))
+	}
 
 	if len(runes) <= fullLength {
 		return exec.AsValue(source)
@@ -1452,10 +1486,11 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 
 	atLength := string(runes[:length-len(rEnd)])
 	if !killWords {
-		if split := strings.LastIndexFunc(atLength, unicode.IsSpace); split >= 0 {
+		// PaV: Jinja's rsplit(" ", 1)[0], which neither cuts at other
+		// whitespace nor trims (upstream did both)
+		if split := strings.LastIndex(atLength, " "); split >= 0 {
 			atLength = atLength[:split]
 		}
-		atLength = strings.TrimRight(atLength, " \n\t")
 	}
 	return exec.AsValue(fmt.Sprintf("%s%s", atLength, end))
 }
@@ -1497,10 +1532,13 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		}
 		tracked := val.Interface()
 		switch {
-		case val.IsInteger():
-			tracked = val.Integer()
+		case exec.IsInt(val): // PaV: true is 1 and 1.0 is 1, as Python hashes them
+			tracked = exec.AsInt(val)
 		case val.IsFloat():
 			tracked = val.Float()
+			if f := val.Float(); f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				tracked = int64(f)
+			}
 		case !caseSensitive && val.IsString():
 			tracked = strings.ToLower(val.String())
 		}

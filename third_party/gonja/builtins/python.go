@@ -6,9 +6,12 @@ import (
 	"html"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -108,7 +111,7 @@ func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 	out := make([]interface{}, len(pairs))
 	for i, kv := range pairs {
-		out[i] = []interface{}{kv[0], kv[1]}
+		out[i] = exec.Tuple{kv[0], kv[1]}
 	}
 	return exec.AsValue(out)
 }
@@ -583,33 +586,216 @@ func filterPyPPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Va
 }
 
 // filterPyWordwrap is Jinja's wordwrap(width=79, break_long_words=true,
-// wrapstring=None, break_on_hyphens=true) on gonja's, which breaks lines
-// only between words: a word longer than the width is an error unless
-// break_long_words is false (Jinja would cut it), and wrapstring joins the
-// lines.
+// wrapstring=None, break_on_hyphens=true): each of the string's lines
+// (Python's splitlines) wrapped by Python's textwrap.wrap (pyWrap), the
+// lines joined by wrapstring. gonja's broke lines only between words and
+// dropped all whitespace.
 func filterPyWordwrap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
 	p, err := exec.MethodArgs("wordwrap", params, 0, 4, "width", "break_long_words", "wrapstring", "break_on_hyphens")
 	if err != nil {
 		return raise(e, "filter wordwrap: "+err.Error())
 	}
-	args := exec.NewVarArgs()
-	width := int64(79)
-	if p[0] != nil {
-		args.Args = append(args.Args, p[0])
-		width = exec.AsInt(p[0])
+	if !in.IsString() {
+		return raise(e, fmt.Sprintf("'%s' object has no attribute 'splitlines'", exec.PyType(in)))
 	}
-	if p[1] == nil || p[1].IsTrue() {
-		for _, word := range strings.Fields(in.String()) {
-			if int64(len([]rune(word))) > width && width > 0 {
-				return raise(e, "filter wordwrap: cutting words longer than the width is not supported (pass break_long_words=false)")
+	w := textWrapper{width: 79, breakLongWords: p[1] == nil || p[1].IsTrue(), breakOnHyphens: p[3] == nil || p[3].IsTrue()}
+	if p[0] != nil {
+		if !exec.IsInt(p[0]) {
+			return raise(e, "filter wordwrap: width must be an integer, not "+exec.PyType(p[0]))
+		}
+		w.width = int(max(min(exec.AsInt(p[0]), math.MaxInt32), math.MinInt32))
+	}
+	wrapstring := "\n"
+	if p[2] != nil && !p[2].IsNil() {
+		wrapstring = p[2].String()
+	}
+	var out strings.Builder
+	for i, line := range pySplitlines(in.String()) {
+		if i > 0 {
+			out.WriteString(wrapstring)
+		}
+		first := true
+		err := w.wrap([]rune(line), func(l string) {
+			if !first {
+				out.WriteString(wrapstring)
+			}
+			out.WriteString(l)
+			first = false
+		})
+		if err != nil {
+			return raise(e, err.Error())
+		}
+		if stop := e.Tick(i); stop != nil {
+			return stop
+		}
+	}
+	return exec.AsValue(out.String())
+}
+
+// pySplitlines is Python's str.splitlines().
+func pySplitlines(s string) []string {
+	var lines []string
+	start := 0
+	for i, r := range s {
+		switch r {
+		case '\n', '\r', '\v', '\f', '\x1c', '\x1d', '\x1e', '\u0085', '\u2028', '\u2029':
+			if i < start { // the \n of \r\n
+				continue
+			}
+			lines = append(lines, s[start:i])
+			start = i + utf8.RuneLen(r)
+			if r == '\r' && strings.HasPrefix(s[start:], "\n") {
+				start++
 			}
 		}
 	}
-	out := filterWordwrap(e, in, args)
-	if p[2] != nil && !p[2].IsNil() && out.IsString() {
-		return exec.AsValue(strings.ReplaceAll(out.String(), "\n", p[2].String()))
+	if start < len(s) {
+		lines = append(lines, s[start:])
 	}
-	return out
+	return lines
+}
+
+// textWrapper is Python's textwrap.TextWrapper as Jinja's wordwrap sets it
+// up (expand_tabs and replace_whitespace off, drop_whitespace on).
+type textWrapper struct {
+	width                          int
+	breakLongWords, breakOnHyphens bool
+}
+
+// wrapSpace is textwrap's whitespace (ASCII only).
+func wrapSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\v' || r == '\f' || r == '\r'
+}
+
+// pyWordChar is Python's \w; pyLetter its [^\d\W].
+func pyWordChar(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) }
+func pyLetter(r rune) bool   { return pyWordChar(r) && !unicode.IsDigit(r) }
+
+// wordPunct is textwrap's word_punct, [\w!"'&.,?].
+func wordPunct(r rune) bool { return pyWordChar(r) || strings.ContainsRune(`!"'&.,?`, r) }
+
+// chunkEnd is the end of the chunk that starts at i, as TextWrapper._split
+// splits text: runs of whitespace, and words, which break_on_hyphens also
+// splits after the hyphens of hyphenated words and around em-dashes
+// (wordsep_re, written out since Go's regexp has no lookaround).
+func (w textWrapper) chunkEnd(text []rune, i int) int {
+	at := func(i int) rune {
+		if i < 0 || i >= len(text) {
+			return -1
+		}
+		return text[i]
+	}
+	dashesThenWord := func(j int) bool { // -{2,}\w at j
+		k := j
+		for at(k) == '-' {
+			k++
+		}
+		return k-j >= 2 && k < len(text) && pyWordChar(text[k])
+	}
+	j := i + 1
+	switch {
+	case wrapSpace(text[i]):
+		for j < len(text) && wrapSpace(text[j]) {
+			j++
+		}
+	case !w.breakOnHyphens:
+		for j < len(text) && !wrapSpace(text[j]) {
+			j++
+		}
+	case i > 0 && wordPunct(text[i-1]) && dashesThenWord(i): // an em-dash between words
+		for at(j) == '-' {
+			j++
+		}
+	default: // a word, up to a hyphen that breaks it, its end, or an em-dash
+		for ; j < len(text) && !wrapSpace(text[j]); j++ {
+			if text[j] == '-' && (pyLetter(at(j-2)) && pyLetter(at(j-1)) || pyLetter(at(j-3)) && at(j-2) == '-' && pyLetter(at(j-1))) &&
+				pyLetter(at(j+1)) && (pyLetter(at(j+2)) || at(j+2) == '-' && pyLetter(at(j+3))) {
+				return j + 1
+			}
+			if wordPunct(text[j-1]) && dashesThenWord(j) {
+				return j
+			}
+		}
+	}
+	return j
+}
+
+// blank is Python's chunk.strip() == ”.
+func blank(chunk []rune) bool {
+	for _, r := range chunk {
+		if !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// wrap is TextWrapper.wrap (_wrap_chunks): the lines of one line of text.
+// A line is always a run of text's chunks, so it is kept as text[start:end]
+// and the chunks are walked with pos (where the current one starts, after
+// _handle_long_word may have cut its head off) and end (where it ends).
+func (w textWrapper) wrap(text []rune, line func(string)) error {
+	if w.width <= 0 {
+		return fmt.Errorf("invalid width %d (must be > 0)", w.width)
+	}
+	pos, end := 0, 0
+	next := func() { // to the next chunk
+		pos = end
+		if end < len(text) {
+			end = w.chunkEnd(text, end)
+		}
+	}
+	next()
+	lines := 0
+	for pos < len(text) {
+		if lines > 0 && blank(text[pos:end]) {
+			next()
+		}
+		start, last, n := pos, pos, 0 // last: where the line's last chunk starts
+		for pos < len(text) && n+end-pos <= w.width {
+			n += end - pos
+			last = pos
+			next()
+		}
+		if pos < len(text) && end-pos > w.width { // _handle_long_word
+			spaceLeft := w.width - n
+			if w.breakLongWords {
+				cut := spaceLeft
+				if w.breakOnHyphens && end-pos > spaceLeft {
+					// after the last hyphen that has something else before it
+					chunk := text[pos : pos+spaceLeft]
+					if h := lastIndex(chunk, '-'); h > 0 && slices.ContainsFunc(chunk[:h], func(r rune) bool { return r != '-' }) {
+						cut = h + 1
+					}
+				}
+				last, pos = pos, pos+cut
+			} else if pos == start {
+				last = pos
+				next()
+			}
+		}
+		stop := pos
+		if stop > start && blank(text[last:stop]) {
+			stop = last
+		}
+		if stop > start {
+			line(string(text[start:stop]))
+			lines++
+		}
+	}
+	return nil
+}
+
+func lastIndex(s []rune, r rune) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == r {
+			return i
+		}
+	}
+	return -1
 }
 
 // filterPyItems is Jinja's items: a mapping's (key, value) pairs in Python's
@@ -631,7 +817,7 @@ func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	keys := exec.PyKeys(m, in)
 	out := make([]any, len(keys))
 	for i, k := range keys {
-		out[i] = []any{k, m[k]}
+		out[i] = exec.Tuple{k, m[k]}
 	}
 	return exec.AsValue(out)
 }

@@ -56,7 +56,8 @@ func testBoolean(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, e
 }
 
 func testCallable(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return in.IsCallable(), nil
+	// PaV: Jinja's Undefined is callable (calling it fails)
+	return in.IsCallable() || in.IsUndefined(), nil
 }
 
 func testDefined(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {

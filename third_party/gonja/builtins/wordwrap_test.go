@@ -21,7 +21,7 @@ func TestWordwrapIsLinear(t *testing.T) {
 		params.Args = []*exec.Value{exec.AsValue(width)}
 		return wordwrap(nil, exec.AsValue(in), params).String()
 	}
-	if got := wrap("ab cd é fg\nh  i", 5); got != "ab cd\né fg\nh i" {
+	if got := wrap("ab cd é fg\nh  i", 5); got != "ab cd\né fg\nh  i" {
 		t.Errorf("wordwrap = %q", got)
 	}
 	words := strings.Repeat("x ", 10000)

@@ -160,7 +160,8 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 	}
 	if err != nil {
 		if callErr, ok := err.(ErrInvalidCall); ok {
-			return AsValue(fmt.Errorf("invalid call to method '%s' of %s: %s", method, parent.String(), callErr.Error()))
+			// PaV: the value's type, not the value, which may be long
+			return AsValue(fmt.Errorf("invalid call to method '%s' of %s: %s", method, PyType(parent), callErr.Error()))
 		}
 		return AsValue(err)
 	}

@@ -392,9 +392,9 @@ func (e *Evaluator) Interrupted() *Value {
 }
 
 // Tick is Interrupted once in every 1024 items a filter's loop counts with
-// i, nil otherwise (PaV).
+// i, nil otherwise (PaV); nil for no evaluator (a filter called directly).
 func (e *Evaluator) Tick(i int) *Value {
-	if i%1024 != 0 {
+	if e == nil || i%1024 != 0 {
 		return nil
 	}
 	return e.Interrupted()

@@ -412,11 +412,25 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 		}
 		return missing(value, key)
 	}
-	return item
+	return keepMarkupOf(value, item)
 }
 
 func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 	value := e.Eval(node.Node)
+	return keepMarkupOf(value, e.slice(node, value))
+}
+
+// keepMarkupOf is out, as Markup if value is a Markup string: Markup's
+// indexing and slicing return Markup (PaV; upstream: a str, which escape
+// then escaped again).
+func keepMarkupOf(value, out *Value) *Value {
+	if value.Safe && value.IsString() && out.IsString() && !out.Safe {
+		return AsSafeValue(out.String())
+	}
+	return out
+}
+
+func (e *Evaluator) slice(node *nodes.GetSlice, value *Value) *Value {
 	if value.IsError() {
 		return AsValue(errors.Wrapf(value, `unable to evaluate target %s`, node.Node))
 	}

@@ -483,8 +483,30 @@ func PyStr(v *Value) string {
 	return PyRepr(v)
 }
 
+// Tuple is a Python tuple that Jinja's filters and methods make (the pairs
+// of items and dictsort): a list to templates, but its repr has parentheses.
+type Tuple []any
+
+// PyTuple is the items of a value Python would print as a tuple.
+type PyTuple interface{ TupleItems() []any }
+
+func (t Tuple) TupleItems() []any { return t }
+
+func (t Tuple) String() string { return PyRepr(AsValue(t)) }
+
 // PyRepr is Python's repr() of a JSON-like value.
 func PyRepr(v *Value) string {
+	if t, ok := v.Interface().(PyTuple); ok {
+		items := t.TupleItems()
+		parts := make([]string, len(items))
+		for i, item := range items {
+			parts[i] = PyRepr(AsValue(item))
+		}
+		if len(parts) == 1 {
+			return "(" + parts[0] + ",)"
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
+	}
 	switch {
 	case v.IsNil():
 		return "None"

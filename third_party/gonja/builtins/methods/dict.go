@@ -48,7 +48,7 @@ var dictMethods = exec.NewMethodSet[map[string]any](map[string]exec.Method[map[s
 		sort.Strings(keys)
 		items := make([]any, 0, len(keys))
 		for _, key := range keys {
-			items = append(items, []any{key, self[key]})
+			items = append(items, exec.Tuple{key, self[key]})
 		}
 		return items, nil
 	},

@@ -368,7 +368,7 @@ func zfill(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 var pyDictMethods = map[string]exec.Method[map[string]any]{
 	"keys":   dictView(func(_ map[string]any, k string) any { return k }),
 	"values": dictView(func(self map[string]any, k string) any { return self[k] }),
-	"items":  dictView(func(self map[string]any, k string) any { return []any{k, self[k]} }),
+	"items":  dictView(func(self map[string]any, k string) any { return exec.Tuple{k, self[k]} }),
 }
 
 // dictView is a dict method returning one element per key, in Python's
