@@ -136,10 +136,6 @@ func (c *Controller) syncGroupContent(ctx context.Context, name string) error {
 	if p == nil {
 		return nil // not a PaV group snapshot (or its PavProvisioner does not exist yet)
 	}
-	if d := c.groupContentBackoff.wait(name); d > 0 {
-		c.groupContentQueue.AddAfter(name, d)
-		return nil
-	}
 	s := &groupSync{c: c, content: content, p: p,
 		pods: byPhase(c.podsBy(indexSnapshotContent, protocol.LabelValue(string(content.UID))))}
 	for _, pod := range s.pods {
@@ -147,7 +143,15 @@ func (c *Controller) syncGroupContent(ctx context.Context, name string) error {
 			return nil // a previous attempt's pod is still going; its deletion requeues the content
 		}
 	}
-	switch decideGroupSnapshot(content, s.pods) {
+	step := decideGroupSnapshot(content, s.pods)
+	// The backoff spaces out retries of failed pods and writes; releasing
+	// a deleted content runs no pod, and must not wait for a failed
+	// creation's next retry (csi-snapshotter releases it at once).
+	if d := c.groupContentBackoff.wait(name); d > 0 && step != groupRelease {
+		c.groupContentQueue.AddAfter(name, d)
+		return nil
+	}
+	switch step {
 	case groupCreate:
 		return s.create(ctx)
 	case groupCreationPod:

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -371,5 +372,38 @@ func TestProvisionerKeptWhileItsDeleteGroupContentsExist(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c == nil || !strings.Contains(c.Message, "1 VolumeGroupSnapshotContent(s)") {
 		t.Errorf("Ready condition %+v, want one counting the group content", c)
+	}
+}
+
+// A group content deleted while its failed creation waits out its backoff
+// (the snapshot-controller marks it being deleted) is released at once, as
+// csi-snapshotter does: the release runs no pod, so the backoff of the
+// creation's retries does not hold it (which held the provisioner's own
+// deletion for up to the retry maximum).
+func TestGroupContentDeletedDuringCreationBackoffIsReleased(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	groupSnapshotting(snapshotv1.VolumeSnapshotContentDelete).setup(h)
+	ctx := context.Background()
+	c, _ := h.groupContent()
+	c.Spec.VolumeGroupSnapshotClassName = nil
+	if _, err := h.snap.GroupsnapshotV1().VolumeGroupSnapshotContents().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.groupStep(); !isRetryScheduled(err) {
+		t.Fatalf("creation without a class: %v", err)
+	}
+	c, _ = h.groupContent()
+	c.DeletionTimestamp = &metav1.Time{Time: h.now}
+	c.Annotations = map[string]string{annGroupSnapshotBeingDeleted: "yes"}
+	if _, err := h.snap.GroupsnapshotV1().VolumeGroupSnapshotContents().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh() // no time passes: the creation's backoff still runs
+	if err := h.c.syncGroupContent(ctx, testGroupContent); err != nil {
+		t.Fatalf("sync of the deleted content: %v", err)
+	}
+	c, _ = h.groupContent()
+	if slices.Contains(c.Finalizers, finalizerGroupContentBound) {
+		t.Errorf("the deleted content keeps its finalizer %v until the creation's backoff ends", c.Finalizers)
 	}
 }

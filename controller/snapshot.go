@@ -176,17 +176,21 @@ func (c *Controller) syncContent(ctx context.Context, name string) error {
 	if p == nil {
 		return nil // not a PaV snapshot (or its PavProvisioner does not exist yet)
 	}
-	if d := c.contentBackoff.wait(name); d > 0 {
-		c.contentQueue.AddAfter(name, d)
-		return nil
-	}
 	s := &contentSync{c: c, content: content, p: p, pods: byPhase(c.contentPods(content))}
 	for _, pod := range s.pods {
 		if protocol.Going(pod) {
 			return nil // a previous attempt's pod is still going; its deletion requeues the content
 		}
 	}
-	switch decideSnapshot(content, s.pods) {
+	step := decideSnapshot(content, s.pods)
+	// The backoff spaces out retries of failed pods and writes; releasing
+	// a deleted content runs no pod, and must not wait for a failed
+	// creation's next retry (csi-snapshotter releases it at once).
+	if d := c.contentBackoff.wait(name); d > 0 && step != snapRelease {
+		c.contentQueue.AddAfter(name, d)
+		return nil
+	}
+	switch step {
 	case snapCreate:
 		return s.create(ctx)
 	case snapCreationPod:

@@ -510,3 +510,29 @@ func TestProvisionerKeptWhileItsDeleteContentsExist(t *testing.T) {
 		})
 	}
 }
+
+// A content deleted while its failed creation waits out its backoff is
+// released at once, as csi-snapshotter does: the release runs no pod.
+func TestContentDeletedDuringCreationBackoffIsReleased(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	provisioning.run(t, h, 10)
+	ctx := context.Background()
+	content := contentFixture(snapshotv1.VolumeSnapshotContentDelete)
+	class := "gone"
+	content.Spec.VolumeSnapshotClassName = &class
+	if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Create(ctx, content, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); !isRetryScheduled(err) {
+		t.Fatalf("creation without its class: %v", err)
+	}
+	markContentDeleted(h)
+	h.refresh() // no time passes: the creation's backoff still runs
+	if err := h.c.syncContent(ctx, testContent); err != nil {
+		t.Fatalf("sync of the deleted content: %v", err)
+	}
+	if _, err := h.content(); !apierrors.IsNotFound(err) {
+		t.Errorf("the deleted content stays until the creation's backoff ends: %v\n%s", err, h.describe())
+	}
+}
