@@ -237,3 +237,11 @@ func TestTupleLiteralsAreTuples(t *testing.T) {
 		"{{ ((2,) + [1])|string }}": `can only concatenate tuple (not "list") to tuple`,
 	})
 }
+
+// A dict literal's item by a number is the value of its number key, and a
+// string never finds a number key (upstream: the reverse).
+func TestDictItemByNumberKey(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {1: 'one'}[1] }}|{{ {1: 'one'}['1'] is defined }}|{{ {'1': 'one'}[1] is defined }}|{{ {1.0: 'x', 2: 'y'}[1] }}{{ {true: 'b'}[1] }}": "one|False|False|xb",
+	}, nil)
+}
