@@ -103,8 +103,7 @@ var knownDivergences = map[string]struct{ divergence, errContains, pending strin
 	// Found by the differential tester and not fixed yet (its
 	// pendingDivergences): PaV still differs; once it does what Jinja does,
 	// the test fails until the entry goes.
-	"diff-list-plus-tuple": {pending: "list + tuple"},
-	"diff-int-dict-keys":   {pending: "mappings with non-string keys"},
+	"diff-int-dict-keys": {pending: "mappings with non-string keys"},
 }
 
 // TestDeliberateDivergencesDocumented: docs/reference.md's table of

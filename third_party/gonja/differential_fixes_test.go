@@ -219,3 +219,29 @@ func TestCapitalizeOfAnyAndUndefinedCallable(t *testing.T) {
 		"{{ {'App': 'DB'}|capitalize }}|{{ none|capitalize }}|{{ [1][3] is callable }}|{{ nosuch is callable }}|{{ 1 is callable }}": "{'app': 'db'}|None|True|True|False",
 	}, nil)
 }
+
+// Tuple literals are tuples (upstream: lists): repr in parentheses, a
+// tuple + a tuple is a tuple, a list + a tuple is Python's TypeError, and
+// otherwise they are sequences as lists are.
+func TestTupleLiteralsAreTuples(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ (1, 'x')|string }}|{{ (2,)|pprint }}|{{ ()|string }}|{{ [(1, 'x')]|string }}":                                                          "(1, 'x')|(2,)|()|[(1, 'x')]",
+		"{{ ((1, 2) + (3,))|string }}|{{ ((1,) * 2)|string }}|{{ ((1,) * 0)|string }}|{{ (1, 'x')|length }}|{{ (1, 'x')[1] }}|{{ (1, 'x')|last }}": "(1, 2, 3)|(1, 1)|()|2|x|x",
+		"{% for a in (4, 2) %}{{ a }}{% endfor %}|{{ (4, 2)|list|string }}|{{ 2 in (4, 2) }}|{{ (4, 2)|join('-') }}|{{ {'k': (1, 2)}|string }}":    "42|[4, 2]|True|4-2|{'k': (1, 2)}",
+		"{% for a, b in [('a', 'b')] %}{{ a }}{{ b }}{% endfor %}|{% set x, y = (1, 2) %}{{ x }}{{ y }}|{{ ('a', 'b') is sequence }}":              "ab|12|True",
+		"{{ 'a=b'.partition('=')|string }}|{{ 'a=b'.rpartition('x')|string }}":                                                                     "('a', '=', 'b')|('', '', 'a=b')",
+		"{{ ((1,), 2)|string }}|{{ (1, 2) == (1, 2) }}|{{ ('a', 'b')|sort|string }}":                                                               "((1,), 2)|True|['a', 'b']",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ ([1] + (2,))|string }}": `can only concatenate list (not "tuple") to list`,
+		"{{ ((2,) + [1])|string }}": `can only concatenate tuple (not "list") to tuple`,
+	})
+}
+
+// A dict literal's item by a number is the value of its number key, and a
+// string never finds a number key (upstream: the reverse).
+func TestDictItemByNumberKey(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {1: 'one'}[1] }}|{{ {1: 'one'}['1'] is defined }}|{{ {'1': 'one'}[1] is defined }}|{{ {1.0: 'x', 2: 'y'}[1] }}{{ {true: 'b'}[1] }}": "one|False|False|xb",
+	}, nil)
+}

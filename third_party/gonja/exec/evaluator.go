@@ -315,7 +315,7 @@ func (e *Evaluator) evalList(node *nodes.List) *Value {
 }
 
 func (e *Evaluator) evalTuple(node *nodes.Tuple) *Value {
-	values := ValuesList{}
+	values := Tuple{} // PaV: a tuple, as Jinja's (upstream: a list)
 	for _, val := range node.Val {
 		value := e.Eval(val)
 		if value.IsError() { // PaV: an item's error is the tuple's

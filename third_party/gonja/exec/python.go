@@ -56,6 +56,9 @@ func PyType(v *Value) string {
 	case v.IsString():
 		return "str"
 	case v.IsList():
+		if _, ok := v.Interface().(PyTuple); ok {
+			return "tuple"
+		}
 		return "list"
 	case v.IsDict():
 		return "dict"
@@ -118,6 +121,8 @@ func seqArith(op string, l, r *Value, lim Limits) (v interface{}, done bool, err
 			return nil, true, fmt.Errorf("string too long")
 		}
 		return l.String() + r.String(), true, nil
+	case l.IsList() && r.IsList() && PyType(l) != PyType(r): // list + tuple, as Python
+		return nil, true, fmt.Errorf("can only concatenate %s (not %q) to %s", PyType(l), PyType(r), PyType(l))
 	case l.IsList() && r.IsList():
 		if exceeds(int64(l.Len()+r.Len()), lim.ListItems) {
 			return nil, true, fmt.Errorf("list too long (more than %d items)", lim.ListItems)
@@ -127,6 +132,9 @@ func seqArith(op string, l, r *Value, lim Limits) (v interface{}, done bool, err
 			for i := 0; i < v.Len(); i++ {
 				out = append(out, v.Index(i).Interface())
 			}
+		}
+		if PyType(l) == "tuple" {
+			return Tuple(out), true, nil
 		}
 		return out, true, nil
 	case l.IsString() && !l.IsNil():
@@ -288,6 +296,9 @@ func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
 		if v.IsString() {
 			return "", nil
 		}
+		if PyType(v) == "tuple" {
+			return Tuple{}, nil
+		}
 		return []interface{}{}, nil
 	}
 	limit := lim.StringBytes
@@ -305,6 +316,9 @@ func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
 		for i := 0; i < v.Len(); i++ {
 			out = append(out, v.Index(i).Interface())
 		}
+	}
+	if PyType(v) == "tuple" {
+		return Tuple(out), nil
 	}
 	return out, nil
 }
@@ -500,7 +514,7 @@ func PyRepr(v *Value) string {
 		items := t.TupleItems()
 		parts := make([]string, len(items))
 		for i, item := range items {
-			parts[i] = PyRepr(AsValue(item))
+			parts[i] = PyRepr(ToValue(item))
 		}
 		if len(parts) == 1 {
 			return "(" + parts[0] + ",)"

@@ -1094,7 +1094,7 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 			}
 		} else if val.Kind() == reflect.Struct && val.Type() == TypeDict {
 			for _, pair := range val.Interface().(Dict).Pairs {
-				if pair.Key.String() == t {
+				if pair.Key.IsString() && pair.Key.String() == t { // PaV: never the key 1 for '1', as Python
 					return pair.Value, true
 				}
 			}
@@ -1102,6 +1102,14 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 
 	case int:
 		switch val.Kind() {
+		case reflect.Struct: // PaV: a dict literal's number keys, as Python (upstream: none found)
+			if val.Type() == TypeDict {
+				for _, pair := range val.Interface().(Dict).Pairs {
+					if !pair.Key.IsString() && pair.Key.EqualValueTo(AsValue(t)) {
+						return pair.Value, true
+					}
+				}
+			}
 		case reflect.String:
 			runes := []rune(val.String())
 			if t < 0 {

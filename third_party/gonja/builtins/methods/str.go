@@ -276,7 +276,7 @@ var strMethods = exec.NewMethodSet[string](map[string]exec.Method[string]{
 			return nil, exec.ErrInvalidCall(err)
 		}
 		p1, p2, p3 := pystring.PyString(self).Partition(sep)
-		return []string{p1.String(), p2.String(), p3.String()}, nil
+		return exec.Tuple{p1.String(), p2.String(), p3.String()}, nil // PaV: a tuple, as Python's
 	},
 	"removeprefix": func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
 		var (
@@ -353,7 +353,7 @@ var strMethods = exec.NewMethodSet[string](map[string]exec.Method[string]{
 			return nil, exec.ErrInvalidCall(err)
 		}
 		p1, p2, p3 := pystring.PyString(self).RPartition(sep)
-		return []string{p1.String(), p2.String(), p3.String()}, nil
+		return exec.Tuple{p1.String(), p2.String(), p3.String()}, nil // PaV: a tuple, as Python's
 	},
 	"rsplit": func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
 		var (
