@@ -61,8 +61,8 @@ type Config struct {
 	SkipPreflight bool
 }
 
-// Run runs the node plugin until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+// complete checks cfg and fills in its defaults.
+func (cfg *Config) complete() error {
 	if cfg.NodeName == "" {
 		return errors.New("the node name is required (--node-name or $NODE_NAME)")
 	}
@@ -84,14 +84,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	return nil
+}
+
+// Run runs the node plugin until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.complete(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.PodDirRoot, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", cfg.PodDirRoot, err)
 	}
 
 	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
 	m := newMetrics(reg)
 
 	// PaV's own pods on this node only: the node plugin never needs others.
@@ -166,23 +174,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Serve drivers only now: a NodePublishVolume must find the PV and any
 	// staging pod left by a previous incarnation in the caches.
-	_, err = provInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
-				addDriver(ctx, manager, p.Name)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
-				manager.Remove(p.Name)
-				cfg.Engine.Forget(p)
-			}
-		},
-	})
-	if err != nil {
+	if err := serveProvisioners(ctx, provInformer, manager, cfg.Engine); err != nil {
 		return err
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
@@ -204,6 +196,28 @@ func Run(ctx context.Context, cfg Config) error {
 	_ = os.Remove(cfg.PodDirRoot)
 	_ = os.Remove(filepath.Dir(cfg.PodDirRoot))
 	return nil
+}
+
+// serveProvisioners serves a CSI driver for every PavProvisioner, and
+// stops serving it (and forgets its templates) once it is deleted.
+func serveProvisioners(ctx context.Context, provisioners cache.SharedIndexInformer, manager *pavcsi.Manager, engine Engine) error {
+	_, err := provisioners.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				addDriver(ctx, manager, p.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				manager.Remove(p.Name)
+				engine.Forget(p)
+			}
+		},
+	})
+	return err
 }
 
 // retireLeftoverDrivers handles drivers served by a previous incarnation

@@ -18,6 +18,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
@@ -64,6 +65,44 @@ func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// startReplacement runs a new staging pod of id from the provisioner's
+// current spec.volumeStaging and opens the volume it serves, once checked.
+// A new staging pod that failed is stopped.
+func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *corev1.PersistentVolume, req *pavcsi.PublishRequest, shared bool) (*corev1.Pod, *os.File, error) {
+	p, err := s.provisioner(driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := publishOptions{shared: shared}
+	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "-"+templating.StagingRevision(p)[:10])
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := podHostDir(pod, s.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	pod, state, err := s.awaitStaging(ctx, pod, dir)
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
+	case state != stagingReady:
+		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
+		if err := s.teardown(ctx, driver, pod); err != nil {
+			msg += fmt.Sprintf("; stopping it did not complete yet: %v", err)
+		}
+		return nil, nil, status.Error(codes.Internal, msg)
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil {
+		return nil, nil, err
+	}
+	src, err := openStagedVolume(pod, dir, pv, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the new %w", err)
+	}
+	return pod, src, nil
 }
 
 // isMountPoint: something is mounted at path.
@@ -113,45 +152,11 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if err != nil {
 		return err
 	}
-	p, err := s.provisioner(driver)
-	if err != nil {
-		return err
-	}
-	opts := publishOptions{shared: shared}
-	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "-"+templating.StagingRevision(p)[:10])
-	if err != nil {
-		return err
-	}
-	dir, err := podHostDir(pod, s.root)
-	if err != nil {
-		return err
-	}
-	pod, state, err := s.awaitStaging(ctx, pod, dir)
-	switch {
-	case err != nil:
-		return fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
-	case state != stagingReady:
-		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
-		if err := s.teardown(ctx, driver, pod); err != nil {
-			msg += fmt.Sprintf("; stopping it did not complete yet: %v", err)
-		}
-		return status.Error(codes.Internal, msg)
-	}
-	if _, err := s.succeeded(ctx, pod); err != nil {
-		return err
-	}
-	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
+	pod, src, err := s.startReplacement(ctx, driver, id, pv, req, shared)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	capacity := int64(0)
-	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.Value()
-	}
-	if err := mounts.CheckVolume(src, false, capacity, mounts.PodDevices(pod)); err != nil {
-		return fmt.Errorf("the new staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
-	}
 
 	// The swap: the node's mounts in client pods' directories, then the
 	// clients' containers.

@@ -366,41 +366,17 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
 
-	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
-	defer cancel()
-	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
-	switch {
-	case err != nil && state == stagingPending:
-		return status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
-			pod.Namespace, pod.Name, describePod(pod))
-	case state == stagingGone:
-		return status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
-	case state == stagingFailed && rec != nil:
-		return status.Errorf(codes.Internal, "staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
-	case state == stagingFailed:
-		msg := s.failureMessage(ctx, pod, dir)
-		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
-	}
-	if _, err := s.succeeded(ctx, pod); err != nil { // records the runtime's word before acting on it
+	if pod, err = s.awaitPublishing(ctx, driver, pod, dir, rec); err != nil {
 		return err
 	}
-
-	capacity := int64(0)
-	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.Value()
-	}
-	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
-	if err == nil {
-		defer src.Close()
-		err = mounts.CheckVolume(src, req.Block, capacity, mounts.PodDevices(pod))
-	}
+	src, err := openStagedVolume(pod, dir, pv, req.Block)
 	if err != nil {
-		msg := fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err)
 		if rec != nil {
-			return status.Error(codes.Internal, msg)
+			return status.Error(codes.Internal, err.Error())
 		}
-		return s.failStaging(ctx, driver, pod, msg)
+		return s.failStaging(ctx, driver, pod, err.Error())
 	}
+	defer src.Close()
 	if opts.shared {
 		logger.V(1).Info("Volume staged for the node's clients", "pod", klog.KObj(pod), "duration", time.Since(start))
 		return nil // clients bind the staging pod's volume (publishStaged)
@@ -417,6 +393,51 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
 		"block", req.Block, "duration", time.Since(start))
 	return nil
+}
+
+// awaitPublishing waits until the staging pod of a publish is ready, and
+// returns it as last seen. A failed one fails the staging (a recovery's is
+// left to the recovery worker).
+func (s *Stager) awaitPublishing(ctx context.Context, driver string, pod *corev1.Pod, dir string, rec *recoveryRecord) (*corev1.Pod, error) {
+	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
+	defer cancel()
+	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
+	switch {
+	case err != nil && state == stagingPending:
+		return pod, status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
+			pod.Namespace, pod.Name, describePod(pod))
+	case state == stagingGone:
+		return pod, status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
+	case state == stagingFailed && rec != nil:
+		return pod, status.Errorf(codes.Internal, "staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
+	case state == stagingFailed:
+		msg := s.failureMessage(ctx, pod, dir)
+		return pod, s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil { // records the runtime's word before acting on it
+		return pod, err
+	}
+	return pod, nil
+}
+
+// openStagedVolume opens the volume a ready staging pod serves (its host
+// directory is dir) and checks it is usable as pv; the caller mounts what
+// it checked, through the returned descriptor.
+func openStagedVolume(pod *corev1.Pod, dir string, pv *corev1.PersistentVolume, block bool) (*os.File, error) {
+	capacity := int64(0)
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		capacity = q.Value()
+	}
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
+	if err == nil {
+		if err = mounts.CheckVolume(src, block, capacity, mounts.PodDevices(pod)); err != nil {
+			src.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
+	}
+	return src, nil
 }
 
 // awaitStaging waits until a staging pod is no longer pending, and returns
