@@ -2,7 +2,7 @@
 // every PavProvisioner a CSI driver on its node (package csi), stages and
 // unstages volumes with staging and unstaging pods (Stager), and collects
 // the result files of the validation, creation and deletion pods that ran
-// on its node (Collector). All its state is in API objects (pods with
+// on its node (package collector). All its state is in API objects (pods with
 // labels, annotations and a finalizer) and in the pods' host directories,
 // so it resumes after a crash from what it finds.
 package nodeagent
@@ -29,6 +29,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/collector"
 	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
@@ -134,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		processes = cp
 	}
-	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
+	results := collector.New(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
 	broadcaster := kubeclient.NewEventBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
@@ -178,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
-	go collector.Run(ctx, cfg.Workers)
+	go results.Run(ctx, cfg.Workers)
 	if exits != nil {
 		go containerd.Watch(ctx, cfg.RuntimeEndpoint, exits.record)
 	}

@@ -261,7 +261,7 @@ func (s *Stager) createInlinePod(ctx context.Context, provisioner string, phase 
 		}
 		maps.Copy(built.Annotations, recorded)
 	}
-	dir, err := podHostDir(built, s.root)
+	dir, err := protocol.PodHostDir(built, s.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}

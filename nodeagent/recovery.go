@@ -153,7 +153,7 @@ func (s *Stager) checkStagingPod(pod *corev1.Pod) {
 // longRunning: the staging pod signalled /pav/ready, so its volume needs it
 // running.
 func longRunning(pod *corev1.Pod, root string) bool {
-	dir, err := podHostDir(pod, root)
+	dir, err := protocol.PodHostDir(pod, root)
 	if err != nil {
 		return false
 	}
@@ -217,7 +217,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		return err
 	}
 	driver := pod.Labels[protocol.LabelProvisioner]
-	if dir, err := podHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
+	if dir, err := protocol.PodHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
 		if err := s.tearDownOlder(ctx, driver, id, pod); err != nil { // a replacement finished but for this
 			return err
 		}
@@ -278,7 +278,7 @@ func (s *Stager) seenAt(pod *corev1.Pod, req *pavcsi.PublishRequest, shared bool
 	if !shared {
 		return req.TargetPath
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return "" // nothing is seen there: nothing to recover
 	}
@@ -535,7 +535,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	if err != nil {
 		return nil, err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return nil, err
 	}

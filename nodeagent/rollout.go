@@ -80,7 +80,7 @@ func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *co
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +131,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 		return err
 	}
 	shared := old.Annotations[protocol.AnnotationShared] == "true"
-	oldDir, err := podHostDir(old, s.root)
+	oldDir, err := protocol.PodHostDir(old, s.root)
 	if err != nil {
 		return err
 	}

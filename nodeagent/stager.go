@@ -318,7 +318,7 @@ func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.P
 			return err
 		}
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
@@ -361,7 +361,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if pod, err = s.stagingPodFor(ctx, driver, id, pod, pv, req, opts); err != nil {
 		return err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}

@@ -68,7 +68,7 @@ func (s *Stager) stopStaging(ctx context.Context, driver string, pod *corev1.Pod
 	if err := s.removeUnstagingPods(ctx, id); err != nil {
 		return nil, err
 	}
-	if dir, err := podHostDir(pod, s.root); err == nil {
+	if dir, err := protocol.PodHostDir(pod, s.root); err == nil {
 		if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 			return nil, status.Errorf(codes.Internal, "cleaning up the staging pod's /pav: %v", err)
 		}
@@ -98,7 +98,7 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	if err != nil {
 		return err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "unstaging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
@@ -148,7 +148,7 @@ func (s *Stager) unstagingPodFor(ctx context.Context, provisioner string, tmpl *
 		built := protocol.UnstagingPod(protocol.PodBase{Template: tmpl, Provisioner: provisioner, Root: s.root}, protocol.UnstagingPodSpec{
 			Node: s.node, StagingID: id, PV: req.PV, PVC: req.PVC,
 			TargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath], ReadOnly: req.ReadOnly})
-		dir, err := podHostDir(built, s.root)
+		dir, err := protocol.PodHostDir(built, s.root)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
@@ -175,7 +175,7 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 		if err := s.deletePod(ctx, pod); err != nil {
 			return err
 		}
-		if dir, err := podHostDir(pod, s.root); err == nil {
+		if dir, err := protocol.PodHostDir(pod, s.root); err == nil {
 			if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 				return status.Errorf(codes.Internal, "cleaning up the unstaging pod's /pav: %v", err)
 			}
