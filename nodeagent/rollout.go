@@ -105,6 +105,13 @@ func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *co
 	return pod, src, nil
 }
 
+// isClients: mountPoint is in a client pod's directory (not, say, the dead
+// mount left in an old staging pod's directory).
+func isClients(mountPoint string) bool {
+	_, ok := kubelet.PodUIDInPath(mountPoint)
+	return ok
+}
+
 // isMountPoint: something is mounted at path.
 func isMountPoint(infos []mount.MountInfo, path string) bool {
 	for _, m := range infos {
@@ -167,7 +174,6 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 		}
 	}
 	bind := s.bindOptions(driver, false, req.ReadOnly)
-	isClients := func(mountPoint string) bool { _, ok := kubelet.PodUIDInPath(mountPoint); return ok }
 	self, err := mounts.OpenProcess(os.Getpid())
 	if err != nil {
 		return err
@@ -178,7 +184,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 		// Unmount and bind instead: containers with HostToContainer
 		// propagation see the volume go for a moment.
 		klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
-		done, err := s.replaceOnNode(src, []mounts.VolumeMount{oldMount}, bind)
+		done, err := mounts.RebindOnNode(s.mounter, []mounts.VolumeMount{oldMount}, src, bind, isClients)
 		if err != nil {
 			return fmt.Errorf("swapping the volume on the node: %w", err)
 		}
