@@ -218,7 +218,7 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 	}
 	driver := pod.Labels[protocol.LabelProvisioner]
 	if dir, err := protocol.PodHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
-		if err := s.tearDownOlder(ctx, driver, id, pod); err != nil { // a replacement finished but for this
+		if err := s.finishReplacement(ctx, driver, id, pod); err != nil {
 			return err
 		}
 	}
@@ -283,6 +283,16 @@ func (s *Stager) seenAt(pod *corev1.Pod, req *pavcsi.PublishRequest, shared bool
 		return "" // nothing is seen there: nothing to recover
 	}
 	return filepath.Join(dir, protocol.FileVolume)
+}
+
+// finishReplacement completes a replacement by pod (ready) that a node
+// plugin restart interrupted: clients still on an older staging of id are
+// moved to pod's volume (finishSwaps), then the older ones torn down.
+func (s *Stager) finishReplacement(ctx context.Context, driver, id string, pod *corev1.Pod) error {
+	if err := s.finishSwaps(ctx, driver, id, pod); err != nil {
+		return err
+	}
+	return s.tearDownOlder(ctx, driver, id, pod)
 }
 
 // tearDownOlder tears down the staging pods of id other than pod.

@@ -105,6 +105,91 @@ func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *co
 	return pod, src, nil
 }
 
+// swapClients replaces the volume oldMount by src under its clients: the
+// node's mounts in client pods' directories, then the clients' containers.
+// It returns the clients and the mount points replaced.
+func (s *Stager) swapClients(ctx context.Context, infos []mount.MountInfo, oldMount mounts.VolumeMount, src *os.File, bind mounts.BindOptions) ([]types.UID, []string, error) {
+	var uids []types.UID
+	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{oldMount}) {
+		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok {
+			uids = append(uids, uid)
+		}
+	}
+	replaced, err := s.own.Swap(ctx, []mounts.VolumeMount{oldMount}, src, bind, isClients)
+	if err != nil {
+		return uids, replaced, fmt.Errorf("swapping the volume on the node: %w", err)
+	}
+	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
+	done, err := s.replaceInContainers(ctx, rec, src, bind)
+	replaced = append(replaced, done...)
+	if err != nil {
+		return uids, replaced, fmt.Errorf("swapping the volume in the clients' containers: %w", err)
+	}
+	return uids, replaced, nil
+}
+
+// finishSwaps completes a replacement that a node plugin restart
+// interrupted between the new staging pod (pod, ready) and the swap:
+// clients that still show the volume of an older staging of id are moved
+// to pod's before the older one is torn down (make-before-break).
+// A recovery's new pod carries its record, which drives its swap; a block
+// volume is never replaced by a rollout.
+func (s *Stager) finishSwaps(ctx context.Context, driver, id string, pod *corev1.Pod) error {
+	olders := s.olderStagings(id, pod)
+	if _, recovering := pod.Annotations[protocol.AnnotationRecovering]; len(olders) == 0 || recovering {
+		return nil
+	}
+	req, err := s.republishRequest(pod)
+	if err != nil || req.Block {
+		return err
+	}
+	infos, err := s.own.Table()
+	if err != nil {
+		return err
+	}
+	var stale []mounts.VolumeMount
+	for _, older := range olders {
+		dir, err := protocol.PodHostDir(older, s.root)
+		if err != nil {
+			continue
+		}
+		v, ok := mounts.VolumeMountAt(infos, filepath.Join(dir, protocol.FileVolume))
+		if !ok {
+			continue
+		}
+		for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{v}) {
+			if isClients(m.MountPoint) {
+				stale = append(stale, v)
+				break
+			}
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	if err != nil {
+		return err
+	}
+	dir, err := protocol.PodHostDir(pod, s.root)
+	if err != nil {
+		return err
+	}
+	src, err := openStagedVolume(pod, dir, pv, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, v := range stale {
+		_, replaced, err := s.swapClients(ctx, infos, v, src, s.bindOptions(driver, false, req.ReadOnly))
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Interrupted replacement finished", "staging", klog.KObj(pod), "mounts", replaced)
+	}
+	return nil
+}
+
 // isClients: mountPoint is in a client pod's directory (not, say, the dead
 // mount left in an old staging pod's directory).
 func isClients(mountPoint string) bool {
@@ -146,7 +231,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if shared {
 		seen = filepath.Join(oldDir, protocol.FileVolume)
 	}
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	infos, err := s.own.Table()
 	if err != nil {
 		return err
 	}
@@ -165,36 +250,9 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	}
 	defer src.Close()
 
-	// The swap: the node's mounts in client pods' directories, then the
-	// clients' containers.
-	var uids []types.UID
-	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{oldMount}) {
-		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok {
-			uids = append(uids, uid)
-		}
-	}
-	bind := s.bindOptions(driver, false, req.ReadOnly)
-	self, err := mounts.OpenProcess(os.Getpid())
+	uids, replaced, err := s.swapClients(ctx, infos, oldMount, src, s.bindOptions(driver, false, req.ReadOnly))
 	if err != nil {
 		return err
-	}
-	replaced, err := mounts.ReplaceInNamespace(self, []mounts.VolumeMount{oldMount}, src, bind, isClients)
-	self.Close()
-	if err != nil {
-		// Unmount and bind instead: containers with HostToContainer
-		// propagation see the volume go for a moment.
-		klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
-		done, err := mounts.RebindOnNode(s.mounter, []mounts.VolumeMount{oldMount}, src, bind, isClients)
-		if err != nil {
-			return fmt.Errorf("swapping the volume on the node: %w", err)
-		}
-		replaced = append(replaced, done...)
-	}
-	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
-	done, err := s.replaceInContainers(ctx, rec, src, bind)
-	replaced = append(replaced, done...)
-	if err != nil {
-		return fmt.Errorf("swapping the volume in the clients' containers: %w", err)
 	}
 	if err := s.teardown(ctx, driver, old); err != nil {
 		return err
@@ -207,4 +265,40 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	}
 	klog.FromContext(ctx).Info("Outdated staging replaced", "old", klog.KObj(old), "new", klog.KObj(pod), "mounts", replaced, "took", time.Since(start))
 	return nil
+}
+
+// ownMounts is the node plugin's own mount namespace (kubelet's directory
+// in it is shared with the host), as a rollout reads and changes it. Tests
+// put a fake in its place: they must make no real mounts.
+type ownMounts interface {
+	// Table is the namespace's mount table.
+	Table() ([]mount.MountInfo, error)
+	// Swap replaces the mounts that show one of old (and that keep keeps)
+	// by src, and returns the mount points replaced.
+	Swap(ctx context.Context, old []mounts.VolumeMount, src *os.File, opts mounts.BindOptions, keep func(mountPoint string) bool) ([]string, error)
+}
+
+// hostMounts is the real ownMounts.
+type hostMounts struct{ mounter mount.Interface }
+
+func (hostMounts) Table() ([]mount.MountInfo, error) {
+	return mount.ParseMountInfo("/proc/self/mountinfo")
+}
+
+// Swap replaces each mount in one step; if that fails, it unmounts and
+// binds instead: containers with HostToContainer propagation see the
+// volume go for a moment.
+func (h hostMounts) Swap(ctx context.Context, old []mounts.VolumeMount, src *os.File, opts mounts.BindOptions, keep func(string) bool) ([]string, error) {
+	self, err := mounts.OpenProcess(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	replaced, err := mounts.ReplaceInNamespace(self, old, src, opts, keep)
+	self.Close()
+	if err == nil {
+		return replaced, nil
+	}
+	klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
+	done, err := mounts.RebindOnNode(h.mounter, old, src, opts, keep)
+	return append(replaced, done...), err
 }

@@ -102,6 +102,9 @@ type Stager struct {
 	// (nodeDeviceCgroupV2): both but in tests
 	deviceAt       func(path string) (uint64, error)
 	deviceCgroupV2 func() bool
+	// own is the node plugin's mount namespace, as a rollout reads and
+	// changes it (hostMounts but in tests)
+	own ownMounts
 	// keptBlockStagings: the stopped block stagings kept on cgroup v2
 	// whose clients were told (keepForBlockClients), by staging pod UID
 	keptBlockStagings sync.Map
@@ -129,6 +132,8 @@ type StagerConfig struct {
 	Processes ContainerProcesses
 	// Recovery turns on the recovery of stagings that stop serving (RunRecovery).
 	Recovery bool
+	// ownMounts: nil, the node plugin's real mount namespace; tests' fake.
+	ownMounts ownMounts
 }
 
 // NewStager registers on the pod informer and returns the stager.
@@ -154,6 +159,9 @@ func NewStager(cfg StagerConfig) *Stager {
 		},
 	}
 	s.readStats = s.readVolumeStats
+	if s.own = cfg.ownMounts; s.own == nil {
+		s.own = hostMounts{mounter: cfg.Mounter}
+	}
 	s.deviceAt, s.deviceCgroupV2 = blockDeviceAt, nodeDeviceCgroupV2
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
