@@ -2,7 +2,7 @@
 // every PavProvisioner a CSI driver on its node (package csi), stages and
 // unstages volumes with staging and unstaging pods (Stager), and collects
 // the result files of the validation, creation and deletion pods that ran
-// on its node (Collector). All its state is in API objects (pods with
+// on its node (package collector). All its state is in API objects (pods with
 // labels, annotations and a finalizer) and in the pods' host directories,
 // so it resumes after a crash from what it finds.
 package nodeagent
@@ -29,6 +29,7 @@ import (
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/collector"
 	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
@@ -61,8 +62,8 @@ type Config struct {
 	SkipPreflight bool
 }
 
-// Run runs the node plugin until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+// complete checks cfg and fills in its defaults.
+func (cfg *Config) complete() error {
 	if cfg.NodeName == "" {
 		return errors.New("the node name is required (--node-name or $NODE_NAME)")
 	}
@@ -84,14 +85,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	return nil
+}
+
+// Run runs the node plugin until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.complete(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.PodDirRoot, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", cfg.PodDirRoot, err)
 	}
 
 	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
 	m := newMetrics(reg)
 
 	// PaV's own pods on this node only: the node plugin never needs others.
@@ -126,7 +135,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		processes = cp
 	}
-	collector := NewCollector(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
+	results := collector.New(cfg.Kube, podInformer, cfg.Mounter, cfg.PodDirRoot, exits)
 	broadcaster := kubeclient.NewEventBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: kube.CoreV1()})
 	defer broadcaster.Shutdown()
@@ -166,27 +175,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Serve drivers only now: a NodePublishVolume must find the PV and any
 	// staging pod left by a previous incarnation in the caches.
-	_, err = provInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
-				addDriver(ctx, manager, p.Name)
-			}
-		},
-		DeleteFunc: func(obj interface{}) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
-				manager.Remove(p.Name)
-				cfg.Engine.Forget(p)
-			}
-		},
-	})
-	if err != nil {
+	if err := serveProvisioners(ctx, provInformer, manager, cfg.Engine); err != nil {
 		return err
 	}
 	retireLeftoverDrivers(manager, provInformer.GetStore())
-	go collector.Run(ctx, cfg.Workers)
+	go results.Run(ctx, cfg.Workers)
 	if exits != nil {
 		go containerd.Watch(ctx, cfg.RuntimeEndpoint, exits.record)
 	}
@@ -204,6 +197,28 @@ func Run(ctx context.Context, cfg Config) error {
 	_ = os.Remove(cfg.PodDirRoot)
 	_ = os.Remove(filepath.Dir(cfg.PodDirRoot))
 	return nil
+}
+
+// serveProvisioners serves a CSI driver for every PavProvisioner, and
+// stops serving it (and forgets its templates) once it is deleted.
+func serveProvisioners(ctx context.Context, provisioners cache.SharedIndexInformer, manager *pavcsi.Manager, engine Engine) error {
+	_, err := provisioners.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				addDriver(ctx, manager, p.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*v1alpha1.PavProvisioner); ok {
+				manager.Remove(p.Name)
+				engine.Forget(p)
+			}
+		},
+	})
+	return err
 }
 
 // retireLeftoverDrivers handles drivers served by a previous incarnation

@@ -49,6 +49,9 @@ func NewExits(podInformer cache.SharedIndexInformer) *Exits {
 // OnExit adds f to what is called, outside any lock, after the exit of a
 // container of pod was recorded. Call it before exits are recorded.
 func (e *Exits) OnExit(f func(pod *corev1.Pod)) {
+	if e == nil {
+		return
+	}
 	e.onExit = append(e.onExit, f)
 }
 

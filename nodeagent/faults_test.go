@@ -21,6 +21,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
+	"github.com/albertofaria/pav/nodeagent/collector"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -65,7 +66,7 @@ func (f *stagerFixture) playKubelet(ctx context.Context, longRunning bool) {
 		}
 		for i := range list.Items {
 			pod := &list.Items[i]
-			dir, err := podHostDir(pod, f.root)
+			dir, err := protocol.PodHostDir(pod, f.root)
 			if protocol.Terminated(pod) || err != nil {
 				continue
 			}
@@ -321,7 +322,7 @@ func checkNothingLeft(t *testing.T, f *stagerFixture) {
 	if _, err := os.Stat(f.target); !os.IsNotExist(err) {
 		t.Errorf("target path left: %v", err)
 	}
-	c := NewCollector(f.kube, f.cfg.Pods, f.mounter, f.root, f.exits)
+	c := collector.New(f.kube, f.cfg.Pods, f.mounter, f.root, f.exits)
 	testwait.Until(t, "the collector's sweep to empty "+f.root, func() bool {
 		_ = c.SweepOrphans(time.Now().Add(time.Hour))
 		entries, _ := os.ReadDir(f.root)

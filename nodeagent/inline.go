@@ -70,33 +70,47 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 		return inlinePV(driver, v, resource.Quantity{}, nil) // nothing is created: no capacity
 	}
 	if pod == nil {
-		if p.DeletionTimestamp != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is created", driver)
-		}
-		cfg, err := s.engine.Creation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node})
-		if err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeCreation of PavProvisioner %s for the inline volume of pod %s/%s: %v",
-				driver, v.PodNamespace, v.PodName, err)
-		}
-		if cfg.PodTemplate == nil {
-			// A volume is just a name: nothing to record or revert.
-			capacity, err := protocol.ChooseCapacity(cfg.Capacity, nil, false)
-			if err == nil {
-				err = validation.CheckInlineCapacity(capacity)
-			}
-			if err != nil {
-				return nil, status.Errorf(codes.FailedPrecondition, "the inline volume of pod %s/%s: %v", v.PodNamespace, v.PodName, err)
-			}
-			return inlinePV(driver, v, capacity, nil)
-		}
-		if pod, err = s.createInlinePod(ctx, p.Name, protocol.PhaseInlineCreation, cfg.PodTemplate, v, cfg); err != nil {
-			return nil, err
+		var pv *corev1.PersistentVolume
+		if pod, pv, err = s.createInline(ctx, p, v, validation); err != nil || pod == nil {
+			return pv, err
 		}
 		klog.FromContext(ctx).V(2).Info("Created inline volume's creation pod", "pod", klog.KObj(pod), "volume", volumeID)
 	}
 	if pod.DeletionTimestamp != nil {
 		return nil, status.Errorf(codes.Unavailable, "inline volume %s is being deleted (creation pod %s/%s); kubelet will call again", volumeID, pod.Namespace, pod.Name)
 	}
+	return s.inlineCreated(ctx, driver, volumeID, v, pod, validation)
+}
+
+// createInline starts creating inline volume v: its creation pod, or (a
+// volume that is just a name, nothing to record or revert) its PV at once.
+func (s *Stager) createInline(ctx context.Context, p *v1alpha1.PavProvisioner, v protocol.InlineVolume, validation *templating.ValidationConfig) (*corev1.Pod, *corev1.PersistentVolume, error) {
+	if p.DeletionTimestamp != nil {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is created", p.Name)
+	}
+	cfg, err := s.engine.Creation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node})
+	if err != nil {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeCreation of PavProvisioner %s for the inline volume of pod %s/%s: %v",
+			p.Name, v.PodNamespace, v.PodName, err)
+	}
+	if cfg.PodTemplate == nil {
+		capacity, err := protocol.ChooseCapacity(cfg.Capacity, nil, false)
+		if err == nil {
+			err = validation.CheckInlineCapacity(capacity)
+		}
+		if err != nil {
+			return nil, nil, status.Errorf(codes.FailedPrecondition, "the inline volume of pod %s/%s: %v", v.PodNamespace, v.PodName, err)
+		}
+		pv, err := inlinePV(p.Name, v, capacity, nil)
+		return nil, pv, err
+	}
+	pod, err := s.createInlinePod(ctx, p.Name, protocol.PhaseInlineCreation, cfg.PodTemplate, v, cfg)
+	return pod, nil, err
+}
+
+// inlineCreated waits for inline volume v's creation pod and returns the
+// volume's PV; a failed creation is reverted.
+func (s *Stager) inlineCreated(ctx context.Context, driver, volumeID string, v protocol.InlineVolume, pod *corev1.Pod, validation *templating.ValidationConfig) (*corev1.PersistentVolume, error) {
 	last, err := s.waitCollected(ctx, pod)
 	if err != nil {
 		return nil, err
@@ -247,7 +261,7 @@ func (s *Stager) createInlinePod(ctx context.Context, provisioner string, phase 
 		}
 		maps.Copy(built.Annotations, recorded)
 	}
-	dir, err := podHostDir(built, s.root)
+	dir, err := protocol.PodHostDir(built, s.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
@@ -286,7 +300,6 @@ func (s *Stager) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 // It looks in the pod cache only (Unpublish calls it for every volume): a
 // creation pod is never this young.
 func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) error {
-	id := protocol.InlineID(volumeID)
 	created, err := s.inlineRecord(ctx, driver, volumeID, false)
 	if err != nil {
 		return err
@@ -296,18 +309,8 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 	}
 	v, _ := protocol.InlineOf(created)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", volumeID)
-	if !protocol.Terminated(created) {
-		// Abandoned mid-creation: stop it (its finalizer keeps the record).
-		if created.DeletionTimestamp == nil {
-			if err := s.kube.CoreV1().Pods(created.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
-				return status.Errorf(codes.Unavailable, "stopping creation pod %s/%s: %v", created.Namespace, created.Name, err)
-			}
-		}
-		waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
-		defer cancel()
-		if last, err := s.wait(waitCtx, created, "", func(p *corev1.Pod) bool { return p == nil || stopped(p) }); err != nil {
-			return status.Errorf(codes.DeadlineExceeded, "waiting for creation pod %s/%s to stop: %s", created.Namespace, created.Name, describePod(last))
-		}
+	if err := s.stopCreation(ctx, created); err != nil {
+		return err
 	}
 	p, err := s.provisioners.Get(driver)
 	if apierrors.IsNotFound(err) {
@@ -328,27 +331,8 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 			driver, v.PodNamespace, v.PodName, err)
 	}
 	if tmpl != nil {
-		deletion, err := s.findPod(ctx, protocol.PhaseInlineDeletion, id)
-		if err != nil {
+		if err := s.runInlineDeletion(ctx, p.Name, volumeID, v, tmpl); err != nil {
 			return err
-		}
-		if deletion == nil {
-			if deletion, err = s.createInlinePod(ctx, p.Name, protocol.PhaseInlineDeletion, tmpl, v, nil); err != nil {
-				return err
-			}
-			logger.V(2).Info("Created inline volume's deletion pod", "pod", klog.KObj(deletion))
-		}
-		last, err := s.waitCollected(ctx, deletion)
-		if err != nil {
-			return err
-		}
-		if !protocol.Succeeded(last) {
-			msg := protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil)
-			// Removed, so that the next call (kubelet retries) runs a new one.
-			if err := s.releasePod(ctx, last); err != nil {
-				logger.Error(err, "Deleting failed deletion pod")
-			}
-			return status.Errorf(codes.Internal, "deletion pod %s/%s of inline volume %s failed: %s", last.Namespace, last.Name, volumeID, msg)
 		}
 	}
 	if err := s.releasePod(ctx, created); err != nil {
@@ -358,6 +342,54 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 		return err
 	}
 	logger.V(1).Info("Inline volume deleted")
+	return nil
+}
+
+// stopCreation stops a creation pod abandoned mid-creation (its finalizer
+// keeps the record) and waits until it stopped.
+func (s *Stager) stopCreation(ctx context.Context, created *corev1.Pod) error {
+	if protocol.Terminated(created) {
+		return nil
+	}
+	if created.DeletionTimestamp == nil {
+		if err := s.kube.CoreV1().Pods(created.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+			return status.Errorf(codes.Unavailable, "stopping creation pod %s/%s: %v", created.Namespace, created.Name, err)
+		}
+	}
+	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+	defer cancel()
+	if last, err := s.wait(waitCtx, created, "", func(p *corev1.Pod) bool { return p == nil || stopped(p) }); err != nil {
+		return status.Errorf(codes.DeadlineExceeded, "waiting for creation pod %s/%s to stop: %s", created.Namespace, created.Name, describePod(last))
+	}
+	return nil
+}
+
+// runInlineDeletion runs inline volume v's deletion pod (the one found, or
+// a new one from tmpl) to success; a failed one is removed, so that the
+// next call (kubelet retries) runs a new one.
+func (s *Stager) runInlineDeletion(ctx context.Context, provisioner, volumeID string, v protocol.InlineVolume, tmpl *corev1.PodTemplateSpec) error {
+	deletion, err := s.findPod(ctx, protocol.PhaseInlineDeletion, protocol.InlineID(volumeID))
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("driver", provisioner, "volume", volumeID)
+	if deletion == nil {
+		if deletion, err = s.createInlinePod(ctx, provisioner, protocol.PhaseInlineDeletion, tmpl, v, nil); err != nil {
+			return err
+		}
+		logger.V(2).Info("Created inline volume's deletion pod", "pod", klog.KObj(deletion))
+	}
+	last, err := s.waitCollected(ctx, deletion)
+	if err != nil {
+		return err
+	}
+	if !protocol.Succeeded(last) {
+		msg := protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil)
+		if err := s.releasePod(ctx, last); err != nil {
+			logger.Error(err, "Deleting failed deletion pod")
+		}
+		return status.Errorf(codes.Internal, "deletion pod %s/%s of inline volume %s failed: %s", last.Namespace, last.Name, volumeID, msg)
+	}
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/nodeagent/collector"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -62,7 +63,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 		pod.Annotations[k] = v
 	}
 	pod.Name += nameSuffix // a replacement runs beside the pod it replaces
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
@@ -123,7 +124,7 @@ func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*c
 		_ = os.Remove(dir)
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
-	if used, _ := podHostDir(got, s.root); used != dir {
+	if used, _ := protocol.PodHostDir(got, s.root); used != dir {
 		_ = os.Remove(dir) // an earlier attempt's pod, with its own /pav
 	}
 	if got.Spec.NodeName != s.node {
@@ -368,7 +369,7 @@ func describePod(pod *corev1.Pod) string {
 func (s *Stager) failureMessage(ctx context.Context, pod *corev1.Pod, dir string) string {
 	var pavError string
 	if dir != "" {
-		if msg, _, err := readResultFile(dir, protocol.FileError, maxErrorBytes); err == nil {
+		if msg, _, err := collector.ReadResultFile(dir, protocol.FileError, collector.MaxErrorBytes); err == nil {
 			pavError = msg
 		}
 	}

@@ -153,7 +153,7 @@ func (s *Stager) checkStagingPod(pod *corev1.Pod) {
 // longRunning: the staging pod signalled /pav/ready, so its volume needs it
 // running.
 func longRunning(pod *corev1.Pod, root string) bool {
-	dir, err := podHostDir(pod, root)
+	dir, err := protocol.PodHostDir(pod, root)
 	if err != nil {
 		return false
 	}
@@ -217,8 +217,8 @@ func (s *Stager) recover(ctx context.Context, id string) error {
 		return err
 	}
 	driver := pod.Labels[protocol.LabelProvisioner]
-	if dir, err := podHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
-		if err := s.tearDownOlder(ctx, driver, id, pod); err != nil { // a replacement finished but for this
+	if dir, err := protocol.PodHostDir(pod, s.root); err == nil && stagingStateOf(pod, dir, s.exits) == stagingReady {
+		if err := s.finishReplacement(ctx, driver, id, pod); err != nil {
 			return err
 		}
 	}
@@ -278,11 +278,21 @@ func (s *Stager) seenAt(pod *corev1.Pod, req *pavcsi.PublishRequest, shared bool
 	if !shared {
 		return req.TargetPath
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return "" // nothing is seen there: nothing to recover
 	}
 	return filepath.Join(dir, protocol.FileVolume)
+}
+
+// finishReplacement completes a replacement by pod (ready) that a node
+// plugin restart interrupted: clients still on an older staging of id are
+// moved to pod's volume (finishSwaps), then the older ones torn down.
+func (s *Stager) finishReplacement(ctx context.Context, driver, id string, pod *corev1.Pod) error {
+	if err := s.finishSwaps(ctx, driver, id, pod); err != nil {
+		return err
+	}
+	return s.tearDownOlder(ctx, driver, id, pod)
 }
 
 // tearDownOlder tears down the staging pods of id other than pod.
@@ -535,7 +545,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	if err != nil {
 		return nil, err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +555,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	}
 	defer src.Close()
 	opts := s.bindOptions(driver, req.Block, req.ReadOnly)
-	replaced, err := s.replaceOnNode(src, old, opts)
+	replaced, err := mounts.RebindOnNode(s.mounter, old, src, opts, isClients)
 	if err != nil {
 		return replaced, err
 	}
@@ -679,47 +689,6 @@ func (s *Stager) inContainers(ctx context.Context, pod *corev1.Pod, f func(*moun
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// replaceOnNode rebinds, in the node plugin's mount namespace (kubelet's
-// directory is shared with the host), the mounts of client pods' directories
-// that show an old volume: unmounted, then bound anew from the same
-// directory of src, read-only if they were.
-func (s *Stager) replaceOnNode(src *os.File, old []mounts.VolumeMount, opts mounts.BindOptions) ([]string, error) {
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	binder, ok := s.mounter.(mounts.FDBinder)
-	if !ok {
-		return nil, fmt.Errorf("cannot bind: %T cannot bind a descriptor", s.mounter)
-	}
-	var replaced []string
-	for _, m := range mounts.StaleMounts(infos, old) {
-		if _, ok := kubelet.PodUIDInPath(m.MountPoint); !ok {
-			continue // not a client's: e.g. the dead mount left in the old staging pod's directory
-		}
-		if err := mounts.UnmountUnder(s.mounter, m.MountPoint); err != nil {
-			return replaced, err
-		}
-		from := src
-		if m.Sub != "" {
-			fd, err := unix.Openat2(int(src.Fd()), m.Sub, &unix.OpenHow{
-				Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-			})
-			if err != nil {
-				return replaced, fmt.Errorf("resolving %s in the new volume: %w", m.Sub, err)
-			}
-			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.Sub)
-			defer from.Close()
-		}
-		if err := binder.BindFD(from, m.MountPoint, opts.Keeping(m)); err != nil {
-			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.MountPoint, err)
-		}
-		replaced = append(replaced, m.MountPoint)
-	}
-	return replaced, nil
 }
 
 // bindOptions are the flags of the provisioner's published volumes.

@@ -18,6 +18,7 @@ import (
 	mount "k8s.io/mount-utils"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
@@ -66,6 +67,136 @@ func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
 	return out
 }
 
+// startReplacement runs a new staging pod of id from the provisioner's
+// current spec.volumeStaging and opens the volume it serves, once checked.
+// A new staging pod that failed is stopped.
+func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *corev1.PersistentVolume, req *pavcsi.PublishRequest, shared bool) (*corev1.Pod, *os.File, error) {
+	p, err := s.provisioner(driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := publishOptions{shared: shared}
+	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "-"+templating.StagingRevision(p)[:10])
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := protocol.PodHostDir(pod, s.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	pod, state, err := s.awaitStaging(ctx, pod, dir)
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
+	case state != stagingReady:
+		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
+		if err := s.teardown(ctx, driver, pod); err != nil {
+			msg += fmt.Sprintf("; stopping it did not complete yet: %v", err)
+		}
+		return nil, nil, status.Error(codes.Internal, msg)
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil {
+		return nil, nil, err
+	}
+	src, err := openStagedVolume(pod, dir, pv, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the new %w", err)
+	}
+	return pod, src, nil
+}
+
+// swapClients replaces the volume oldMount by src under its clients: the
+// node's mounts in client pods' directories, then the clients' containers.
+// It returns the clients and the mount points replaced.
+func (s *Stager) swapClients(ctx context.Context, infos []mount.MountInfo, oldMount mounts.VolumeMount, src *os.File, bind mounts.BindOptions) ([]types.UID, []string, error) {
+	var uids []types.UID
+	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{oldMount}) {
+		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok {
+			uids = append(uids, uid)
+		}
+	}
+	replaced, err := s.own.Swap(ctx, []mounts.VolumeMount{oldMount}, src, bind, isClients)
+	if err != nil {
+		return uids, replaced, fmt.Errorf("swapping the volume on the node: %w", err)
+	}
+	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
+	done, err := s.replaceInContainers(ctx, rec, src, bind)
+	replaced = append(replaced, done...)
+	if err != nil {
+		return uids, replaced, fmt.Errorf("swapping the volume in the clients' containers: %w", err)
+	}
+	return uids, replaced, nil
+}
+
+// finishSwaps completes a replacement that a node plugin restart
+// interrupted between the new staging pod (pod, ready) and the swap:
+// clients that still show the volume of an older staging of id are moved
+// to pod's before the older one is torn down (make-before-break).
+// A recovery's new pod carries its record, which drives its swap; a block
+// volume is never replaced by a rollout.
+func (s *Stager) finishSwaps(ctx context.Context, driver, id string, pod *corev1.Pod) error {
+	olders := s.olderStagings(id, pod)
+	if _, recovering := pod.Annotations[protocol.AnnotationRecovering]; len(olders) == 0 || recovering {
+		return nil
+	}
+	req, err := s.republishRequest(pod)
+	if err != nil || req.Block {
+		return err
+	}
+	infos, err := s.own.Table()
+	if err != nil {
+		return err
+	}
+	var stale []mounts.VolumeMount
+	for _, older := range olders {
+		dir, err := protocol.PodHostDir(older, s.root)
+		if err != nil {
+			continue
+		}
+		v, ok := mounts.VolumeMountAt(infos, filepath.Join(dir, protocol.FileVolume))
+		if !ok {
+			continue
+		}
+		for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{v}) {
+			if isClients(m.MountPoint) {
+				stale = append(stale, v)
+				break
+			}
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	pv, err := s.findPV(ctx, driver, req.VolumeID, req.VolumeContext)
+	if err != nil {
+		return err
+	}
+	dir, err := protocol.PodHostDir(pod, s.root)
+	if err != nil {
+		return err
+	}
+	src, err := openStagedVolume(pod, dir, pv, false)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, v := range stale {
+		_, replaced, err := s.swapClients(ctx, infos, v, src, s.bindOptions(driver, false, req.ReadOnly))
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Interrupted replacement finished", "staging", klog.KObj(pod), "mounts", replaced)
+	}
+	return nil
+}
+
+// isClients: mountPoint is in a client pod's directory (not, say, the dead
+// mount left in an old staging pod's directory).
+func isClients(mountPoint string) bool {
+	_, ok := kubelet.PodUIDInPath(mountPoint)
+	return ok
+}
+
 // isMountPoint: something is mounted at path.
 func isMountPoint(infos []mount.MountInfo, path string) bool {
 	for _, m := range infos {
@@ -92,7 +223,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 		return err
 	}
 	shared := old.Annotations[protocol.AnnotationShared] == "true"
-	oldDir, err := podHostDir(old, s.root)
+	oldDir, err := protocol.PodHostDir(old, s.root)
 	if err != nil {
 		return err
 	}
@@ -100,7 +231,7 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if shared {
 		seen = filepath.Join(oldDir, protocol.FileVolume)
 	}
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	infos, err := s.own.Table()
 	if err != nil {
 		return err
 	}
@@ -113,77 +244,15 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	if err != nil {
 		return err
 	}
-	p, err := s.provisioner(driver)
-	if err != nil {
-		return err
-	}
-	opts := publishOptions{shared: shared}
-	pod, err := s.createStagingPod(ctx, driver, id, pv, req, opts.annotations(), "-"+templating.StagingRevision(p)[:10])
-	if err != nil {
-		return err
-	}
-	dir, err := podHostDir(pod, s.root)
-	if err != nil {
-		return err
-	}
-	pod, state, err := s.awaitStaging(ctx, pod, dir)
-	switch {
-	case err != nil:
-		return fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
-	case state != stagingReady:
-		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
-		if err := s.teardown(ctx, driver, pod); err != nil {
-			msg += fmt.Sprintf("; stopping it did not complete yet: %v", err)
-		}
-		return status.Error(codes.Internal, msg)
-	}
-	if _, err := s.succeeded(ctx, pod); err != nil {
-		return err
-	}
-	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
+	pod, src, err := s.startReplacement(ctx, driver, id, pv, req, shared)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	capacity := int64(0)
-	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.Value()
-	}
-	if err := mounts.CheckVolume(src, false, capacity, mounts.PodDevices(pod)); err != nil {
-		return fmt.Errorf("the new staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
-	}
 
-	// The swap: the node's mounts in client pods' directories, then the
-	// clients' containers.
-	var uids []types.UID
-	for _, m := range mounts.StaleMounts(infos, []mounts.VolumeMount{oldMount}) {
-		if uid, ok := kubelet.PodUIDInPath(m.MountPoint); ok {
-			uids = append(uids, uid)
-		}
-	}
-	bind := s.bindOptions(driver, false, req.ReadOnly)
-	isClients := func(mountPoint string) bool { _, ok := kubelet.PodUIDInPath(mountPoint); return ok }
-	self, err := mounts.OpenProcess(os.Getpid())
+	uids, replaced, err := s.swapClients(ctx, infos, oldMount, src, s.bindOptions(driver, false, req.ReadOnly))
 	if err != nil {
 		return err
-	}
-	replaced, err := mounts.ReplaceInNamespace(self, []mounts.VolumeMount{oldMount}, src, bind, isClients)
-	self.Close()
-	if err != nil {
-		// Unmount and bind instead: containers with HostToContainer
-		// propagation see the volume go for a moment.
-		klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
-		done, err := s.replaceOnNode(src, []mounts.VolumeMount{oldMount}, bind)
-		if err != nil {
-			return fmt.Errorf("swapping the volume on the node: %w", err)
-		}
-		replaced = append(replaced, done...)
-	}
-	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
-	done, err := s.replaceInContainers(ctx, rec, src, bind)
-	replaced = append(replaced, done...)
-	if err != nil {
-		return fmt.Errorf("swapping the volume in the clients' containers: %w", err)
 	}
 	if err := s.teardown(ctx, driver, old); err != nil {
 		return err
@@ -196,4 +265,40 @@ func (s *Stager) replace(ctx context.Context, driver string, old *corev1.Pod) er
 	}
 	klog.FromContext(ctx).Info("Outdated staging replaced", "old", klog.KObj(old), "new", klog.KObj(pod), "mounts", replaced, "took", time.Since(start))
 	return nil
+}
+
+// ownMounts is the node plugin's own mount namespace (kubelet's directory
+// in it is shared with the host), as a rollout reads and changes it. Tests
+// put a fake in its place: they must make no real mounts.
+type ownMounts interface {
+	// Table is the namespace's mount table.
+	Table() ([]mount.MountInfo, error)
+	// Swap replaces the mounts that show one of old (and that keep keeps)
+	// by src, and returns the mount points replaced.
+	Swap(ctx context.Context, old []mounts.VolumeMount, src *os.File, opts mounts.BindOptions, keep func(mountPoint string) bool) ([]string, error)
+}
+
+// hostMounts is the real ownMounts.
+type hostMounts struct{ mounter mount.Interface }
+
+func (hostMounts) Table() ([]mount.MountInfo, error) {
+	return mount.ParseMountInfo("/proc/self/mountinfo")
+}
+
+// Swap replaces each mount in one step; if that fails, it unmounts and
+// binds instead: containers with HostToContainer propagation see the
+// volume go for a moment.
+func (h hostMounts) Swap(ctx context.Context, old []mounts.VolumeMount, src *os.File, opts mounts.BindOptions, keep func(string) bool) ([]string, error) {
+	self, err := mounts.OpenProcess(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	replaced, err := mounts.ReplaceInNamespace(self, old, src, opts, keep)
+	self.Close()
+	if err == nil {
+		return replaced, nil
+	}
+	klog.FromContext(ctx).Info("Swapping the volume on the node in one step failed; rebinding", "err", err)
+	done, err := mounts.RebindOnNode(h.mounter, old, src, opts, keep)
+	return append(replaced, done...), err
 }

@@ -66,7 +66,7 @@ func (f *stagerFixture) runPods(ctx context.Context) {
 			continue
 		}
 		if pod.Labels[protocol.LabelPhase] == string(protocol.PhaseStaging) {
-			dir, err := podHostDir(pod, f.root)
+			dir, err := protocol.PodHostDir(pod, f.root)
 			if err == nil {
 				err = os.MkdirAll(filepath.Join(dir, protocol.FileVolume), 0o750)
 			}

@@ -102,6 +102,9 @@ type Stager struct {
 	// (nodeDeviceCgroupV2): both but in tests
 	deviceAt       func(path string) (uint64, error)
 	deviceCgroupV2 func() bool
+	// own is the node plugin's mount namespace, as a rollout reads and
+	// changes it (hostMounts but in tests)
+	own ownMounts
 	// keptBlockStagings: the stopped block stagings kept on cgroup v2
 	// whose clients were told (keepForBlockClients), by staging pod UID
 	keptBlockStagings sync.Map
@@ -129,6 +132,8 @@ type StagerConfig struct {
 	Processes ContainerProcesses
 	// Recovery turns on the recovery of stagings that stop serving (RunRecovery).
 	Recovery bool
+	// ownMounts: nil, the node plugin's real mount namespace; tests' fake.
+	ownMounts ownMounts
 }
 
 // NewStager registers on the pod informer and returns the stager.
@@ -154,6 +159,9 @@ func NewStager(cfg StagerConfig) *Stager {
 		},
 	}
 	s.readStats = s.readVolumeStats
+	if s.own = cfg.ownMounts; s.own == nil {
+		s.own = hostMounts{mounter: cfg.Mounter}
+	}
 	s.deviceAt, s.deviceCgroupV2 = blockDeviceAt, nodeDeviceCgroupV2
 	if s.metrics == nil {
 		s.metrics = newMetrics(nil)
@@ -318,7 +326,7 @@ func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.P
 			return err
 		}
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
@@ -361,46 +369,22 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	if pod, err = s.stagingPodFor(ctx, driver, id, pod, pv, req, opts); err != nil {
 		return err
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "staging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
 
-	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
-	defer cancel()
-	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
-	switch {
-	case err != nil && state == stagingPending:
-		return status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
-			pod.Namespace, pod.Name, describePod(pod))
-	case state == stagingGone:
-		return status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
-	case state == stagingFailed && rec != nil:
-		return status.Errorf(codes.Internal, "staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
-	case state == stagingFailed:
-		msg := s.failureMessage(ctx, pod, dir)
-		return s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
-	}
-	if _, err := s.succeeded(ctx, pod); err != nil { // records the runtime's word before acting on it
+	if pod, err = s.awaitPublishing(ctx, driver, pod, dir, rec); err != nil {
 		return err
 	}
-
-	capacity := int64(0)
-	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		capacity = q.Value()
-	}
-	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
-	if err == nil {
-		defer src.Close()
-		err = mounts.CheckVolume(src, req.Block, capacity, mounts.PodDevices(pod))
-	}
+	src, err := openStagedVolume(pod, dir, pv, req.Block)
 	if err != nil {
-		msg := fmt.Sprintf("staging pod %s/%s did not provide a usable volume: %v", pod.Namespace, pod.Name, err)
 		if rec != nil {
-			return status.Error(codes.Internal, msg)
+			return status.Error(codes.Internal, err.Error())
 		}
-		return s.failStaging(ctx, driver, pod, msg)
+		return s.failStaging(ctx, driver, pod, err.Error())
 	}
+	defer src.Close()
 	if opts.shared {
 		logger.V(1).Info("Volume staged for the node's clients", "pod", klog.KObj(pod), "duration", time.Since(start))
 		return nil // clients bind the staging pod's volume (publishStaged)
@@ -417,6 +401,51 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	logger.V(1).Info("Volume staged", "pod", klog.KObj(pod), "target", req.TargetPath, "readOnly", req.ReadOnly,
 		"block", req.Block, "duration", time.Since(start))
 	return nil
+}
+
+// awaitPublishing waits until the staging pod of a publish is ready, and
+// returns it as last seen. A failed one fails the staging (a recovery's is
+// left to the recovery worker).
+func (s *Stager) awaitPublishing(ctx context.Context, driver string, pod *corev1.Pod, dir string, rec *recoveryRecord) (*corev1.Pod, error) {
+	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
+	defer cancel()
+	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
+	switch {
+	case err != nil && state == stagingPending:
+		return pod, status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
+			pod.Namespace, pod.Name, describePod(pod))
+	case state == stagingGone:
+		return pod, status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
+	case state == stagingFailed && rec != nil:
+		return pod, status.Errorf(codes.Internal, "staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
+	case state == stagingFailed:
+		msg := s.failureMessage(ctx, pod, dir)
+		return pod, s.failStaging(ctx, driver, pod, fmt.Sprintf("staging pod %s/%s failed: %s", pod.Namespace, pod.Name, msg))
+	}
+	if _, err := s.succeeded(ctx, pod); err != nil { // records the runtime's word before acting on it
+		return pod, err
+	}
+	return pod, nil
+}
+
+// openStagedVolume opens the volume a ready staging pod serves (its host
+// directory is dir) and checks it is usable as pv; the caller mounts what
+// it checked, through the returned descriptor.
+func openStagedVolume(pod *corev1.Pod, dir string, pv *corev1.PersistentVolume, block bool) (*os.File, error) {
+	capacity := int64(0)
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		capacity = q.Value()
+	}
+	src, err := mounts.OpenInPav(dir, protocol.PavMountPath, protocol.FileVolume)
+	if err == nil {
+		if err = mounts.CheckVolume(src, block, capacity, mounts.PodDevices(pod)); err != nil {
+			src.Close()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("staging pod %s/%s did not provide a usable volume: %w", pod.Namespace, pod.Name, err)
+	}
+	return src, nil
 }
 
 // awaitStaging waits until a staging pod is no longer pending, and returns

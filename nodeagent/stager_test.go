@@ -236,7 +236,7 @@ func (f *stagerFixture) pods() []corev1.Pod {
 
 func hostDir(t testing.TB, pod *corev1.Pod, root string) string {
 	t.Helper()
-	dir, err := podHostDir(pod, root)
+	dir, err := protocol.PodHostDir(pod, root)
 	if err != nil {
 		t.Fatal(err)
 	}

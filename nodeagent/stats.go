@@ -171,7 +171,7 @@ func (s *Stager) stagingPodHealth(ctx context.Context, volumeID, volumePath stri
 	if err != nil || pod == nil {
 		return "", "" // not PaV's to judge (e.g. a staging from before an upgrade), or the API is down
 	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return "", ""
 	}

@@ -68,7 +68,7 @@ func (s *Stager) stopStaging(ctx context.Context, driver string, pod *corev1.Pod
 	if err := s.removeUnstagingPods(ctx, id); err != nil {
 		return nil, err
 	}
-	if dir, err := podHostDir(pod, s.root); err == nil {
+	if dir, err := protocol.PodHostDir(pod, s.root); err == nil {
 		if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 			return nil, status.Errorf(codes.Internal, "cleaning up the staging pod's /pav: %v", err)
 		}
@@ -94,36 +94,11 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	if tmpl == nil {
 		return nil
 	}
-	pod, err := s.findPod(ctx, protocol.PhaseUnstaging, id)
+	pod, err := s.unstagingPodFor(ctx, p.Name, tmpl, req, stagingPod, id)
 	if err != nil {
 		return err
 	}
-	if pod != nil && pod.DeletionTimestamp != nil {
-		// The remains of a failed attempt: wait until it is gone, then start afresh.
-		waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
-		defer cancel()
-		if _, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
-			return status.Errorf(codes.DeadlineExceeded, "waiting for the previous unstaging pod %s/%s to go away", pod.Namespace, pod.Name)
-		}
-		pod = nil
-	}
-	if pod == nil {
-		built := protocol.UnstagingPod(protocol.PodBase{Template: tmpl, Provisioner: p.Name, Root: s.root}, protocol.UnstagingPodSpec{
-			Node: s.node, StagingID: id, PV: req.PV, PVC: req.PVC,
-			TargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath], ReadOnly: req.ReadOnly})
-		dir, err := podHostDir(built, s.root)
-		if err != nil {
-			return status.Errorf(codes.Internal, "%v", err)
-		}
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return status.Errorf(codes.Internal, "creating %s: %v", dir, err)
-		}
-		pod, err = s.createPod(ctx, built, dir)
-		if err != nil {
-			return err
-		}
-	}
-	dir, err := podHostDir(pod, s.root)
+	dir, err := protocol.PodHostDir(pod, s.root)
 	if err != nil {
 		return status.Errorf(codes.Internal, "unstaging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
@@ -153,6 +128,38 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	return nil
 }
 
+// unstagingPodFor is the unstaging pod of staging id: the one found, or a
+// new one from tmpl once the remains of a failed attempt are gone.
+func (s *Stager) unstagingPodFor(ctx context.Context, provisioner string, tmpl *corev1.PodTemplateSpec, req templating.StagingRequest, stagingPod *corev1.Pod, id string) (*corev1.Pod, error) {
+	pod, err := s.findPod(ctx, protocol.PhaseUnstaging, id)
+	if err != nil {
+		return nil, err
+	}
+	if pod != nil && pod.DeletionTimestamp != nil {
+		// The remains of a failed attempt: wait until it is gone, then start afresh.
+		waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
+			return nil, status.Errorf(codes.DeadlineExceeded, "waiting for the previous unstaging pod %s/%s to go away", pod.Namespace, pod.Name)
+		}
+		pod = nil
+	}
+	if pod == nil {
+		built := protocol.UnstagingPod(protocol.PodBase{Template: tmpl, Provisioner: provisioner, Root: s.root}, protocol.UnstagingPodSpec{
+			Node: s.node, StagingID: id, PV: req.PV, PVC: req.PVC,
+			TargetPath: stagingPod.Annotations[protocol.AnnotationTargetPath], ReadOnly: req.ReadOnly})
+		dir, err := protocol.PodHostDir(built, s.root)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
+		}
+		return s.createPod(ctx, built, dir)
+	}
+	return pod, nil
+}
+
 // removeUnstagingPods deletes the (terminated) unstaging pods of a staging
 // and their directories.
 func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
@@ -168,7 +175,7 @@ func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
 		if err := s.deletePod(ctx, pod); err != nil {
 			return err
 		}
-		if dir, err := podHostDir(pod, s.root); err == nil {
+		if dir, err := protocol.PodHostDir(pod, s.root); err == nil {
 			if err := mounts.CleanupDir(s.mounter, dir); err != nil {
 				return status.Errorf(codes.Internal, "cleaning up the unstaging pod's /pav: %v", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"path/filepath"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -263,4 +264,29 @@ func CreatePod(ctx context.Context, pods typedcorev1.PodInterface, pod *corev1.P
 		return nil, existing, fmt.Errorf("creating pod %s/%s: %w", alt.Namespace, alt.Name, err)
 	}
 	return created, existing, nil
+}
+
+// PodHostDir returns the host directory backing a PaV pod's /pav: the
+// hostPath of its "pav" volume. Pods are written by anyone with pod-create
+// rights, so a path outside root is refused rather than read or removed.
+func PodHostDir(pod *corev1.Pod, root string) (string, error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != PavVolumeName {
+			continue
+		}
+		if v.HostPath == nil {
+			return "", fmt.Errorf("pod %s/%s: volume %q is not a hostPath", pod.Namespace, pod.Name, v.Name)
+		}
+		return checkUnder(v.HostPath.Path, root)
+	}
+	return "", fmt.Errorf("pod %s/%s has no %q volume", pod.Namespace, pod.Name, PavVolumeName)
+}
+
+// checkUnder returns the cleaned path if it is a direct child of root.
+func checkUnder(path, root string) (string, error) {
+	p := filepath.Clean(path)
+	if !filepath.IsAbs(p) || filepath.Dir(p) != filepath.Clean(root) {
+		return "", fmt.Errorf("host directory %q is not a child of %s", path, root)
+	}
+	return p, nil
 }

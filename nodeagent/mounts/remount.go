@@ -472,3 +472,45 @@ func swapMount(m StaleMount, tree int) error {
 	}
 	return nil
 }
+
+// RebindOnNode rebinds, in the node plugin's own mount namespace (kubelet's
+// directory is shared with the host), the mounts that show one of old (and
+// that keep keeps): unmounted, then bound anew from the same directory of
+// src, read-only if they were. Unlike ReplaceInNamespace, each mount is
+// gone for a moment.
+func RebindOnNode(mounter mount.Interface, old []VolumeMount, src *os.File, opts BindOptions, keep func(mountPoint string) bool) ([]string, error) {
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	binder, ok := mounter.(FDBinder)
+	if !ok {
+		return nil, fmt.Errorf("cannot bind: %T cannot bind a descriptor", mounter)
+	}
+	var replaced []string
+	for _, m := range StaleMounts(infos, old) {
+		if !keep(m.MountPoint) {
+			continue
+		}
+		if err := UnmountUnder(mounter, m.MountPoint); err != nil {
+			return replaced, err
+		}
+		from := src
+		if m.Sub != "" {
+			fd, err := unix.Openat2(int(src.Fd()), m.Sub, &unix.OpenHow{
+				Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+			})
+			if err != nil {
+				return replaced, fmt.Errorf("resolving %s in the new volume: %w", m.Sub, err)
+			}
+			from = os.NewFile(uintptr(fd), src.Name()+"/"+m.Sub)
+			defer from.Close()
+		}
+		if err := binder.BindFD(from, m.MountPoint, opts.Keeping(m)); err != nil {
+			return replaced, fmt.Errorf("binding the new volume at %s: %w", m.MountPoint, err)
+		}
+		replaced = append(replaced, m.MountPoint)
+	}
+	return replaced, nil
+}

@@ -22,6 +22,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
+	"github.com/albertofaria/pav/nodeagent/mounts"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 	"github.com/albertofaria/pav/test/e2e/framework"
@@ -131,7 +132,7 @@ trap 'exit 0' TERM && sleep 3600 & wait`, true),
 	provs := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.PavProvisioner{}, 0, cache.Indexers{})
 	must(t, provs.GetIndexer().Add(&v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: driver},
 		Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}}}))
-	m := nodeagent.HostMounter{Interface: mount.New("")}
+	m := mounts.HostMounter{Interface: mount.New("")}
 	stager := nodeagent.NewStager(nodeagent.StagerConfig{
 		Kube: kube, Engine: engine, NodeName: node, PodDirRoot: protocol.PodDirRoot(protocol.DefaultKubeletDir), Mounter: m,
 		Pods: pods, PVs: pvs, Provisioners: provs,

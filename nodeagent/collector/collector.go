@@ -1,12 +1,17 @@
-package nodeagent
+// Package collector hands the result files that PaV pods leave in /pav to
+// the controller (Collector), reading them safely (ReadResultFile).
+package collector
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +52,7 @@ type Collector struct {
 	// were collected (the controller stopped waiting for a node plugin that
 	// was down): removed at once rather than at the next sweep.
 	gone  workqueue.TypedRateLimitingInterface[string]
-	exits *Exits // nil: only pod status tells that a pod terminated
+	exits Exits // nil: only pod status tells that a pod terminated
 }
 
 // collectedPhases are the phases whose results the controller reads.
@@ -70,10 +75,20 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseInlineDeletion: true,
 }
 
-// NewCollector registers on podInformer, which must only see PaV pods bound
-// to this node, and on exits (may be nil), which tells of a pod's success
-// before kubelet does.
-func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string, exits *Exits) *Collector {
+// Exits tells of a pod's success before kubelet does, from the container
+// runtime's exit events (nodeagent.Exits).
+type Exits interface {
+	// Succeeded: every container of pod exited 0 for good.
+	Succeeded(pod *corev1.Pod) bool
+	// OnExit adds f to what is called after an exit of one of a pod's
+	// containers.
+	OnExit(f func(pod *corev1.Pod))
+}
+
+// New registers on podInformer, which must only see PaV pods bound to this
+// node, and on exits (may be nil). root is the directory of the pods' /pav
+// directories (protocol.PodDirRoot).
+func New(kube kubeclient.Interface, podInformer cache.SharedIndexInformer, mounter mount.Interface, root string, exits Exits) *Collector {
 	c := &Collector{
 		kube:         kube,
 		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),
@@ -91,7 +106,7 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 	}
 	enqueue := func(obj interface{}) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !(protocol.Terminated(pod) || c.exits.Succeeded(pod)) {
+		if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] || !(protocol.Terminated(pod) || c.runtimeSucceeded(pod)) {
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
@@ -109,7 +124,7 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 			if !ok || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
 				return // staging and unstaging directories are the stager's
 			}
-			if dir, err := podHostDir(pod, c.root); err == nil {
+			if dir, err := protocol.PodHostDir(pod, c.root); err == nil {
 				c.gone.Add(dir) // each pod has its own directory: no later pod reuses it
 			}
 		},
@@ -118,6 +133,11 @@ func NewCollector(kube kubeclient.Interface, podInformer cache.SharedIndexInform
 		exits.OnExit(func(pod *corev1.Pod) { enqueue(pod) })
 	}
 	return c
+}
+
+// runtimeSucceeded: the runtime says pod succeeded (kubelet may not yet).
+func (c *Collector) runtimeSucceeded(pod *corev1.Pod) bool {
+	return c.exits != nil && c.exits.Succeeded(pod)
 }
 
 // Run processes terminated and deleted pods until ctx ends, and sweeps
@@ -201,11 +221,11 @@ func (c *Collector) sync(ctx context.Context, key string) error {
 // (protocol.AnnotationSucceeded), so that the controller goes on without
 // waiting for kubelet.
 func (c *Collector) Collect(ctx context.Context, pod *corev1.Pod) error {
-	runtimeSucceeded := !protocol.Terminated(pod) && c.exits.Succeeded(pod)
+	runtimeSucceeded := !protocol.Terminated(pod) && c.runtimeSucceeded(pod)
 	if !(protocol.Terminated(pod) || runtimeSucceeded) || !collectedPhases[protocol.Phase(pod.Labels[protocol.LabelPhase])] {
 		return nil
 	}
-	dir, err := podHostDir(pod, c.root)
+	dir, err := protocol.PodHostDir(pod, c.root)
 	if err != nil {
 		// Not ours to read; still mark it so the controller does not wait.
 		klog.InfoS("Not reading pod's /pav", "pod", klog.KObj(pod), "reason", err)
@@ -262,8 +282,8 @@ func readResults(dir string) (map[string]string, error) {
 	}{
 		{protocol.FileHandle, protocol.AnnotationResultHandle, maxHandleBytes, false, false},
 		{protocol.FileCapacity, protocol.AnnotationResultCapacity, maxCapacityBytes, false, false},
-		{protocol.FileError, protocol.AnnotationResultError, maxErrorBytes, false, false},
-		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, maxErrorBytes, true, false},
+		{protocol.FileError, protocol.AnnotationResultError, MaxErrorBytes, false, false},
+		{protocol.FileInfeasible, protocol.AnnotationResultInfeasible, MaxErrorBytes, true, false},
 		{protocol.FileVolumeAttributes, protocol.AnnotationResultVolumeAttributes, protocol.MaxVolumeAttributesBytes, true, true},
 		{protocol.FileSnapshotHandle, protocol.AnnotationResultSnapshotHandle, maxHandleBytes, false, false},
 		{protocol.FileRestoreSize, protocol.AnnotationResultRestoreSize, maxCapacityBytes, false, false},
@@ -274,7 +294,7 @@ func readResults(dir string) (map[string]string, error) {
 	}
 	var refused []string
 	for _, f := range files {
-		s, exists, err := readResultFile(dir, f.name, f.max)
+		s, exists, err := ReadResultFile(dir, f.name, f.max)
 		if err != nil {
 			if exists {
 				refused = append(refused, err.Error())
@@ -317,7 +337,7 @@ func (c *Collector) SweepOrphans(now time.Time) error {
 	}
 	inUse := map[string]bool{}
 	for _, pod := range pods {
-		if dir, err := podHostDir(pod, c.root); err == nil {
+		if dir, err := protocol.PodHostDir(pod, c.root); err == nil {
 			inUse[dir] = true
 		}
 	}
@@ -337,4 +357,54 @@ func (c *Collector) SweepOrphans(now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Size caps for what a pod's /pav files may put into annotations.
+const (
+	maxHandleBytes   = protocol.MaxHandleBytes + 1 // plus a trailing newline
+	maxCapacityBytes = 256
+	MaxErrorBytes    = 8 << 10
+)
+
+// ReadResultFile reads a small regular file a pod left in its /pav. It
+// refuses symlinks and other special files (the node plugin runs as root and
+// must not be tricked into copying host files into annotations) and caps the
+// size. ok is false if the file does not exist.
+func ReadResultFile(dir, name string, max int) (content string, ok bool, err error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return "", true, fmt.Errorf("/pav/%s is a symbolic link; PaV only reads regular files", name)
+		}
+		return "", false, fmt.Errorf("opening /pav/%s: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", false, err
+	}
+	if !st.Mode().IsRegular() {
+		return "", true, fmt.Errorf("/pav/%s is not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return "", false, fmt.Errorf("reading /pav/%s: %w", name, err)
+	}
+	s := string(b)
+	if len(b) > max {
+		if name == protocol.FileVolumeAttributes {
+			// One byte over: protocol.ParseVolumeAttributes, the home of
+			// its bounds, refuses it with the limit in the message.
+			return s, true, nil
+		}
+		if name != protocol.FileError && name != protocol.FileInfeasible {
+			// A cut handle or capacity would be a different one: refuse.
+			return "", true, fmt.Errorf("/pav/%s is longer than %d bytes", name, max)
+		}
+		s = string(b[:max]) + "… (truncated)"
+	}
+	return strings.TrimSpace(s), true, nil
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package mounts
 
 import (
 	"strings"
@@ -12,17 +12,17 @@ import (
 // message that says what and how to fix it; a kernel without
 // MOVE_MOUNT_BENEATH only warns.
 func TestDecidePreflight(t *testing.T) {
-	modern := kernelFeatures{Release: "6.8.0", Openat2: true, OpenTree: true, MountSetattr: true, MoveMount: true, MoveMountBeneath: true}
+	modern := KernelFeatures{Release: "6.8.0", Openat2: true, OpenTree: true, MountSetattr: true, MoveMount: true, MoveMountBeneath: true}
 	noBeneath := modern
 	noBeneath.Release, noBeneath.MoveMountBeneath = "6.1.0", false
-	old := kernelFeatures{Release: "5.4.0", OpenTree: true, MoveMount: true}
+	old := KernelFeatures{Release: "5.4.0", OpenTree: true, MoveMount: true}
 	mnt := func(point string, fields ...string) mount.MountInfo {
 		return mount.MountInfo{MountPoint: point, OptionalFields: fields}
 	}
 	root := mnt("/", "shared:1")
 	for _, c := range []struct {
 		name               string
-		kernel             kernelFeatures
+		kernel             KernelFeatures
 		mounts             []mount.MountInfo
 		problems, warnings []string // substrings, one per problem or warning
 	}{
@@ -44,7 +44,7 @@ func TestDecidePreflight(t *testing.T) {
 		{"both", old, []mount.MountInfo{mnt("/")}, []string{"lacks openat2", "is on mount /, which is private"}, []string{"MOVE_MOUNT_BENEATH"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := decidePreflight(preflightInput{Kernel: c.kernel, KubeletDir: "/var/lib/kubelet/", Mounts: c.mounts})
+			r := DecidePreflight(PreflightInput{Kernel: c.kernel, KubeletDir: "/var/lib/kubelet/", Mounts: c.mounts})
 			check := func(what string, got, want []string) {
 				if len(got) != len(want) {
 					t.Fatalf("%s %q, want %d matching %q", what, got, len(want), want)
@@ -57,8 +57,8 @@ func TestDecidePreflight(t *testing.T) {
 			}
 			check("problems", r.Problems, c.problems)
 			check("warnings", r.Warnings, c.warnings)
-			if (r.notReady() != nil) != (len(c.problems) > 0) {
-				t.Errorf("not ready: %v, with problems %q", r.notReady(), r.Problems)
+			if (r.NotReady() != nil) != (len(c.problems) > 0) {
+				t.Errorf("not ready: %v, with problems %q", r.NotReady(), r.Problems)
 			}
 		})
 	}
@@ -67,7 +67,7 @@ func TestDecidePreflight(t *testing.T) {
 // TestProbeKernel: this machine's kernel has what the tests run on (the
 // probe must not mistake a present call for a missing one).
 func TestProbeKernel(t *testing.T) {
-	k := probeKernel()
+	k := ProbeKernel()
 	if k.Release == "" || !k.Openat2 || !k.OpenTree || !k.MoveMount || !k.MountSetattr {
 		t.Errorf("probe: %+v", k)
 	}

@@ -1,10 +1,8 @@
-package nodeagent
+package collector
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
-	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -42,31 +39,19 @@ func pavPod(name string, phase protocol.Phase, podPhase corev1.PodPhase, hostDir
 
 func newTestCollector(t testing.TB, root string, pods ...*corev1.Pod) (*Collector, *fake.Clientset, *mount.FakeMounter) {
 	t.Helper()
-	c, kube, m, _ := newTestCollectorWithExits(t, root, pods...)
-	return c, kube, m
-}
-
-// newTestCollectorWithExits is newTestCollector with Exits, of which the
-// test records what the container runtime reports.
-func newTestCollectorWithExits(t testing.TB, root string, pods ...*corev1.Pod) (*Collector, *fake.Clientset, *mount.FakeMounter, *Exits) {
-	t.Helper()
 	var objs []runtime.Object
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
 	kube := fake.NewSimpleClientset(objs...)
 	inf := kubeclient.NewInformer(kube, kube.CoreV1().Pods(metav1.NamespaceAll), &corev1.Pod{}, 0, kubeclient.Selector{})
-	if err := inf.AddIndexers(PodIndexers()); err != nil {
-		t.Fatal(err)
-	}
 	m := mount.NewFakeMounter(nil)
-	exits := NewExits(inf)
-	c := NewCollector(kube, inf, m, root, exits)
+	c := New(kube, inf, m, root, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	kubeclient.Run(ctx, inf)
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-	return c, kube, m, exits
+	return c, kube, m
 }
 
 func writeFile(t testing.TB, path, content string) {
@@ -258,12 +243,12 @@ func TestCollectRefusesDirOutsideRoot(t *testing.T) {
 
 func TestReadResultFileCapsSize(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "error"), strings.Repeat("x", maxErrorBytes+100))
-	s, ok, err := readResultFile(dir, "error", maxErrorBytes)
+	writeFile(t, filepath.Join(dir, "error"), strings.Repeat("x", MaxErrorBytes+100))
+	s, ok, err := ReadResultFile(dir, "error", MaxErrorBytes)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if !strings.HasSuffix(s, "(truncated)") || len(s) > maxErrorBytes+20 {
+	if !strings.HasSuffix(s, "(truncated)") || len(s) > MaxErrorBytes+20 {
 		t.Errorf("len %d, suffix %q", len(s), s[len(s)-15:])
 	}
 }
@@ -271,7 +256,7 @@ func TestReadResultFileCapsSize(t *testing.T) {
 func TestReadResultFileRefusesLongHandle(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "handle"), strings.Repeat("h", 5000))
-	if _, ok, err := readResultFile(dir, "handle", maxHandleBytes); !ok || err == nil || !strings.Contains(err.Error(), "longer than") {
+	if _, ok, err := ReadResultFile(dir, "handle", maxHandleBytes); !ok || err == nil || !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("ok=%v err=%v; want a refusal of the long handle, not a cut one", ok, err)
 	}
 }
@@ -301,64 +286,6 @@ func TestSweepOrphans(t *testing.T) {
 		if exists := err == nil; exists != wantExists {
 			t.Errorf("%s exists = %v, want %v", filepath.Base(d), exists, wantExists)
 		}
-	}
-}
-
-// The runtime reports that every container of a creation pod kubelet still
-// says runs exited 0: its results are collected at once, and the success
-// recorded in the same write. An exit status 1 collects nothing.
-func TestCollectOnRuntimeExit(t *testing.T) {
-	for _, code := range []uint32{0, 1} {
-		t.Run(fmt.Sprintf("exit status %d", code), func(t *testing.T) {
-			root := t.TempDir()
-			dir := filepath.Join(root, "pod")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, filepath.Join(dir, "handle"), "vol-1\n")
-			pod := pavPod("p", protocol.PhaseCreation, corev1.PodRunning, dir)
-			pod.UID = "uid-p"
-			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-			pod.Spec.Containers = []corev1.Container{{Name: "create"}}
-			c, kube, _, exits := newTestCollectorWithExits(t, root, pod)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go c.Run(ctx, 1)
-			exits.record(containerd.Exit{PodUID: pod.UID, Container: "create", Status: code})
-			if code != 0 {
-				// Collect is what the worker would run: it must do nothing.
-				if err := c.Collect(ctx, pod); err != nil {
-					t.Fatal(err)
-				}
-				if got, _ := kube.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); len(got.Annotations) != 0 {
-					t.Errorf("annotations = %v, want none", got.Annotations)
-				}
-				return
-			}
-			want := map[string]string{
-				protocol.AnnotationResultsCollected: "true",
-				protocol.AnnotationSucceeded:        "true",
-				protocol.AnnotationResultHandle:     "vol-1",
-			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				got, err := kube.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(got.Annotations) > 0 {
-					if !maps.Equal(got.Annotations, want) {
-						t.Errorf("annotations = %v, want %v", got.Annotations, want)
-					}
-					if got.Status.Phase != corev1.PodRunning {
-						t.Errorf("phase %s changed", got.Status.Phase)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("results never collected")
-				}
-			}
-		})
 	}
 }
 
