@@ -67,7 +67,7 @@ func TestValidateTrialRender(t *testing.T) {
 	}
 	for _, want := range []string{
 		f + `:11:5: PavProvisioner "broken": spec.volumeDeletion.podTemplate: Invalid value: "{spec: [}": the template set yaml to true but its output is not valid YAML`,
-		f + `:27:17: PavProvisioner "broken": spec.volumeUnstaging.podTemplate.spec.containers[0].args[0]: unknown method 'nope'`,
+		f + `:27:17: PavProvisioner "broken": spec.volumeUnstaging.podTemplate.spec.containers[0].args[0]: invalid call to method 'nope' of str: unknown method 'nope'`,
 		f + `:16:9: warning: PavProvisioner "broken": spec.volumeStaging.podTemplate.spec.containers: Invalid value: no container of the staging pod can create /pav/volume`,
 	} {
 		if !strings.Contains(out, want) {

@@ -42,7 +42,7 @@ func stagingFailed() (objs []runtime.Object, provs []runtime.Object) {
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "hello-world"}
 	staging := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pav-staging-0123", UID: "staging-uid", CreationTimestamp: ago(2 * time.Minute),
-			Labels: map[string]string{protocol.LabelVolume: "pvc-claim-uid", protocol.LabelPhase: string(protocol.PhaseStaging), protocol.LabelProvisioner: "hello-world"},
+			Labels:      map[string]string{protocol.LabelVolume: "pvc-claim-uid", protocol.LabelPhase: string(protocol.PhaseStaging), protocol.LabelProvisioner: "hello-world"},
 			Annotations: map[string]string{protocol.AnnotationResultError: "mkdir: /pav/volume: Read-only file system\n"}},
 		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "greeter"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodFailed},
@@ -68,7 +68,7 @@ func stagingFailed() (objs []runtime.Object, provs []runtime.Object) {
 		"MountVolume.SetUp failed for volume \"pvc-claim-uid\" : rpc error: code = Internal desc = staging pod ns/pav-staging-0123 failed: mkdir: /pav/volume: Read-only file system", 90*time.Second)
 	failedMount.Count = 3
 	prov := &v1alpha1.PavProvisioner{ObjectMeta: metav1.ObjectMeta{Name: "hello-world", UID: "prov-uid", CreationTimestamp: ago(time.Hour)},
-		Spec: v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}},
+		Spec:   v1alpha1.PavProvisionerSpec{ProvisioningModes: []v1alpha1.ProvisioningMode{v1alpha1.Dynamic}},
 		Status: v1alpha1.PavProvisionerStatus{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Serving", Message: "serving on every node"}}}}
 	return []runtime.Object{pvc, pv, sc, staging, client, bystander, provisioned, failedMount,
 			event("scheduled", client, corev1.EventTypeNormal, "Scheduled", "default-scheduler", "Successfully assigned ns/app to node-1", 3*time.Minute),

@@ -11,6 +11,7 @@ import (
 
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/internal/metricstest"
+	"github.com/albertofaria/pav/internal/testwait"
 )
 
 // A volume whose file system does not answer (a hung FUSE daemon) pins at
@@ -40,11 +41,13 @@ func TestStatsOfAHungVolumePinOneThread(t *testing.T) {
 			t.Fatalf("call %d: %+v", i, st)
 		}
 	}
-	mu.Lock()
-	if reads != 1 {
-		t.Errorf("%d reads of the hung volume under way, want 1", reads)
+	// Each call started its read, or saw one running, before it returned;
+	// the first read's goroutine may not have counted itself yet.
+	readsNow := func() int { mu.Lock(); defer mu.Unlock(); return reads }
+	testwait.Until(t, "the first read of the hung volume to start", func() bool { return readsNow() > 0 })
+	if n := readsNow(); n != 1 {
+		t.Errorf("%d reads of the hung volume under way, want 1", n)
 	}
-	mu.Unlock()
 
 	close(release) // the file system answers again
 	f.stager.probes.timeout = time.Hour
