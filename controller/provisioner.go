@@ -306,39 +306,23 @@ func (c *Controller) provisionerTerminating(ctx context.Context, p *v1alpha1.Pav
 }
 
 // contentsToDelete counts the VolumeSnapshotContents of driver whose
-// snapshot PaV deletes with them (deletionPolicy Delete). From the cache
-// once it synced; before that (a new leader) from the API, where a cluster
-// without the snapshot CRDs has none.
+// snapshot PaV deletes with them (deletionPolicy Delete).
 func (c *Controller) contentsToDelete(ctx context.Context, driver string) (int, error) {
 	if c.contentInformer == nil {
 		return 0, nil
 	}
-	var contents []*snapshotv1.VolumeSnapshotContent
-	if c.contentInformer.HasSynced() {
-		all, err := c.contents.List(everything)
-		if err != nil {
-			return 0, err
-		}
-		contents = all
-	} else {
-		list, err := c.snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("listing VolumeSnapshotContents: %w", err)
-		}
-		for i := range list.Items {
-			contents = append(contents, &list.Items[i])
-		}
-	}
-	n := 0
-	for _, content := range contents {
-		if content.Spec.Driver == driver && content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete {
-			n++
-		}
-	}
-	return n, nil
+	return countDeletePolicy(ctx, driver, c.contentInformer.HasSynced(),
+		func() ([]*snapshotv1.VolumeSnapshotContent, error) { return c.contents.List(everything) },
+		func(ctx context.Context) ([]snapshotv1.VolumeSnapshotContent, error) {
+			list, err := c.snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("listing VolumeSnapshotContents: %w", err)
+			}
+			return list.Items, nil
+		},
+		func(c *snapshotv1.VolumeSnapshotContent) (string, snapshotv1.DeletionPolicy) {
+			return c.Spec.Driver, c.Spec.DeletionPolicy
+		})
 }
 
 // groupContentsToDelete is contentsToDelete for VolumeGroupSnapshotContents.
@@ -346,28 +330,48 @@ func (c *Controller) groupContentsToDelete(ctx context.Context, driver string) (
 	if c.groupContentInformer == nil {
 		return 0, nil
 	}
-	var contents []*groupsnapshotv1.VolumeGroupSnapshotContent
-	if c.groupContentInformer.HasSynced() {
-		all, err := c.groupContents.List(everything)
+	return countDeletePolicy(ctx, driver, c.groupContentInformer.HasSynced(),
+		func() ([]*groupsnapshotv1.VolumeGroupSnapshotContent, error) { return c.groupContents.List(everything) },
+		func(ctx context.Context) ([]groupsnapshotv1.VolumeGroupSnapshotContent, error) {
+			list, err := c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("listing VolumeGroupSnapshotContents: %w", err)
+			}
+			return list.Items, nil
+		},
+		func(c *groupsnapshotv1.VolumeGroupSnapshotContent) (string, snapshotv1.DeletionPolicy) {
+			return c.Spec.Driver, c.Spec.DeletionPolicy
+		})
+}
+
+// countDeletePolicy counts the contents of driver with deletionPolicy
+// Delete: from the cache once it synced; before that (a new leader) from
+// the API, where a cluster without the CRD has none.
+func countDeletePolicy[T any](ctx context.Context, driver string, synced bool,
+	cached func() ([]*T, error), listed func(context.Context) ([]T, error),
+	spec func(*T) (string, snapshotv1.DeletionPolicy)) (int, error) {
+	var contents []*T
+	if synced {
+		all, err := cached()
 		if err != nil {
 			return 0, err
 		}
 		contents = all
 	} else {
-		list, err := c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().List(ctx, metav1.ListOptions{})
+		items, err := listed(ctx)
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("listing VolumeGroupSnapshotContents: %w", err)
+			return 0, err
 		}
-		for i := range list.Items {
-			contents = append(contents, &list.Items[i])
+		for i := range items {
+			contents = append(contents, &items[i])
 		}
 	}
 	n := 0
 	for _, content := range contents {
-		if content.Spec.Driver == driver && content.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete {
+		if d, policy := spec(content); d == driver && policy == snapshotv1.VolumeSnapshotContentDelete {
 			n++
 		}
 	}
