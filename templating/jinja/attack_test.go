@@ -25,6 +25,7 @@ var attacks = map[string]string{
 	"center blow-up":          "{{ 'a'|center(999999999) }}",
 	"format width":            "{{ '{:>999999999}'.format('x') }}",
 	"format nested width":     "{{ '{:>{w}}'.format('x', w=999999999) }}",
+	"format precision":        "{{ '{:5.999999999f}'.format(1.5) }}",
 	"percent width":           "{{ '%999999999s' % 'x' }}",
 	"upper in a loop":         "{% set ns = namespace(s='a') %}{% for i in range(40) %}{% set ns.s = (ns.s ~ ns.s)|upper %}{% endfor %}{{ ns.s|length }}",
 	"repetition":              "{{ 'a' * 999999999 }}",

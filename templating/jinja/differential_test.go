@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -177,21 +178,7 @@ func TestDifferential(t *testing.T) {
 var pendingDivergences = []struct {
 	name  string
 	match func(src string) bool
-}{
-	// Being fixed in the fork, all reported to that work:
-	{"Markup's methods and filters other than upper, lower, capitalize, trim, center, reverse keep Markup (lstrip, replace, format, %, join, truncate)", re(`(\|e|escape|\|safe)\)?(\.|\|(replace|truncate|join|indent|format|wordwrap|title|urlize|striptags))| % `)},
-	{"repr of Markup in a list or dict (Markup('...'))", both(re(`\|e\b|escape|\|safe`), re(`\|string|pprint|!r|%r`))},
-	{"repr of dict()'s order", both(re(`\|string|pprint|!r|%r|\|join|xmlattr|tojson`), re(`dict\(`))},
-	{"str.format specs and conversions, printf", re(`format|' % |%\(`)},
-	{"filter semantics: wordcount, min, max, attr, int, float, striptags, urlencode, title",
-		re(`wordcount|min|max|attr|int|float|striptags|urlencode|title`)},
-	// Found by this tester, outside that work (not fixed yet):
-	{"mappings with non-string keys", re(`\{1: `)},
-	// Found by a 20,000-template run of seed 2 (not fixed yet): Jinja reads
-	// `not` right after a binary operator as a name, so `'a' ~ not (x)`
-	// calls a variable named not (PaV: a syntax error).
-	{"not as a name after a binary operator", re(`(~|\+|-|\*|/|%) not \(`)},
-}
+}{}
 
 func re(expr string) func(string) bool { return regexp.MustCompile(expr).MatchString }
 
@@ -282,6 +269,49 @@ func renderForDiff(src string, vars map[string]interface{}) result {
 	return r
 }
 
+// objectAddress is where Python's repr of a method names its object's
+// address, which PaV makes up: never the same. Filters may have changed
+// its case, wrapped it over lines (with any wrapstring) or quoted it
+// (wrappedAddress, matched once only letters and digits are left: a
+// 64-bit Linux address begins 0x7f).
+var (
+	objectAddress  = regexp.MustCompile(`at 0x[0-9a-f]+>`)
+	wrappedAddress = regexp.MustCompile(`(?i)0x7f[0-9a-f]{6,}`)
+	whitespace     = regexp.MustCompile(`[^0-9A-Za-z]+`)
+)
+
+// sameOutput: the outputs are equal but for the objects' addresses.
+func sameOutput(jinja, pav string) bool {
+	if objectAddress.ReplaceAllString(jinja, "at 0x…>") == objectAddress.ReplaceAllString(pav, "at 0x…>") {
+		return true
+	}
+	unwrapped := func(s string) string {
+		return wrappedAddress.ReplaceAllString(whitespace.ReplaceAllString(s, ""), "0x…")
+	}
+	return wrappedAddress.MatchString(whitespace.ReplaceAllString(jinja, "")) && unwrapped(jinja) == unwrapped(pav)
+}
+
+// floatNumber is a float as Python prints it.
+var floatNumber = regexp.MustCompile(`-?[0-9]+\.[0-9]+(e[-+][0-9]+)?|-?[0-9]+e[-+][0-9]+`)
+
+// floatsAnUlpApart: the outputs differ only in floats, each at most an ulp
+// from its counterpart (the deliberate divergence of a float power's last
+// digit).
+func floatsAnUlpApart(jinja, pav string) bool {
+	js, ps := floatNumber.FindAllString(jinja, -1), floatNumber.FindAllString(pav, -1)
+	if len(js) == 0 || len(js) != len(ps) || floatNumber.ReplaceAllString(jinja, "f") != floatNumber.ReplaceAllString(pav, "f") {
+		return false
+	}
+	for i := range js {
+		a, errA := strconv.ParseFloat(js[i], 64)
+		b, errB := strconv.ParseFloat(ps[i], 64)
+		if errA != nil || errB != nil || a != b && math.Nextafter(a, b) != b {
+			return false
+		}
+	}
+	return true
+}
+
 // compare says how PaV's result differs from Jinja's: "" when it does not,
 // "deliberate: ..." for a deliberate divergence, "skip: ..." when the two
 // cannot be compared, else what differs.
@@ -300,7 +330,10 @@ func compare(jinja, pav result, g *gen) string {
 			return "deliberate: " + d
 		}
 		return "Jinja renders, PaV fails"
-	case *jinja.Output != *pav.Output:
+	case !sameOutput(*jinja.Output, *pav.Output):
+		if floatsAnUlpApart(*jinja.Output, *pav.Output) {
+			return "deliberate: Last digit of `**`"
+		}
 		return "outputs differ"
 	case jinja.YAML != pav.YAML:
 		return "yaml differs"

@@ -95,7 +95,6 @@ var pavControlStructures = func() *exec.ControlStructureSet {
 var filters = func() *exec.FilterSet {
 	fs := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 	must(fs.Replace("tojson", filterToJSON))
-	must(fs.Replace("replace", filterReplace))
 	must(fs.Replace("join", joinFilter(gonjaFilter(fs, "join"))))
 	for _, name := range []string{"center", "indent", "wordwrap", "truncate", "batch", "slice", "filesizeformat"} {
 		must(fs.Replace(name, boundedFilter(name, gonjaFilter(fs, name))))
@@ -303,7 +302,14 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	buf := &limitedWriter{state: state}
 	renderErr := exec.NewRenderer(env, buf, pavConfig, t.loader, t.tpl).Execute()
 	if err := hooks.Raised(); err != nil {
-		return "", false, asError(err)
+		raised := asError(err)
+		// The raising call knows no position; the node it failed surfaces
+		// at does (gonja's "at line N").
+		var atNode *Error
+		if raised.Line == 0 && renderErr != nil && errors.As(renderError(renderErr), &atNode) {
+			raised = &Error{Line: atNode.Line, Column: raised.Column, Message: raised.Message, cause: raised.cause}
+		}
+		return "", false, raised
 	}
 	if state.fatal != nil {
 		return "", false, state.fatal
@@ -521,7 +527,7 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	default:
 		return fatal(e, "filter tojson: indent must be an integer or a string")
 	}
-	out, err := toJSONIndent(in.ToGoSimpleType(false), indent)
+	out, err := toJSONIndent(in, indent)
 	if err != nil {
 		return fatal(e, "tojson: %v", err)
 	}

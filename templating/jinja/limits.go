@@ -206,29 +206,18 @@ func joinFilter(f exec.FilterFunction) exec.FilterFunction {
 	}
 }
 
-// filterReplace is the replace filter: str.replace, with its bounds.
-func filterReplace(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	replace, _ := methods.Str.Get("replace")
-	out, err := replace(in.String(), in, params)
-	if err != nil {
-		return fatal(e, "filter %v", err)
-	}
-	return exec.AsValue(out)
-}
-
 // formatWidths adds up the widths and precisions in the replacement fields
-// of a str.format() format string ("{:>999999999}").
+// of a str.format() format string ("{:>999999999}", "{:5.99999999f}").
 func formatWidths(format string) int64 {
 	total := int64(0)
 	for _, m := range formatSpecWidth.FindAllStringSubmatch(format, -1) {
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		if err != nil {
-			return math.MaxInt64
+		for _, digits := range specNumber.FindAllString(m[1], -1) {
+			n, err := strconv.ParseInt(digits, 10, 64)
+			if err != nil || total+n > math.MaxInt32 {
+				return math.MaxInt64
+			}
+			total += n
 		}
-		total += n
 	}
 	return total
 }
@@ -237,7 +226,11 @@ func formatWidths(format string) int64 {
 // or a literal "{{", which is taken for one.
 var nestedFormatField = regexp.MustCompile(`\{[^{}]*\{`)
 
-var formatSpecWidth = regexp.MustCompile(`\{[^{}]*:[^{}0-9]*0*([0-9]+)`)
+// formatSpecWidth finds a field's spec, in which each number (width,
+// precision) counts.
+var formatSpecWidth = regexp.MustCompile(`\{[^{}]*:([^{}]*)`)
+
+var specNumber = regexp.MustCompile(`[0-9]+`)
 
 // limitedWriter fails once more than maxOutputBytes have been written.
 type limitedWriter struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,6 +83,8 @@ func (w *jsonWriter) write(v interface{}) error {
 		writeJSONFloat(b, x)
 	case map[string]interface{}:
 		return w.writeObject(x)
+	case *exec.Value:
+		return w.writeValue(x)
 	case []interface{}:
 		return w.writeArray(x)
 	default:
@@ -172,23 +175,89 @@ func (w *jsonWriter) writeObject(x map[string]interface{}) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if len(keys) == 0 {
+	return w.writeEntries(len(keys), func(i int) (string, interface{}, error) { return keys[i], x[keys[i]], nil })
+}
+
+// writeValue writes a template's value: a dict it built may have keys
+// that are not strings (1, None), which Python's json.dumps writes as
+// strings, sorted as they are (so 1 and 'x' cannot be sorted: an error).
+func (w *jsonWriter) writeValue(v *exec.Value) error {
+	switch {
+	case v.IsDict():
+		pairs, _ := exec.PyPairs(v)
+		return w.writePairs(pairs)
+	case v.IsList():
+		items := make([]interface{}, v.Len())
+		for i := range items {
+			items[i] = v.Index(i)
+		}
+		return w.writeArray(items)
+	}
+	return w.write(v.ToGoSimpleType(false))
+}
+
+func (w *jsonWriter) writePairs(pairs []*exec.Pair) error {
+	sorted := slices.Clone(pairs)
+	var cmpErr error
+	sort.SliceStable(sorted, func(i, j int) bool {
+		c, err := exec.PyCompare(sorted[i].Key.Interface(), sorted[j].Key.Interface(), true)
+		if err != nil && cmpErr == nil {
+			cmpErr = err
+		}
+		return c < 0
+	})
+	if cmpErr != nil {
+		return cmpErr
+	}
+	return w.writeEntries(len(sorted), func(i int) (string, interface{}, error) {
+		key, err := jsonKey(sorted[i].Key)
+		return key, sorted[i].Value, err
+	})
+}
+
+// writeEntries writes a mapping of n entries, entry(i) giving the i-th
+// key and value, in that order.
+func (w *jsonWriter) writeEntries(n int, entry func(i int) (string, interface{}, error)) error {
+	if n == 0 {
 		w.b.WriteString("{}")
 		return nil
 	}
 	w.open('{')
-	for i, k := range keys {
+	for i := 0; i < n; i++ {
 		if i > 0 {
 			w.sep()
 		}
-		writeJSONString(&w.b, k)
+		key, value, err := entry(i)
+		if err != nil {
+			return err
+		}
+		writeJSONString(&w.b, key)
 		w.b.WriteString(": ")
-		if err := w.write(x[k]); err != nil {
+		if err := w.write(value); err != nil {
 			return err
 		}
 	}
 	w.close('}')
 	return nil
+}
+
+// jsonKey is the string json.dumps makes of a dict's key.
+func jsonKey(k *exec.Value) (string, error) {
+	switch {
+	case k.IsString():
+		return k.String(), nil
+	case k.IsBool():
+		return map[bool]string{true: "true", false: "false"}[k.Bool()], nil
+	case k.IsNil():
+		return "null", nil
+	case k.IsFloat():
+		var b strings.Builder
+		writeJSONFloat(&b, k.Float())
+		return b.String(), nil
+	case exec.IsInt(k):
+		return strconv.FormatInt(exec.AsInt(k), 10), nil
+	}
+	return "", fmt.Errorf("keys must be str, int, float, bool or None, not %s", exec.PyType(k))
 }
 
 // writeArray writes a list.

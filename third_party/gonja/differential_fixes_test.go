@@ -245,3 +245,372 @@ func TestDictItemByNumberKey(t *testing.T) {
 		"{{ {1: 'one'}[1] }}|{{ {1: 'one'}['1'] is defined }}|{{ {'1': 'one'}[1] is defined }}|{{ {1.0: 'x', 2: 'y'}[1] }}{{ {true: 'b'}[1] }}": "one|False|False|xb",
 	}, nil)
 }
+
+// A dict literal's keys need not be strings: keys(), values(), items(),
+// get(), items, dictsort, urlencode read them as they are, in insertion
+// order; xmlattr refuses them as Jinja's regular expression does
+// (upstream: "can not cast key 1 to string"). dictsort is stable: equal
+// values keep their order, reversed too.
+func TestMappingsWithNonStringKeys(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {1: 'one', 'x': 2}.keys()|list }}|{{ {1: 'one', 'x': 2}.values()|list }}|{{ {1: 'one', none: 2}.items()|list }}":    "[1, 'x']|['one', 2]|[(1, 'one'), (None, 2)]",
+		"{% for k, v in {1: 'one', 'x': 2}|items %}{{ k }}={{ v }};{% endfor %}|{{ {2: 'b', 1: 'a'}|dictsort }}":                "1=one;x=2;|[(1, 'a'), (2, 'b')]",
+		"{{ {1: 'one'}.get(true) }}|{{ {1: 'one'}.get('1', 'd') }}|{{ {1: 'one'}.get(2) is none }}|{{ {1: 'a b'}|urlencode }}":  "one|d|True|1=a+b",
+		"{{ {'b': 1, 'a': 1, 'c': 0}|dictsort(by='value') }}|{{ {'b': 1, 'a': 1, 'c': 0}|dictsort(by='value', reverse=true) }}": "[('c', 0), ('b', 1), ('a', 1)]|[('b', 1), ('a', 1), ('c', 0)]",
+		"{{ {1: none, 'x': 2}|xmlattr }}": ` x="2"`,
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ {1: 'one'}|xmlattr }}":        "expected string or bytes-like object, got 'int'",
+		"{{ {1: 'a', 'x': 2}|dictsort }}": "'<' not supported",
+	})
+}
+
+// dict(b=1, a=2) keeps its keywords' order, as Python's, and evaluates them
+// in that order; pprint sorts a dict's keys, as Python's pprint (upstream:
+// Go's map order, another at each rendering; pprint kept the order).
+func TestDictKeepsKeywordOrder(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ dict(b=1, a=2, c=3)|string }}|{{ dict(b=1, a=2)|join(',') }}|{{ dict(z=1, y=2)|items|list }}": "{'b': 1, 'a': 2, 'c': 3}|b,a|[('z', 1), ('y', 2)]",
+		"{% set c = cycler(1, 2, 3) %}{{ dict(z=c.next(), y=c.next(), x=c.next()) }}":                     "{'z': 1, 'y': 2, 'x': 3}",
+		"{{ dict(b=1, a={'d': 1, 'c': 2})|pprint }}|{{ {1: 1, 'a': 2, none: 3}|pprint }}":                 "{'a': {'c': 2, 'd': 1}, 'b': 1}|{None: 3, 1: 1, 'a': 2}",
+	}, nil)
+}
+
+// A tuple never equals a list, as in Python, and int(base=0) refuses a
+// leading zero as Python's int() does, so Jinja's int(float(s)) reads
+// '012' as 12 (upstream: (1, 2) == [1, 2], and '012' octal, 10).
+func TestTupleIsNotListAndIntBaseZero(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ (1, 2) == [1, 2] }}{{ (1, 2) != [1, 2] }}{{ [(1, 2)] == [[1, 2]] }}{{ (1, 2) in [[1, 2]] }}{{ (1, 2) == (1, 2) }}{{ ('a', 1) in {'a': 1}|items }}": "FalseTrueFalseFalseTrueTrue",
+		"{{ '012'|int(base=0) }}|{{ '-012'|int(base=0) }}|{{ '0_0'|int(base=0) }}|{{ '0x1f'|int(base=0) }}|{{ '1_2'|int(base=0) }}":                            "12|-12|0|31|12",
+	}, nil)
+}
+
+// filesizeformat takes Python's float() of its value (undefined, none, a
+// list or a non-numeric string fail) and int() below the base; unique
+// hashes a tuple by its items and refuses a list; urlencode of none is
+// "None" and of undefined ""; replace of none is "None" (upstream: "0
+// Bytes", "unhashable type 'exec.Tuple'", an error, and "").
+func TestFloatOfFilesizeformatHashOfUniqueStrOfNone(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '1_500'|filesizeformat }}|{{ 999.9|filesizeformat }}|{{ -0.5|filesizeformat }}|{{ true|filesizeformat }}|{{ 'nan'|filesizeformat }}": "1.5 kB|999 Bytes|0 Bytes|1 Byte|nan YB",
+		"{{ [(1, 2), (1, 2), (true, 2.0), (1, [2])[:0]]|unique|list }}|{{ ['A', ('A',), 'a', ('a',)]|unique|list }}":                             "[(1, 2), ()]|['A', ('A',), ('a',)]",
+		"{{ none|urlencode }}|{{ x|urlencode }}|{{ none|replace('o', '0') }}|{{ x|replace('a', 'b') }}":                                          "None||N0ne|",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ x|filesizeformat }}":       "'x' is undefined",
+		"{{ none|filesizeformat }}":    "float() argument must be a string or a real number, not 'NoneType'",
+		"{{ 'abc'|filesizeformat }}":   "could not convert string to float: 'abc'",
+		"{{ '0x10'|filesizeformat }}":  "could not convert string to float: '0x10'",
+		"{{ '-inf'|filesizeformat }}":  "cannot convert float infinity to integer",
+		"{{ [(1, [2])]|unique|list }}": "unhashable type: 'list'",
+		"{{ [{'a': 1}]|unique|list }}": "unhashable type: 'dict'",
+	})
+}
+
+// `in` a Go map with a key of another type is false, in none Python's
+// TypeError, and a list or dict (or a tuple holding one) as a mapping's key
+// is unhashable (upstream: reflect's panic, false, false).
+func TestInMappingHashesTheKey(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 15 in d }}|{{ 15 not in d }}|{{ none in d }}|{{ 'a' in d }}|{{ (1, 2) in {(1, 2): 3} }}|{{ 1 in x }}": "False|True|False|True|True|False",
+	}, map[string]any{"d": map[string]any{"a": 1}})
+	checkJinjaFails(t, map[string]string{
+		"{{ 1 in none }}":       "argument of type 'NoneType' is not iterable",
+		"{{ [1] in {} }}":       "unhashable type: 'list'",
+		"{{ ([1],) in {} }}":    "unhashable type: 'list'",
+		"{{ {} is in {1: 2} }}": "unhashable type: 'dict'",
+	})
+}
+
+// sort of a mapping compares its keys as Python does (upstream: keys of
+// any types sorted).
+func TestSortOfMappingComparesKeys(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'b': 1, 'a': 2}|sort|join('-') }}|{{ {2: 'x', 1.5: 'y'}|sort(reverse=true)|join('-') }}": "a-b|2-1.5",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ {1: 'one', 'x': 2}|sort|join('-') }}": "'<' not supported between instances of 'str' and 'int'",
+	})
+}
+
+// int and float of undefined raise its UndefinedError, as Python's int()
+// and float() of Jinja's Undefined (upstream: the default, 0).
+func TestIntAndFloatOfUndefinedFail(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ none|int }}|{{ 'a'|int(3) }}|{{ x|default(2)|int }}|{{ none|float }}": "0|3|2|0.0",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ x|int }}":            "'x' is undefined",
+		"{{ x|float(1.5) }}":     "'x' is undefined",
+		"{{ 'odd'[10]|int(0) }}": "no element 10",
+	})
+}
+
+// A slice of what cannot be sliced raises Python's TypeError, as Jinja
+// compiles a slice to Python's subscript; one Jinja folds into a constant
+// is undefined, as its environment's getitem takes the TypeError for
+// undefined (upstream: "can not slice 5").
+func TestSliceOfNonSequenceIsUndefined(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ (5)[:2] is defined }}|{{ none[1:] is defined }}|{{ {'a': 1}[1:] is defined }}|{{ (5)[:2]|list }}|{{ (5)[:2] }}": "False|False|False|[]|",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ (5)[:y.z] is defined }}":                             "'y' is undefined",
+		"{% for n in [5] %}{{ n[::-1] is defined }}{% endfor %}": "'int' object is not subscriptable",
+		"{% set d = {'a': 1} %}{{ d[1:] }}":                      "unhashable type: 'slice'",
+	})
+}
+
+// striptags removes a tag or a comment without leaving a space, as
+// markupsafe's (upstream: a space for each, so '0<p>x</p>[1' was '0 x [1').
+func TestStriptagsLeavesNoSpace(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '0<p>x</p>[1'|striptags }}|{{ 'a<!-- c -->b'|striptags }}|{{ 'a<br/>b &amp; c'|striptags }}|{{ ' a <b> b </b> '|striptags }}": "0x[1|ab|ab & c|a b",
+	}, nil)
+}
+
+// A tuple's slice with a step is a tuple, as a plain slice of it is
+// (upstream: a list, so list + tuple[::2] concatenated).
+func TestTupleSliceWithStepIsTuple(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ((1, 2, 3))[::2]|string }}|{{ ((1, 2, 3))[1:]|string }}|{{ ((1, 2, 3))[::-1]|string }}|{{ [1, 2, 3][::2]|string }}": "(1, 3)|(2, 3)|(3, 2, 1)|[1, 3]",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [1] + ((1, 2))[::2] }}": `can only concatenate list (not "tuple") to list`,
+	})
+}
+
+// select, reject, selectattr, rejectattr and map of a true bool or number
+// fail as Python's iter(), a false one is empty, as Jinja tests the
+// sequence's truth first (upstream: iterated as empty).
+func TestSelectOfNumberIsNotIterable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 0|reject('number')|list }}|{{ false|select|list }}|{{ 0.0|selectattr('a')|list }}|{{ 0|map('upper')|list }}|{{ none|select|list }}|{{ [1, 'a']|reject('number')|list }}": "[]|[]|[]|[]|[]|['a']",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 1|reject('number')|list }}":   "'int' object is not iterable",
+		"{{ true|selectattr('a')|list }}": "'bool' object is not iterable",
+		"{{ 1.5|rejectattr('a')|list }}":  "'float' object is not iterable",
+		"{{ 2|select|list }}":             "'int' object is not iterable",
+		"{{ 1|map(attribute='a')|list }}": "'int' object is not iterable",
+	})
+}
+
+// After an operand `not` is only `not in`, as in Jinja's parse_compare;
+// any other `not` there ends the expression, a syntax error (upstream:
+// `x == not not y` was `not ((x == not) is y)`).
+func TestNotAfterAnOperandIsOnlyNotIn(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 1 not in [2] }}|{{ 1 == not }}|{{ 1 == not in x }}": "True|False|False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% if x == not not true %}a{% endif %}": "malformed",
+		"{{ x not y }}":                          "expected here",
+		"{{ 1 + not not }}":                      "expected here",
+		"{{ 1 < not not x }}":                    "expected here",
+	})
+}
+
+// A float zero keeps Python's sign: 0 divided by a negative integer past
+// 2**53 is -0.0, and a float modulo's zero takes the divisor's sign
+// (upstream: 0.0 for both).
+func TestNegativeZeroOfDivisionAndModulo(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 0 / -9007199254740993 }}|{{ 0 / 9007199254740993 }}|{{ 0 % -5.0 }}|{{ 0.0 % 5 }}|{{ -0.0 % 5 }}|{{ 5 % -5.0 }}|{{ -5 % 5.0 }}|{{ 7.5 % -2 }}|{{ 0 / -5 }}": "-0.0|0.0|-0.0|0.0|0.0|-0.0|0.0|-0.5|-0.0",
+	}, nil)
+}
+
+// `in` and `not in` chain with the other comparisons, as in Jinja's
+// parse_compare: a == b in c is a == b and b in c (upstream: in applied to
+// the comparison's result).
+func TestInChainedWithComparisons(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 1 == 1 in [1, 2] }}|{{ 2 == 2 in [1] }}|{{ 'a' != 'b' in 'abc' }}":             "True|False|True",
+		"{{ 1 < 2 not in [3] }}|{{ 1 < 3 not in [3] }}|{{ 0 in [0] == true }}":             "True|False|False",
+		"{{ 2 > 3 in 5 }}|{{ 'a' in 'abc' in ['abc'] }}|{{ 'a' in 'abc' not in ['abc'] }}": "False|True|False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 1 == 1 in 5 }}": "not iterable",
+	})
+}
+
+// Python's float floor division rounds as floatobject.c does, from fmod
+// (upstream: floor(a / b), so 2.5 // 0.01 was 250.0).
+func TestFloatFloorDivisionAsPython(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 2.5 // 0.01 }}|{{ -7.0 // 2 }}|{{ 7.0 // -2 }}|{{ 0.0 // -1 }}|{{ -1.0 // 1e308 }}|{{ 1 // 0.1 }}|{{ 0.3 // 0.1 }}": "249.0|-4.0|-4.0|-0.0|-1.0|9.0|2.0",
+	}, nil)
+}
+
+// An undefined item of a container keeps its repr, Undefined, also in the
+// pairs of items (upstream: None).
+func TestUndefinedReprInContainers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [1, [1][3]]|string }}|{{ {'a': 2.5, 'b': [1][5]}|items|list|string }}": "[1, Undefined]|[('a', 2.5), ('b', Undefined)]",
+	}, nil)
+}
+
+// join writes a list or dict item as Python's str does (upstream: items
+// written without their repr, none as nothing).
+func TestJoinOfContainersAsPythonStr(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ['x', none]|batch(2)|list|join('') }}|{{ [[none, true], {'a': none}]|join(',') }}": "['x', None]|[None, True],{'a': None}",
+	}, nil)
+}
+
+// pprint wraps what does not fit in 80 columns, as Python's pprint.pformat
+// (upstream: one line).
+func TestPPrintWrapsAsPython(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [range(30)|list, {'b': 'y' * 50, 'a': [1, 2]}]|pprint }}": "[[0,\n  1,\n  2,\n  3,\n  4,\n  5,\n  6,\n  7,\n  8,\n  9,\n  10,\n  11,\n  12,\n  13,\n  14,\n  15,\n  16,\n  17,\n  18,\n  19,\n  20,\n  21,\n  22,\n  23,\n  24,\n  25,\n  26,\n  27,\n  28,\n  29],\n {'a': [1, 2], 'b': 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy'}]",
+		"{{ ('lorem ipsum dolor sit amet ' * 4)|pprint }}":            "('lorem ipsum dolor sit amet lorem ipsum dolor sit amet lorem ipsum dolor sit '\n 'amet lorem ipsum dolor sit amet ')",
+		"{{ [1, 2]|pprint }}|{{ ('x' * 90)|pprint|length }}":          "[1, 2]|92",
+	}, nil)
+}
+
+// A method named without a call is a value, as in Jinja; mutating ones
+// stay undefined, as Jinja's immutable sandbox hides them.
+func TestMethodIsAValue(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'x'|attr('upper') is defined }}|{{ {}.items is defined }}|{{ 'x'.upper is callable }}|{{ ('x'|attr('upper'))() }}|{{ [1].append is defined }}": "True|True|True|X|False",
+		"{{ 'x'.upper|string }}": "<built-in method upper of str object at 0x7f0000000000>",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 'x'.upper|length }}": "has no len()",
+	})
+}
+
+// A Markup string's methods return Markup and escape what markupsafe
+// escapes (upstream: str, nothing escaped).
+func TestMarkupMethodsKeepMarkup(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('a<b'|safe).replace('a', '<') }}|{{ (','|safe).join(['<', 1]) }}|{{ ('{}'|safe).format('<') }}|{{ ('<b>'|safe).upper() is escaped }}|{{ ('x'|safe).startswith('x') is escaped }}": "&lt;<b|&lt;,1|&lt;|True|False",
+	}, nil)
+}
+
+// Jinja's filters on Markup and Markup's % keep it Markup, escaping what
+// they add (truncate's end, format's and %'s arguments); replace does so
+// in an autoescape block, and takes str() of its value and arguments.
+func TestMarkupFiltersAndPercentKeepMarkup(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('<a>'|e|truncate(3, true, '<>'))|e }}|{{ ('<a>'|safe|truncate(3,true,'<'))|e }}":                            "&&lt;&gt;|<a>",
+		"{{ ('%s<'|e|format('<b>'))|e }}|{{ ('%s<'|e % '<b>')|e }}|{{ ('%s<' % ('<b>'|e))|e }}":                          "&lt;b&gt;&lt;|&lt;b&gt;&lt;|&amp;lt;b&amp;gt;&lt;",
+		"{{ '%r-%s-%.2s'|e % ('<', '<a>'|e, '<>') }}|{{ '%(a)s'|e|format(a='<') }}":                                      "&#39;&lt;&#39;-&lt;a&gt;-&l|&lt;",
+		"{% autoescape true %}{{ '<a>'|e|replace('a','<') }}|{{ '<a>'|replace('a','<'|e) }}{% endautoescape %}":          "&lt;&lt;&gt;|&lt;&lt;&gt;",
+		"{{ 'a1'|replace(1, 2) }}|{{ none|replace('o','0') }}|{{ [1]|replace('1','2') }}|{{ 'aaa'|replace('a','b',2) }}": "a2|N0ne|[2]|bba",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ '%x'|e % 255 }}": "an integer is required",
+		"{{ '%c'|e % 65 }}":  "%c requires",
+	})
+}
+
+// Jinja's undefined is iterable: it iterates as nothing.
+func TestUndefinedIsIterable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ nope is iterable }}|{{ [][5] is iterable }}|{{ none is iterable }}": "True|True|False",
+	}, nil)
+}
+
+// A filter that fails raises, even when a later filter would not look at
+// its result; batch and slice take list() of their value; float of a bool
+// is Python's; groupby's key for an item lacking the attribute is undefined.
+func TestFiltersRaiseAndIterateAsPython(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'abc'|batch(2)|list|string }}|{{ {'a':1,'b':2}|batch(1)|list|string }}|{{ nope|batch(2)|list|string }}":        "[['a', 'b'], ['c']]|[['a'], ['b']]|[]",
+		"{{ {'z': 'y', 'b': [1]}|slice(2)|list|string }}|{{ 'abc'|slice(2)|list|string }}|{{ nope|slice(2)|list|string }}": "[['z'], ['b']]|[['a', 'b'], ['c']]|[[], []]",
+		"{{ true|float }}|{{ false|float(2) }}":                                                           "1.0|0.0",
+		"{{ [{'a': 1}]|groupby('name')|map('first')|join(',') }}|{{ [{'a': 1}]|groupby('name')|string }}": "|[(Undefined, [{'a': 1}])]",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ true|batch(2)|list }}": "'bool' object is not iterable",
+		"{{ 5|slice(2)|list }}":    "'int' object is not iterable",
+		"{{ [{'a': 1}, {'a': 2}]|groupby('name')|map('first')|join(',') }}": "has no attribute 'name'",
+	})
+}
+
+// A constant slice of what is not a sequence is undefined only where
+// Jinja folds the whole expression into a safe value; a statement's value
+// holding the undefined runs at render time, and raises.
+func TestConstantSliceRaisesWhereJinjaCannotFoldIt(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ (none[:2]) is defined }}|{{ none[:2] ~ 'a' }}|{{ none[:2]|default('x') }}": "False|a|x",
+		"{% set x = none[:2] is defined %}{{ x }}":                                     "False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% with w = (['x', none]|last)[:2] %}a{% endwith %}": "'NoneType' object is not subscriptable",
+		"{% set x = [none[:2]] %}a":                           "'NoneType' object is not subscriptable",
+		"{% if 5[:2] %}a{% endif %}":                          "'int' object is not subscriptable",
+	})
+}
+
+// str.join takes any iterable, and a set keeps an undefined undefined.
+func TestJoinOfAnyIterableAndSetOfUndefined(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ','.join({'z': 'y', 'b': [1]}) }}|{{ '-'.join('abc') }}|{{ '-'.join(nope) }}|{{ (','|e).join('<>') }}": "z,b|a-b-c||&lt;,&gt;",
+		"{% set x = nope %}{{ x is defined }}|{{ x|length }}|{% set a, b = (nope, 1) %}{{ a is defined }}":         "False|0|False",
+		"{% set ns = namespace(a=1) %}{% set ns.a = nope %}{{ ns.a is defined }}":                                  "False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ ','.join(5) }}":   "can only join an iterable",
+		"{{ ','.join([1]) }}": "expected str instance, int found",
+	})
+}
+
+// A loop over a mapping iterates its keys, each unpacked like any item;
+// a filtered loop with a tuple target yields the re-packed names, so its
+// loop.previtem and nextitem are tuples.
+func TestForUnpacksKeysAndRepacksFilteredItems(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% for k, v in {'ab': 1} %}{{ k }}{{ v }}{% endfor %}":                                                           "ab",
+		"{% for a, b in [['a', 1], ['b', 2]] if true %}{{ loop.previtem|string }}{{ loop.nextitem|string }};{% endfor %}": "('b', 2);('a', 1);",
+		"{% for (a, b), c in [([1, 2], 3), ([4, 5], 6)] if true %}{{ loop.nextitem|string }};{% endfor %}":                "((4, 5), 6);;",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% for k, v in {'a': 1} %}{{ k }}{% endfor %}": "not enough values to unpack",
+	})
+}
+
+// A macro's default sees every argument passed and the defaults before
+// it; a parameter not bound yet is undefined there, not the enclosing
+// scope's name. Markup's methods print as markupsafe's.
+func TestMacroDefaultsAndMarkupMethodReprs(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% macro f(a=b, b=1) %}{{ a }}{{ b }}{% endmacro %}{{ f(b=2) }}|{{ f(3) }}":           "22|31",
+		"{% set b = 7 %}{% macro f(a=b, b=1) %}{{ a is defined }}{% endmacro %}{{ f() }}":      "False",
+		"{{ ('<'|e).upper|string }}|{{ ('<'|e).split|string }}":                                "<bound method Markup.upper of Markup('&lt;')>|<bound method Markup.split of Markup('&lt;')>",
+		"{{ ('<'|e).isdigit|string }}|{{ 'x'.format|string }}|{{ ('<'|e).format_map|string }}": "<built-in method isdigit of Markup object at 0x7f0000000000>|<function str.format at 0x7f0000000000>|<function Markup.format_map at 0x7f0000000000>",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% macro m1(a0) %}{% macro m3(a0=(1000 - a0)) %}{{ a0 }}{% endmacro %}{{ m3() }}{% endmacro %}{{ m1(5) }}": "unsupported operand",
+	})
+}
+
+// An empty sequence repeated any number of times is empty, within PaV's
+// limits; undefined is a sequence, as Jinja's Undefined has a length.
+func TestEmptyRepetitionAndUndefinedSequence(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('' * 9223372036854775807)|length }}|{{ ([] * 99999999999)|length }}|{{ (nope|string * 99999999999)|length }}": "0|0|0",
+		"{{ nope is sequence }}|{{ [][3] is sequence }}|{{ none is sequence }}":                                            "True|True|False",
+	}, nil)
+}
+
+// str.title lowercases with Unicode's full mapping and takes only cased
+// characters for a word's, as Python's.
+func TestTitleFullLowercaseAndCasedWords(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('İ' * 3).title() }}|{{ '日本a b'.title() }}|{{ 'İİ'|title }}|{{ 'aİb'.title() }}": "İi̇i̇|日本A B|İi̇|Ai̇b",
+	}, nil)
+}
+
+// escape is markupsafe's escape of str(value) (none is "None"); min and
+// max take any iterable, and refuse what is not one.
+func TestEscapeOfNoneAndMinMaxOfIterables(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ none|e }}|{{ true|e }}|{{ [1,'<']|e }}|{{ nope|e }}|{{ 'b<a'|max }}|{{ {'b': 1, 'a': 2}|min }}": "None|True|[1, &#39;&lt;&#39;]||b|a",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ true|max }}": "'bool' object is not iterable",
+	})
+}

@@ -155,6 +155,35 @@ func TestPythonMethodsFormatAndLists(t *testing.T) {
 	checkPythonFails(t, map[string]string{"{{ [1, 2].index(5) }}": "5 is not in list"})
 }
 
+// str.format, the format filter and % follow Python's format-spec
+// mini-language and printf-style conversions: fill, align, sign, #, 0,
+// width, grouping, precision and type; fields by position, name, item and
+// attribute; conversions. What Python refuses is an error.
+func TestPythonFormatSpecs(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '{:>8}|{:<6}|{:^7}|{:*^9}'.format('ab', 1, 'é', 2.5) }}":                                                                                      "      ab|1     |   é   |***2.5***",
+		"{{ '{:05d}|{:+d}|{: d}|{:#x}|{:#o}|{:#b}|{:X}|{:c}'.format(42, 7, 7, 255, 8, 5, 255, 65) }}":                                                     "00042|+7| 7|0xff|0o10|0b101|FF|A",
+		"{{ '{:.2f}|{:.3e}|{:g}|{:.3}|{}|{:%}|{:.1%}|{:010,.2f}|{:z.1f}'.format(3.14159, 12345.678, 1e-5, 10.0, 1e16, 0.25, 0.125, -1234.5, -0.04) }}":    "3.14|1.235e+04|1e-05|10.0|1e+16|25.000000%|12.5%|-01,234.50|0.0",
+		"{{ '{0}{1}{0}|{name}|{0[1]}|{1[k]}|{1.k}|{1.nope}|'.format([1, 2], {'k': 'v'}, name='n') }}":                                                     "[1, 2]{'k': 'v'}[1, 2]|n|2|v|v||",
+		"{{ '{:{w}.{p}f}|{!r:>5}|{!a}'.format(3.14159, 'x', 'é', w=8, p=2) }}":                                                                            `    3.14|  'x'|'\xe9'`,
+		"{{ '%5.2f|%-5d|%05d|%x|%#X|%r|%c|%e|%g|%s' % (3.14159, 42, -42, 255, 255, 'a', 65, 1234.5, 0.00001, none) }}":                                    " 3.14|42   |-0042|ff|0XFF|'a'|A|1.234500e+03|1e-05|None",
+		"{{ '%(a)s-%(b)05.1f' % {'a': 'x', 'b': 2.25} }}|{{ '%s-%05d'|format('a', 7) }}|{{ '%(k)s'|format(k=1) }}|{{ '%.3s|%3s'|format('abcdef', 'é') }}": "x-002.2|a-00007|1|abc|  é",
+	}, nil)
+	checkPythonFails(t, map[string]string{
+		"{{ '{:.2}'.format(5) }}":       "Precision not allowed in integer format specifier",
+		"{{ '{:d}'.format('a') }}":      "Unknown format code 'd' for object of type 'str'",
+		"{{ '{:+}'.format('a') }}":      "Sign not allowed in string format specifier",
+		"{{ '{:,x}'.format(5) }}":       "Cannot specify ',' with 'x'.",
+		"{{ '{}{1}'.format(1, 2) }}":    "cannot switch",
+		"{{ '{2}'.format(1) }}":         "out of range",
+		"{{ '{:>5}'.format(none) }}":    "unsupported format string passed to NoneType",
+		"{{ '{0.upper}'.format('a') }}": "not supported",
+		"{{ '%x' % 1.5 }}":              "%x format: an integer is required, not float",
+		"{{ '%d %d' % (1,) }}":          "not enough arguments for format string",
+		"{{ '%s' % (1, 2) }}":           "not all arguments converted during string formatting",
+	})
+}
+
 // A macro whose body mentions varargs or kwargs takes extra arguments; a
 // character that starts no token, and an operator where `is` wants a test's
 // name, are syntax errors, as in Jinja.
@@ -232,7 +261,7 @@ func TestItemFiltersAreBounded(t *testing.T) {
 		return asked, tpl.Execute(&out, nil)
 	}
 	for _, f := range []string{"list", "sort", "reverse", "unique | list", "sum"} {
-		src := "{{ (items | " + f + ") is defined }}" // not length: sum is a number
+		src := "{{ (items | " + f + ") is defined }}"  // not length: sum is a number
 		outside, err := render(src, []any{3, 2, 1}, 0) // the questions outside the filter's loop
 		if err != nil {
 			t.Fatalf("%s: %v", src, err)
@@ -279,4 +308,30 @@ func renderWith(hooks *exec.Hooks, src string) (string, error) {
 		err = hooks.Raised()
 	}
 	return out.String(), err
+}
+
+// `not` is an operator where Jinja's parse_not reads one (an expression's
+// start, after `and`, `or`, `not`); as an operand of an arithmetic,
+// comparison or unary operator it is a name, so `1 + not (x)` calls a
+// variable named not.
+func TestNotAsAnOperandIsAName(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 1 and not 1 }}|{{ not not 1 }}|{{ 1 not in [1] }}|{{ x is not none }}": "False|True|False|True",
+		"{{ 1 + not (2) }}|{{ 'a' ~ not (x) }}|{{ 1 < not (x) }}|{{ - not (3) }}":  "3|a1|False|-3",
+	}, map[string]any{"x": 1, "not": func(v int) int { return v }})
+	checkPythonFails(t, map[string]string{
+		"{{ 'a' ~ not (x) }}": "not",
+		"{{ 1 + not x }}":     "",
+	})
+}
+
+// Markup in a list, a dict or a tuple prints as markupsafe's repr, and the
+// filters that build lists of their items (list, map, reverse, sort,
+// unique) keep a Markup item Markup.
+func TestMarkupReprInContainers(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ['<a>'|safe, 'x']|string }}|{{ {'k': '<'|e}|string }}|{{ ('a'|safe, 1)|pprint }}|{{ 'a'|safe|pprint }}|{{ 'a'|safe|string }}":                  "[Markup('<a>'), 'x']|{'k': Markup('&lt;')}|(Markup('a'), 1)|Markup('a')|a",
+		"{{ ['a', 'b']|map('e')|list|string }}|{{ ['a'|safe]|unique|list|string }}|{{ ['b'|safe, 'a']|sort|string }}|{{ ['a'|safe]|reverse|list|string }}": "[Markup('a'), Markup('b')]|[Markup('a')]|['a', Markup('b')]|[Markup('a')]",
+		"{{ '{!r}'.format('a'|safe) }}|{{ '%r' % ('a'|safe,) }}|{{ 'ab'|safe|list|string }}":                                                               "Markup('a')|Markup('a')|['a', 'b']",
+	}, nil)
 }

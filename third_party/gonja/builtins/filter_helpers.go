@@ -3,7 +3,9 @@ package builtins
 import (
 	"cmp"
 	stdjson "encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -45,6 +47,9 @@ func stringifyFilterValue(value *exec.Value) string {
 	if value == nil || value.IsNil() {
 		return "None"
 	}
+	if value.IsList() || value.IsDict() { // PaV: Python's str of a container
+		return exec.PyStr(value)
+	}
 	return value.String()
 }
 
@@ -54,6 +59,9 @@ func escapeFilterValue(value *exec.Value) string {
 	}
 	if value == nil || value.IsNil() {
 		return "None"
+	}
+	if value.IsList() || value.IsDict() { // PaV: Python's str of a container
+		return utils.Escape(exec.PyStr(value))
 	}
 	return utils.Escape(value.String())
 }
@@ -269,4 +277,84 @@ func urlEncodePair(item *exec.Value) (*exec.Value, *exec.Value, bool) {
 		return nil, nil, false
 	}
 	return first, second, true
+}
+
+// pyFloat is Python's float(value) (PaV): a number, a bool or a numeric
+// string; undefined raises its UndefinedError, anything else Python's error.
+func pyFloat(in *exec.Value) (float64, error) {
+	switch {
+	case in.IsUndefined():
+		return 0, errors.New(in.UndefinedReason())
+	case in.IsBool():
+		if in.Bool() {
+			return 1, nil
+		}
+		return 0, nil
+	case in.IsInteger() || in.IsFloat():
+		return in.Float(), nil
+	case in.IsString():
+		s := strings.TrimSpace(in.String())
+		lower := strings.ToLower(strings.TrimLeft(s, "+-"))
+		if !strings.HasPrefix(lower, "0x") && !strings.HasPrefix(lower, "0b") && !strings.HasPrefix(lower, "0o") &&
+			!strings.HasPrefix(s, "_") && !strings.HasSuffix(s, "_") && !strings.Contains(s, "__") {
+			if f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+				return f, nil
+			}
+		}
+		return 0, fmt.Errorf("could not convert string to float: %s", exec.PyRepr(in))
+	}
+	return 0, fmt.Errorf("float() argument must be a string or a real number, not '%s'", exec.PyTypeName(in))
+}
+
+// pyFixed is Python's format(f, '.Nf'): inf, -inf and nan as Python spells them.
+func pyFixed(f float64, decimals int) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(f, 'f', decimals, 64)
+}
+
+// tupleKey is pyHashKey's key of a tuple: its items' keys, quoted.
+type tupleKey string
+
+// pyHashKey is a map key that two values share when Python's dict would take
+// them for one key (PaV): true, 1 and 1.0 are one key; a tuple is its items;
+// a list or a dict is Python's "unhashable type". lower lowercases a string
+// (not one inside a tuple), as unique's case_sensitive=false does.
+func pyHashKey(val *exec.Value, lower bool) (any, error) {
+	switch {
+	case exec.IsInt(val):
+		return exec.AsInt(val), nil
+	case val.IsFloat():
+		if f := val.Float(); f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			return int64(f), nil
+		}
+		return val.Float(), nil
+	case val.IsString():
+		if lower {
+			return strings.ToLower(val.String()), nil
+		}
+		return val.String(), nil
+	}
+	if t, ok := val.Interface().(exec.PyTuple); ok {
+		keys := make([]string, 0, len(t.TupleItems()))
+		for _, item := range t.TupleItems() {
+			k, err := pyHashKey(exec.ToValue(item), false)
+			if err != nil {
+				return nil, err
+			}
+			keys = append(keys, fmt.Sprintf("%T:%#v", k, k))
+		}
+		return tupleKey(strings.Join(keys, ",")), nil
+	}
+	tracked := val.Interface()
+	if t := reflect.TypeOf(tracked); val.IsList() || val.IsDict() || t != nil && !t.Comparable() {
+		return nil, fmt.Errorf("unhashable type: '%s'", exec.PyType(val))
+	}
+	return tracked, nil
 }

@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"math/rand"
 	"net/url"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -116,7 +115,13 @@ func filterAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsUndefined() { // PaV: Jinja's undefined fails on any attribute
+		return e.Raise(errors.New(in.UndefinedReason()))
+	}
 	value, found := in.GetAttribute(name)
+	if (!found || in.IsDict()) && e.HasMethod(in, name) { // PaV: a method is a value
+		return exec.AsValue(exec.NewBoundMethod(e, in, name))
+	}
 	if !found || in.IsDict() { // PaV: Jinja's attr reads no item of a dict
 		return exec.Undefined(fmt.Sprintf("'%s object' has no attribute '%s'", exec.TypeName(in), name))
 	}
@@ -136,6 +141,9 @@ func filterBatch(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		exec.KeywordArgument("fill_with", exec.AsValue(nil), takeValueArgument(&fillWith)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if in = pyIterable(e, in); in.IsError() {
+		return in
 	}
 	out := make([]any, 0)
 	var row []any
@@ -168,8 +176,8 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
-	if in.IsUndefined() {
-		return in
+	if in.IsUndefined() { // PaV: soft_str(undefined) is ""
+		return exec.AsValue("")
 	}
 	if !in.IsString() { // PaV: Jinja capitalizes str() of anything (upstream: the value)
 		in = exec.AsValue(exec.PyStr(in))
@@ -271,7 +279,7 @@ func filterEscape(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.Safe {
 		return in
 	}
-	return exec.AsSafeValue(in.Escaped())
+	return exec.AsSafeValue(escapeFilterValue(in)) // PaV: markupsafe's escape(str(value)), none is "None"
 }
 
 var (
@@ -289,7 +297,10 @@ func filterFileSize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	bytes := in.Float()
+	bytes, err := pyFloat(in) // PaV: Jinja's float(value) (upstream: 0 for anything else)
+	if err != nil {
+		return e.Raise(err)
+	}
 	var base float64
 	var prefixes []string
 	if binary {
@@ -302,7 +313,10 @@ func filterFileSize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if bytes == 1.0 {
 		return exec.AsValue("1 Byte")
 	} else if bytes < base {
-		return exec.AsValue(fmt.Sprintf("%.0f Bytes", bytes))
+		if math.IsInf(bytes, 0) || math.IsNaN(bytes) { // PaV: Jinja's int(bytes)
+			return e.Raise(fmt.Errorf("cannot convert float %s to integer", map[bool]string{true: "NaN", false: "infinity"}[math.IsNaN(bytes)]))
+		}
+		return exec.AsValue(pyFixed(math.Trunc(bytes)+0, 0) + " Bytes") // +0: int(-0.5) is 0
 	} else {
 		var i int
 		var unit float64
@@ -310,10 +324,10 @@ func filterFileSize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		for i, prefix = range prefixes {
 			unit = math.Pow(base, float64(i+2))
 			if bytes < unit {
-				return exec.AsValue(fmt.Sprintf("%.1f %s", (base * bytes / unit), prefix))
+				return exec.AsValue(pyFixed(base*bytes/unit, 1) + " " + prefix)
 			}
 		}
-		return exec.AsValue(fmt.Sprintf("%.1f %s", (base * bytes / unit), prefix))
+		return exec.AsValue(pyFixed(base*bytes/unit, 1) + " " + prefix)
 	}
 }
 
@@ -325,7 +339,7 @@ func filterFirst(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
-		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", exec.PyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(0)
@@ -435,7 +449,12 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 
 	out := make([]groupTupleValue, 0)
 	for _, item := range items {
-		key, _ := resolveAttributeValue(item, attribute, defaultValue)
+		key, found := resolveAttributeValue(item, attribute, defaultValue)
+		if !found { // PaV: the lone item's key is undefined, as Jinja's
+			reason := fmt.Sprintf("%s has no attribute '%s'", exec.TypeName(item), attribute.String())
+			out = append(out, groupTupleValue{exec.Undefined(reason), []any{item.Interface()}})
+			continue
+		}
 		if len(out) == 0 {
 			out = append(out, groupTupleValue{key.Interface(), []any{item.Interface()}})
 			continue
@@ -552,9 +571,12 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	case base == 2 && strings.HasPrefix(strings.ToLower(raw), "0b"):
 		raw = raw[2:]
 	}
+	// PaV: Python's base 0 refuses a leading zero ('012'), which Go's reads
+	// as octal; Jinja then takes int(float(s))
+	leadingZero := base == 0 && len(raw) > 1 && raw[0] == '0' && !strings.ContainsAny(raw[1:2], "xXoObB") && strings.Trim(raw, "0_") != ""
 	raw = sign + raw
 
-	if parsed, ok := new(big.Int).SetString(raw, base); ok {
+	if parsed, ok := new(big.Int).SetString(raw, base); ok && !leadingZero {
 		if parsed.IsInt64() {
 			return exec.AsValue(int(parsed.Int64()))
 		}
@@ -584,7 +606,10 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
 		// PaV: as Python's str.join (upstream: the value itself)
-		return e.Raise(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+		return e.Raise(fmt.Errorf("'%s' object is not iterable", exec.PyTypeName(in)))
+	}
+	if in.IsUndefined() { // PaV: iterated, Jinja's undefined is empty
+		return exec.AsValue("")
 	}
 	if !in.IsIterable() {
 		return in
@@ -602,7 +627,8 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			if found {
 				item = resolved
 			} else {
-				item = exec.AsValue(nil)
+				// PaV: Jinja's attribute getter gives undefined, written as nothing
+				item = exec.Undefined(fmt.Sprintf("%s has no attribute %s", exec.TypeName(item), exec.PyRepr(attribute)))
 			}
 		}
 		if e.Config.AutoEscape {
@@ -632,7 +658,7 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // PaV: Python's TypeError
-		return e.Raise(fmt.Errorf("'%s' object is not reversible", pyTypeName(in)))
+		return e.Raise(fmt.Errorf("'%s' object is not reversible", exec.PyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
 		return in.Index(in.Len() - 1)
@@ -657,19 +683,26 @@ func filterLength(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
+	_, method := in.Interface().(*exec.BoundMethod)
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() || method {
 		// PaV: as Python's len() (upstream counted 0)
-		return exec.AsValue(fmt.Errorf("object of type '%s' has no len()", pyTypeName(in)))
+		return exec.AsValue(fmt.Errorf("object of type '%s' has no len()", exec.PyTypeName(in)))
 	}
 	return exec.AsValue(in.Len())
 }
 
-// pyTypeName is Python's name of a scalar's type (PaV).
-func pyTypeName(in *exec.Value) string {
-	if in.IsNil() {
-		return "NoneType"
+// PaV: emptyOrNotIterable is the answer of select, reject, selectattr,
+// rejectattr and map for a bool or a number, nil for what they iterate:
+// Jinja's filters test the sequence's truth first, so a false one is empty
+// and a true one fails as Python's iter() (upstream: iterated as empty).
+func emptyOrNotIterable(e *exec.Evaluator, in *exec.Value) *exec.Value {
+	if !in.IsBool() && !in.IsNumber() {
+		return nil
 	}
-	return exec.PyType(in)
+	if !in.IsTrue() {
+		return exec.AsValue([]any{})
+	}
+	return e.Raise(fmt.Errorf("'%s' object is not iterable", exec.PyTypeName(in)))
 }
 
 func filterItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -715,12 +748,12 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() {
 		// PaV: as Python's list() (upstream made an empty list)
-		return exec.AsValue(fmt.Errorf("'%s' object is not iterable", pyTypeName(in)))
+		return exec.AsValue(fmt.Errorf("'%s' object is not iterable", exec.PyTypeName(in)))
 	}
 	out := make([]any, 0)
 	var stop *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		out = append(out, key.Interface())
+		out = append(out, exec.Item(key))
 		stop = e.Tick(idx)
 		return stop == nil
 	}, func() {})
@@ -743,6 +776,9 @@ func filterLower(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
+	}
+	if out := emptyOrNotIterable(e, in); out != nil {
+		return out
 	}
 	if in.IsNil() {
 		return exec.AsValue([]any{})
@@ -783,7 +819,7 @@ func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 		if filterName != "" {
 			val = e.ExecuteFilterByName(filterName, val, filterArgs)
 		}
-		out = append(out, val.Interface())
+		out = append(out, exec.Item(val))
 		return true
 	}, func() {})
 	return exec.AsValue(out)
@@ -936,6 +972,9 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
+	if out := emptyOrNotIterable(e, in); out != nil {
+		return out
+	}
 	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
@@ -975,6 +1014,9 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 func filterRejectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
+	}
+	if out := emptyOrNotIterable(e, in); out != nil {
+		return out
 	}
 	if len(params.Args) < 1 {
 		return exec.AsValue(errors.New("Wrong signature for 'rejectattr', expect at least an attribute name as argument"))
@@ -1022,21 +1064,58 @@ func filterReplace(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return in
 	}
 	var (
-		old   string
-		new   string
-		count *exec.Value
+		oldV, newV *exec.Value
+		count      *exec.Value
 	)
 	if err := params.Take(
-		exec.PositionalArgument("old", nil, takeStringArgument(&old)),
-		exec.PositionalArgument("new", nil, takeStringArgument(&new)),
+		exec.PositionalArgument("old", nil, takeValueArgument(&oldV)),
+		exec.PositionalArgument("new", nil, takeValueArgument(&newV)),
 		exec.KeywordArgument("count", exec.AsValue(nil), takeValueArgument(&count)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	if count.IsNil() {
-		return exec.AsValue(strings.ReplaceAll(in.String(), old, new))
+	// PaV: Jinja's do_replace: str() of the value and of both arguments
+	// (none is "None"). With autoescape it replaces in Markup (escaping the
+	// arguments, as Markup.replace does) when the value is Markup, or when
+	// an argument is and the value is escaped first.
+	s, old, new := stringifyFilterValue(in), stringifyFilterValue(oldV), stringifyFilterValue(newV)
+	markup := false
+	if e.Config.AutoEscape {
+		if oldV.Safe || newV.Safe && !in.Safe {
+			s, markup = escapedString(in, s), true
+		} else {
+			markup = in.Safe
+		}
+		if markup {
+			old, new = escapedString(oldV, old), escapedString(newV, new)
+		}
 	}
-	return exec.AsValue(strings.Replace(in.String(), old, new, count.Integer()))
+	args := []*exec.Value{exec.AsValue(old), exec.AsValue(new)}
+	if !count.IsNil() {
+		args = append(args, count)
+	}
+	// PaV: str.replace of the environment, which may bound its result.
+	replace, ok := e.Environment.Methods.Str.Get("replace")
+	if !ok {
+		return e.Raise(fmt.Errorf("str has no replace method"))
+	}
+	out, err := replace(s, in, &exec.VarArgs{Args: args, KwArgs: map[string]*exec.Value{}})
+	if err != nil {
+		return e.Raise(err)
+	}
+	if markup {
+		return exec.AsSafeValue(out)
+	}
+	return exec.AsValue(out)
+}
+
+// escapedString is markupsafe's escape of v, whose str() is s: s as it is
+// if v is Markup, else escaped (PaV).
+func escapedString(v *exec.Value, s string) string {
+	if v.Safe {
+		return s
+	}
+	return utils.Escape(s)
 }
 
 func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1063,7 +1142,7 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 			if stop := e.Tick(i); stop != nil {
 				return stop
 			}
-			out = append(out, in.Index(i).Interface())
+			out = append(out, exec.Item(in.Index(i)))
 		}
 		return exec.AsValue(out)
 	}
@@ -1126,6 +1205,9 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
+	if out := emptyOrNotIterable(e, in); out != nil {
+		return out
+	}
 	var test func(*exec.Value) (bool, *exec.Value)
 	if len(params.Args) == 0 {
 		// Reject truthy value
@@ -1179,8 +1261,8 @@ func filterSlice(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if slices < 1 {
 		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("slices argument %d must be > 0", slices)))
 	}
-	if !in.IsList() {
-		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("%s is not a list", in.String())))
+	if in = pyIterable(e, in); in.IsError() { // PaV: list(value), as Jinja
+		return in
 	}
 	seq := make([]any, 0, in.Len())
 	in.Iterate(func(index, _ int, value, _ *exec.Value) bool {
@@ -1259,7 +1341,7 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 
 	out := make([]any, 0, len(items))
 	for _, item := range items {
-		out = append(out, item.Interface())
+		out = append(out, exec.Item(item))
 	}
 	return exec.AsValue(out)
 }
@@ -1287,10 +1369,12 @@ func filterStriptags(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *e
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 	s := in.String()
-	s = reStripComments.ReplaceAllString(s, " ")
+	// PaV: a comment or a tag is removed, not made a space, as markupsafe's
+	// striptags does ('0<p>x</p>[1' is '0x[1').
+	s = reStripComments.ReplaceAllString(s, "")
 
 	// Strip all tags
-	s = reStriptags.ReplaceAllString(s, " ")
+	s = reStriptags.ReplaceAllString(s, "")
 
 	return exec.AsValue(strings.Join(strings.Fields(s), " "))
 }
@@ -1444,13 +1528,13 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	var (
 		length    int
 		killWords bool
-		end       string
+		endV      *exec.Value
 		leeway    int
 	)
 	if err := params.Take(
 		exec.KeywordArgument("length", exec.AsValue(255), takeIntArgument(&length)),
 		exec.KeywordArgument("killwords", exec.AsValue(false), takeBoolArgument(&killWords)),
-		exec.KeywordArgument("end", exec.AsValue("..."), takeStringArgument(&end)),
+		exec.KeywordArgument("end", exec.AsValue("..."), takeValueArgument(&endV)),
 		exec.KeywordArgument("leeway", exec.AsValue(5), takeIntArgument(&leeway)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
@@ -1468,7 +1552,7 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		}
 		return e.Raise(fmt.Errorf("object of type '%s' has no len()", exec.PyType(in)))
 	}
-	source := in.String()
+	source, end := in.String(), endV.String()
 	rEnd := []rune(end)
 	fullLength := length + leeway
 	runes := []rune(source)
@@ -1481,7 +1565,7 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	}
 
 	if len(runes) <= fullLength {
-		return exec.AsValue(source)
+		return in // PaV: as it is, Markup too
 	}
 
 	atLength := string(runes[:length-len(rEnd)])
@@ -1492,7 +1576,12 @@ func filterTruncate(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 			atLength = atLength[:split]
 		}
 	}
-	return exec.AsValue(fmt.Sprintf("%s%s", atLength, end))
+	// PaV: the cut + end is Python's +: Markup if either is, the other
+	// escaped (a cut of Markup is Markup).
+	if in.Safe || endV.Safe {
+		return exec.AsSafeValue(escapedString(in, atLength) + escapedString(endV, end))
+	}
+	return exec.AsValue(atLength + end)
 }
 
 func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1530,31 +1619,19 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			}
 			val = nested
 		}
-		tracked := val.Interface()
-		switch {
-		case exec.IsInt(val): // PaV: true is 1 and 1.0 is 1, as Python hashes them
-			tracked = exec.AsInt(val)
-		case val.IsFloat():
-			tracked = val.Float()
-			if f := val.Float(); f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-				tracked = int64(f)
-			}
-		case !caseSensitive && val.IsString():
-			tracked = strings.ToLower(val.String())
-		}
-		if t := reflect.TypeOf(tracked); t != nil && !t.Comparable() {
-			err = fmt.Errorf("unhashable type '%T'", tracked)
+		var tracked any
+		if tracked, err = pyHashKey(val, !caseSensitive); err != nil {
 			return false
 		}
 		if _, contains := tracker[tracked]; !contains {
 			tracker[tracked] = true
-			out = append(out, key.Interface())
+			out = append(out, exec.Item(key))
 		}
 		return true
 	}, func() {})
 
 	if err != nil {
-		return exec.AsValue(exec.ErrInvalidCall(err))
+		return e.Raise(err)
 	}
 	if stop != nil {
 		return stop
@@ -1722,6 +1799,10 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		if value.IsNil() {
 			return true
 		}
+		if !key.IsString() { // Jinja's regular expression of a key 1 or None
+			bad = fmt.Errorf("expected string or bytes-like object, got '%s'", exec.PyType(key))
+			return false
+		}
 		if strings.ContainsAny(key.String(), " \t\n\r\f\v/>=") {
 			bad = fmt.Errorf("invalid character in attribute name %s", exec.PyRepr(key))
 			return false
@@ -1763,6 +1844,9 @@ func filterDefault(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
+	}
+	if out := emptyOrNotIterable(e, in); out != nil {
+		return out
 	}
 	if len(params.Args) < 1 {
 		return exec.AsValue(errors.New("Wrong signature for 'selectattr', expect at least an attribute name as argument"))

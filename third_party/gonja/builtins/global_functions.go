@@ -1,6 +1,9 @@
 package builtins
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/utils"
 	"github.com/pkg/errors"
@@ -60,10 +63,16 @@ func rangeFunction(_ *exec.Evaluator, params *exec.VarArgs) (<-chan int, error) 
 
 func dictFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	dict := exec.NewDict()
-	for key, value := range params.KwArgs {
+	// PaV: in the order the call wrote them, as Python's dict(b=1, a=2)
+	// (upstream: Go's map order, a different one at each rendering)
+	keys := params.KwOrder
+	if len(keys) != len(params.KwArgs) { // a call no template wrote
+		keys = slices.Sorted(maps.Keys(params.KwArgs))
+	}
+	for _, key := range keys {
 		dict.Pairs = append(dict.Pairs, &exec.Pair{
 			Key:   exec.AsValue(key),
-			Value: value,
+			Value: params.KwArgs[key],
 		})
 	}
 	return exec.AsValue(dict)

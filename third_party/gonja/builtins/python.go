@@ -68,8 +68,8 @@ func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if err != nil {
 		return raise(e, "filter dictsort: "+err.Error())
 	}
-	m, ok := in.ToGoSimpleType(false).(map[string]interface{})
-	if !in.IsDict() || !ok {
+	pairs, ok := exec.PyPairs(in)
+	if !ok {
 		return raise(e, "filter dictsort expects a mapping, got "+exec.PyType(in))
 	}
 	caseSensitive := p[0] != nil && p[0].IsTrue()
@@ -84,22 +84,20 @@ func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 		}
 	}
 	reverse := p[2] != nil && p[2].IsTrue()
-	pairs := make([][2]interface{}, 0, len(m))
-	for k, v := range m {
-		pairs = append(pairs, [2]interface{}{k, v})
+	sortKey := func(p *exec.Pair) any {
+		if byValue {
+			return p.Value.Interface()
+		}
+		return p.Key.Interface()
 	}
-	idx := 0
-	if byValue {
-		idx = 1
-	}
+	sorted := slices.Clone(pairs)
 	var cmpErr error
-	sort.SliceStable(pairs, func(i, j int) bool {
-		c, err := exec.PyCompare(pairs[i][idx], pairs[j][idx], caseSensitive)
+	// Python's sorted() is stable, also with reverse=True: equal items keep
+	// their order
+	sort.SliceStable(sorted, func(i, j int) bool {
+		c, err := exec.PyCompare(sortKey(sorted[i]), sortKey(sorted[j]), caseSensitive)
 		if err != nil && cmpErr == nil {
 			cmpErr = err
-		}
-		if c == 0 && byValue { // equal values: Python keeps insertion order; we use the key
-			c, _ = exec.PyCompare(pairs[i][0], pairs[j][0], true)
 		}
 		if reverse {
 			return c > 0
@@ -109,9 +107,9 @@ func filterPyDictSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if cmpErr != nil {
 		return raise(e, "filter dictsort: "+cmpErr.Error())
 	}
-	out := make([]interface{}, len(pairs))
-	for i, kv := range pairs {
-		out[i] = exec.Tuple{kv[0], kv[1]}
+	out := make([]interface{}, len(sorted))
+	for i, kv := range sorted {
+		out[i] = exec.Tuple{kv.Key, kv.Value}
 	}
 	return exec.AsValue(out)
 }
@@ -128,14 +126,13 @@ func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	}
 	switch {
 	case in.IsDict():
-		m, ok := in.ToGoSimpleType(false).(map[string]interface{})
+		pairs, ok := exec.PyPairs(in) // Python's order
 		if !ok {
 			return raise(e, "filter urlencode: unsupported mapping")
 		}
-		keys := exec.PyKeys(m, in) // Python's order
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = urlQuote(k, true) + "=" + urlQuote(exec.PyStr(exec.AsValue(m[k])), true)
+		parts := make([]string, len(pairs))
+		for i, kv := range pairs {
+			parts[i] = urlQuote(exec.PyStr(kv.Key), true) + "=" + urlQuote(exec.PyStr(kv.Value), true)
 		}
 		return exec.AsValue(strings.Join(parts, "&"))
 	case in.IsList():
@@ -148,10 +145,10 @@ func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 			parts[i] = urlQuote(exec.PyStr(kv.Index(0)), true) + "=" + urlQuote(exec.PyStr(kv.Index(1)), true)
 		}
 		return exec.AsValue(strings.Join(parts, "&"))
-	case in.IsNil():
-		return raise(e, "filter urlencode: value is undefined or none")
+	case in.IsUndefined(): // iterable, and empty
+		return exec.AsValue("")
 	}
-	return exec.AsValue(urlQuote(exec.PyStr(in), false))
+	return exec.AsValue(urlQuote(exec.PyStr(in), false)) // str() of anything else: none is "None"
 }
 
 // urlQuote is Python's urllib.parse.quote(s, safe="/"), or with safe="" and
@@ -271,6 +268,9 @@ func roundInt(i, n int64) (int64, bool) {
 // (Python's int(True)); gonja's gives the default.
 func filterPyInt(f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+		if in.IsUndefined() { // int(undefined) raises, its default is for TypeError and ValueError
+			return e.Raise(errors.New(in.UndefinedReason()))
+		}
 		if in.IsBool() {
 			if in.Bool() {
 				return exec.AsValue(int64(1))
@@ -346,10 +346,24 @@ func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 		if in.IsError() {
 			return in
 		}
-		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr && in.IsList() {
-			var first *exec.Value
+		if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // Python's sorted()
+			return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyTypeName(in)))
+		}
+		var items []*exec.Value
+		switch {
+		case in.IsList():
 			for i := 0; i < in.Len(); i++ {
-				v := in.Index(i)
+				items = append(items, in.Index(i))
+			}
+		case in.IsDict(): // its keys are sorted
+			pairs, _ := exec.PyPairs(in)
+			for _, kv := range pairs {
+				items = append(items, kv.Key)
+			}
+		}
+		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr {
+			var first *exec.Value
+			for _, v := range items {
 				if first == nil {
 					first = v
 				} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
@@ -418,7 +432,8 @@ func testPySequence(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, e
 	if in.IsError() {
 		return false, in.Interface().(error)
 	}
-	return in.IsList() || in.IsString() || in.IsDict(), nil
+	// undefined too: Jinja's Undefined has a length (0) and __getitem__
+	return in.IsList() || in.IsString() || in.IsDict() || in.IsUndefined(), nil
 }
 
 // testPyFilter and testPyTest are Jinja's `filter` and `test` tests: whether a
@@ -488,6 +503,9 @@ func filterPyFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	if in.IsError() {
 		return in
 	}
+	if in.IsUndefined() { // soft_str(undefined) is ""
+		in = exec.AsValue("")
+	}
 	var limits exec.Limits
 	if e.Environment.Hooks != nil {
 		limits = e.Environment.Hooks.Limits
@@ -500,18 +518,21 @@ func filterPyFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 		}
 		m := map[string]interface{}{}
 		for k, v := range params.KwArgs {
-			m[k] = v.Interface()
+			m[k] = v // a *Value keeps being Markup
 		}
-		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(m), false, limits)
+		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(m), false, in.Safe, limits)
 	} else {
 		items := make([]interface{}, len(params.Args))
 		for i, a := range params.Args {
-			items[i] = a.Interface()
+			items[i] = a
 		}
-		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(items), true, limits)
+		s, err = exec.PyFormat(exec.PyStr(in), exec.AsValue(items), true, in.Safe, limits)
 	}
 	if err != nil {
 		return raise(e, "format: "+err.Error())
+	}
+	if in.Safe { // soft_str keeps Markup, and Markup % args is Markup
+		return exec.AsSafeValue(s)
 	}
 	return exec.AsValue(s)
 }
@@ -574,15 +595,6 @@ func testPyEscaped(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, er
 		return false, in.Interface().(error)
 	}
 	return in.Safe, nil
-}
-
-// filterPyPPrint is pprint for the short values templates print: Python's
-// repr() (gonja's dumped Go structures).
-func filterPyPPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	return exec.AsValue(exec.PyRepr(in))
 }
 
 // filterPyWordwrap is Jinja's wordwrap(width=79, break_long_words=true,
@@ -810,14 +822,13 @@ func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	if in.IsUndefined() {
 		return exec.AsValue([]any{})
 	}
-	m, ok := in.ToGoSimpleType(false).(map[string]any)
-	if !in.IsDict() || !ok {
+	pairs, ok := exec.PyPairs(in)
+	if !ok {
 		return raise(e, "Can only get item pairs from a mapping.")
 	}
-	keys := exec.PyKeys(m, in)
-	out := make([]any, len(keys))
-	for i, k := range keys {
-		out[i] = exec.Tuple{k, m[k]}
+	out := make([]any, len(pairs))
+	for i, kv := range pairs {
+		out[i] = exec.Tuple{kv.Key, exec.Item(kv.Value)} // Markup stays Markup
 	}
 	return exec.AsValue(out)
 }
@@ -825,10 +836,29 @@ func filterPyItems(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 // filterPyFloat is Jinja's float: Python's float() of a string, which
 // ignores surrounding whitespace, else the default.
 func filterPyFloat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsUndefined() { // as int's
+		return e.Raise(errors.New(in.UndefinedReason()))
+	}
+	if in.IsBool() { // float(True) is 1.0
+		if in.IsTrue() {
+			return exec.AsValue(1.0)
+		}
+		return exec.AsValue(0.0)
+	}
 	if in.IsString() {
 		in = exec.AsValue(strings.TrimSpace(in.String()))
 	}
 	return filterFloat(e, in, params)
+}
+
+// pyIterable is in as a list, as Python's list() makes it (a mapping's
+// keys, a string's characters, nothing for undefined), or the error of a
+// value that does not iterate; a list is returned as it is.
+func pyIterable(e *exec.Evaluator, in *exec.Value) *exec.Value {
+	if in.IsList() {
+		return in
+	}
+	return filterList(e, in, exec.NewVarArgs())
 }
 
 // filterPyStriptags is Jinja's striptags: comments and tags removed,
@@ -852,6 +882,9 @@ func filterPyWordcount(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	if in.IsUndefined() { // soft_str(Undefined) is ""
+		return exec.AsValue(0)
+	}
 	return exec.AsValue(len(pyWord.FindAllStringIndex(exec.PyStr(in), -1)))
 }
 
@@ -868,6 +901,9 @@ func filterPyMinMax(isMax bool) exec.FilterFunction {
 			return raise(e, "filter min/max: "+err.Error())
 		}
 		caseSensitive := p[0] != nil && p[0].IsTrue()
+		if in = pyIterable(e, in); in.IsError() { // PaV: max(5) is Python's TypeError
+			return in
+		}
 		var best, bestKey *exec.Value
 		var failure error
 		in.Iterate(func(_, _ int, item, _ *exec.Value) bool {

@@ -121,8 +121,8 @@ func testGreaterThan(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (boo
 
 func testIn(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
 	seq := params.First()
-	// Python (PaV): numbers are no containers. None, which gonja cannot
-	// tell from undefined (iterable and empty), contains nothing.
+	// Python (PaV): numbers and none are no containers; undefined is
+	// iterable and empty; a mapping hashes the key.
 	switch {
 	case seq.IsBool():
 		return false, errors.New("argument of type 'bool' is not iterable")
@@ -130,8 +130,12 @@ func testIn(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error)
 		return false, errors.New("argument of type 'int' is not iterable")
 	case seq.IsFloat():
 		return false, errors.New("argument of type 'float' is not iterable")
+	case seq.IsNil() && !seq.IsUndefined():
+		return false, errors.New("argument of type 'NoneType' is not iterable")
 	case seq.IsString() && !in.IsString():
 		return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", exec.TypeName(in))
+	case seq.IsDict() && exec.Unhashable(in) != "":
+		return false, fmt.Errorf("unhashable type: '%s'", exec.Unhashable(in))
 	}
 	return seq.Contains(in), nil
 }
@@ -141,7 +145,8 @@ func testInteger(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, e
 }
 
 func testIterable(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return in.IsDict() || in.IsList() || in.IsString(), nil
+	// PaV: Jinja's undefined iterates (as nothing)
+	return in.IsDict() || in.IsList() || in.IsString() || in.IsUndefined(), nil
 }
 
 func testSequence(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {

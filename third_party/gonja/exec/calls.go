@@ -11,6 +11,11 @@ import (
 
 func (e *Evaluator) evalCall(node *nodes.Call) *Value {
 	fn := e.Eval(node.Func)
+	if _, bound := fn.Interface().(*BoundMethod); bound {
+		if getAttributeNode, ok := node.Func.(*nodes.GetAttribute); ok && node.Parent != nil {
+			return e.evalMethod(node.Parent, getAttributeNode.Attribute, node.Args, node.Kwargs)
+		}
+	}
 	if !fn.IsCallable() {
 		getAttributeNode, ok := node.Func.(*nodes.GetAttribute)
 		if node.Parent == nil || !ok {
@@ -112,12 +117,169 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 		}
 		parameters.KwArgs[key] = value
 	}
+	result := e.callMethod(parent, method, parameters)
+	if result.IsError() {
+		return result
+	}
+	if n, ok := parentNode.(*nodes.Name); ok && e.Environment.Context.Has(n.Name.Val) {
+		e.Environment.Context.Set(n.Name.Val, parent.Interface())
+	}
+	return result
+}
+
+// mutatingMethods are the methods of lists and dicts that change them,
+// which Jinja's immutable sandbox hides (modifies_known_mutable): as
+// values they are undefined there.
+var mutatingMethods = map[string]bool{"append": true, "clear": true, "extend": true, "insert": true, "pop": true,
+	"popitem": true, "remove": true, "reverse": true, "setdefault": true, "sort": true, "update": true}
+
+// HasMethod says whether v's type has the Python method name, as a value
+// (a mutating method of a list or dict has none).
+func (e *Evaluator) HasMethod(v *Value, name string) bool {
+	m := e.Environment.Methods
+	if (v.IsList() || v.IsDict()) && mutatingMethods[name] {
+		return false
+	}
+	switch {
+	case v.IsString():
+		return m.Str.Exists(name)
+	case v.IsBool():
+		return m.Bool.Exists(name)
+	case v.IsFloat():
+		return m.Float.Exists(name)
+	case v.IsInteger():
+		return m.Int.Exists(name)
+	case v.IsDict():
+		return m.Dict.Exists(name)
+	case v.IsList():
+		return m.List.Exists(name)
+	}
+	return false
+}
+
+// markupMethods are markupsafe's Markup methods that return Markup (or
+// lists and tuples of it) where str's return str; Markup's other methods
+// return what str's do.
+var markupMethods = map[string]bool{"capitalize": true, "casefold": true, "center": true, "expandtabs": true,
+	"format": true, "join": true, "ljust": true, "lower": true, "lstrip": true, "partition": true,
+	"removeprefix": true, "removesuffix": true, "replace": true, "rjust": true, "rpartition": true,
+	"rsplit": true, "rstrip": true, "split": true, "splitlines": true, "strip": true, "swapcase": true,
+	"title": true, "translate": true, "upper": true, "zfill": true}
+
+// escapeMarkupArguments escapes what markupsafe's Markup method escapes
+// before str's runs: replace's new, the fill character of ljust, rjust and
+// center, join's items (any value, as its str) and format's arguments.
+func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
+	out := &VarArgs{Args: append([]*Value(nil), params.Args...), KwArgs: map[string]*Value{}, KwOrder: params.KwOrder}
+	for k, v := range params.KwArgs {
+		out.KwArgs[k] = v
+	}
+	switch method {
+	case "replace", "ljust", "rjust", "center":
+		if len(out.Args) > 1 && out.Args[1].IsString() {
+			out.Args[1] = escapedValue(out.Args[1])
+		}
+	case "join": // of any iterable: a mapping's keys, a string's characters
+		if len(out.Args) == 1 && (out.Args[0].IsList() || out.Args[0].IsDict() || out.Args[0].IsString()) {
+			items := []any{}
+			out.Args[0].Iterate(func(_, _ int, key, _ *Value) bool {
+				items = append(items, escapedValue(key))
+				return true
+			}, func() {})
+			out.Args[0] = AsValue(items)
+		}
+	case "format":
+		for i, v := range out.Args {
+			if v.IsString() {
+				out.Args[i] = escapedValue(v)
+			}
+		}
+		for k, v := range out.KwArgs {
+			if v.IsString() {
+				out.KwArgs[k] = escapedValue(v)
+			}
+		}
+	}
+	return out
+}
+
+// asMarkup is a Markup method's result: its strings Markup.
+func asMarkup(result any) any {
+	switch r := result.(type) {
+	case string:
+		return AsSafeValue(r)
+	case []string:
+		out := make([]any, len(r))
+		for i, s := range r {
+			out[i] = AsSafeValue(s)
+		}
+		return out
+	case []any:
+		out := make([]any, len(r))
+		for i, x := range r {
+			out[i] = asMarkup(x)
+		}
+		return out
+	case Tuple:
+		out := make(Tuple, len(r))
+		for i, x := range r {
+			out[i] = asMarkup(x)
+		}
+		return out
+	}
+	return result
+}
+
+// BoundMethod is a Python method of a value named without a call (PaV):
+// `x.upper`, `x|attr('upper')`. As in Jinja, it is defined and callable,
+// a call calls the method, and its repr is Python's (with an address of
+// its own: a template cannot count on one).
+type BoundMethod struct {
+	e    *Evaluator
+	recv *Value
+	name string
+}
+
+// NewBoundMethod is recv's method name, for e's calls.
+func NewBoundMethod(e *Evaluator, recv *Value, name string) *BoundMethod {
+	return &BoundMethod{e: e, recv: recv, name: name}
+}
+
+func (m *BoundMethod) Call(params *VarArgs) *Value { return m.e.callMethod(m.recv, m.name, params) }
+
+// String is Python's repr of the method, as Jinja's sandbox hands it out:
+// str.format and format_map are functions it wraps, markupsafe's own
+// Markup methods are bound methods, the others built-in ones.
+func (m *BoundMethod) String() string {
+	typ := PyType(m.recv)
+	markup := m.recv.Safe && m.recv.IsString()
+	if markup {
+		typ = "Markup"
+	}
+	switch {
+	case m.recv.IsString() && (m.name == "format" || m.name == "format_map"):
+		return fmt.Sprintf("<function %s.%s at 0x7f0000000000>", typ, m.name)
+	case markup && markupMethods[m.name]:
+		return fmt.Sprintf("<bound method Markup.%s of %s>", m.name, PyRepr(m.recv))
+	}
+	return fmt.Sprintf("<built-in method %s of %s object at 0x7f0000000000>", m.name, typ)
+}
+
+// callMethod calls method of parent with parameters.
+func (e *Evaluator) callMethod(parent *Value, method string, parameters *VarArgs) *Value {
 	var result any
 	err := fmt.Errorf("unknown method '%s' for '%s'", method, parent.String())
 	switch {
 	case parent.IsString():
-		if method, ok := e.Environment.Methods.Str.Get(method); ok {
-			result, err = method(parent.String(), parent, parameters)
+		if m, ok := e.Environment.Methods.Str.Get(method); ok {
+			markup := parent.Safe && markupMethods[method]
+			if markup {
+				parameters = escapeMarkupArguments(method, parameters)
+			}
+			result, err = m(parent.String(), parent, parameters)
+			if markup && err == nil {
+				result = asMarkup(result)
+			}
 		}
 	case parent.IsBool():
 		if method, ok := e.Environment.Methods.Bool.Get(method); ok {
@@ -134,10 +296,15 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 	case parent.IsDict():
 		if method, ok := e.Environment.Methods.Dict.Get(method); ok {
 			dict := parent.ToGoSimpleType(false)
-			if err, ok := dict.(error); err != nil && ok {
+			goMap, ok := dict.(map[string]any)
+			if _, literal := dictLiteral(parent); !ok && literal {
+				// PaV: keys that are not strings (1, None): the methods
+				// keys, values, items, get read the pairs (PyPairs)
+				goMap, ok = map[string]any{}, true
+			}
+			if err, isErr := dict.(error); !ok && err != nil && isErr {
 				return AsValue(fmt.Errorf("failed to cast '%s' to a Go type: %s", parent.String(), err))
 			}
-			goMap, ok := dict.(map[string]any)
 			if !ok {
 				return AsValue(fmt.Errorf("failed to cast '%s' to map[string]interface{}: %s", parent.String(), err))
 			}
@@ -161,13 +328,13 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 	if err != nil {
 		if callErr, ok := err.(ErrInvalidCall); ok {
 			// PaV: the value's type, not the value, which may be long
-			return AsValue(fmt.Errorf("invalid call to method '%s' of %s: %s", method, PyType(parent), callErr.Error()))
+			// PaV: raised, as Python's exception, so no filter prints it
+			return e.Raise(fmt.Errorf("invalid call to method '%s' of %s: %s", method, PyType(parent), callErr.Error()))
 		}
-		return AsValue(err)
+		return e.Raise(err)
 	}
-	if n, ok := parentNode.(*nodes.Name); ok && e.Environment.Context.Has(n.Name.Val) {
-		e.Environment.Context.Set(n.Name.Val, parent.Interface())
+	if v, ok := result.(*Value); ok { // a Markup method's
+		return v
 	}
-
 	return AsValue(result)
 }

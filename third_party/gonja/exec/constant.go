@@ -4,7 +4,7 @@ import "github.com/nikolalohinski/gonja/v2/nodes"
 
 // contextFilters are Jinja's filters that take the template's context
 // (pass_context): Jinja never folds them into constants.
-var contextFilters = map[string]bool{"map": true, "select": true, "reject": true, "selectattr": true, "rejectattr": true}
+var contextFilters = map[string]bool{"map": true, "random": true, "select": true, "reject": true, "selectattr": true, "rejectattr": true}
 
 // jinjaConstant reports whether Jinja's compiler folds e into a constant
 // (PaV). In an autoescape block Jinja escapes a constant before its finalize

@@ -3,9 +3,11 @@ package exec
 import (
 	"fmt"
 	u "github.com/nikolalohinski/gonja/v2/utils"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/pkg/errors"
 
@@ -23,6 +25,9 @@ type Evaluator struct {
 	Config      *config.Config
 	Environment *Environment
 	Loader      loaders.Loader
+	// unfolded: the expression runs as Jinja runs one it could not fold
+	// into a constant (PaV; Renderer.Eval).
+	unfolded bool
 }
 
 func (e *Evaluator) Eval(node nodes.Expression) *Value {
@@ -180,11 +185,12 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 		return AsValue(left.EqualValueTo(right))
 	case tokens.Ne:
 		return AsValue(!left.EqualValueTo(right))
-	case tokens.In:
-		if right.IsString() && !left.IsString() { // PaV: Python's TypeError
-			return AsValue(fmt.Errorf("'in <string>' requires string as left operand, not %s", TypeName(left)))
+	case tokens.In: // PaV: the `in` test's rules (Python's TypeErrors)
+		in := e.ExecuteTestByName("in", left, &VarArgs{Args: []*Value{right}, KwArgs: map[string]*Value{}})
+		if node.Operator.Token.Val == nodes.NotIn && !in.IsError() {
+			return AsValue(!in.IsTrue())
 		}
-		return AsValue(right.Contains(left))
+		return in
 	case tokens.Tilde:
 		return e.concat(node, left, right)
 	}
@@ -192,12 +198,14 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	if !ok {
 		return AsValue(errors.Errorf(`Unknown operator "%s"`, node.Operator.Token))
 	}
-	// PaV: Markup + str escapes the str, and Markup * n stays Markup.
+	// PaV: Markup + str escapes the str, Markup * n and Markup % args stay Markup.
 	markup := false
 	switch {
 	case op == "+" && left.IsString() && right.IsString() && (left.Safe || right.Safe):
 		left, right, markup = escapedValue(left), escapedValue(right), true
 	case op == "*" && (left.IsString() && left.Safe || right.IsString() && right.Safe):
+		markup = true
+	case op == "%" && left.IsString() && left.Safe: // Markup % args escapes the args
 		markup = true
 	}
 	// PaV: Python's semantics; `%` with a tuple literal formats its items.
@@ -438,7 +446,28 @@ func (e *Evaluator) slice(node *nodes.GetSlice, value *Value) *Value {
 		return e.Raise(errors.New(value.UndefinedReason()))
 	}
 	if !value.CanSlice() {
-		return AsValue(errors.Wrapf(value, `can not slice %s`, node.Node))
+		bounds := make([]string, 3) // evaluated first, as Python does
+		for i, bound := range []nodes.Node{node.Start, node.End, node.Step} {
+			bounds[i] = "None"
+			if bound != nil {
+				v := e.Eval(bound)
+				if v.IsError() {
+					return v
+				}
+				bounds[i] = PyRepr(v)
+			}
+		}
+		// PaV: Jinja compiles a slice to Python's own subscript, which
+		// raises Python's TypeError; only a slice its compiler folds into a
+		// constant goes through the environment's getitem, which takes the
+		// error for undefined.
+		if jinjaConstant(node) && !e.unfolded {
+			return Undefined(fmt.Sprintf("%s has no element slice(%s)", TypeName(value), strings.Join(bounds, ", ")))
+		}
+		if value.IsDict() {
+			return e.Raise(errors.New("unhashable type: 'slice'"))
+		}
+		return e.Raise(fmt.Errorf("'%s' object is not subscriptable", PyTypeName(value))) // undefined raised above
 	}
 
 	n := value.Len()
@@ -539,6 +568,9 @@ func sliceStep(value *Value, start, end, step int) *Value {
 				out = append(out, item.Interface())
 			}
 		}
+	}
+	if _, ok := value.Interface().(Tuple); ok { // PaV: a tuple's slice is a tuple
+		return AsValue(Tuple(out))
 	}
 	return AsValue(out)
 }
@@ -647,6 +679,9 @@ func (e *Evaluator) evalGetAttribute(node *nodes.GetAttribute) *Value {
 			if e.Config.StrictUndefined {
 				return AsValue(errors.Errorf(`Unable to evaluate %s: attribute '%s' not found`, node, node.Attribute))
 			}
+			if e.HasMethod(value, node.Attribute) { // PaV: a method is a value
+				return AsValue(NewBoundMethod(e, value, node.Attribute))
+			}
 			return missing(value, node.Attribute)
 		}
 		return attr
@@ -678,13 +713,19 @@ func (e *Evaluator) evalVarArgs(node *nodes.Call) ([]reflect.Value, error) {
 		params.Args = append(params.Args, value)
 	}
 
-	for key, param := range node.Kwargs {
-		value := e.Eval(param)
+	// PaV: in the order written, as Python evaluates them
+	order := node.KwargOrder
+	if len(order) != len(node.Kwargs) { // a call no parser built
+		order = slices.Sorted(maps.Keys(node.Kwargs))
+	}
+	for _, key := range order {
+		value := e.Eval(node.Kwargs[key])
 		if value.IsError() {
 			return nil, value
 		}
 		params.KwArgs[key] = value
 	}
+	params.KwOrder = order
 	return []reflect.Value{reflect.ValueOf(params)}, nil
 }
 

@@ -61,11 +61,13 @@ func (e *Evaluator) ExecuteFilterByName(name string, in *Value, params *VarArgs)
 	if in.Safe && in.IsString() && keepMarkup[name] && returnedValue.IsString() && !returnedValue.Safe {
 		returnedValue = AsSafeValue(returnedValue.String())
 	}
+	// PaV: a filter that fails raises, as a Python exception does: an error
+	// value a later filter does not look at must not print as a value.
 	if returnedValue.IsError() {
-		err, ok := returnedValue.Interface().(ErrInvalidCall)
-		if ok {
-			return AsValue(fmt.Errorf("invalid call to filter '%s': %s", name, err.Error()))
+		if err, ok := returnedValue.Interface().(ErrInvalidCall); ok {
+			return e.Raise(fmt.Errorf("invalid call to filter '%s': %s", name, err.Error()))
 		}
+		return e.Raise(returnedValue.Interface().(error))
 	}
 
 	return returnedValue

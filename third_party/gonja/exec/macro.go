@@ -118,20 +118,29 @@ func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 			}
 		}
 
-		// --- Fill defaults for any params still unbound, in order, each
-		// seeing the arguments before it (PaV: b=a ~ '!', as in Jinja) ---
+		// --- Fill defaults for any params still unbound, in order. As in
+		// Jinja (PaV), a default sees every argument passed and the
+		// defaults before it (b=a ~ '!'); a parameter not bound yet is
+		// undefined there, never a name of the enclosing scope. ---
+		keys := make([]*Value, len(node.Kwargs))
 		for i, defaultArgument := range node.Kwargs {
 			if macroArguments[i] != nil {
 				sub.Environment.Context.Set(macroArguments[i].Key.String(), macroArguments[i].Value)
+				continue
 			}
+			key := r.Eval(defaultArgument.Key)
+			if key.IsError() {
+				return AsValue(fmt.Errorf(
+					"macro '%s' failed to evaluate default argument key named '%s': %s",
+					node.Name, defaultArgument.Key.String(), key,
+				))
+			}
+			keys[i] = key
+			sub.Environment.Context.Set(key.String(), Undefined(fmt.Sprintf("'%s' is undefined", key.String())))
+		}
+		for i, defaultArgument := range node.Kwargs {
 			if macroArguments[i] == nil {
-				key := r.Eval(defaultArgument.Key)
-				if key.IsError() {
-					return AsValue(fmt.Errorf(
-						"macro '%s' failed to evaluate default argument key named '%s': %s",
-						node.Name, defaultArgument.Key.String(), key,
-					))
-				}
+				key := keys[i]
 				value := sub.Eval(defaultArgument.Value)
 				if value.IsError() {
 					return AsValue(fmt.Errorf(

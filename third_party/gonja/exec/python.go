@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	u "github.com/nikolalohinski/gonja/v2/utils"
 )
 
 // Python's semantics for Jinja's operators and the values they print (PaV):
@@ -66,9 +69,21 @@ func PyType(v *Value) string {
 	return otherType(v)
 }
 
+// PyTypeName is Python's name of a value's type where it is known not to
+// be undefined (an undefined raised before): none is NoneType.
+func PyTypeName(v *Value) string {
+	if v.IsNil() {
+		return "NoneType"
+	}
+	return PyType(v)
+}
+
 // otherType names what is neither none, a number, a string, a list nor a
 // mapping, as Python would (never a Go type: templates' authors see it).
 func otherType(v *Value) string {
+	if _, ok := v.Interface().(*BoundMethod); ok {
+		return "builtin_function_or_method"
+	}
 	if v.IsCallable() {
 		return "function"
 	}
@@ -81,7 +96,7 @@ var ErrOverflow = fmt.Errorf("integer overflow (PaV's integers are 64-bit)")
 
 func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error) {
 	if op == "%" && l.IsString() {
-		return PyFormat(l.String(), r, tuple, lim)
+		return PyFormat(l.String(), r, tuple, l.Safe, lim)
 	}
 	switch op {
 	case "<", "<=", ">", ">=":
@@ -130,7 +145,7 @@ func seqArith(op string, l, r *Value, lim Limits) (v interface{}, done bool, err
 		out := make([]interface{}, 0, l.Len()+r.Len())
 		for _, v := range []*Value{l, r} {
 			for i := 0; i < v.Len(); i++ {
-				out = append(out, v.Index(i).Interface())
+				out = append(out, Item(v.Index(i)))
 			}
 		}
 		if PyType(l) == "tuple" {
@@ -160,13 +175,17 @@ func floatArith(op string, a, b float64) (interface{}, error) {
 		if b == 0 {
 			return nil, fmt.Errorf("float floor division by zero")
 		}
-		return math.Floor(a / b), nil
+		return pyFloorDiv(a, b), nil
 	case "%":
 		if b == 0 {
 			return nil, fmt.Errorf("float modulo")
 		}
 		m := math.Mod(a, b)
-		if m != 0 && ((m < 0) != (b < 0)) {
+		if m == 0 {
+			// PaV: a zero takes the divisor's sign, as Python's float %
+			return math.Copysign(0, b), nil
+		}
+		if (m < 0) != (b < 0) {
 			m += b
 		}
 		return m, nil
@@ -174,6 +193,25 @@ func floatArith(op string, a, b float64) (interface{}, error) {
 		return floatPow(a, b)
 	}
 	return nil, fmt.Errorf("unsupported operator %s", op)
+}
+
+// pyFloorDiv is Python's float floor division (floatobject.c
+// float_floor_div): from fmod, not floor(a / b), whose rounding can differ
+// (2.5 // 0.01 is 249.0, floor(2.5 / 0.01) is 250).
+func pyFloorDiv(a, b float64) float64 {
+	mod := math.Mod(a, b)
+	div := (a - mod) / b
+	if mod != 0 && (b < 0) != (mod < 0) {
+		div -= 1.0
+	}
+	if div == 0 {
+		return math.Copysign(0, a/b)
+	}
+	floor := math.Floor(div)
+	if div-floor > 0.5 {
+		floor += 1.0
+	}
+	return floor
 }
 
 func floatPow(a, b float64) (interface{}, error) {
@@ -213,6 +251,9 @@ func intArith(op string, a, b int64) (interface{}, error) {
 		if a > 1<<53 || a < -(1<<53) || b > 1<<53 || b < -(1<<53) {
 			// Python's int / int is the exact quotient, rounded once (PaV)
 			q, _ := new(big.Rat).SetFrac(big.NewInt(int64(a)), big.NewInt(int64(b))).Float64()
+			if a == 0 {
+				q = math.Copysign(0, float64(b)) // Python's 0 / -n is -0.0
+			}
 			return q, nil
 		}
 		return float64(a) / float64(b), nil
@@ -292,7 +333,7 @@ func intPow(a, b int64) (interface{}, error) {
 
 // repeat is Python's sequence * n, bounded by lim.
 func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
-	if n <= 0 {
+	if n <= 0 || v.Len() == 0 { // PaV: an empty sequence repeated any number of times is empty
 		if v.IsString() {
 			return "", nil
 		}
@@ -314,7 +355,7 @@ func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
 	out := make([]interface{}, 0, int64(v.Len())*n)
 	for k := int64(0); k < n; k++ {
 		for i := 0; i < v.Len(); i++ {
-			out = append(out, v.Index(i).Interface())
+			out = append(out, Item(v.Index(i)))
 		}
 	}
 	if PyType(v) == "tuple" {
@@ -327,8 +368,10 @@ func repeat(v *Value, n int64, lim Limits) (interface{}, error) {
 // conversions: %s %r %d %i %u %f %F %e %E %g %G %x %X %o %c and %%, with
 // flags, width, precision and %(name)s keys. args is a tuple's items when
 // tuple is set (or r is a list, for the format filter), a mapping for keyed
-// conversions, else the single argument.
-func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
+// conversions, else the single argument. A markup format is a Markup
+// string's (PaV): as markupsafe's, each argument goes through escape (%s
+// of Markup stays, %r's repr is escaped), and %c, %x, %X and %o refuse it.
+func PyFormat(format string, r *Value, tuple, markup bool, lim Limits) (string, error) {
 	var args []*Value
 	if tuple {
 		for i := 0; i < r.Len(); i++ {
@@ -367,7 +410,7 @@ func PyFormat(format string, r *Value, tuple bool, lim Limits) (string, error) {
 			a = args[next]
 			next++
 		}
-		if err := formatOne(&b, spec, verb, a); err != nil {
+		if err := formatOne(&b, spec, verb, a, markup); err != nil {
 			return "", err
 		}
 	}
@@ -401,6 +444,9 @@ func formatSpec(format string, i int, r *Value) (verbAt int, keyed *Value, spec 
 	for j < len(format) && strings.IndexByte("-+ #0123456789.", format[j]) >= 0 {
 		j++
 	}
+	for j < len(format) && strings.IndexByte("hlL", format[j]) >= 0 {
+		j++ // length modifiers, which Python ignores
+	}
 	if j >= len(format) {
 		return 0, nil, "", fmt.Errorf("incomplete format")
 	}
@@ -414,50 +460,124 @@ func formatSpec(format string, i int, r *Value) (verbAt int, keyed *Value, spec 
 	return j, keyed, spec, nil
 }
 
-// formatOne writes one conversion of a.
-func formatOne(b *strings.Builder, spec string, verb byte, a *Value) error {
+// markupEscapeHelper is the type markupsafe wraps a Markup format's
+// arguments in, as Python's errors name it.
+const markupEscapeHelper = "_MarkupEscapeHelper"
+
+// formatOne writes one printf-style conversion of a, on the number
+// formatting of format specs (pyformat.go); markup: of a Markup format.
+func formatOne(b *strings.Builder, spec string, verb byte, a *Value, markup bool) error {
+	f := fmtSpec{fill: ' ', align: '>', prec: -1}
+	i := 0
+	for i < len(spec) && strings.IndexByte("-+ #0", spec[i]) >= 0 {
+		i++
+	}
+	flags, nums := spec[:i], strings.TrimRight(spec[i:], "hlL")
+	for _, c := range []byte(flags) {
+		switch c {
+		case '-':
+			f.align = '<'
+		case '+':
+			f.sign = '+'
+		case ' ':
+			if f.sign == 0 {
+				f.sign = ' '
+			}
+		case '#':
+			f.alt = true
+		case '0':
+			f.zero = true
+		}
+	}
+	w, p, hasPrec := strings.Cut(nums, ".")
+	f.width, _ = strconv.Atoi(w)
+	if hasPrec {
+		f.prec, _ = strconv.Atoi(p)
+	}
 	switch verb {
 	case 's', 'r', 'a':
 		s := PyStr(a)
 		if verb != 's' {
 			s = PyRepr(a)
 		}
-		fmt.Fprintf(b, "%"+spec+"s", s)
-	case 'd', 'i', 'u':
-		n, err := formatInt(verb, a)
-		if err != nil {
-			return err
+		if verb == 'a' {
+			s = PyASCII(s)
 		}
-		fmt.Fprintf(b, "%"+spec+"d", n)
+		if markup && (verb != 's' || !a.Safe) {
+			s = u.Escape(s)
+		}
+		if f.prec >= 0 && utf8.RuneCountInString(s) > f.prec {
+			s = string([]rune(s)[:f.prec])
+		}
+		b.WriteString(pad("", s, f))
+		return nil
+	case 'c':
+		switch {
+		case markup:
+			return fmt.Errorf("%%c requires an int or a unicode character, not %s", markupEscapeHelper)
+		case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
+			b.WriteString(pad("", string(rune(AsInt(a))), f))
+		case a.IsString() && utf8.RuneCountInString(a.String()) == 1:
+			b.WriteString(pad("", a.String(), f))
+		default:
+			return fmt.Errorf("%%c requires an int or a unicode character")
+		}
+		return nil
+	}
+	if f.zero && f.align != '<' {
+		f.fill, f.align = '0', '='
+	}
+	switch verb {
+	case 'd', 'i', 'u', 'x', 'X', 'o':
+		var n int64
+		if verb == 'x' || verb == 'X' || verb == 'o' {
+			if markup {
+				return fmt.Errorf("%%%c format: an integer is required, not %s", verb, markupEscapeHelper)
+			}
+			if !IsInt(a) {
+				return fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
+			}
+			n = AsInt(a)
+		} else {
+			var err error
+			if n, err = formatInt(verb, a); err != nil {
+				return err
+			}
+		}
+		u := uint64(n)
+		if n < 0 {
+			u = uint64(-n)
+		}
+		base, prefix := 10, ""
+		switch verb {
+		case 'x':
+			base, prefix = 16, "0x"
+		case 'X':
+			base, prefix = 16, "0X"
+		case 'o':
+			base, prefix = 8, "0o"
+		}
+		digits := strconv.FormatUint(u, base)
+		if verb == 'X' {
+			digits = strings.ToUpper(digits)
+		}
+		if len(digits) < f.prec {
+			digits = strings.Repeat("0", f.prec-len(digits)) + digits
+		}
+		if !f.alt {
+			prefix = ""
+		}
+		b.WriteString(pad(signOf(n < 0, f.sign)+prefix, digits, f))
 	case 'f', 'F', 'e', 'E', 'g', 'G':
 		if !IsNum(a) {
 			return fmt.Errorf("%%%c format: a real number is required, not %s", verb, PyType(a))
 		}
-		if !strings.Contains(spec, ".") {
-			spec += ".6"
+		x := AsFloat(a)
+		if f.prec < 0 {
+			f.prec = 6
 		}
-		if verb == 'F' {
-			verb = 'f'
-		}
-		fmt.Fprintf(b, "%"+spec+string(verb), AsFloat(a))
-	case 'x', 'X', 'o':
-		if !IsInt(a) {
-			return fmt.Errorf("%%%c format: an integer is required, not %s", verb, PyType(a))
-		}
-		if strings.Contains(spec, "#") && verb == 'o' {
-			fmt.Fprintf(b, "0o%"+strings.ReplaceAll(spec, "#", "")+"o", AsInt(a))
-			return nil
-		}
-		fmt.Fprintf(b, "%"+spec+string(verb), AsInt(a))
-	case 'c':
-		switch {
-		case IsInt(a) && AsInt(a) >= 0 && AsInt(a) <= 0x10ffff:
-			b.WriteRune(rune(AsInt(a)))
-		case a.IsString() && len([]rune(a.String())) == 1:
-			b.WriteString(a.String())
-		default:
-			return fmt.Errorf("%%c requires an int or a unicode character")
-		}
+		body := floatBody(math.Abs(x), verb, f.prec, f.alt)
+		b.WriteString(pad(signOf(math.Signbit(x) && !math.IsNaN(x), f.sign), body, f))
 	default:
 		return fmt.Errorf("unsupported format character '%c'", verb)
 	}
@@ -473,7 +593,10 @@ func formatInt(verb byte, a *Value) (int64, error) {
 		return AsInt(a), nil
 	}
 	f := AsFloat(a)
-	if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) >= 1<<63 {
+	if math.Abs(f) >= 1<<63 && !math.IsInf(f, 0) {
+		return 0, fmt.Errorf("integer overflow: %s does not fit in 64 bits", PyFloatString(f))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("cannot convert float %s to integer", PyFloatString(f))
 	}
 	return int64(f), nil
@@ -487,6 +610,16 @@ func checkSpecWidth(spec string, width int) error {
 		}
 	}
 	return nil
+}
+
+// Item is v as an item of a list a filter builds: a Markup string stays
+// Markup (its repr is Markup('...')) and an undefined undefined (its repr
+// is Undefined, not None); anything else is its Go value.
+func Item(v *Value) any {
+	if v.Safe && v.IsString() || v.IsUndefined() {
+		return v
+	}
+	return v.Interface()
 }
 
 // PyStr is Python's str() of a JSON-like value.
@@ -522,6 +655,8 @@ func PyRepr(v *Value) string {
 		return "(" + strings.Join(parts, ", ") + ")"
 	}
 	switch {
+	case v.IsUndefined(): // PaV: an undefined item of a container, as Jinja's Undefined repr
+		return "Undefined"
 	case v.IsNil():
 		return "None"
 	case v.IsBool():
@@ -540,6 +675,9 @@ func PyRepr(v *Value) string {
 			q = `"`
 		}
 		r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`, q, `\`+q)
+		if v.Safe {
+			return "Markup(" + q + r.Replace(s) + q + ")" // markupsafe's repr
+		}
 		return q + r.Replace(s) + q
 	case v.IsList():
 		parts := make([]string, v.Len())
@@ -752,6 +890,26 @@ func PyKeys(self map[string]any, v *Value) []string {
 	return keys
 }
 
+// PyPairs are a mapping's (key, value) pairs in Python's order (PyKeys):
+// a dict the template built keeps its keys as they are (1, True, None, a
+// tuple: Python's keys need not be strings) and its values as Values; false
+// when v is no mapping.
+func PyPairs(v *Value) ([]*Pair, bool) {
+	if d, ok := dictLiteral(v); ok {
+		return d.Pairs, true
+	}
+	m, ok := v.ToGoSimpleType(false).(map[string]any)
+	if !v.IsDict() || !ok {
+		return nil, false
+	}
+	keys := PyKeys(m, v)
+	pairs := make([]*Pair, len(keys))
+	for i, k := range keys {
+		pairs[i] = &Pair{Key: AsValue(k), Value: ToValue(m[k])}
+	}
+	return pairs, true
+}
+
 // dictLiteral returns the ordered pairs of a dict a template built.
 func dictLiteral(v *Value) (*Dict, bool) {
 	switch x := v.Interface().(type) {
@@ -787,4 +945,22 @@ func toInt64(v interface{}) int64 {
 		return int64(n)
 	}
 	return 0
+}
+
+// Unhashable names the type of a list or dict in v, itself or in a tuple,
+// which Python refuses to hash ("unhashable type: 'list'"); "" when v has
+// none.
+func Unhashable(v *Value) string {
+	if t, ok := v.Interface().(PyTuple); ok {
+		for _, item := range t.TupleItems() {
+			if name := Unhashable(ToValue(item)); name != "" {
+				return name
+			}
+		}
+		return ""
+	}
+	if v.IsList() || v.IsDict() {
+		return PyType(v)
+	}
+	return ""
 }

@@ -84,7 +84,9 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 		_, err := io.WriteString(r.Output, output)
 		return nil, err
 	case *nodes.Output:
-		value := r.Eval(n.Expression)
+		// Jinja folds an output's constant whatever its repr; finalize
+		// then decides (PaV's refuses undefined).
+		value := r.Evaluator().Eval(n.Expression)
 		// a constant Markup is printed as it is, whatever finalize makes of it (PaV)
 		constantSafe := r.Config.AutoEscape && value.Safe && jinjaConstant(n.Expression)
 		if h := r.Environment.Hooks; h != nil && h.Finalize != nil && !value.IsError() {
@@ -154,7 +156,38 @@ func (r *Renderer) Evaluator() *Evaluator {
 	}
 }
 
+// Eval evaluates the expression of a statement (PaV: with Jinja's
+// constant folding). Jinja folds a statement's constant expression at
+// compile time only if its value has a safe repr; one holding an undefined
+// (a constant slice of what is not a sequence folds to undefined) runs at
+// render time instead, where that slice raises Python's TypeError.
 func (r *Renderer) Eval(node nodes.Expression) *Value {
 	e := r.Evaluator()
-	return e.Eval(node)
+	v := e.Eval(node)
+	if !v.IsError() && jinjaConstant(node) && holdsUndefined(v, maxNesting) {
+		e.unfolded = true
+		v = e.Eval(node)
+	}
+	return v
+}
+
+// maxNesting bounds holdsUndefined's walk (a constant's literals nest a
+// few levels).
+const maxNesting = 100
+
+// holdsUndefined: v is undefined or a container holding one (Python's
+// has_safe_repr is false for it).
+func holdsUndefined(v *Value, depth int) bool {
+	if v.IsUndefined() {
+		return true
+	}
+	if depth == 0 || !(v.IsList() || v.IsDict()) {
+		return false
+	}
+	found := false
+	v.Iterate(func(_, _ int, key, value *Value) bool {
+		found = holdsUndefined(key, depth-1) || v.IsDict() && holdsUndefined(value, depth-1)
+		return !found
+	}, func() {})
+	return found
 }

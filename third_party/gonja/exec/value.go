@@ -648,6 +648,9 @@ func (v *Value) Contains(other *Value) bool {
 		return fieldValue.IsValid()
 	case reflect.Map:
 		var mapValue reflect.Value
+		if key := other.getResolvedValue(); !key.IsValid() || !key.Type().AssignableTo(resolved.Type().Key()) {
+			return false // PaV: no key of another type (upstream: reflect's panic)
+		}
 		switch other.Interface().(type) {
 		case int:
 			mapValue = resolved.MapIndex(other.getResolvedValue())
@@ -875,7 +878,9 @@ func (v *Value) EqualValueTo(other *Value) bool {
 
 	// For lists, compare element by element.
 	if v.IsList() && other.IsList() {
-		if v.Len() != other.Len() {
+		_, tupleV := v.Interface().(PyTuple)
+		_, tupleOther := other.Interface().(PyTuple)
+		if v.Len() != other.Len() || tupleV != tupleOther { // PaV: (1, 2) != [1, 2], as Python
 			return false
 		}
 		n := v.Len()

@@ -14,7 +14,10 @@ import (
 type VarArgs struct {
 	Args   []*Value
 	KwArgs map[string]*Value
-	caller Macro // a {% call %} block's body, for a macro (PaV), see CallWithCaller
+	// KwOrder lists KwArgs' keywords in the order the call wrote them
+	// (PaV), when a template's call made them: dict() keeps it.
+	KwOrder []string
+	caller  Macro // a {% call %} block's body, for a macro (PaV), see CallWithCaller
 }
 
 func NewVarArgs() *VarArgs {

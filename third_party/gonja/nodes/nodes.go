@@ -339,6 +339,9 @@ type Call struct {
 	Args     []Expression
 	Parent   Node
 	Kwargs   map[string]Expression
+	// KwargOrder lists Kwargs' keywords as the call writes them (PaV):
+	// Python evaluates them, and dict() keeps them, in that order.
+	KwargOrder []string
 }
 
 func (c *Call) Position() *tokens.Token { return c.Location }
@@ -413,6 +416,10 @@ func (u *UnaryExpression) String() string {
 
 	return fmt.Sprintf("%s%s", t.Val, u.Term)
 }
+
+// NotIn is the operator token's value of a `not in` comparison, whose
+// token has type In (PaV).
+const NotIn = "not in"
 
 type BinaryExpression struct {
 	Location *tokens.Token // where Left starts (PaV), see Start

@@ -151,9 +151,15 @@ func (p *Parser) parseCompare() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	// `in` and `not in` are comparisons too, chained with the others as in
+	// Jinja's parse_compare (PaV): a == b in c is a == b and b in c.
 	chained := false
-	for p.Current(compareOps...) != nil {
+	for p.Current(compareOps...) != nil || p.Current(tokens.In) != nil || p.Current(tokens.Not) != nil && p.Peek(tokens.In) != nil {
 		op := p.Pop()
+		if op.Type == tokens.Not {
+			p.Pop() // in
+			op = &tokens.Token{Type: tokens.In, Val: nodes.NotIn, Pos: op.Pos, Line: op.Line, Col: op.Col}
+		}
 
 		right, err := p.ParseMath()
 		if err != nil {

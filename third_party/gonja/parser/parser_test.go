@@ -663,19 +663,25 @@ var _ = Context("parser", func() {
 			},
 		},
 		{
+			// PaV: `in` and `not in` are comparisons, as in Jinja's parse_compare.
 			"is a negation over of an inclusion",
 			[]string{"{{ var not in list }}"},
 			[]types.GomegaMatcher{
 				MatchNodeOutput(
-					MatchNodeNegation(
-						MatchTestExpressionNode(
-							MatchNameNode("var"),
-							MatchTestCall(
-								"in",
-								[]types.GomegaMatcher{PointTo(MatchNameNode("list"))},
-								nil,
-							),
-						),
+					MatchNodeBinaryExpression(MatchNameNode("var"), tokens.In, MatchNameNode("list")),
+				),
+			},
+		},
+		{
+			// PaV: chained with the other comparisons (a == b and b in c).
+			"is an inclusion chained with a comparison",
+			[]string{"{{ a == b in c }}"},
+			[]types.GomegaMatcher{
+				MatchNodeOutput(
+					MatchNodeBinaryExpression(
+						MatchNodeBinaryExpression(MatchNameNode("a"), tokens.Equals, MatchNameNode("b")),
+						tokens.In,
+						MatchNameNode("c"),
 					),
 				),
 			},

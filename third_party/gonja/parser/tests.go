@@ -28,7 +28,10 @@ func (p *Parser) ParseTest(expr nodes.Expression) (nodes.Expression, error) {
 		tokens.Not,
 		tokens.In,
 		tokens.Is,
-	) != nil {
+	) != nil && (p.Current(tokens.Not) == nil || p.Peek(tokens.In) != nil) {
+		// PaV: after an operand `not` is only `not in`, as in Jinja's
+		// parse_compare; else it ends the expression (upstream: `x not y`
+		// was `not (x is y)`).
 		is := p.Match(tokens.Is)
 
 		not := p.Match(tokens.Not)

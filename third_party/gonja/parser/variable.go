@@ -396,6 +396,13 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 		ident, err = p.parseCollectionOrExpression()
 	case tokens.Name:
 		ident, err = p.ParseVariable()
+	case tokens.Not:
+		// PaV: `not` is an operator only where Jinja's parse_not reads
+		// one; as an operand (`1 + not (x)`, `- not x`) it is a name, as
+		// Jinja's parse_primary takes it.
+		name := *p.Next()
+		name.Type = tokens.Name
+		ident = &nodes.Name{Name: &name}
 	default:
 		return nil, p.Error("expected either a number, string, keyword or identifier.", t)
 	}
@@ -433,6 +440,9 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 					value, errValue := p.ParseExpression()
 					if errValue != nil {
 						return nil, errValue
+					}
+					if _, repeated := call.Kwargs[key]; !repeated {
+						call.KwargOrder = append(call.KwargOrder, key)
 					}
 					call.Kwargs[key] = value
 				} else {

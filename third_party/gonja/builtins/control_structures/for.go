@@ -12,10 +12,8 @@ import (
 )
 
 type ForControlStructure struct {
-	Key   string
-	Value string // only for maps: for key, value in map
-	// Target is what each item is assigned to (PaV): Key alone, or a
-	// tuple (Key and Value are its first two names, when they are names).
+	// Target is what each item is assigned to (PaV): a name, or a tuple
+	// of targets, unpacked as Python does (a mapping's items are its keys).
 	Target          *UnpackTarget
 	ObjectEvaluator nodes.Expression
 	IfCondition     nodes.Expression
@@ -178,11 +176,10 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 	obj.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		sub := r.Inherit()
 		ctx := sub.Environment.Context
+		// PaV: a mapping iterates its keys, each unpacked like any item, as
+		// in Python (upstream bound `for k, v in mapping` to its pairs)
 		pair := &exec.Pair{Key: key}
-		if value != nil && fcs.Value != "" { // a mapping's key and value
-			pair.Value = value
-		}
-		if unpackErr = fcs.bind(ctx, pair); unpackErr != nil {
+		if unpackErr = fcs.Target.assign(ctx, pair.Key); unpackErr != nil {
 			return false
 		}
 
@@ -194,6 +191,9 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			}
 			if !cond.IsTrue() {
 				return true
+			}
+			if fcs.Target.Items != nil {
+				pair.Key = fcs.Target.repack(ctx)
 			}
 		}
 		items.Pairs = append(items.Pairs, pair)
@@ -237,7 +237,7 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 	for idx, pair := range items.Pairs {
 		sub := r.Inherit()
 		ctx := sub.Environment.Context
-		_ = fcs.bind(ctx, pair) // it bound once already
+		_ = fcs.Target.assign(ctx, pair.Key) // it bound once already
 
 		ctx.Set("loop", loop)
 		loop.index0 = idx
@@ -254,23 +254,13 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		if idx == 0 {
 			loop.PrevItem = exec.Undefined("there is no previtem") // PaV: as Jinja's
 		} else {
-			pp := items.Pairs[idx-1]
-			if pp.Value != nil {
-				loop.PrevItem = exec.AsValue([2]*exec.Value{pp.Key, pp.Value})
-			} else {
-				loop.PrevItem = pp.Key
-			}
+			loop.PrevItem = items.Pairs[idx-1].Key
 		}
 
 		if idx == length-1 {
 			loop.NextItem = exec.Undefined("there is no nextitem")
 		} else {
-			np := items.Pairs[idx+1]
-			if np.Value != nil {
-				loop.NextItem = exec.AsValue([2]*exec.Value{np.Key, np.Value})
-			} else {
-				loop.NextItem = np.Key
-			}
+			loop.NextItem = items.Pairs[idx+1].Key
 		}
 
 		err := sub.Enter(func() error { return sub.ExecuteWrapper(fcs.BodyWrapper) })
@@ -290,17 +280,6 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 	return nil
 }
 
-// bind assigns an item to the loop's target: a mapping's key and value
-// (pair.Value set) to Key and Value, else the item to Target, unpacked.
-func (fcs *ForControlStructure) bind(ctx *exec.Context, pair *exec.Pair) error {
-	if pair.Value != nil {
-		ctx.Set(fcs.Key, pair.Key)
-		ctx.Set(fcs.Value, pair.Value)
-		return nil
-	}
-	return fcs.Target.assign(ctx, pair.Key)
-}
-
 // Names are the names the loop binds for each item.
 func (fcs *ForControlStructure) Names() []string { return fcs.Target.Names() }
 
@@ -313,11 +292,6 @@ func forParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, e
 		return nil, err
 	}
 	cs.Target = target
-	if target.Items == nil {
-		cs.Key = target.Name
-	} else if len(target.Items) == 2 && target.Items[0].Items == nil && target.Items[1].Items == nil {
-		cs.Key, cs.Value = target.Items[0].Name, target.Items[1].Name
-	}
 
 	if args.Match(tokens.In) == nil {
 		return nil, args.Error("Expected keyword 'in'.", nil)

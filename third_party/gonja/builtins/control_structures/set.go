@@ -73,17 +73,13 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 
 	switch n := scs.target.(type) {
 	case *nodes.Name:
-		if value.Safe { // kept as Markup (PaV)
-			r.Environment.Context.Set(n.Name.Val, value)
-			break
-		}
-		r.Environment.Context.Set(n.Name.Val, value.Interface())
+		r.Environment.Context.Set(n.Name.Val, exec.Item(value))
 	case *nodes.GetAttribute:
 		target := r.Eval(n.Node)
 		if target.IsError() {
 			return errors.Wrapf(target, `Unable to evaluate target %s`, n)
 		}
-		if err := target.Set(exec.AsValue(n.Attribute), value.Interface()); err != nil {
+		if err := target.Set(exec.AsValue(n.Attribute), exec.Item(value)); err != nil {
 			return errors.Wrapf(err, `Unable to set value on "%s"`, n.Attribute)
 		}
 	case *nodes.GetItem:
@@ -95,7 +91,7 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 		if arg.IsError() {
 			return errors.Wrapf(target, `Unable to evaluate argument %s`, n.Arg)
 		}
-		if err := target.Set(arg, value.Interface()); err != nil {
+		if err := target.Set(arg, exec.Item(value)); err != nil {
 			return errors.Wrapf(err, `Unable to set value on "%s"`, n.Arg)
 		}
 	default:
@@ -126,7 +122,7 @@ func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) erro
 		return errors.Errorf("too many values to unpack (expected %d)", len(names))
 	}
 	for i, name := range names {
-		r.Environment.Context.Set(name.Name.Val, value.Index(i).Interface())
+		r.Environment.Context.Set(name.Name.Val, exec.Item(value.Index(i)))
 	}
 	return nil
 }
@@ -241,3 +237,4 @@ func setValue(cs *SetControlStructure, args *parser.Parser) (nodes.ControlStruct
 
 	return cs, nil
 }
+

@@ -97,3 +97,18 @@ func (t *UnpackTarget) assign(ctx *exec.Context, value *exec.Value) error {
 	}
 	return nil
 }
+
+// repack is the tuple of what target bound in ctx, nested as target is:
+// the item a filtered loop yields (Jinja's loop filter re-packs the
+// unpacked names: its loop.previtem and nextitem are tuples).
+func (t *UnpackTarget) repack(ctx *exec.Context) *exec.Value {
+	if t.Items == nil {
+		v, _ := ctx.Get(t.Name)
+		return exec.ToValue(v)
+	}
+	out := make(exec.Tuple, len(t.Items))
+	for i, item := range t.Items {
+		out[i] = exec.Item(item.repack(ctx))
+	}
+	return exec.AsValue(out)
+}

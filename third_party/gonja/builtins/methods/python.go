@@ -6,7 +6,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
@@ -90,12 +89,12 @@ var pyStrMethods = map[string]exec.Method[string]{
 		if len(a.Args) != 1 || len(a.KwArgs) != 0 || !a.Args[0].IsDict() {
 			return nil, fmt.Errorf("format_map() takes exactly one mapping")
 		}
-		kwargs := map[string]any{}
+		kwargs := map[string]*exec.Value{}
 		for _, k := range a.Args[0].Keys() {
 			v, _ := a.Args[0].GetItem(k.Interface())
-			kwargs[k.String()] = v.Interface()
+			kwargs[k.String()] = v
 		}
-		return pystring.PyString(s).Format(nil, kwargs)
+		return exec.PyStrFormat(s, nil, kwargs, exec.Limits{})
 	},
 }
 
@@ -364,24 +363,41 @@ func zfill(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 	return sign + strings.Repeat("0", int(marg)) + s, nil
 }
 
-// pyDictMethods keep Python's order of keys (gonja's sort them): see exec.PyKeys.
+// pyDictMethods keep Python's order of keys (gonja's sort them) and a dict
+// literal's keys as they are (1, True, None...): see exec.PyPairs.
 var pyDictMethods = map[string]exec.Method[map[string]any]{
-	"keys":   dictView(func(_ map[string]any, k string) any { return k }),
-	"values": dictView(func(self map[string]any, k string) any { return self[k] }),
-	"items":  dictView(func(self map[string]any, k string) any { return exec.Tuple{k, self[k]} }),
+	"keys":   dictView(func(kv *exec.Pair) any { return kv.Key }),
+	"values": dictView(func(kv *exec.Pair) any { return kv.Value }),
+	"items":  dictView(func(kv *exec.Pair) any { return exec.Tuple{kv.Key, kv.Value} }),
+	"get": func(_ map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+		p, err := exec.MethodArgs("get", args, 1, 2, "key", "default")
+		if err != nil {
+			return nil, exec.ErrInvalidCall(err)
+		}
+		pairs, _ := exec.PyPairs(v)
+		for _, kv := range pairs {
+			if kv.Key.EqualValueTo(p[0]) { // Python: 1, 1.0 and True are one key
+				return kv.Value.Interface(), nil
+			}
+		}
+		if p[1] != nil {
+			return p[1].Interface(), nil
+		}
+		return nil, nil
+	},
 }
 
-// dictView is a dict method returning one element per key, in Python's
-// order (see pyKeys).
-func dictView(elem func(self map[string]any, key string) any) exec.Method[map[string]any] {
-	return func(self map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
+// dictView is a dict method returning one element per pair, in Python's
+// order.
+func dictView(elem func(kv *exec.Pair) any) exec.Method[map[string]any] {
+	return func(_ map[string]any, v *exec.Value, args *exec.VarArgs) (any, error) {
 		if err := args.Take(); err != nil {
 			return nil, exec.ErrInvalidCall(err)
 		}
-		keys := exec.PyKeys(self, v)
-		out := make([]any, len(keys))
-		for i, k := range keys {
-			out[i] = elem(self, k)
+		pairs, _ := exec.PyPairs(v)
+		out := make([]any, len(pairs))
+		for i, kv := range pairs {
+			out[i] = elem(kv)
 		}
 		return out, nil
 	}

@@ -2,6 +2,7 @@ package methods
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/nikolalohinski/gonja/v2/builtins/methods/pyerrors"
 	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
@@ -226,13 +227,35 @@ var strMethods = exec.NewMethodSet[string](map[string]exec.Method[string]{
 		return pystring.PyString(self).IsUpper(), nil
 	},
 	"join": func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
-		var (
-			strs []string
-		)
+		var iterable *exec.Value
 		if err := arguments.Take(
-			exec.PositionalArgument("iterable", nil, exec.StringListArgument(&strs)),
+			exec.PositionalArgument("iterable", nil, func(v *exec.Value) error { iterable = v; return nil }),
 		); err != nil {
 			return nil, exec.ErrInvalidCall(err)
+		}
+		// PaV: any iterable, as Python's: a list's items, a mapping's
+		// keys, a string's characters, nothing for undefined
+		var items []*exec.Value
+		switch {
+		case iterable.IsUndefined():
+		case iterable.IsString():
+			for _, r := range iterable.String() {
+				items = append(items, exec.AsValue(string(r)))
+			}
+		case iterable.IsList() || iterable.IsDict():
+			iterable.Iterate(func(_, _ int, key, _ *exec.Value) bool {
+				items = append(items, key)
+				return true
+			}, func() {})
+		default:
+			return nil, fmt.Errorf("can only join an iterable")
+		}
+		strs := make([]string, len(items))
+		for i, item := range items {
+			if !item.IsString() {
+				return nil, fmt.Errorf("sequence item %d: expected str instance, %s found", i, exec.PyTypeName(item))
+			}
+			strs[i] = item.String()
 		}
 		return pystring.JoinString(self, strs), nil
 	},

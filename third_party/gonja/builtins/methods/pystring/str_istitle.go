@@ -6,34 +6,27 @@ import "unicode"
 // character, for example uppercase characters may only follow uncased characters
 // and lowercase characters only cased ones. Returns False otherwise.
 func IsTitle(s string) bool {
-	if len(s) == 0 {
-		return false
-	}
-
-	prevIsCased := false
-	prevIsUpper := false
+	// PaV: CPython's: at least one cased character, an uppercase (or
+	// titlecase) one only after an uncased one, a lowercase one only after
+	// a cased one (upstream: true for "-", false for "A-B").
+	cased, prevIsCased := false, false
 	for _, char := range s {
-		if unicode.IsUpper(char) {
-			if prevIsUpper {
-				return false
-			}
+		switch {
+		case unicode.IsUpper(char) || unicode.IsTitle(char):
 			if prevIsCased {
 				return false
 			}
-
-			prevIsUpper = true
-			prevIsCased = true
-		} else if unicode.IsLower(char) {
+			prevIsCased, cased = true, true
+		case unicode.IsLower(char):
 			if !prevIsCased {
 				return false
 			}
-			prevIsUpper = false
-			prevIsCased = true
-		} else {
+			prevIsCased, cased = true, true
+		default:
 			prevIsCased = false
 		}
 	}
-	return true
+	return cased
 }
 
 // IsTitle returns True if the string is a titlecased string and there is at least one

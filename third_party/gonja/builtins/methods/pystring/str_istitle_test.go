@@ -24,6 +24,10 @@ var _ = Describe("IsTitle", func() {
 		{input: "123Hello World", expected: true}, // Titlecased string with numbers at the beginning
 		{input: "Hello_world", expected: false},   // Underscore not considered titlecased
 		{input: "HellO", expected: false},         // Mixture of uppercase and lowercase letters
+		{input: "{}-{}", expected: false},         // PaV: no cased character
+		{input: "-", expected: false},             // PaV: no cased character
+		{input: "A-B", expected: true},            // PaV: an uppercase letter after an uncased one
+		{input: "ǅa", expected: true},             // PaV: a titlecase letter
 	}
 
 	for _, test := range tests {

@@ -16,6 +16,8 @@ var _ = Describe("SwapCase", func() {
 		{"Hello World", "hELLO wORLD"},
 		{"Spam and EGGS", "sPAM AND eggs"},
 		{"12345", "12345"},
+		{"İaß", "i̇ASS"},           // PaV: Python's full case mappings
+		{"ΑΣ Σ ΑΣ'Α", "ας σ ασ'α"}, // PaV: Python's final sigma
 	}
 
 	for _, test := range tests {

@@ -3,7 +3,11 @@ package pystring
 import (
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
+
 
 // Title returns a titlecased version of the string where words start with an uppercase
 // character and the remaining characters are lowercase.
@@ -28,16 +32,22 @@ import (
 func Title(s string) string {
 	var res strings.Builder
 
+	// PaV: Unicode's full lowercase mapping, as Python's str.lower (a
+	// Caser is stateful: one per call)
+	lower := cases.Lower(language.Und)
 	prevIsCased := false
 	for _, char := range s {
 		if prevIsCased {
-			res.WriteRune(unicode.ToLower(char))
+			// PaV: Python's full lowercase mapping ('İ' is 'i̇', two runes)
+			res.WriteString(lower.String(string(char)))
 		} else {
 			res.WriteRune(unicode.ToTitle(char))
 		}
-		prevIsCased = unicode.IsLetter(char)
+		// PaV: a word is a run of cased characters, as Python's (日 is a
+		// letter but not cased: '日本a'.title() is '日本A')
+		prevIsCased = unicode.IsUpper(char) || unicode.IsLower(char) || unicode.IsTitle(char)
 	}
-	
+
 	return res.String()
 }
 
