@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -52,12 +53,17 @@ spec.volumeAttributesClassName, both VolumeAttributesClasses from --objects,
 which creation gets too), staging, unstaging (need
 --pvc or --pv), snapshot-creation (needs --pvc or --pv, or a
 VolumeSnapshotContent in --objects), snapshot-deletion (needs a
-VolumeSnapshotContent with a snapshot handle in --objects), capacity
+VolumeSnapshotContent with a snapshot handle in --objects),
+group-snapshot-creation (needs a VolumeGroupSnapshotContent in --objects, or
+the group's PersistentVolumes: those of the provisioner in --pv and
+--objects), group-snapshot-deletion (needs a VolumeGroupSnapshotContent with
+a group snapshot handle in --objects), capacity
 (spec.storageCapacity, for the StorageClass of --sc, of --pvc or the one
 in --objects, measured on the node of --node: its topology segment is its
 values of spec.topologyKeys, and it is the segment's nodeName).
 VolumeSnapshots and VolumeSnapshotClasses in --objects are used for the
-content they belong to. A claim whose dataSource is a VolumeSnapshot is
+content they belong to, and so are VolumeGroupSnapshots and
+VolumeGroupSnapshotClasses. A claim whose dataSource is a VolumeSnapshot is
 restored from it: validation and creation get it and its bound
 VolumeSnapshotContent from --objects (snapshot, snapshotContent,
 snapshotHandle), with the controller's checks (ready, bound, of this
@@ -113,6 +119,10 @@ type renderWorld struct {
 	contents        []*snapshotv1.VolumeSnapshotContent
 	snapshotClasses []*snapshotv1.VolumeSnapshotClass
 	vacs            []*storagev1.VolumeAttributesClass
+
+	groupSnapshots []*groupsnapshotv1.VolumeGroupSnapshot
+	groupContents  []*groupsnapshotv1.VolumeGroupSnapshotContent
+	groupClasses   []*groupsnapshotv1.VolumeGroupSnapshotClass
 }
 
 func (w *renderWorld) load(path string) error {
@@ -147,6 +157,15 @@ func (w *renderWorld) load(path string) error {
 		case "VolumeAttributesClass":
 			o := &storagev1.VolumeAttributesClass{}
 			w.vacs, target = append(w.vacs, o), o
+		case "VolumeGroupSnapshot":
+			o := &groupsnapshotv1.VolumeGroupSnapshot{}
+			w.groupSnapshots, target = append(w.groupSnapshots, o), o
+		case "VolumeGroupSnapshotContent":
+			o := &groupsnapshotv1.VolumeGroupSnapshotContent{}
+			w.groupContents, target = append(w.groupContents, o), o
+		case "VolumeGroupSnapshotClass":
+			o := &groupsnapshotv1.VolumeGroupSnapshotClass{}
+			w.groupClasses, target = append(w.groupClasses, o), o
 		default:
 			continue // e.g. the client pods of a usage example
 		}
@@ -299,6 +318,8 @@ func (r *renderer) render(phase protocol.Phase) (*rendered, error) {
 		return r.modification()
 	case protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion:
 		return r.snapshot(phase)
+	case protocol.PhaseGroupSnapshotCreation, protocol.PhaseGroupSnapshotDeletion:
+		return r.groupSnapshot(phase)
 	case protocol.PhaseCapacity:
 		return r.capacity()
 	}
@@ -791,7 +812,7 @@ func (r *renderer) capacity() (*rendered, error) {
 // renderPhases are the phases render evaluates: every section of a PavProvisioner.
 var renderPhases = []protocol.Phase{protocol.PhaseValidation, protocol.PhaseCreation, protocol.PhaseDeletion,
 	protocol.PhaseExpansion, protocol.PhaseModification, protocol.PhaseStaging, protocol.PhaseUnstaging, protocol.PhaseSnapshotCreation, protocol.PhaseSnapshotDeletion,
-	protocol.PhaseCapacity}
+	protocol.PhaseGroupSnapshotCreation, protocol.PhaseGroupSnapshotDeletion, protocol.PhaseCapacity}
 
 var phaseList = func() string {
 	s := make([]string, len(renderPhases))

@@ -305,6 +305,75 @@ status: {snapshotHandle: pav-node2/content-uid}
 	}
 }
 
+func TestRenderGroupSnapshotPhases(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pv := func(handle, node string) string {
+		return `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ` + handle + `, annotations: {pav.albertofaria.github.io/selected-node: ` + node + `}}
+spec:
+  capacity: {storage: 1Mi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: host-directory, volumeHandle: ` + handle + `}
+`
+	}
+	volumes := write("pvs.yaml", pv("pvc-a", "pav-node2")+"---\n"+pv("pvc-b", "pav-node2"))
+	content := write("content.yaml", `apiVersion: groupsnapshot.storage.k8s.io/v1
+kind: VolumeGroupSnapshotContent
+metadata: {name: groupsnapcontent-x, uid: group-uid}
+spec:
+  driver: host-directory
+  deletionPolicy: Delete
+  source: {volumeHandles: [pvc-a, pvc-b]}
+  volumeGroupSnapshotRef: {namespace: default, name: group}
+status:
+  volumeGroupSnapshotHandle: pav-node2/group-uid
+  volumeSnapshotInfoList:
+    - {volumeHandle: pvc-a, snapshotHandle: pav-node2/group-uid-0}
+    - {volumeHandle: pvc-b, snapshotHandle: pav-node2/group-uid-1}
+`)
+	prov := "../examples/host-directory/provisioner.yaml"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--phase", "group-snapshot-creation", "--objects", volumes, "--pods"},
+			[]string{"nodeName: pav-node2", "cp -a /volumes/pvc-a", "cp -a /volumes/pvc-b", "name: pav-group-snapshot-creation-", protocol.FinalizerResult}},
+		{[]string{"--phase", "group-snapshot-creation", "--objects", volumes, "--objects", content},
+			[]string{"group=group-uid", "cp -a /volumes/pvc-b"}},
+		{[]string{"--phase", "group-snapshot-deletion", "--objects", content},
+			[]string{"nodeName: pav-node2", "rm -rf /snapshots/group-uid-0", "rm -rf /snapshots/group-uid-1"}},
+	} {
+		var out, errOut bytes.Buffer
+		if err := runRender(context.Background(), &out, &errOut, &renderOptions{file: prov, phase: tc.args[1], kubeletDir: protocol.DefaultKubeletDir,
+			objects: flagValues(tc.args, "--objects"), pods: slices.Contains(tc.args, "--pods")}); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, out.String())
+			}
+		}
+	}
+	for phase, want := range map[string]string{
+		"group-snapshot-creation": "PersistentVolumes of driver host-directory",
+		"group-snapshot-deletion": "needs a VolumeGroupSnapshotContent",
+	} {
+		var out, errOut bytes.Buffer
+		err := runRender(context.Background(), &out, &errOut, &renderOptions{file: prov, phase: phase, kubeletDir: protocol.DefaultKubeletDir})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s without a content or volumes: %v, want an error with %q", phase, err, want)
+		}
+	}
+}
+
 func flagValue(args []string, name string) string {
 	if v := flagValues(args, name); len(v) > 0 {
 		return v[0]

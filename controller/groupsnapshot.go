@@ -9,13 +9,9 @@ import (
 	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 
-	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -89,14 +85,15 @@ func statusGroupHandle(c *groupsnapshotv1.VolumeGroupSnapshotContent) string {
 // decideGroupSnapshot is the next step for a group content of a
 // PavProvisioner, given its group snapshot creation and deletion pods.
 func decideGroupSnapshot(c *groupsnapshotv1.VolumeGroupSnapshotContent, pods map[protocol.Phase]*corev1.Pod) groupStep {
-	if shouldDeleteGroupContent(c) {
+	deleting := shouldDeleteGroupContent(c)
+	if actOnCreationPod(pods[protocol.PhaseGroupSnapshotCreation], deleting) {
+		return groupCreationPod
+	}
+	if deleting {
 		if c.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete && statusGroupHandle(c) != "" {
 			return groupDelete
 		}
 		return groupRelease
-	}
-	if pods[protocol.PhaseGroupSnapshotCreation] != nil {
-		return groupCreationPod
 	}
 	switch {
 	case len(c.Spec.Source.VolumeHandles) > 0 && statusGroupHandle(c) == "":
@@ -115,40 +112,39 @@ func decideGroupSnapshot(c *groupsnapshotv1.VolumeGroupSnapshotContent, pods map
 	return groupNone
 }
 
+// groupContents is the VolumeGroupSnapshotContent kind of podContent.
+var groupContents = contentKind[*groupsnapshotv1.VolumeGroupSnapshotContent, groupsnapshotv1.VolumeGroupSnapshotContentStatus]{
+	resource: "VolumeGroupSnapshotContent", what: "group snapshot",
+	annBeingCreated: annGroupSnapshotBeingCreated, finalizer: finalizerGroupContentBound,
+	reasonCreationFailed: reasonGroupSnapshotCreationFailed, reasonDeleteError: reasonGroupSnapshotDeleteError,
+	creation: protocol.PhaseGroupSnapshotCreation, deletion: protocol.PhaseGroupSnapshotDeletion,
+	pod:    protocol.GroupSnapshotPod,
+	driver: func(c *groupsnapshotv1.VolumeGroupSnapshotContent) string { return c.Spec.Driver },
+	handle: statusGroupHandle,
+	ready:  groupContentReady,
+	status: func(c *groupsnapshotv1.VolumeGroupSnapshotContent) *groupsnapshotv1.VolumeGroupSnapshotContentStatus {
+		if c.Status == nil {
+			c.Status = &groupsnapshotv1.VolumeGroupSnapshotContentStatus{}
+		}
+		return c.Status
+	},
+	failed: func(st *groupsnapshotv1.VolumeGroupSnapshotContentStatus, e *snapshotv1.VolumeSnapshotError) {
+		st.Error, st.ReadyToUse = e, ptrTo(false)
+	},
+}
+
 // groupSync is one sync of one VolumeGroupSnapshotContent.
 type groupSync struct {
-	c       *Controller
-	content *groupsnapshotv1.VolumeGroupSnapshotContent
-	p       *v1alpha1.PavProvisioner
-	pods    map[protocol.Phase]*corev1.Pod
+	podContent[*groupsnapshotv1.VolumeGroupSnapshotContent, groupsnapshotv1.VolumeGroupSnapshotContentStatus]
 }
 
 func (c *Controller) syncGroupContent(ctx context.Context, name string) error {
-	content, err := c.groupContents.Get(name)
-	if apierrors.IsNotFound(err) {
-		c.groupContentBackoff.succeeded(name)
-		return nil
-	}
-	if err != nil {
+	s := &groupSync{newPodContent(c, &groupContents, c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents(), c.groupContentQueue, c.groupContentBackoff)}
+	if ok, err := s.open(name, c.groupContents.Get); !ok {
 		return err
 	}
-	p := c.provisioner(content.Spec.Driver)
-	if p == nil {
-		return nil // not a PaV group snapshot (or its PavProvisioner does not exist yet)
-	}
-	s := &groupSync{c: c, content: content, p: p,
-		pods: byPhase(c.podsBy(indexSnapshotContent, protocol.LabelValue(string(content.UID))))}
-	for _, pod := range s.pods {
-		if protocol.Going(pod) {
-			return nil // a previous attempt's pod is still going; its deletion requeues the content
-		}
-	}
-	step := decideGroupSnapshot(content, s.pods)
-	// The backoff spaces out retries of failed pods and writes; releasing
-	// a deleted content runs no pod, and must not wait for a failed
-	// creation's next retry (csi-snapshotter releases it at once).
-	if d := c.groupContentBackoff.wait(name); d > 0 && step != groupRelease {
-		c.groupContentQueue.AddAfter(name, d)
+	step := decideGroupSnapshot(s.content, s.pods)
+	if s.backingOff(step == groupRelease) {
 		return nil
 	}
 	switch step {
@@ -160,7 +156,7 @@ func (c *Controller) syncGroupContent(ctx context.Context, name string) error {
 		// As csi-snapshotter with a driver without GetVolumeGroupSnapshot:
 		// a pre-provisioned group is taken as ready.
 		return s.writeStatus(ctx, func(st *groupsnapshotv1.VolumeGroupSnapshotContentStatus) {
-			st.VolumeGroupSnapshotHandle = &content.Spec.Source.GroupSnapshotHandles.VolumeGroupSnapshotHandle
+			st.VolumeGroupSnapshotHandle = &s.content.Spec.Source.GroupSnapshotHandles.VolumeGroupSnapshotHandle
 			st.ReadyToUse = ptrTo(true)
 			if st.CreationTime == nil {
 				st.CreationTime = ptrTo(metav1.Now())
@@ -172,43 +168,11 @@ func (c *Controller) syncGroupContent(ctx context.Context, name string) error {
 	case groupDelete:
 		return s.deleteGroup(ctx, s.pods[protocol.PhaseGroupSnapshotDeletion])
 	case groupRelease:
-		if err := s.deletePods(ctx); err != nil {
-			return err
-		}
-		_, err := protocol.RemoveFinalizer(ctx, c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().Patch, content, finalizerGroupContentBound)
-		if err != nil {
-			return fmt.Errorf("VolumeGroupSnapshotContent %s: %w", content.Name, err)
-		}
-		return nil
+		return s.release(ctx)
 	case groupCleanup:
 		return s.deletePods(ctx)
 	}
 	return nil
-}
-
-func (s *groupSync) event(eventType, reason, format string, args ...interface{}) {
-	s.c.recorder.Eventf(s.content, eventType, reason, format, args...)
-}
-
-// fail reports a failed creation attempt as csi-snapshotter does (an Event
-// and status.error, which the snapshot-controller copies to the
-// VolumeGroupSnapshot) and schedules the next attempt with backoff.
-func (s *groupSync) fail(ctx context.Context, format string, args ...interface{}) error {
-	msg := "Failed to create group snapshot: " + fmt.Sprintf(format, args...)
-	s.event(corev1.EventTypeWarning, reasonGroupSnapshotCreationFailed, "%s", msg)
-	if err := s.writeStatus(ctx, func(st *groupsnapshotv1.VolumeGroupSnapshotContentStatus) {
-		st.Error = &snapshotv1.VolumeSnapshotError{Time: ptrTo(metav1.Now()), Message: ptrTo(msg)}
-		st.ReadyToUse = ptrTo(false)
-	}); err != nil {
-		return err
-	}
-	return s.retryLater(msg)
-}
-
-func (s *groupSync) retryLater(msg string) error {
-	d := s.c.groupContentBackoff.failed(s.content.Name)
-	s.c.groupContentQueue.AddAfter(s.content.Name, d)
-	return retryScheduled{fmt.Errorf("VolumeGroupSnapshotContent %s: %s (retrying in %v)", s.content.Name, msg, d)}
 }
 
 // request gathers the group phases' context: the VolumeGroupSnapshot, the
@@ -246,19 +210,11 @@ func (s *groupSync) request(ctx context.Context) (templating.GroupSnapshotReques
 // create starts an attempt: the creation pod, after marking the content
 // being created (as csi-snapshotter does before CreateVolumeGroupSnapshot).
 func (s *groupSync) create(ctx context.Context) error {
-	// On the API server's word only, as for snapshots (snapshot.go's
-	// create): a cache behind could run a second pod and leak a group.
-	live, err := s.c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().Get(ctx, s.content.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	if ok, err := s.reread(ctx, func(live *groupsnapshotv1.VolumeGroupSnapshotContent) bool {
+		return decideGroupSnapshot(live, s.pods) == groupCreate
+	}); !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("reading VolumeGroupSnapshotContent %s: %w", s.content.Name, err)
-	}
-	if decideGroupSnapshot(live, s.pods) != groupCreate {
-		return nil
-	}
-	s.content = live
 	if n := s.content.Spec.VolumeGroupSnapshotClassName; n == nil || *n == "" {
 		return s.fail(ctx, "a dynamic group snapshot needs a VolumeGroupSnapshotClass")
 	}
@@ -275,31 +231,14 @@ func (s *groupSync) create(ctx context.Context) error {
 		return err
 	}
 	tmpl, ok, err := s.c.engine.GroupSnapshotCreation(ctx, s.p, req)
-	switch {
-	case !ok:
-		return s.fail(ctx, "PavProvisioner %q cannot take group snapshots (it has no spec.groupSnapshotCreation)", s.p.Name)
-	case err != nil:
-		return s.fail(ctx, "evaluating spec.groupSnapshotCreation of PavProvisioner %q: %v", s.p.Name, err)
-	}
-	if _, ok := s.content.Annotations[annGroupSnapshotBeingCreated]; !ok {
-		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"yes"}}}`, annGroupSnapshotBeingCreated)
-		if _, err := s.c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().Patch(ctx, s.content.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("VolumeGroupSnapshotContent %s: marking it being created: %w", s.content.Name, err)
-		}
-	}
-	pod := protocol.GroupSnapshotPod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseGroupSnapshotCreation, s.content.Name, string(s.content.UID))
-	squatter, err := s.c.createPod(ctx, pod)
-	if squatter != nil {
-		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseGroupSnapshotCreation))
-	}
-	return err
+	return s.startCreation(ctx, "groupSnapshotCreation", tmpl, ok, err)
 }
 
 // creationPodState acts on the creation pod once it is done: its results
 // go into the content's status (the group's handle and each volume's
 // snapshot), then the being-created mark and the pod go.
 func (s *groupSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
-	r, ok := s.c.finishedPod(ctx, pod, podWaiter{obj: s.content, queue: s.c.groupContentQueue, key: s.content.Name})
+	r, ok := s.finishedPod(ctx, pod)
 	if !ok {
 		return nil
 	}
@@ -343,24 +282,8 @@ func (s *groupSync) creationPodState(ctx context.Context, pod *corev1.Pod) error
 	if err := s.removeBeingCreated(ctx); err != nil {
 		return err
 	}
-	s.c.groupContentBackoff.succeeded(s.content.Name)
+	s.backoff.succeeded(s.content.Name)
 	return s.c.deletePod(ctx, pod)
-}
-
-// failedAttempt ends an attempt whose pod failed or wrote no usable group
-// handle: status and Event, then the mark and the pod go, and the next
-// attempt waits for its backoff.
-func (s *groupSync) failedAttempt(ctx context.Context, pod *corev1.Pod, msg string) error {
-	if err := s.fail(ctx, "%s", msg); !isRetryScheduled(err) {
-		return err
-	}
-	if err := s.removeBeingCreated(ctx); err != nil {
-		return err
-	}
-	if err := s.c.deletePod(ctx, pod); err != nil {
-		return err
-	}
-	return retryScheduled{fmt.Errorf("VolumeGroupSnapshotContent %s: %s", s.content.Name, msg)}
 }
 
 type memberResult struct {
@@ -406,97 +329,19 @@ func groupSnapshotResults(pod *corev1.Pod, volumes []string) (group string, memb
 // deleteGroup runs the deletion pod (if the provisioner has one) and, once
 // it succeeded, clears the group from the content's status, as
 // csi-snapshotter does after DeleteVolumeGroupSnapshot (the members' list
-// stays); the next sync releases the content.
+// stays).
 func (s *groupSync) deleteGroup(ctx context.Context, pod *corev1.Pod) error {
-	clear := func() error {
-		return s.writeStatus(ctx, func(st *groupsnapshotv1.VolumeGroupSnapshotContentStatus) {
-			st.VolumeGroupSnapshotHandle, st.ReadyToUse, st.CreationTime, st.Error = nil, nil, nil, nil
-		})
-	}
-	if pod == nil {
+	return s.deleteSnapshot(ctx, pod, func() (*corev1.PodTemplateSpec, error) {
 		req, err := s.request(ctx)
 		if err != nil && !errors.Is(err, errSnapshotClassGone) {
-			return err
+			return nil, err
 		}
 		tmpl, err := s.c.engine.GroupSnapshotDeletion(ctx, s.p, req)
 		if err != nil {
-			return s.deleteFailed("evaluating spec.groupSnapshotDeletion of PavProvisioner %q: %v", s.p.Name, err)
+			return nil, s.deleteFailed("evaluating spec.groupSnapshotDeletion of PavProvisioner %q: %v", s.p.Name, err)
 		}
-		if tmpl == nil {
-			return clear()
-		}
-		squatter, err := s.c.createPod(ctx, protocol.GroupSnapshotPod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseGroupSnapshotDeletion, s.content.Name, string(s.content.UID)))
-		if squatter != nil {
-			s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseGroupSnapshotDeletion))
-		}
-		return err
-	}
-	r, ok := s.c.finishedPod(ctx, pod, podWaiter{obj: s.content, queue: s.c.groupContentQueue, key: s.content.Name})
-	if !ok {
-		return nil
-	}
-	if !r.succeeded {
-		return s.c.podFailed(ctx, pod, r.message, func(msg string) error { return s.deleteFailed("%s", msg) })
-	}
-	s.c.groupContentBackoff.succeeded(s.content.Name)
-	return clear() // the pod goes with the release
-}
-
-func (s *groupSync) deleteFailed(format string, args ...interface{}) error {
-	msg := fmt.Sprintf(format, args...)
-	s.event(corev1.EventTypeWarning, reasonGroupSnapshotDeleteError, "Failed to delete group snapshot: %s", msg)
-	return s.retryLater(msg)
-}
-
-func (s *groupSync) deletePods(ctx context.Context) error {
-	for _, pod := range s.pods {
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeStatus changes the content's status (on the version read; a
-// conflict retries the sync) unless the change changes nothing.
-func (s *groupSync) writeStatus(ctx context.Context, change func(*groupsnapshotv1.VolumeGroupSnapshotContentStatus)) error {
-	updated := s.content.DeepCopy()
-	if updated.Status == nil {
-		updated.Status = &groupsnapshotv1.VolumeGroupSnapshotContentStatus{}
-	}
-	change(updated.Status)
-	if s.content.Status != nil && equalGroupStatus(s.content.Status, updated.Status) {
-		return nil
-	}
-	got, err := s.c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("VolumeGroupSnapshotContent %s: updating its status: %w", s.content.Name, err)
-	}
-	klog.V(2).InfoS("VolumeGroupSnapshotContent status updated", "content", s.content.Name, "handle", statusGroupHandle(got), "ready", groupContentReady(got))
-	s.content = got
-	return nil
-}
-
-// equalGroupStatus compares statuses ignoring the time of an error.
-func equalGroupStatus(a, b *groupsnapshotv1.VolumeGroupSnapshotContentStatus) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	for _, st := range []*groupsnapshotv1.VolumeGroupSnapshotContentStatus{a, b} {
-		if st.Error != nil {
-			st.Error.Time = nil
-		}
-	}
-	return apiequality.Semantic.DeepEqual(a, b)
-}
-
-func (s *groupSync) removeBeingCreated(ctx context.Context) error {
-	if _, ok := s.content.Annotations[annGroupSnapshotBeingCreated]; !ok {
-		return nil
-	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, annGroupSnapshotBeingCreated)
-	got, err := s.c.snapshots.GroupsnapshotV1().VolumeGroupSnapshotContents().Patch(ctx, s.content.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("VolumeGroupSnapshotContent %s: removing annotation %s: %w", s.content.Name, annGroupSnapshotBeingCreated, err)
-	}
-	s.content = got
-	return nil
+		return tmpl, nil
+	}, func(st *groupsnapshotv1.VolumeGroupSnapshotContentStatus) {
+		st.VolumeGroupSnapshotHandle, st.ReadyToUse, st.CreationTime, st.Error = nil, nil, nil, nil
+	})
 }

@@ -311,6 +311,10 @@ func TestDecideGroupSnapshot(t *testing.T) {
 				Error: &snapshotv1.VolumeSnapshotError{Message: ptrTo("bad")}}
 		}), nil, groupNone},
 		"marked for deletion, Delete": {dyn(func(c *groupsnapshotv1.VolumeGroupSnapshotContent) { ready(c); deleting(c) }), nil, groupDelete},
+		"marked for deletion while its creation pod runs": {dyn(deleting),
+			map[protocol.Phase]*corev1.Pod{protocol.PhaseGroupSnapshotCreation: {Spec: corev1.PodSpec{NodeName: "node-1"}}}, groupCreationPod},
+		"marked for deletion, its creation pod on no node yet": {dyn(deleting),
+			map[protocol.Phase]*corev1.Pod{protocol.PhaseGroupSnapshotCreation: pod}, groupRelease},
 		"marked for deletion, Retain": {dyn(func(c *groupsnapshotv1.VolumeGroupSnapshotContent) {
 			ready(c)
 			deleting(c)

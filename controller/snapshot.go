@@ -9,14 +9,10 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 
-	"github.com/albertofaria/pav/crds/v1alpha1"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -118,27 +114,38 @@ func statusHandle(c *snapshotv1.VolumeSnapshotContent) string {
 	return ""
 }
 
+// actOnCreationPod: a content's creation pod is acted on (waited for, its
+// results recorded) before anything else, even once the content should be
+// deleted. The snapshot-controller marks a content for deletion without
+// looking at the being-created mark, and its patch of the annotations (a
+// replace of them all, as its cache has them) can even drop that mark while
+// the pod runs; the snapshot the pod cuts must be recorded to be deleted.
+// Only a pod no node has taken is deleted with the content: it cut nothing.
+func actOnCreationPod(pod *corev1.Pod, contentDeleted bool) bool {
+	return pod != nil && (!contentDeleted || pod.Spec.NodeName != "")
+}
+
 // decideSnapshot is the next step for a content of a PavProvisioner, given
 // its snapshot creation and deletion pods.
 func decideSnapshot(c *snapshotv1.VolumeSnapshotContent, pods map[protocol.Phase]*corev1.Pod) snapshotStep {
-	if shouldDeleteContent(c) {
+	deleting := shouldDeleteContent(c)
+	if actOnCreationPod(pods[protocol.PhaseSnapshotCreation], deleting) {
+		return snapCreationPod
+	}
+	if deleting {
 		if c.Spec.DeletionPolicy == snapshotv1.VolumeSnapshotContentDelete && statusHandle(c) != "" && !inGroupSnapshot(c) {
 			return snapDelete
 		}
 		return snapRelease
-	}
-	if pods[protocol.PhaseSnapshotCreation] != nil {
-		return snapCreationPod
 	}
 	switch {
 	case groupMember(c):
 		// The snapshot-controller records the member's snapshot from its
 		// group's status; nothing to cut here.
 	case c.Spec.Source.VolumeHandle != nil && statusHandle(c) == "":
-		// Even for a content being deleted, as csi-snapshotter: the
-		// snapshot-controller marks it for deletion only once no creation
-		// may be in flight, and a snapshot cut meanwhile must be recorded
-		// to be deleted.
+		// Even for a content being deleted, as csi-snapshotter: while it
+		// is marked being created it is not deleted, and a snapshot cut
+		// meanwhile must be recorded to be deleted.
 		return snapCreate
 	case c.Spec.Source.SnapshotHandle != nil && !contentReady(c):
 		return snapStaticReady
@@ -155,39 +162,42 @@ func decideSnapshot(c *snapshotv1.VolumeSnapshotContent, pods map[protocol.Phase
 	return snapNone
 }
 
+// snapshotContents is the VolumeSnapshotContent kind of podContent.
+var snapshotContents = contentKind[*snapshotv1.VolumeSnapshotContent, snapshotv1.VolumeSnapshotContentStatus]{
+	resource: "VolumeSnapshotContent", what: "snapshot",
+	annBeingCreated: annSnapshotBeingCreated, finalizer: finalizerContentBound,
+	reasonCreationFailed: reasonSnapshotCreationFailed, reasonDeleteError: reasonSnapshotDeleteError,
+	creation: protocol.PhaseSnapshotCreation, deletion: protocol.PhaseSnapshotDeletion,
+	pod:    protocol.SnapshotPod,
+	driver: func(c *snapshotv1.VolumeSnapshotContent) string { return c.Spec.Driver },
+	handle: statusHandle,
+	ready:  contentReady,
+	status: func(c *snapshotv1.VolumeSnapshotContent) *snapshotv1.VolumeSnapshotContentStatus {
+		if c.Status == nil {
+			c.Status = &snapshotv1.VolumeSnapshotContentStatus{}
+		}
+		return c.Status
+	},
+	failed: func(st *snapshotv1.VolumeSnapshotContentStatus, e *snapshotv1.VolumeSnapshotError) {
+		st.Error = e
+		if st.ReadyToUse == nil {
+			st.ReadyToUse = ptrTo(false)
+		}
+	},
+}
+
 // contentSync is one sync of one VolumeSnapshotContent.
 type contentSync struct {
-	c       *Controller
-	content *snapshotv1.VolumeSnapshotContent
-	p       *v1alpha1.PavProvisioner
-	pods    map[protocol.Phase]*corev1.Pod
+	podContent[*snapshotv1.VolumeSnapshotContent, snapshotv1.VolumeSnapshotContentStatus]
 }
 
 func (c *Controller) syncContent(ctx context.Context, name string) error {
-	content, err := c.contents.Get(name)
-	if apierrors.IsNotFound(err) {
-		c.contentBackoff.succeeded(name)
-		return nil
-	}
-	if err != nil {
+	s := &contentSync{newPodContent(c, &snapshotContents, c.snapshots.SnapshotV1().VolumeSnapshotContents(), c.contentQueue, c.contentBackoff)}
+	if ok, err := s.open(name, c.contents.Get); !ok {
 		return err
 	}
-	p := c.provisioner(content.Spec.Driver)
-	if p == nil {
-		return nil // not a PaV snapshot (or its PavProvisioner does not exist yet)
-	}
-	s := &contentSync{c: c, content: content, p: p, pods: byPhase(c.contentPods(content))}
-	for _, pod := range s.pods {
-		if protocol.Going(pod) {
-			return nil // a previous attempt's pod is still going; its deletion requeues the content
-		}
-	}
-	step := decideSnapshot(content, s.pods)
-	// The backoff spaces out retries of failed pods and writes; releasing
-	// a deleted content runs no pod, and must not wait for a failed
-	// creation's next retry (csi-snapshotter releases it at once).
-	if d := c.contentBackoff.wait(name); d > 0 && step != snapRelease {
-		c.contentQueue.AddAfter(name, d)
+	step := decideSnapshot(s.content, s.pods)
+	if s.backingOff(step == snapRelease) {
 		return nil
 	}
 	switch step {
@@ -199,7 +209,7 @@ func (c *Controller) syncContent(ctx context.Context, name string) error {
 		// No ListSnapshots here: a pre-provisioned snapshot is taken as
 		// ready, as csi-snapshotter takes it from a driver without it.
 		return s.writeStatus(ctx, func(st *snapshotv1.VolumeSnapshotContentStatus) {
-			st.SnapshotHandle = content.Spec.Source.SnapshotHandle
+			st.SnapshotHandle = s.content.Spec.Source.SnapshotHandle
 			st.ReadyToUse = ptrTo(true)
 			if st.CreationTime == nil {
 				st.CreationTime = ptrTo(metav1.Now().UnixNano())
@@ -214,50 +224,11 @@ func (c *Controller) syncContent(ctx context.Context, name string) error {
 	case snapDelete:
 		return s.deleteSnapshot(ctx, s.pods[protocol.PhaseSnapshotDeletion])
 	case snapRelease:
-		if err := s.deletePods(ctx); err != nil {
-			return err
-		}
-		_, err := protocol.RemoveFinalizer(ctx, c.snapshots.SnapshotV1().VolumeSnapshotContents().Patch, content, finalizerContentBound)
-		if err != nil {
-			return fmt.Errorf("VolumeSnapshotContent %s: %w", content.Name, err)
-		}
-		return nil
+		return s.release(ctx)
 	case snapCleanup:
 		return s.deletePods(ctx)
 	}
 	return nil
-}
-
-// contentPods are the snapshot creation and deletion pods of a content.
-func (c *Controller) contentPods(content *snapshotv1.VolumeSnapshotContent) []*corev1.Pod {
-	return c.podsBy(indexSnapshotContent, protocol.LabelValue(string(content.UID)))
-}
-
-func (s *contentSync) event(eventType, reason, format string, args ...interface{}) {
-	s.c.recorder.Eventf(s.content, eventType, reason, format, args...)
-}
-
-// fail reports a failed creation attempt as csi-snapshotter does (an Event
-// and the content's status.error, which the snapshot-controller copies to
-// the VolumeSnapshot) and schedules the next attempt with backoff.
-func (s *contentSync) fail(ctx context.Context, format string, args ...interface{}) error {
-	msg := fmt.Sprintf(format, args...)
-	s.event(corev1.EventTypeWarning, reasonSnapshotCreationFailed, "Failed to create snapshot: %s", msg)
-	if err := s.writeStatus(ctx, func(st *snapshotv1.VolumeSnapshotContentStatus) {
-		st.Error = &snapshotv1.VolumeSnapshotError{Time: ptrTo(metav1.Now()), Message: ptrTo("Failed to create snapshot: " + msg)}
-		if st.ReadyToUse == nil {
-			st.ReadyToUse = ptrTo(false)
-		}
-	}); err != nil {
-		return err
-	}
-	return s.retryLater(msg)
-}
-
-func (s *contentSync) retryLater(msg string) error {
-	d := s.c.contentBackoff.failed(s.content.Name)
-	s.c.contentQueue.AddAfter(s.content.Name, d)
-	return retryScheduled{fmt.Errorf("VolumeSnapshotContent %s: %s (retrying in %v)", s.content.Name, msg, d)}
 }
 
 // errSnapshotClassGone: the content names a VolumeSnapshotClass that does
@@ -317,25 +288,11 @@ func (c *Controller) volumeByHandle(driver, handle string) *corev1.PersistentVol
 // create starts an attempt: the creation pod, after marking the content
 // being created (as csi-snapshotter does before CreateSnapshot).
 func (s *contentSync) create(ctx context.Context) error {
-	// About to run the creation pod, on the API server's word only: the
-	// contents' watch can lag the pods' one, so the cache may still show
-	// the content without the handle the last creation pod recorded while
-	// that pod is gone already; a second pod would cut a second snapshot
-	// and the first would leak. A cache behind is caught up by the watch,
-	// which requeues the content.
-	live, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().Get(ctx, s.content.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	if ok, err := s.reread(ctx, func(live *snapshotv1.VolumeSnapshotContent) bool { return decideSnapshot(live, s.pods) == snapCreate }); !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("reading VolumeSnapshotContent %s: %w", s.content.Name, err)
-	}
-	if decideSnapshot(live, s.pods) != snapCreate {
-		return nil
-	}
-	s.content = live
-	if s.content.Spec.Source.VolumeHandle != nil && s.c.volumeByHandle(s.p.Name, *s.content.Spec.Source.VolumeHandle) == nil {
-		return s.fail(ctx, "no PersistentVolume of PavProvisioner %q has the volume handle %q", s.p.Name, *s.content.Spec.Source.VolumeHandle)
+	if h := s.content.Spec.Source.VolumeHandle; h != nil && s.c.volumeByHandle(s.p.Name, *h) == nil {
+		return s.fail(ctx, "no PersistentVolume of PavProvisioner %q has the volume handle %q", s.p.Name, *h)
 	}
 	req, err := s.request(ctx)
 	if errors.Is(err, errSnapshotClassGone) {
@@ -345,25 +302,7 @@ func (s *contentSync) create(ctx context.Context) error {
 		return err
 	}
 	tmpl, ok, err := s.c.engine.SnapshotCreation(ctx, s.p, req)
-	switch {
-	case !ok:
-		return s.fail(ctx, "PavProvisioner %q cannot take snapshots (it has no spec.snapshotCreation)", s.p.Name)
-	case err != nil:
-		return s.fail(ctx, "evaluating spec.snapshotCreation of PavProvisioner %q: %v", s.p.Name, err)
-	}
-	// A re-check of a recorded snapshot cuts nothing that could leak.
-	if _, ok := s.content.Annotations[annSnapshotBeingCreated]; !ok && statusHandle(s.content) == "" {
-		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"yes"}}}`, annSnapshotBeingCreated)
-		if _, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().Patch(ctx, s.content.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("VolumeSnapshotContent %s: marking it being created: %w", s.content.Name, err)
-		}
-	}
-	pod := protocol.SnapshotPod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseSnapshotCreation, s.content.Name, string(s.content.UID))
-	squatter, err := s.c.createPod(ctx, pod)
-	if squatter != nil {
-		s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseSnapshotCreation))
-	}
-	return err
+	return s.startCreation(ctx, "snapshotCreation", tmpl, ok, err)
 }
 
 // creationPodState acts on the creation pod once it is done: its results
@@ -371,7 +310,7 @@ func (s *contentSync) create(ctx context.Context) error {
 // A pod that re-checked a snapshot not ready yet updates its readiness; a
 // snapshot still not ready is checked again after a backoff.
 func (s *contentSync) creationPodState(ctx context.Context, pod *corev1.Pod) error {
-	r, ok := s.c.finishedPod(ctx, pod, podWaiter{obj: s.content, queue: s.c.contentQueue, key: s.content.Name})
+	r, ok := s.finishedPod(ctx, pod)
 	if !ok {
 		return nil
 	}
@@ -424,7 +363,7 @@ func (s *contentSync) creationPodState(ctx context.Context, pod *corev1.Pod) err
 	if !ready && problem == "" {
 		return s.checkAgain(ctx, pod)
 	}
-	s.c.contentBackoff.succeeded(s.content.Name)
+	s.backoff.succeeded(s.content.Name)
 	return s.c.deletePod(ctx, pod)
 }
 
@@ -434,25 +373,9 @@ func (s *contentSync) checkAgain(ctx context.Context, pod *corev1.Pod) error {
 	if err := s.c.deletePod(ctx, pod); err != nil {
 		return err
 	}
-	d := s.c.contentBackoff.failed(s.content.Name)
-	s.c.contentQueue.AddAfter(s.content.Name, d)
+	d := s.backoff.failed(s.content.Name)
+	s.queue.AddAfter(s.content.Name, d)
 	return nil
-}
-
-// failedAttempt ends an attempt whose pod failed or wrote no usable handle:
-// status and Event, then the mark and the pod go, and the next attempt
-// waits for its backoff.
-func (s *contentSync) failedAttempt(ctx context.Context, pod *corev1.Pod, msg string) error {
-	if err := s.fail(ctx, "%s", msg); !isRetryScheduled(err) {
-		return err
-	}
-	if err := s.removeBeingCreated(ctx); err != nil {
-		return err
-	}
-	if err := s.c.deletePod(ctx, pod); err != nil {
-		return err
-	}
-	return retryScheduled{fmt.Errorf("VolumeSnapshotContent %s: %s", s.content.Name, msg)}
 }
 
 type snapshotResult struct {
@@ -511,101 +434,21 @@ func parseBytes(s string) (int64, error) {
 
 // deleteSnapshot runs the deletion pod (if the provisioner has one) and,
 // once it succeeded, clears the snapshot from the content's status, as
-// csi-snapshotter does after DeleteSnapshot; the next sync releases the content.
+// csi-snapshotter does after DeleteSnapshot.
 func (s *contentSync) deleteSnapshot(ctx context.Context, pod *corev1.Pod) error {
-	clear := func() error {
-		return s.writeStatus(ctx, func(st *snapshotv1.VolumeSnapshotContentStatus) {
-			st.SnapshotHandle, st.ReadyToUse, st.CreationTime, st.RestoreSize = nil, nil, nil, nil
-		})
-	}
-	if pod == nil {
+	return s.podContent.deleteSnapshot(ctx, pod, func() (*corev1.PodTemplateSpec, error) {
 		req, err := s.request(ctx)
 		if err != nil && !errors.Is(err, errSnapshotClassGone) {
-			return err
+			return nil, err
 		}
 		tmpl, err := s.c.engine.SnapshotDeletion(ctx, s.p, req)
 		if err != nil {
-			return s.deleteFailed("evaluating spec.snapshotDeletion of PavProvisioner %q: %v", s.p.Name, err)
+			return nil, s.deleteFailed("evaluating spec.snapshotDeletion of PavProvisioner %q: %v", s.p.Name, err)
 		}
-		if tmpl == nil {
-			return clear()
-		}
-		squatter, err := s.c.createPod(ctx, protocol.SnapshotPod(tmpl, s.p.Name, s.c.podDirRoot(), protocol.PhaseSnapshotDeletion, s.content.Name, string(s.content.UID)))
-		if squatter != nil {
-			s.event(corev1.EventTypeWarning, reasonPodNameTaken, "%s", squatterMessage(squatter, protocol.PhaseSnapshotDeletion))
-		}
-		return err
-	}
-	r, ok := s.c.finishedPod(ctx, pod, podWaiter{obj: s.content, queue: s.c.contentQueue, key: s.content.Name})
-	if !ok {
-		return nil
-	}
-	if !r.succeeded {
-		return s.c.podFailed(ctx, pod, r.message, func(msg string) error { return s.deleteFailed("%s", msg) })
-	}
-	s.c.contentBackoff.succeeded(s.content.Name)
-	return clear() // the pod goes with the release
-}
-
-func (s *contentSync) deleteFailed(format string, args ...interface{}) error {
-	msg := fmt.Sprintf(format, args...)
-	s.event(corev1.EventTypeWarning, reasonSnapshotDeleteError, "Failed to delete snapshot: %s", msg)
-	return s.retryLater(msg)
-}
-
-// deletePods removes the content's pods (their outcome has been acted on).
-func (s *contentSync) deletePods(ctx context.Context) error {
-	for _, pod := range s.pods {
-		if err := s.c.deletePod(ctx, pod); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeStatus changes the content's status (on the version read; a
-// conflict retries the sync) unless the change changes nothing.
-func (s *contentSync) writeStatus(ctx context.Context, change func(*snapshotv1.VolumeSnapshotContentStatus)) error {
-	updated := s.content.DeepCopy()
-	if updated.Status == nil {
-		updated.Status = &snapshotv1.VolumeSnapshotContentStatus{}
-	}
-	change(updated.Status)
-	if s.content.Status != nil && equalStatus(s.content.Status, updated.Status) {
-		return nil
-	}
-	got, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("VolumeSnapshotContent %s: updating its status: %w", s.content.Name, err)
-	}
-	klog.V(2).InfoS("VolumeSnapshotContent status updated", "content", s.content.Name, "handle", ptrString(got.Status.SnapshotHandle), "ready", got.Status.ReadyToUse != nil && *got.Status.ReadyToUse)
-	s.content = got
-	return nil
-}
-
-// equalStatus compares statuses ignoring the time of an error (a repeated
-// failure with the same message is not news).
-func equalStatus(a, b *snapshotv1.VolumeSnapshotContentStatus) bool {
-	a, b = a.DeepCopy(), b.DeepCopy()
-	for _, st := range []*snapshotv1.VolumeSnapshotContentStatus{a, b} {
-		if st.Error != nil {
-			st.Error.Time = nil
-		}
-	}
-	return apiequality.Semantic.DeepEqual(a, b)
-}
-
-func (s *contentSync) removeBeingCreated(ctx context.Context) error {
-	if _, ok := s.content.Annotations[annSnapshotBeingCreated]; !ok {
-		return nil
-	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, annSnapshotBeingCreated)
-	got, err := s.c.snapshots.SnapshotV1().VolumeSnapshotContents().Patch(ctx, s.content.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("VolumeSnapshotContent %s: removing annotation %s: %w", s.content.Name, annSnapshotBeingCreated, err)
-	}
-	s.content = got
-	return nil
+		return tmpl, nil
+	}, func(st *snapshotv1.VolumeSnapshotContentStatus) {
+		st.SnapshotHandle, st.ReadyToUse, st.CreationTime, st.RestoreSize = nil, nil, nil, nil
+	})
 }
 
 func ptrTo[T any](v T) *T { return &v }

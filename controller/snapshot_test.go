@@ -120,6 +120,80 @@ func TestSyncContentRunsNoCreationPodForASnapshotTheCacheHasUncut(t *testing.T) 
 	}
 }
 
+// The snapshot-controller marks a content for deletion as soon as its
+// VolumeSnapshot goes, without waiting for PaV's being-created mark; its
+// patch replaces the annotations with those of its cache, which can drop
+// that mark. Here that happens just after PaV created the creation pod,
+// while the pods' cache does not show the pod yet. The content must not be
+// released under the running pod: the snapshot it cuts is recorded, then
+// deleted by one deletion pod, and only then does the content go.
+func TestSnapshotDeletedWhileItsCreationPodStartsIsDeletedOnceCut(t *testing.T) {
+	h := newHarness(t, testObjects()...)
+	ctx := context.Background()
+	sn := snapshotting(snapshotv1.VolumeSnapshotContentDelete)
+	sn.setup(h)
+	h.refresh()
+	if err := h.c.syncContent(ctx, testContent); err != nil {
+		t.Fatal(err)
+	}
+	created := h.podsCreated(protocol.PhaseSnapshotCreation)
+	if len(created) != 1 {
+		t.Fatalf("%d creation pods, want 1:\n%s", len(created), h.describe())
+	}
+	// The scheduler puts the pod on a node; the snapshot-controller, its
+	// cache behind PaV's mark, marks the content for deletion and deletes it.
+	pod, err := h.kube.CoreV1().Pods(created[0].Namespace).Get(ctx, created[0].Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.NodeName = "node-1"
+	if _, err := h.kube.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.content()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations = map[string]string{annSnapshotBeingDeleted: "yes"}
+	if _, err := h.snap.SnapshotV1().VolumeSnapshotContents().Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.snap.SnapshotV1().VolumeSnapshotContents().Delete(ctx, testContent, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The contents' cache has the deletion; the pods' cache has no pod yet.
+	c, err = h.content()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.contentIndexer.Update(c); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.c.syncContent(ctx, testContent)
+	if _, err := h.content(); err != nil {
+		t.Fatalf("content released while its creation pod runs (%v):\n%s", err, h.describe())
+	}
+	// The pods' cache catches up, with the pod still running.
+	h.refresh()
+	_ = h.c.syncContent(ctx, testContent)
+	if _, err := h.content(); err != nil {
+		t.Fatalf("content released while its creation pod runs (%v):\n%s", err, h.describe())
+	}
+	if pods, _ := h.kube.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{}); len(pods.Items) != 1 || pods.Items[0].DeletionTimestamp != nil {
+		t.Fatalf("the running creation pod was deleted:\n%s", h.describe())
+	}
+	for i := 0; i < 10 && !snapshotDeletion.done(h); i++ {
+		_ = h.contentStep()
+	}
+	if !snapshotDeletion.done(h) {
+		t.Fatalf("content not released once its snapshot was deleted:\n%s", h.describe())
+	}
+	// A deletion pod runs only for a content that records its snapshot.
+	if n := len(h.podsCreated(protocol.PhaseSnapshotDeletion)); n != 1 {
+		t.Errorf("%d deletion pods, want 1:\n%s", n, h.describe())
+	}
+}
+
 // snapshotDeletion: a ready content with policy Delete that the
 // snapshot-controller marked for deletion, until it is gone.
 var snapshotDeletion = scenario{
@@ -327,6 +401,7 @@ func TestDecideSnapshot(t *testing.T) {
 		c.Annotations[annSnapshotBeingDeleted] = "yes"
 	}
 	pod := &corev1.Pod{}
+	onNode := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-1"}}
 	for name, tc := range map[string]struct {
 		content *snapshotv1.VolumeSnapshotContent
 		pods    map[protocol.Phase]*corev1.Pod
@@ -352,6 +427,10 @@ func TestDecideSnapshot(t *testing.T) {
 			deleting(c)
 			c.Annotations[annSnapshotBeingCreated] = "yes"
 		}), nil, snapCreate},
+		"marked for deletion while its creation pod runs, being-created mark dropped": {dyn(deleting),
+			map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotCreation: onNode}, snapCreationPod},
+		"marked for deletion, its creation pod on no node yet": {dyn(deleting),
+			map[protocol.Phase]*corev1.Pod{protocol.PhaseSnapshotCreation: pod}, snapRelease},
 		"deleted, not marked by the snapshot-controller": {dyn(func(c *snapshotv1.VolumeSnapshotContent) {
 			ready(c)
 			c.DeletionTimestamp = &now

@@ -69,15 +69,5 @@ func ParseSnapshotHandles(raw string, volumes []string) ([]MemberSnapshot, error
 // VolumeGroupSnapshotContent content (UID uid), built from tmpl, with the
 // result finalizer the claim pods have.
 func GroupSnapshotPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, content, uid string) *corev1.Pod {
-	name := PodName(phase, uid)
-	pod := BuildPod(tmpl, PodOptions{
-		Provisioner:        provisioner,
-		Phase:              phase,
-		Name:               name,
-		SnapshotContentUID: uid,
-		HostDir:            NewHostDir(root, name),
-		Annotations:        map[string]string{AnnotationGroupSnapshotContent: content},
-	})
-	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
-	return pod
+	return contentPod(tmpl, provisioner, root, phase, AnnotationGroupSnapshotContent, content, uid)
 }

@@ -140,6 +140,12 @@ func CapacityPod(tmpl *corev1.PodTemplateSpec, provisioner, root, key, node stri
 // under the same name gets new pods), with its /pav under root. It holds
 // FinalizerResult, as ClaimPod does.
 func SnapshotPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, content, uid string) *corev1.Pod {
+	return contentPod(tmpl, provisioner, root, phase, AnnotationSnapshotContent, content, uid)
+}
+
+// contentPod is a pod of a (group) snapshot content's phase: named after
+// the content's UID, labelled with it, the content's name in annotation.
+func contentPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase Phase, annotation, content, uid string) *corev1.Pod {
 	name := PodName(phase, uid)
 	pod := BuildPod(tmpl, PodOptions{
 		Provisioner:        provisioner,
@@ -147,7 +153,7 @@ func SnapshotPod(tmpl *corev1.PodTemplateSpec, provisioner, root string, phase P
 		Name:               name,
 		SnapshotContentUID: uid,
 		HostDir:            NewHostDir(root, name),
-		Annotations:        map[string]string{AnnotationSnapshotContent: content},
+		Annotations:        map[string]string{annotation: content},
 	})
 	pod.Finalizers = append(pod.Finalizers, FinalizerResult)
 	return pod

@@ -3,7 +3,6 @@ package templating
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,13 +87,7 @@ func groupSnapshotVars(r GroupSnapshotRequest) (map[string]interface{}, error) {
 			return nil, err
 		}
 	}
-	params := map[string]interface{}{}
-	for k, v := range r.ClassParameters {
-		if !strings.HasPrefix(k, reservedSnapshotParamPrefix) {
-			params[k] = v
-		}
-	}
-	vars["snapshotParams"] = params
+	vars["snapshotParams"] = snapshotParams(r.ClassParameters)
 	handles := []interface{}{}
 	for _, h := range GroupVolumeHandles(r.Content) {
 		handles = append(handles, h)
@@ -128,27 +121,11 @@ func groupSnapshotVars(r GroupSnapshotRequest) (map[string]interface{}, error) {
 // addition): ok is false if the provisioner has none (it cannot take group
 // snapshots).
 func (c *Compiled) GroupSnapshotCreation(ctx context.Context, r GroupSnapshotRequest, get PVCGetter) (cfg *PodConfig, ok bool, err error) {
-	if c.groupSnapshotCreation == nil {
-		return nil, false, nil
-	}
-	cfg, err = c.groupSnapshotPhase(ctx, c.groupSnapshotCreation, r, get)
-	return cfg, true, err
+	return optionalContentPhase(ctx, c, c.groupSnapshotCreation, groupSnapshotVars, r, get)
 }
 
 // GroupSnapshotDeletion evaluates spec.groupSnapshotDeletion (a PaV-Go
 // addition); PodTemplate nil: no pod.
 func (c *Compiled) GroupSnapshotDeletion(ctx context.Context, r GroupSnapshotRequest, get PVCGetter) (*PodConfig, error) {
-	return c.groupSnapshotPhase(ctx, c.groupSnapshotDeletion, r, get)
-}
-
-func (c *Compiled) groupSnapshotPhase(ctx context.Context, s *section, r GroupSnapshotRequest, get PVCGetter) (*PodConfig, error) {
-	vars, err := groupSnapshotVars(r)
-	if err != nil {
-		return nil, err
-	}
-	raw, v, err := c.evaluate(ctx, s, vars, get)
-	if err != nil {
-		return nil, err
-	}
-	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
+	return contentPhase(ctx, c, c.groupSnapshotDeletion, groupSnapshotVars, r, get)
 }

@@ -36,6 +36,18 @@ type SnapshotRequest struct {
 // reads itself (secrets' names).
 const reservedSnapshotParamPrefix = "csi.storage.k8s.io/"
 
+// snapshotParams are a snapshot or group snapshot class's parameters as
+// templates see them: without the reserved ones.
+func snapshotParams(class map[string]string) map[string]interface{} {
+	params := map[string]interface{}{}
+	for k, v := range class {
+		if !strings.HasPrefix(k, reservedSnapshotParamPrefix) {
+			params[k] = v
+		}
+	}
+	return params
+}
+
 // snapshotVars is the context of both snapshot phases: snapshotContent,
 // snapshot, snapshotParams, handle (the volume's handle, none for a
 // pre-provisioned content) and snapshotHandle (none before creation).
@@ -53,13 +65,7 @@ func snapshotVars(r SnapshotRequest) (map[string]interface{}, error) {
 			return nil, err
 		}
 	}
-	params := map[string]interface{}{}
-	for k, v := range r.ClassParameters {
-		if !strings.HasPrefix(k, reservedSnapshotParamPrefix) {
-			params[k] = v
-		}
-	}
-	vars["snapshotParams"] = params
+	vars["snapshotParams"] = snapshotParams(r.ClassParameters)
 	if h := r.Content.Spec.Source.VolumeHandle; h != nil {
 		vars["handle"] = *h
 	}
@@ -99,21 +105,19 @@ func SnapshotHandle(c *snapshotv1.VolumeSnapshotContent) string {
 // of r.Content (a PaV-Go addition): ok is false if the provisioner has no
 // snapshotCreation section (it cannot take snapshots).
 func (c *Compiled) SnapshotCreation(ctx context.Context, r SnapshotRequest, get PVCGetter) (cfg *PodConfig, ok bool, err error) {
-	if c.snapshotCreation == nil {
-		return nil, false, nil
-	}
-	cfg, err = c.snapshotPhase(ctx, c.snapshotCreation, r, get)
-	return cfg, true, err
+	return optionalContentPhase(ctx, c, c.snapshotCreation, snapshotVars, r, get)
 }
 
 // SnapshotDeletion evaluates spec.snapshotDeletion for deleting the
 // snapshot of r.Content (a PaV-Go addition); PodTemplate nil: no pod.
 func (c *Compiled) SnapshotDeletion(ctx context.Context, r SnapshotRequest, get PVCGetter) (*PodConfig, error) {
-	return c.snapshotPhase(ctx, c.snapshotDeletion, r, get)
+	return contentPhase(ctx, c, c.snapshotDeletion, snapshotVars, r, get)
 }
 
-func (c *Compiled) snapshotPhase(ctx context.Context, s *section, r SnapshotRequest, get PVCGetter) (*PodConfig, error) {
-	vars, err := snapshotVars(r)
+// contentPhase evaluates section s of a snapshot or group snapshot phase
+// for request r, whose context varsOf gives.
+func contentPhase[R any](ctx context.Context, c *Compiled, s *section, varsOf func(R) (map[string]interface{}, error), r R, get PVCGetter) (*PodConfig, error) {
+	vars, err := varsOf(r)
 	if err != nil {
 		return nil, err
 	}
@@ -122,4 +126,14 @@ func (c *Compiled) snapshotPhase(ctx context.Context, s *section, r SnapshotRequ
 		return nil, err
 	}
 	return &PodConfig{PodTemplate: v.PodTemplate, Evaluated: raw}, nil
+}
+
+// optionalContentPhase is contentPhase for a section the provisioner may
+// leave out (nil): ok is false then.
+func optionalContentPhase[R any](ctx context.Context, c *Compiled, s *section, varsOf func(R) (map[string]interface{}, error), r R, get PVCGetter) (cfg *PodConfig, ok bool, err error) {
+	if s == nil {
+		return nil, false, nil
+	}
+	cfg, err = contentPhase(ctx, c, s, varsOf, r, get)
+	return cfg, true, err
 }
