@@ -123,6 +123,44 @@ func PodUIDInPath(p string) (types.UID, bool) {
 	return "", false
 }
 
+// PodVolumeOfPath names the pod and the volume kubelet made p for, when p
+// is one of kubelet's paths of a pod's volume: its target path (file system
+// or block), a subPath bind of it, or its device mapped in the pod's
+// directory. volume is kubelet's name of the volume: the PV's, or an inline
+// volume's name in the pod (csi_mounter.go getTargetPath, csi_block.go,
+// pkg/volume/util/subpath: the inner volume spec name).
+func PodVolumeOfPath(p string) (uid types.UID, volume string, ok bool) {
+	parts := strings.Split(path.Clean(p), "/")
+	n := len(parts)
+	if n >= 4 && parts[n-4] == "volumeDevices" && parts[n-3] == "publish" && IsUID(parts[n-1]) {
+		return types.UID(parts[n-1]), parts[n-2], true // block target path
+	}
+	for i := n - 2; i >= 0; i-- {
+		if parts[i] == "pods" && IsUID(parts[i+1]) {
+			if volume, ok := volumeInPodDir(parts[i+2:]); ok {
+				return types.UID(parts[i+1]), volume, true
+			}
+			break
+		}
+	}
+	return "", "", false
+}
+
+// volumeInPodDir is the volume of a path in a pod's directory (given as
+// its components below it): volumes/kubernetes.io~csi/<volume>/mount,
+// volumeDevices/kubernetes.io~csi/<volume> or
+// volume-subpaths/<volume>/<container>/<index>.
+func volumeInPodDir(rest []string) (string, bool) {
+	switch {
+	case len(rest) == 4 && rest[0] == "volumes" && rest[1] == csiPluginEscaped && rest[3] == "mount",
+		len(rest) == 3 && rest[0] == "volumeDevices" && rest[1] == csiPluginEscaped:
+		return rest[2], true
+	case len(rest) == 4 && rest[0] == "volume-subpaths":
+		return rest[1], true
+	}
+	return "", false
+}
+
 // IsPublishPathOf tells whether p is a target path kubelet publishes volume
 // (a PV's name) at for some pod: .../pods/<uid>/volumes/kubernetes.io~csi/<volume>/mount
 // for a file system, .../volumeDevices/publish/<volume>/<uid> for a block volume.

@@ -151,6 +151,32 @@ func TestIsPublishPathOf(t *testing.T) {
 	}
 }
 
+func TestPodVolumeOfPath(t *testing.T) {
+	for version, l := range layouts {
+		for _, root := range roots {
+			for _, p := range []string{l.publish, l.blockPublish, l.podDeviceMap, l.subPath} {
+				uid, volume, ok := PodVolumeOfPath(filepath.Join(root, p))
+				if !ok || uid != fixtureUID || volume != fixturePV {
+					t.Errorf("kubelet %s: PodVolumeOfPath(%s) = %q, %q, %v; want %s, %s", version, filepath.Join(root, p), uid, volume, ok, fixtureUID, fixturePV)
+				}
+			}
+			// kubelet's per-node paths, PaV's pods' directories and other
+			// paths in a pod's directory are no pod's volume
+			for _, p := range []string{l.staging, l.blockStaging, l.blockData,
+				"plugins/pav.albertofaria.github.io/pods/pav-staging-" + fixtureUID,
+				"pods/" + fixtureUID + "/volumes/kubernetes.io~empty-dir/cache",
+				"pods/" + fixtureUID + "/volumes/kubernetes.io~csi/" + fixturePV + "/vol_data.json",
+				"pods/" + fixtureUID + "/volumes/kubernetes.io~csi/" + fixturePV + "/mount/inside",
+				"pods/" + fixtureUID + "/etc-hosts",
+			} {
+				if uid, volume, ok := PodVolumeOfPath(filepath.Join(root, p)); ok {
+					t.Errorf("kubelet %s: PodVolumeOfPath(%s) = %q, %q; want none", version, filepath.Join(root, p), uid, volume)
+				}
+			}
+		}
+	}
+}
+
 // TracksVolumes follows kubelet's vol_data.json files: present from
 // MountDevice (file system) or the block mapper's creation until
 // UnmountDevice or TearDownDevice removed them.

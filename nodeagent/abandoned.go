@@ -125,7 +125,7 @@ func (s *Stager) sweepAbandoned(ctx context.Context, goneBefore map[string]bool)
 		}
 		if target == "" {
 			s.abandoned.start(id, func() {
-				if err := s.deleteAbandonedInline(ctx, pod); err != nil {
+				if err := s.inline.DeleteAbandoned(ctx, pod); err != nil {
 					logger.Error(err, "Deleting an inline volume whose pod is gone", "pod", klog.KObj(pod))
 				}
 			})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -93,7 +94,7 @@ func TestSweepUnstagesAbandonedStagingsIndependently(t *testing.T) {
 	unstaging := f.podsOf(protocol.PhaseUnstaging, 2) // both at once
 	hung, finishing := unstaging[0], unstaging[1]
 	f.setPhase(finishing, corev1.PodSucceeded, 0)
-	for deadline := time.Now().Add(10 * time.Second); len(f.pods()) != 2; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); len(f.pods()) != 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the staging whose unstaging finished is not cleaned up: %d pods left, want the other's 2", len(f.pods()))
 		}
@@ -116,7 +117,7 @@ func TestSweepUnstagesAbandonedStagingsIndependently(t *testing.T) {
 // podsOf waits until n pods of the phase exist and returns them by target path.
 func (f *stagerFixture) podsOf(phase protocol.Phase, n int) []*corev1.Pod {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); ; time.Sleep(5 * time.Millisecond) {
 		var found []*corev1.Pod
 		for _, p := range f.pods() {
 			if p.Labels[protocol.LabelPhase] == string(phase) {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/nodeagent/volstats"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -68,7 +69,7 @@ func TestAbnormalVolumeEventGoesToTheRecordedClientPod(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 	f.stager.recorder = events
 	id := publishForClient(t, f, newClientPod()).Labels[protocol.LabelStagingID]
-	f.stager.health.observe(ctx, f.stager, id, testDriver, f.target, &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnreachable, Message: "gone"})
+	f.stager.health.observe(ctx, f.stager, id, testDriver, f.target, &pavcsi.VolumeStats{Abnormal: true, Reason: volstats.ReasonVolumeUnreachable, Message: "gone"})
 	close(events.Events)
 	if n := len(events.Events); n != 1 {
 		t.Fatalf("%d Events on the client pod, want 1", n)

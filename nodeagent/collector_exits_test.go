@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/nodeagent/collector"
@@ -104,7 +105,7 @@ func TestCollectOnRuntimeExit(t *testing.T) {
 				protocol.AnnotationSucceeded:        "true",
 				protocol.AnnotationResultHandle:     "vol-1",
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(testwait.Timeout); ; time.Sleep(time.Millisecond) {
 				got, err := kube.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
+	"github.com/albertofaria/pav/nodeagent/inline"
 	"github.com/albertofaria/pav/templating"
 )
 
@@ -21,14 +22,9 @@ type Engine interface {
 	Staging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
 	// Unstaging evaluates spec.volumeUnstaging; nil without a pod template.
 	Unstaging(ctx context.Context, p *v1alpha1.PavProvisioner, req templating.StagingRequest) (*corev1.PodTemplateSpec, error)
-
-	// InlineValidation evaluates spec.volumeValidation's fields for a CSI
-	// inline ephemeral volume (r.Inline).
-	InlineValidation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.ValidationConfig, error)
-	// Creation and Deletion evaluate spec.volumeCreation and
-	// spec.volumeDeletion for a CSI inline ephemeral volume (r.Inline).
-	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error)
-	Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error)
+	// inline.Engine: volumeValidation, volumeCreation and volumeDeletion
+	// for CSI inline ephemeral volumes.
+	inline.Engine
 
 	// Forget drops what was cached for p, a deleted PavProvisioner.
 	Forget(p *v1alpha1.PavProvisioner)

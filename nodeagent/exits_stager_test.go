@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/nodeagent/containerd"
 	"github.com/albertofaria/pav/nodeagent/containerd/containerdtest"
@@ -35,7 +36,7 @@ func (f *stagerFixture) withUIDs() *stagerFixture {
 // reports only count for pods in it.
 func (f *stagerFixture) cached(pod *corev1.Pod) {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if objs, _ := f.stager.pods.ByIndex(podsByUID, string(pod.UID)); len(objs) == 1 {
 			return
 		}
@@ -47,7 +48,7 @@ func (f *stagerFixture) cached(pod *corev1.Pod) {
 // name (the fake API gives pods no UIDs unless withUIDs).
 func (f *stagerFixture) cachedByName(pod *corev1.Pod) {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if _, ok, _ := f.stager.pods.GetByKey(pod.Namespace + "/" + pod.Name); ok {
 			return
 		}
@@ -81,15 +82,12 @@ func (f *stagerFixture) publishOnRuntimeExit(ctx context.Context) *corev1.Pod {
 }
 
 // waiting waits until a Publish waits for pod: it subscribed to the pod's
-// changes (Stager.wait).
+// changes (nodepods.Pods.Wait).
 func (f *stagerFixture) waiting(pod *corev1.Pod) {
 	f.t.Helper()
 	key := pod.Namespace + "/" + pod.Name
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		f.stager.events.mu.Lock()
-		n := len(f.stager.events.subs[key])
-		f.stager.events.mu.Unlock()
-		if n > 0 {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if f.stager.nodePods.Waiters(pod.Namespace, pod.Name) > 0 {
 			return
 		}
 	}
@@ -173,7 +171,7 @@ func TestPublishRecordedSuccessIsFinal(t *testing.T) {
 	defer cancel()
 	pod := f.publishOnRuntimeExit(ctx)
 	f.setPhase(f.live(pod), corev1.PodFailed, 0)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); ; time.Sleep(time.Millisecond) {
 		if p, err := f.stager.podLister.Pods(pod.Namespace).Get(pod.Name); err == nil && p.Status.Phase == corev1.PodFailed {
 			break
 		}
@@ -227,7 +225,7 @@ func TestExitsForgetDeletedPods(t *testing.T) {
 	if err := f.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); ; time.Sleep(time.Millisecond) {
 		f.exits.mu.Lock()
 		n := len(f.exits.codes)
 		f.exits.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/albertofaria/pav/nodeagent/containerd"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -113,11 +114,11 @@ func TestWithReportedExits(t *testing.T) {
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "daemon", State: running}, {Name: "sidecar", State: running}}
 	e, _ := exitsFor(t, pod)
-	if got := describePod(e.withReportedExits(pod)); got != "phase Running; container daemon running; container sidecar running" {
+	if got := nodepods.Describe(e.withReportedExits(pod)); got != "phase Running; container daemon running; container sidecar running" {
 		t.Errorf("no exit reported: %q", got)
 	}
 	e.record(containerd.Exit{PodUID: "pav", Container: "daemon", Status: 137})
-	if got, want := describePod(e.withReportedExits(pod)), "phase Running; container daemon exited with code 137; container sidecar running"; got != want {
+	if got, want := nodepods.Describe(e.withReportedExits(pod)), "phase Running; container daemon exited with code 137; container sidecar running"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if pod.Status.ContainerStatuses[0].State.Running == nil {

@@ -418,7 +418,7 @@ func TestRecoverySurvivesAFaultAtEveryWrite(t *testing.T) {
 				f.t.Fatal(err)
 			}
 			testwait.Until(f.t, "the cache to show the recorded staging pod", func() bool {
-				cached, err := f.stager.findPod(ctx, protocol.PhaseStaging, id)
+				cached, err := f.stager.nodePods.Find(ctx, protocol.PhaseStaging, id)
 				if err != nil || cached == nil {
 					return false
 				}

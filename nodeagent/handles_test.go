@@ -16,6 +16,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/protocol"
 )
@@ -83,7 +84,7 @@ func clientOf(name, claim string) *corev1.Pod {
 // waitForPVs waits until the stager's PV cache holds n PVs with the handle.
 func (f *stagerFixture) waitForPVs(n int) {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if objs, _ := f.stager.pvs.ByIndex(pvsByHandle, testDriver+"/"+testHandle); len(objs) == n {
 			return
 		}

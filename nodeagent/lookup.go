@@ -13,6 +13,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/nodeagent/inline"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -20,11 +21,15 @@ import (
 // not the PV name. Several static PVs may share a handle; then the client
 // pod's claims decide.
 // An inline volume has none: kubelet's publish makes sure it exists and
-// gets the one made up for it (inlineVolume), a republish that does not come
-// from kubelet the one its staging pod recorded.
+// gets the one made up for it (inline.Volumes.Publish), a republish that
+// does not come from kubelet the one its staging pod recorded.
 func (s *Stager) findPV(ctx context.Context, driver, handle string, vctx map[string]string) (*corev1.PersistentVolume, error) {
-	if isInlineRequest(vctx) {
-		return s.inlineVolume(ctx, driver, handle, vctx)
+	if inline.IsRequest(vctx) {
+		p, err := s.provisioner(driver)
+		if err != nil {
+			return nil, err
+		}
+		return s.inline.Publish(ctx, p, handle, vctx)
 	}
 	// Templates put the handle into commands: a static PV's is checked here,
 	// as the controller checks those it creates.
@@ -37,7 +42,7 @@ func (s *Stager) findPV(ctx context.Context, driver, handle string, vctx map[str
 	}
 	switch len(objs) {
 	case 0:
-		if pv := s.stagedInlinePV(driver, handle); pv != nil {
+		if pv := s.inline.Staged(driver, handle); pv != nil {
 			return pv, nil
 		}
 		return nil, status.Errorf(codes.NotFound, "no PersistentVolume with spec.csi.driver %q and volumeHandle %q", driver, handle)

@@ -6,18 +6,14 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -70,7 +66,7 @@ func (s *Stager) createStagingPod(ctx context.Context, driver, id string, cached
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
-	return s.createPod(ctx, pod, dir)
+	return s.nodePods.Create(ctx, pod, dir)
 }
 
 // stagedObjects are the PV and claim a staging pod is made for: read from
@@ -105,137 +101,6 @@ func (s *Stager) stagedObjects(ctx context.Context, p *v1alpha1.PavProvisioner, 
 		return nil, nil, status.Errorf(codes.FailedPrecondition, "getting claim %s/%s of PersistentVolume %s: %v", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Name, err)
 	}
 	return pv, pvc, nil
-}
-
-// createPod creates a PaV pod, or finds the one an earlier attempt (maybe by
-// a previous incarnation of the node plugin) created; a pod that merely holds
-// its name is ignored (protocol.CreatePod) and reported in the log and as
-// an Event on itself, where its owner looks.
-func (s *Stager) createPod(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, error) {
-	got, squatter, err := protocol.CreatePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), pod)
-	if squatter != nil {
-		msg := fmt.Sprintf("pod %s/%s has the name of PaV's %s pod but was not created by PaV: it is ignored", squatter.Namespace, squatter.Name, pod.Labels[protocol.LabelPhase])
-		klog.FromContext(ctx).Info(msg)
-		if s.recorder != nil {
-			s.recorder.Event(squatter, corev1.EventTypeWarning, "PodNameTaken", msg)
-		}
-	}
-	if err != nil {
-		_ = os.Remove(dir)
-		return nil, status.Errorf(codes.Internal, "%v", err)
-	}
-	if used, _ := protocol.PodHostDir(got, s.root); used != dir {
-		_ = os.Remove(dir) // an earlier attempt's pod, with its own /pav
-	}
-	if got.Spec.NodeName != s.node {
-		return nil, status.Errorf(codes.FailedPrecondition, "pod %s/%s exists but runs on node %q", got.Namespace, got.Name, got.Spec.NodeName)
-	}
-	return got, nil
-}
-
-// findPod finds the pod of a phase for a staging ID (of several, the
-// newerStaging), first in the cache, then (in case the cache lags behind a
-// create) in the API.
-func (s *Stager) findPod(ctx context.Context, phase protocol.Phase, id string) (*corev1.Pod, error) {
-	objs, err := s.pods.ByIndex(podsByStaging, string(phase)+"/"+id)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "%v", err)
-	}
-	var pod *corev1.Pod
-	for _, obj := range objs {
-		if p := obj.(*corev1.Pod); pod == nil || newerStaging(p, pod) {
-			pod = p
-		}
-	}
-	if pod != nil {
-		return pod, nil
-	}
-	sel := labels.Set{protocol.LabelPhase: string(phase), protocol.LabelStagingID: id}.AsSelector().String()
-	list, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{
-		LabelSelector: sel,
-		FieldSelector: "spec.nodeName=" + s.node,
-	})
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "listing %s pods: %v", phase, err)
-	}
-	for i := range list.Items {
-		if pod == nil || newerStaging(&list.Items[i], pod) {
-			pod = &list.Items[i]
-		}
-	}
-	return pod, nil
-}
-
-// newerStaging: of two pods of one staging, a is the one that serves (or
-// will) rather than b: not being deleted (a recovery keeps the pod it
-// replaces until the new one exists), else created later.
-func newerStaging(a, b *corev1.Pod) bool {
-	if (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
-		return a.DeletionTimestamp == nil
-	}
-	return a.CreationTimestamp.After(b.CreationTimestamp.Time)
-}
-
-// livePod gets a pod from the API; nil if it does not exist.
-func (s *Stager) livePod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-	pod, err := s.kube.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "getting pod %s/%s: %v", namespace, name, err)
-	}
-	return pod, nil
-}
-
-// wait waits until done(pod) holds, re-checking on every informer event for
-// the pod and, if dir is set, every change in that directory (for
-// /pav/ready). done gets nil once the pod is gone. It returns the last state
-// seen (nil if gone). Until the cache has seen the pod (just created), the
-// given object stands in for it.
-func (s *Stager) wait(ctx context.Context, pod *corev1.Pod, dir string, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
-	events, unsubscribe := s.events.subscribe(pod.Namespace, pod.Name)
-	defer unsubscribe()
-	var fsEvents chan fsnotify.Event
-	var fsErrors chan error
-	if dir != "" {
-		w, err := fsnotify.NewWatcher()
-		if err == nil {
-			defer w.Close()
-			if err := w.Add(dir); err != nil {
-				klog.FromContext(ctx).Error(err, "Watching the pod's /pav; relying on pod events only", "dir", dir)
-			} else {
-				fsEvents, fsErrors = w.Events, w.Errors
-			}
-		}
-	}
-	last := pod
-	seen := false
-	for {
-		cached, err := s.podLister.Pods(pod.Namespace).Get(pod.Name)
-		switch {
-		case err == nil && cached.UID == pod.UID:
-			seen, last = true, cached
-		case err == nil: // a new pod of the same name: ours is gone
-			last = nil
-		case apierrors.IsNotFound(err) && seen:
-			last = nil
-		}
-		if done(last) {
-			return last, nil
-		}
-		if last == nil {
-			return nil, nil
-		}
-		select {
-		case <-events:
-		case <-fsEvents:
-		case err := <-fsErrors:
-			klog.FromContext(ctx).Error(err, "Watching the pod's /pav", "dir", dir)
-		case <-ctx.Done():
-			return last, ctx.Err()
-		}
-	}
 }
 
 type stagingState int
@@ -311,58 +176,6 @@ func failedNever(pod *corev1.Pod) bool {
 	return false
 }
 
-// stopped: no container of the pod runs any more.
-func stopped(pod *corev1.Pod) bool {
-	if protocol.Terminated(pod) {
-		return true
-	}
-	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending {
-		return false
-	}
-	n := 0
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, cs := range list {
-			if cs.State.Running != nil {
-				return false
-			}
-			if cs.State.Terminated != nil {
-				n++
-			}
-		}
-	}
-	return n > 0 && n == len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses)
-}
-
-// describePod summarises why a pod is not done, for messages kubelet shows.
-func describePod(pod *corev1.Pod) string {
-	if pod == nil {
-		return "the pod is gone"
-	}
-	parts := []string{"phase " + string(pod.Status.Phase)}
-	if pod.Status.Phase == "" {
-		parts = []string{"not yet started"}
-	}
-	if pod.Status.Reason != "" || pod.Status.Message != "" {
-		parts = append(parts, strings.TrimSpace(pod.Status.Reason+" "+pod.Status.Message))
-	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for _, cs := range list {
-			switch {
-			case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
-				parts = append(parts, fmt.Sprintf("container %s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
-			case cs.State.Running != nil:
-				parts = append(parts, fmt.Sprintf("container %s running", cs.Name))
-			case cs.State.Terminated != nil:
-				parts = append(parts, fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode))
-			}
-			if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-				parts = append(parts, strings.TrimSpace(fmt.Sprintf("container %s last exited with code %d %s", cs.Name, t.ExitCode, protocol.TerminationMessage(pod, cs.Name, t, false))))
-			}
-		}
-	}
-	return strings.TrimSpace(strings.Join(parts, "; "))
-}
-
 // failureMessage explains a failed pod in its own words (see
 // protocol.FailureMessage), reading /pav/error from dir ("": none), with the
 // end of its log only if its provisioner opted in (spec.podLogsInEvents).
@@ -403,7 +216,7 @@ func (s *Stager) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[
 // the pod afresh for each try: a conflict means the pod changed meanwhile.
 func (s *Stager) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
 	for attempt := 0; ; attempt++ {
-		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+		live, err := s.nodePods.Live(ctx, pod.Namespace, pod.Name)
 		if err != nil || live == nil || live.UID != pod.UID {
 			return err
 		}

@@ -27,6 +27,8 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/nodeagent/mounts"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
+	"github.com/albertofaria/pav/nodeagent/volstats"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -57,9 +59,12 @@ type ContainerProcesses interface {
 // be found on the node and in the client containers, the client pods that
 // used it, and when the volume was found lost.
 type recoveryRecord struct {
-	Replaces []string    `json:"replaces"` // mounts.VolumeMount.String()
-	Clients  []types.UID `json:"clients"`
-	Since    time.Time   `json:"since"`
+	Replaces []string `json:"replaces"` // mounts.VolumeMount.String()
+	// FSType is the replaced mounts' file system type (mountinfo's): with
+	// the device number it names them (mounts.VolumeMount).
+	FSType  string      `json:"fsType,omitempty"`
+	Clients []types.UID `json:"clients"`
+	Since   time.Time   `json:"since"`
 	// Device is a block volume's device number, which the clients'
 	// containers see as device nodes.
 	Device uint64 `json:"device,omitempty"`
@@ -115,6 +120,7 @@ func (r *recoveryRecord) mounts() ([]mounts.VolumeMount, error) {
 		if err != nil {
 			return nil, err
 		}
+		m.FSType = r.FSType
 		out = append(out, m)
 	}
 	return out, nil
@@ -212,7 +218,7 @@ func (s *Stager) RunRecovery(ctx context.Context) {
 // what it replaces until the clients have it.
 func (s *Stager) recover(ctx context.Context, id string) error {
 	defer s.locks.lock(id)()
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseStaging, id)
 	if err != nil || pod == nil {
 		return err
 	}
@@ -262,7 +268,7 @@ func (s *Stager) recordedRecovery(ctx context.Context, pod *corev1.Pod) (rec *re
 	if rec, err = recoveryOf(pod); err != nil || rec == nil {
 		return nil, false, err
 	}
-	live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+	live, err := s.nodePods.Live(ctx, pod.Namespace, pod.Name)
 	if err != nil || live == nil || live.UID != pod.UID {
 		return nil, true, err
 	}
@@ -325,7 +331,7 @@ func (s *Stager) restageAndReplace(ctx context.Context, driver, id string, pod *
 	}
 	if !resumed {
 		s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeLost, "volume %s stopped working (staging pod %s/%s: %s); staging it again",
-			req.VolumeID, pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))
+			req.VolumeID, pod.Namespace, pod.Name, nodepods.Describe(s.exits.withReportedExits(pod)))
 		// Recorded on the old pod first: a node plugin restarted from here
 		// on finds the recovery there.
 		if err := s.recordRecovery(ctx, pod, opts.rec); err != nil {
@@ -342,7 +348,7 @@ func (s *Stager) restageAndReplace(ctx context.Context, driver, id string, pod *
 	if err := s.publish(ctx, driver, req, opts); err != nil {
 		return failed("staging the volume again", err)
 	}
-	if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil || pod == nil {
+	if pod, err = s.nodePods.Find(ctx, protocol.PhaseStaging, id); err != nil || pod == nil {
 		return err
 	}
 	replaced, err := s.replaceForClients(ctx, driver, pod, req, opts.rec)
@@ -413,7 +419,7 @@ func (s *Stager) keepForBlockClients(ctx context.Context, pod *corev1.Pod, req *
 	klog.FromContext(ctx).Info("Not recovering a block volume: the node's device cgroups are v2", "pod", klog.KObj(pod), "clients", rec.Clients)
 	s.eventOn(clients, corev1.EventTypeWarning, ReasonVolumeNotRecovered,
 		"block volume %s stopped working (staging pod %s/%s: %s) and is not staged again while this pod runs: the node's device cgroups are cgroup v2, where PaV can neither let the running containers open a new device nor take the old device number from them; delete and recreate the pod to use the volume again",
-		req.VolumeID, pod.Namespace, pod.Name, describePod(s.exits.withReportedExits(pod)))
+		req.VolumeID, pod.Namespace, pod.Name, nodepods.Describe(s.exits.withReportedExits(pod)))
 }
 
 // nodeDeviceCgroupV2: this node's device cgroups are cgroup v2 (the node
@@ -443,7 +449,7 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string, block
 		if !servingStopped(pod, s.exits) {
 			return nil, nil
 		}
-	} else if stats, answered, err := s.probes.run(ctx, target, s.readStats); err != nil || !answered || !stats.Abnormal || stats.Reason != ReasonVolumeUnreachable {
+	} else if stats, answered, err := s.probes.Run(ctx, target, s.readStats); err != nil || !answered || !stats.Abnormal || stats.Reason != volstats.ReasonVolumeUnreachable {
 		return nil, nil
 	}
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
@@ -454,11 +460,11 @@ func (s *Stager) lost(ctx context.Context, pod *corev1.Pod, target string, block
 	if !ok {
 		return nil, nil // unpublished meanwhile
 	}
-	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}}
+	rec := &recoveryRecord{Since: time.Now(), Replaces: []string{old.String()}, FSType: old.FSType}
 	if block {
-		dev, answered, err := bounded(ctx, s.probes.timeout, func() (uint64, error) { return s.deviceAt(target) })
+		dev, answered, err := volstats.Bounded(ctx, s.probes.Timeout, func() (uint64, error) { return s.deviceAt(target) })
 		if !answered {
-			return nil, fmt.Errorf("reading the device number of the block volume at %s: no answer in %v", target, s.probes.timeout)
+			return nil, fmt.Errorf("reading the device number of the block volume at %s: no answer in %v", target, s.probes.Timeout)
 		} else if err != nil {
 			return nil, fmt.Errorf("reading the device number of the block volume at %s: %w", target, err)
 		}
@@ -555,7 +561,7 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 	}
 	defer src.Close()
 	opts := s.bindOptions(driver, req.Block, req.ReadOnly)
-	replaced, err := mounts.RebindOnNode(s.mounter, old, src, opts, isClients)
+	replaced, err := mounts.RebindOnNode(s.mounter, old, src, opts, rec.seenBy(kubeletVolumeName(pod, req)))
 	if err != nil {
 		return replaced, err
 	}
@@ -566,6 +572,32 @@ func (s *Stager) replaceForClients(ctx context.Context, driver string, pod *core
 		done, err = s.replaceInContainers(ctx, rec, src, opts)
 	}
 	return append(replaced, done...), err
+}
+
+// seenBy says whether a mount point on the node is where one of the
+// recorded client pods sees volume (kubelet's name of it: its target path,
+// a subPath bind, a mapped device). A recovery replaces nothing else: its
+// record names the old mounts by device number, which the kernel gives to
+// another file system once the last of them is gone, so a replacement
+// repeated after that (an attempt failed after it) would otherwise take
+// another pod's volume for this one.
+func (r *recoveryRecord) seenBy(volume string) func(mountPoint string) bool {
+	return func(mountPoint string) bool {
+		uid, v, ok := kubelet.PodVolumeOfPath(mountPoint)
+		return ok && v == volume && slices.Contains(r.Clients, uid)
+	}
+}
+
+// kubeletVolumeName is kubelet's name, in its client pods' paths, of the
+// volume a staging pod serves: an inline volume's name in its pod, which
+// the target path has, or else the PV's.
+func kubeletVolumeName(stagingPod *corev1.Pod, req *pavcsi.PublishRequest) string {
+	if _, name, ok := kubelet.PodVolumeOfPath(req.TargetPath); ok {
+		return name
+	}
+	var pv metav1.PartialObjectMetadata
+	_ = json.Unmarshal([]byte(stagingPod.Annotations[protocol.AnnotationVolumeSnapshot]), &pv)
+	return pv.Name
 }
 
 // claimOf is the name of the claim a staging pod serves (of its client

@@ -17,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/protocol"
 )
@@ -105,8 +107,8 @@ func TestRecoveryWithoutClientsTearsDown(t *testing.T) {
 	}
 	id := old.Labels[protocol.LabelStagingID]
 	// until the node plugin's cache shows the record and the failure
-	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		cached, err := f.stager.findPod(ctx, protocol.PhaseStaging, id)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, testwait.Timeout, true, func(ctx context.Context) (bool, error) {
+		cached, err := f.stager.nodePods.Find(ctx, protocol.PhaseStaging, id)
 		if err != nil || cached == nil {
 			return false, err
 		}
@@ -146,7 +148,7 @@ func TestLostIsBoundedByAHungStat(t *testing.T) {
 	hung := make(chan struct{})
 	defer close(hung)
 	f.stager.deviceAt = func(string) (uint64, error) { <-hung; return 0, errors.New("released") }
-	f.stager.probes.timeout = time.Millisecond
+	f.stager.probes.Timeout = time.Millisecond
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.stager.lost(context.Background(), pod, t.TempDir(), true)
@@ -200,5 +202,49 @@ func TestBlockStagingKeptOnCgroupV2(t *testing.T) {
 	}
 	if len(stagings) != 1 || stagings[0].UID != old.UID || stagings[0].DeletionTimestamp != nil {
 		t.Errorf("staging pods %v, want the old one only, kept", podNames(stagings))
+	}
+}
+
+// A recovery replaces, on the node, only where its recorded client pods
+// see its volume: the device number it recorded is given to another file
+// system once the old mounts are gone, and a repeated replacement took
+// another claim's volume for this one (the soak's seed 604644: a reader of
+// one claim read another's token).
+func TestRecoveryReplacesOnlyWhereItsClientsSeeTheVolume(t *testing.T) {
+	const (
+		client = "6a2f3c1e-9b4d-4e7a-8c15-3d2e1f0a9b8c"
+		other  = "0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"
+		pv     = "pvc-11111111-2222-4333-8444-555555555555"
+		pv2    = "pvc-99999999-2222-4333-8444-555555555555"
+	)
+	rec := &recoveryRecord{Replaces: []string{"0:42:/"}, Clients: []types.UID{client}}
+	seen := rec.seenBy(pv)
+	for mp, want := range map[string]bool{
+		"/var/lib/kubelet/pods/" + client + "/volumes/kubernetes.io~csi/" + pv + "/mount":                   true,
+		"/var/lib/kubelet/pods/" + client + "/volume-subpaths/" + pv + "/app/0":                             true,
+		"/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/" + pv + "/" + client:             true,
+		"/var/lib/kubelet/pods/" + client + "/volumeDevices/kubernetes.io~csi/" + pv:                        true,
+		"/var/lib/kubelet/pods/" + other + "/volumes/kubernetes.io~csi/" + pv + "/mount":                    false, // not a recorded client
+		"/var/lib/kubelet/pods/" + other + "/volumes/kubernetes.io~csi/" + pv2 + "/mount":                   false, // another pod's volume
+		"/var/lib/kubelet/pods/" + client + "/volumes/kubernetes.io~csi/" + pv2 + "/mount":                  false, // the client's other volume
+		"/var/lib/kubelet/pods/" + client + "/volumes/kubernetes.io~empty-dir/scratch":                      false,
+		"/var/lib/kubelet/plugins/pav.albertofaria.github.io/pods/pav-staging-x/pav/volume":                 false, // the old staging's
+		"/var/lib/kubelet/plugins/kubernetes.io/csi/example.pav/54f50aff0c05f509a804604b776c85/globalmount": false,
+	} {
+		if got := seen(mp); got != want {
+			t.Errorf("seenBy(%s)(%s) = %v, want %v", pv, mp, got, want)
+		}
+	}
+
+	pvJSON := `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"` + pv + `"}}`
+	staging := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{protocol.AnnotationVolumeSnapshot: pvJSON}}}
+	for target, want := range map[string]string{
+		"/var/lib/kubelet/pods/" + client + "/volumes/kubernetes.io~csi/" + pv + "/mount":       pv,
+		"/var/lib/kubelet/pods/" + client + "/volumes/kubernetes.io~csi/my-inline/mount":        "my-inline", // an inline volume: kubelet names it as the pod does
+		"/var/lib/kubelet/plugins/kubernetes.io/csi/example.pav/54f50aff0c05f509a8/globalmount": pv,          // shared staging: the PV's name
+	} {
+		if got := kubeletVolumeName(staging, &pavcsi.PublishRequest{TargetPath: target}); got != want {
+			t.Errorf("kubeletVolumeName(target %s) = %q, want %q", target, got, want)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubelet"
 	"github.com/albertofaria/pav/nodeagent/mounts"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -57,10 +58,10 @@ func (s *Stager) checkRollout(p *v1alpha1.PavProvisioner) {
 // olderStagings are the staging pods of id other than newest: a replaced
 // one whose teardown a node plugin restart interrupted.
 func (s *Stager) olderStagings(id string, newest *corev1.Pod) []*corev1.Pod {
-	objs, _ := s.pods.ByIndex(podsByStaging, string(protocol.PhaseStaging)+"/"+id)
+	pods, _ := s.nodePods.Cached(protocol.PhaseStaging, id)
 	var out []*corev1.Pod
-	for _, obj := range objs {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.UID != newest.UID {
+	for _, pod := range pods {
+		if pod.UID != newest.UID {
 			out = append(out, pod)
 		}
 	}
@@ -87,7 +88,7 @@ func (s *Stager) startReplacement(ctx context.Context, driver, id string, pv *co
 	pod, state, err := s.awaitStaging(ctx, pod, dir)
 	switch {
 	case err != nil:
-		return nil, nil, fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, describePod(pod))
+		return nil, nil, fmt.Errorf("the new staging pod %s/%s is not serving yet: %s", pod.Namespace, pod.Name, nodepods.Describe(pod))
 	case state != stagingReady:
 		msg := fmt.Sprintf("the new staging pod %s/%s failed: %s", pod.Namespace, pod.Name, s.failureMessage(ctx, pod, dir))
 		if err := s.teardown(ctx, driver, pod); err != nil {
@@ -119,7 +120,7 @@ func (s *Stager) swapClients(ctx context.Context, infos []mount.MountInfo, oldMo
 	if err != nil {
 		return uids, replaced, fmt.Errorf("swapping the volume on the node: %w", err)
 	}
-	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, Clients: uids}
+	rec := &recoveryRecord{Replaces: []string{oldMount.String()}, FSType: oldMount.FSType, Clients: uids}
 	done, err := s.replaceInContainers(ctx, rec, src, bind)
 	replaced = append(replaced, done...)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/internal/csisanity"
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/protocol"
 )
 
@@ -149,7 +150,7 @@ func (c *pvController) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRe
 }
 
 func (c *pvController) waitForInformer(ctx context.Context, handle string, exists bool) error {
-	return wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, testwait.Timeout, true, func(context.Context) (bool, error) {
 		objs, err := c.f.stager.pvs.ByIndex(pvsByHandle, testDriver+"/"+handle)
 		return err == nil && (len(objs) > 0) == exists, err
 	})

@@ -28,14 +28,15 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubelet"
+	"github.com/albertofaria/pav/nodeagent/inline"
 	"github.com/albertofaria/pav/nodeagent/mounts"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
+	"github.com/albertofaria/pav/nodeagent/volstats"
 	"github.com/albertofaria/pav/protocol"
 )
 
 // Index names.
 const (
-	// podsByStaging indexes PaV pods by "<phase>/<staging ID>".
-	podsByStaging = "pav-staging"
 	// pvsByHandle indexes PVs by "<csi driver>/<volume handle>".
 	pvsByHandle = "pav-handle"
 )
@@ -45,14 +46,8 @@ const (
 // PodIndexers are the indexers the stager and Exits need on the pod informer.
 func PodIndexers() cache.Indexers {
 	return cache.Indexers{
-		podsByStaging: func(obj interface{}) ([]string, error) {
-			pod, ok := obj.(*corev1.Pod)
-			if !ok || pod.Labels[protocol.LabelStagingID] == "" {
-				return nil, nil
-			}
-			return []string{pod.Labels[protocol.LabelPhase] + "/" + pod.Labels[protocol.LabelStagingID]}, nil
-		},
-		podsByUID: indexPodUID,
+		nodepods.ByStaging: nodepods.IndexByStaging,
+		podsByUID:          indexPodUID,
 	}
 }
 
@@ -78,14 +73,15 @@ type Stager struct {
 	podLister    corelisters.PodLister
 	pvs          cache.Indexer
 	provisioners pavlisters.PavProvisionerLister
-	events       *podEvents
-	exits        *Exits // nil: only pod status tells that a pod succeeded
+	nodePods     *nodepods.Pods  // PaV's pods on this node: created, found, waited on
+	inline       *inline.Volumes // CSI inline ephemeral volumes, created and deleted
+	exits        *Exits          // nil: only pod status tells that a pod succeeded
 	metrics      *metrics
 	recorder     record.EventRecorder // Events on client pods; nil: none
 	health       *volumeHealth
 	// probes and readStats read volumes' usage (Stats); readStats is
-	// readVolumeStats but in tests.
-	probes    *volumeProbes
+	// volstats.Read but in tests.
+	probes    *volstats.Probes
 	readStats func(volumePath string) (*pavcsi.VolumeStats, error)
 	// one Publish or Unpublish per staging at a time: kubelet serializes its
 	// own calls, but the abandoned-staging sweep also unpublishes
@@ -148,17 +144,19 @@ func NewStager(cfg StagerConfig) *Stager {
 		podLister:    corelisters.NewPodLister(cfg.Pods.GetIndexer()),
 		pvs:          cfg.PVs.GetIndexer(),
 		provisioners: pavlisters.NewPavProvisionerLister(cfg.Provisioners.GetIndexer()),
-		events:       newPodEvents(),
+		nodePods:     nodepods.New(cfg.Kube, cfg.NodeName, cfg.PodDirRoot, cfg.Pods, cfg.Recorder),
 		exits:        cfg.Exits,
 		metrics:      cfg.Metrics,
 		recorder:     cfg.Recorder,
 		health:       newVolumeHealth(),
-		probes:       newVolumeProbes(statsTimeout),
+		probes:       volstats.NewProbes(volstats.DefaultTimeout),
 		informers: map[string]cache.SharedIndexInformer{
 			"pods": cfg.Pods, "persistentvolumes": cfg.PVs, "pavprovisioners": cfg.Provisioners,
 		},
 	}
-	s.readStats = s.readVolumeStats
+	s.readStats = func(path string) (*pavcsi.VolumeStats, error) { return volstats.Read(cfg.Mounter, path) }
+	s.inline = inline.New(inline.Config{Kube: cfg.Kube, Engine: cfg.Engine, Pods: s.nodePods, Provisioners: s.provisioners,
+		NodeName: cfg.NodeName, PodDirRoot: cfg.PodDirRoot})
 	if s.own = cfg.ownMounts; s.own == nil {
 		s.own = hostMounts{mounter: cfg.Mounter}
 	}
@@ -170,7 +168,6 @@ func NewStager(cfg StagerConfig) *Stager {
 		s.recoveries = newRecoveryQueue()
 		s.processes = cfg.Processes
 	}
-	_, _ = cfg.Pods.AddEventHandler(s.events.handler())
 	onPod := func(obj interface{}) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			s.checkStagingPod(pod)
@@ -189,7 +186,7 @@ func NewStager(cfg StagerConfig) *Stager {
 	})
 	if cfg.Exits != nil {
 		cfg.Exits.OnExit(func(pod *corev1.Pod) {
-			s.events.notify(pod)
+			s.nodePods.Notify(pod)
 			s.checkStagingPod(pod)
 		})
 	}
@@ -288,7 +285,7 @@ func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath stri
 	id := protocol.StagingID(volumeID, stagingPath)
 	defer s.locks.lock(id)()
 	s.health.forget(id)
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseStaging, id)
 	if err != nil {
 		return err
 	}
@@ -307,7 +304,7 @@ func (s *Stager) Unstage(ctx context.Context, driver, volumeID, stagingPath stri
 // publishStaged binds, at a client's target path, the volume the shared
 // staging pod of req.StagingPath serves.
 func (s *Stager) publishStaged(ctx context.Context, driver string, req *pavcsi.PublishRequest) error {
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, protocol.StagingID(req.VolumeID, req.StagingPath))
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseStaging, protocol.StagingID(req.VolumeID, req.StagingPath))
 	if err != nil {
 		return err
 	}
@@ -348,7 +345,7 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 	id := protocol.StagingID(req.VolumeID, req.TargetPath)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", req.VolumeID, "stagingID", id)
 
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseStaging, id)
 	if err != nil {
 		return err
 	}
@@ -407,13 +404,13 @@ func (s *Stager) publish(ctx context.Context, driver string, req *pavcsi.Publish
 // returns it as last seen. A failed one fails the staging (a recovery's is
 // left to the recovery worker).
 func (s *Stager) awaitPublishing(ctx context.Context, driver string, pod *corev1.Pod, dir string, rec *recoveryRecord) (*corev1.Pod, error) {
-	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
+	waitCtx, cancel := nodepods.BeforeDeadline(ctx, 3*time.Second)
 	defer cancel()
 	pod, state, err := s.awaitStaging(waitCtx, pod, dir)
 	switch {
 	case err != nil && state == stagingPending:
 		return pod, status.Errorf(codes.DeadlineExceeded, "staging pod %s/%s is not done yet (kubelet will call again): %s",
-			pod.Namespace, pod.Name, describePod(pod))
+			pod.Namespace, pod.Name, nodepods.Describe(pod))
 	case state == stagingGone:
 		return pod, status.Errorf(codes.Aborted, "staging pod %s/%s was deleted before the volume was staged", pod.Namespace, pod.Name)
 	case state == stagingFailed && rec != nil:
@@ -452,7 +449,7 @@ func openStagedVolume(pod *corev1.Pod, dir string, pv *corev1.PersistentVolume, 
 // it as last seen (or as given, if it was not seen again) with its state.
 func (s *Stager) awaitStaging(ctx context.Context, pod *corev1.Pod, dir string) (*corev1.Pod, stagingState, error) {
 	var state stagingState
-	last, err := s.wait(ctx, pod, dir, func(p *corev1.Pod) bool {
+	last, err := s.nodePods.Wait(ctx, pod, dir, func(p *corev1.Pod) bool {
 		state = stagingStateOf(p, dir, s.exits)
 		return state != stagingPending
 	})
@@ -475,7 +472,7 @@ func (s *Stager) stagingPodFor(ctx context.Context, driver, id string, pod *core
 		// A newer staging pod may exist beside it (a recovery's
 		// replacement, which the cache showed after the old one).
 		var err error
-		if pod, err = s.findPod(ctx, protocol.PhaseStaging, id); err != nil {
+		if pod, err = s.nodePods.Find(ctx, protocol.PhaseStaging, id); err != nil {
 			return nil, err
 		}
 		if pod != nil && pod.DeletionTimestamp != nil {
@@ -625,7 +622,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	if err := mounts.UnmountUnder(s.mounter, targetPath); err != nil {
 		return status.Errorf(codes.Internal, "unmounting %s: %v", targetPath, err)
 	}
-	pod, err := s.findPod(ctx, protocol.PhaseStaging, id)
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseStaging, id)
 	if err != nil {
 		return err
 	}
@@ -640,7 +637,7 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	} else if err := s.removeUnstagingPods(ctx, id); err != nil {
 		return err
 	}
-	if err := s.deleteInline(ctx, driver, volumeID); err != nil {
+	if err := s.inline.Delete(ctx, driver, volumeID); err != nil {
 		return err
 	}
 	if err := mounts.UnpublishTarget(s.mounter, targetPath); err != nil {
@@ -648,15 +645,4 @@ func (s *Stager) Unpublish(ctx context.Context, driver, volumeID, targetPath str
 	}
 	klog.FromContext(ctx).V(1).Info("Volume unstaged", "driver", driver, "volume", volumeID, "target", targetPath, "duration", time.Since(start))
 	return nil
-}
-
-// beforeDeadline returns a context that ends margin before ctx's deadline,
-// so that a wait that runs out still leaves time to answer kubelet with a
-// useful message instead of a bare DeadlineExceeded.
-func beforeDeadline(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	if !ok || time.Until(d) < 2*margin {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadline(ctx, d.Add(-margin))
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/fakeapi"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
@@ -175,7 +176,7 @@ func (f *stagerFixture) publish(ctx context.Context) error {
 // waitForPod waits until a pod of the phase exists and returns it.
 func (f *stagerFixture) waitForPod(phase protocol.Phase) *corev1.Pod {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		list, err := f.kube.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			f.t.Fatal(err)
@@ -194,7 +195,7 @@ func (f *stagerFixture) waitForPod(phase protocol.Phase) *corev1.Pod {
 // failure first (nil then); done succeeding first is fatal.
 func (f *stagerFixture) waitForPodOrFailure(phase protocol.Phase, done <-chan error) *corev1.Pod {
 	f.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		for _, p := range f.pods() {
 			if p.Labels[protocol.LabelPhase] == string(phase) {
 				return &p

@@ -12,6 +12,7 @@ import (
 	pavcsi "github.com/albertofaria/pav/csi"
 	"github.com/albertofaria/pav/internal/metricstest"
 	"github.com/albertofaria/pav/internal/testwait"
+	"github.com/albertofaria/pav/nodeagent/volstats"
 )
 
 // A volume whose file system does not answer (a hung FUSE daemon) pins at
@@ -30,14 +31,14 @@ func TestStatsOfAHungVolumePinOneThread(t *testing.T) {
 		<-release // a stat on a hung mount
 		return &pavcsi.VolumeStats{TotalBytes: 1 << 20}, nil
 	}
-	f.stager.probes = newVolumeProbes(time.Millisecond)
+	f.stager.probes = volstats.NewProbes(time.Millisecond)
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		st, err := f.stager.Stats(ctx, testDriver, testHandle, f.target)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.Abnormal || st.Reason != ReasonVolumeUnreachable || !strings.Contains(st.Message, "does not answer") {
+		if !st.Abnormal || st.Reason != volstats.ReasonVolumeUnreachable || !strings.Contains(st.Message, "does not answer") {
 			t.Fatalf("call %d: %+v", i, st)
 		}
 	}
@@ -50,7 +51,7 @@ func TestStatsOfAHungVolumePinOneThread(t *testing.T) {
 	}
 
 	close(release) // the file system answers again
-	f.stager.probes.timeout = time.Hour
+	f.stager.probes.Timeout = time.Hour
 	for {
 		st, err := f.stager.Stats(ctx, testDriver, testHandle, f.target)
 		if err != nil {
@@ -75,10 +76,10 @@ func TestAbnormalVolumesAndOperationsMetrics(t *testing.T) {
 	reg.MustRegister(newAbnormalVolumes(f.stager.health))
 	f.stager.metrics = newMetrics(reg)
 	ctx := context.Background()
-	abnormal := map[string]string{"provisioner": testDriver, "reason": ReasonVolumeUnmounted}
+	abnormal := map[string]string{"provisioner": testDriver, "reason": volstats.ReasonVolumeUnmounted}
 
 	f.stager.readStats = func(string) (*pavcsi.VolumeStats, error) {
-		return &pavcsi.VolumeStats{Abnormal: true, Reason: ReasonVolumeUnmounted, Message: "gone"}, nil
+		return &pavcsi.VolumeStats{Abnormal: true, Reason: volstats.ReasonVolumeUnmounted, Message: "gone"}, nil
 	}
 	if _, err := f.stager.Stats(ctx, testDriver, testHandle, f.target); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/nodeagent/mounts"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
@@ -42,13 +43,13 @@ func (s *Stager) stopStaging(ctx context.Context, driver string, pod *corev1.Pod
 			return nil, err
 		}
 	}
-	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+	waitCtx, cancel := nodepods.BeforeDeadline(ctx, 2*time.Second)
 	defer cancel()
-	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || stopped(p) })
+	last, err := s.nodePods.Wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil || nodepods.Stopped(p) })
 	if err != nil {
-		return nil, status.Errorf(codes.DeadlineExceeded, "waiting for staging pod %s/%s to stop: %s", pod.Namespace, pod.Name, describePod(last))
+		return nil, status.Errorf(codes.DeadlineExceeded, "waiting for staging pod %s/%s to stop: %s", pod.Namespace, pod.Name, nodepods.Describe(last))
 	}
-	current, err := s.livePod(ctx, pod.Namespace, pod.Name)
+	current, err := s.nodePods.Live(ctx, pod.Namespace, pod.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +103,13 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 	if err != nil {
 		return status.Errorf(codes.Internal, "unstaging pod %s/%s: %v", pod.Namespace, pod.Name, err)
 	}
-	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+	waitCtx, cancel := nodepods.BeforeDeadline(ctx, 2*time.Second)
 	defer cancel()
-	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool {
+	last, err := s.nodePods.Wait(waitCtx, pod, "", func(p *corev1.Pod) bool {
 		return p == nil || protocol.Terminated(p) || failedNever(p) || s.exits.Succeeded(p)
 	})
 	if err != nil {
-		return status.Errorf(codes.DeadlineExceeded, "unstaging pod %s/%s is not done yet: %s", pod.Namespace, pod.Name, describePod(last))
+		return status.Errorf(codes.DeadlineExceeded, "unstaging pod %s/%s is not done yet: %s", pod.Namespace, pod.Name, nodepods.Describe(last))
 	}
 	if last == nil {
 		return status.Errorf(codes.Aborted, "unstaging pod %s/%s was deleted before it completed", pod.Namespace, pod.Name)
@@ -131,15 +132,15 @@ func (s *Stager) runUnstaging(ctx context.Context, driver string, stagingPod *co
 // unstagingPodFor is the unstaging pod of staging id: the one found, or a
 // new one from tmpl once the remains of a failed attempt are gone.
 func (s *Stager) unstagingPodFor(ctx context.Context, provisioner string, tmpl *corev1.PodTemplateSpec, req templating.StagingRequest, stagingPod *corev1.Pod, id string) (*corev1.Pod, error) {
-	pod, err := s.findPod(ctx, protocol.PhaseUnstaging, id)
+	pod, err := s.nodePods.Find(ctx, protocol.PhaseUnstaging, id)
 	if err != nil {
 		return nil, err
 	}
 	if pod != nil && pod.DeletionTimestamp != nil {
 		// The remains of a failed attempt: wait until it is gone, then start afresh.
-		waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+		waitCtx, cancel := nodepods.BeforeDeadline(ctx, 2*time.Second)
 		defer cancel()
-		if _, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
+		if _, err := s.nodePods.Wait(waitCtx, pod, "", func(p *corev1.Pod) bool { return p == nil }); err != nil {
 			return nil, status.Errorf(codes.DeadlineExceeded, "waiting for the previous unstaging pod %s/%s to go away", pod.Namespace, pod.Name)
 		}
 		pod = nil
@@ -155,7 +156,7 @@ func (s *Stager) unstagingPodFor(ctx context.Context, provisioner string, tmpl *
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 		}
-		return s.createPod(ctx, built, dir)
+		return s.nodePods.Create(ctx, built, dir)
 	}
 	return pod, nil
 }
@@ -163,12 +164,11 @@ func (s *Stager) unstagingPodFor(ctx context.Context, provisioner string, tmpl *
 // removeUnstagingPods deletes the (terminated) unstaging pods of a staging
 // and their directories.
 func (s *Stager) removeUnstagingPods(ctx context.Context, id string) error {
-	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseUnstaging)+"/"+id)
+	pods, err := s.nodePods.Cached(protocol.PhaseUnstaging, id)
 	if err != nil {
 		return err
 	}
-	for _, obj := range objs {
-		pod := obj.(*corev1.Pod)
+	for _, pod := range pods {
 		if !protocol.Terminated(pod) && !s.exits.Succeeded(pod) && pod.DeletionTimestamp == nil {
 			continue // not ours to stop; it was created for a staging we still track
 		}

@@ -6,20 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/albertofaria/pav/controller"
@@ -32,8 +28,6 @@ import (
 )
 
 type controllerOptions struct {
-	logging *logsapi.LoggingConfiguration
-
 	kubeconfig    string
 	qps           float32
 	burst         int
@@ -72,19 +66,8 @@ func init() {
 	if ns == "" {
 		ns = "pav"
 	}
-	cmd := &cobra.Command{
-		Use:   "controller",
-		Short: "Run PaV's controller: dynamic provisioning and deletion for all PavProvisioners, and the admission webhook",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyLogging(o.logging); err != nil {
-				return err
-			}
-			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer cancel()
-			return runController(ctx, o)
-		},
-	}
+	cmd := processCommand("controller", "Run PaV's controller: dynamic provisioning and deletion for all PavProvisioners, and the admission webhook",
+		func(ctx context.Context) error { return runController(ctx, o) })
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster configuration)")
 	f.Float32Var(&o.qps, "kube-api-qps", 200, "client-side rate limit on Kubernetes API requests per second")
@@ -114,7 +97,6 @@ func init() {
 	f.StringVar(&o.webhookCA, "webhook-client-ca", "", "PEM file of the CAs of the client certificate the API server presents to the webhook (its AdmissionConfiguration's kubeconfig): callers without one are refused at the TLS handshake; re-read when it changes (empty: any caller)")
 	f.BoolVar(&o.webhookCAOpt, "webhook-client-ca-optional", false, "with --webhook-client-ca: while that file does not exist (an optional ConfigMap not created), any caller gets past the TLS handshake; once it exists, only callers with a certificate from its CAs")
 	f.StringSliceVar(&o.webhookNames, "webhook-client-names", nil, "with --webhook-client-ca: names (CN or DNS SAN) one of which the client certificate must carry (empty: any from those CAs)")
-	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
 

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/albertofaria/pav/internal/deptest"
 )
 
 // The binary links only the Kubernetes API groups PaV calls (package
@@ -60,17 +60,7 @@ func TestBinaryLinksOnlyPavsAPIGroups(t *testing.T) {
 		"github.com/kubernetes-csi/external-snapshotter/client/v8/listers/volumegroupsnapshot/v1":                   true,
 	}
 
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command lists the binary's packages: %v", err)
-	}
-	cmd := exec.Command(goTool, "list", "-deps", ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as `make build` builds it
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, pkg := range strings.Fields(string(out)) {
+	for _, pkg := range deptest.Deps(t, false) {
 		if why, ok := forbidden[pkg]; ok {
 			t.Errorf("pav links %s, %s: use package kubeclient", pkg, why)
 		}

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	goflag "flag"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
@@ -43,4 +48,21 @@ func applyLogging(c *logsapi.LoggingConfiguration) error {
 		return fmt.Errorf("logging flags: %w", err)
 	}
 	return nil
+}
+
+// processCommand is the command of a long-running PaV process (controller,
+// node): the logging flags, applied before run, which runs until SIGINT or
+// SIGTERM cancels its context.
+func processCommand(use, short string, run func(context.Context) error) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	logging := addLoggingFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyLogging(logging); err != nil {
+			return err
+		}
+		ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		return run(ctx)
+	}
+	return cmd
 }

@@ -3,11 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/spf13/cobra"
-	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/nodeagent"
@@ -15,8 +10,6 @@ import (
 )
 
 type nodeOptions struct {
-	logging *logsapi.LoggingConfiguration
-
 	kubeconfig  string
 	nodeName    string
 	kubeletDir  string
@@ -33,19 +26,8 @@ type nodeOptions struct {
 
 func init() {
 	o := nodeOptions{}
-	cmd := &cobra.Command{
-		Use:   "node",
-		Short: "Run PaV's node plugin: a CSI driver for every PavProvisioner, staging and unstaging volumes on this node",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyLogging(o.logging); err != nil {
-				return err
-			}
-			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer cancel()
-			return runNode(ctx, o)
-		},
-	}
+	cmd := processCommand("node", "Run PaV's node plugin: a CSI driver for every PavProvisioner, staging and unstaging volumes on this node",
+		func(ctx context.Context) error { return runNode(ctx, o) })
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster configuration)")
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default: $NODE_NAME)")
@@ -62,7 +44,6 @@ func init() {
 		"most PaV volumes of each PavProvisioner that pods on this node may use, reported to kubelet (CSI max_volumes_per_node, CSINode allocatable count) for the scheduler to enforce (0: no limit)")
 	f.BoolVar(&o.preflight, "preflight", true,
 		"check at start that the kernel has the system calls the node plugin uses and that --kubelet-dir is a shared mount (mountPropagation: Bidirectional); if not, say why in the log, in an Event on the Node and in /readyz, and stay not ready (false: for a node plugin that serves no real kubelet, as in tests)")
-	o.logging = addLoggingFlags(f)
 	rootCmd.AddCommand(cmd)
 }
 

@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// Timeout bounds Until's wait.
-const Timeout = 10 * time.Second
+// Timeout bounds Until's wait, and the unit tests' other waits for
+// something that must happen: generous, as make test runs the unit tests
+// beside cluster tests on two cores, where a fixture's goroutine can wait
+// seconds for one. A passing test never waits it out.
+const Timeout = 30 * time.Second
 
 // Until polls cond every 5 ms until it holds, failing t after Timeout; what
 // says what it waited for.

@@ -70,7 +70,7 @@ var collectedPhases = map[protocol.Phase]bool{
 	protocol.PhaseGroupSnapshotCreation: true,
 	protocol.PhaseGroupSnapshotDeletion: true,
 
-	// read by this node plugin itself (inline.go), as the controller would
+	// read by this node plugin itself (nodeagent/inline), as the controller would
 	protocol.PhaseInlineCreation: true,
 	protocol.PhaseInlineDeletion: true,
 }

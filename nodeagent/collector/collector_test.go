@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	mount "k8s.io/mount-utils"
 
+	"github.com/albertofaria/pav/internal/testwait"
 	"github.com/albertofaria/pav/kubeclient"
 	"github.com/albertofaria/pav/kubeclient/generated/clientset/fake"
 	"github.com/albertofaria/pav/protocol"
@@ -314,7 +315,7 @@ func TestDeletedPodDirectoryRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Timeout); ; time.Sleep(time.Millisecond) {
 		if _, err := os.Stat(creation); errors.Is(err, os.ErrNotExist) {
 			break
 		}

@@ -31,10 +31,15 @@ const MoveMountBeneath = 0x00000200
 
 // VolumeMount names what a mount shows, the same in every mount namespace:
 // the file system (its device numbers) and the directory of it that is
-// mounted (Root, as in mountinfo).
+// mounted (Root, as in mountinfo). FSType, when set, is the file system's
+// type, which a mount must have too: the kernel gives a device number to
+// another file system once the last mount of its own is gone (a tmpfs or
+// another FUSE mount gets a FUSE volume's number), so a number recorded
+// earlier may name something else now.
 type VolumeMount struct {
 	Major, Minor int
 	Root         string
+	FSType       string // not in String: recorded apart (recoveryRecord)
 }
 
 func (v VolumeMount) String() string { return fmt.Sprintf("%d:%d:%s", v.Major, v.Minor, v.Root) }
@@ -56,7 +61,7 @@ func ParseVolumeMount(s string) (VolumeMount, error) {
 // within says whether a mount showing m shows v or a directory inside it
 // (a subPath of the volume), and which one (relative to v's root).
 func (v VolumeMount) within(m mount.MountInfo) (sub string, ok bool) {
-	if m.Major != v.Major || m.Minor != v.Minor {
+	if m.Major != v.Major || m.Minor != v.Minor || (v.FSType != "" && m.FsType != v.FSType) {
 		return "", false
 	}
 	root := MountRoot(m)
@@ -100,7 +105,7 @@ func VolumeMountAt(infos []mount.MountInfo, where string) (VolumeMount, bool) {
 			if rel := strings.TrimPrefix(strings.TrimPrefix(where, mp), "/"); rel != "" {
 				root = path.Join(root, rel)
 			}
-			return VolumeMount{Major: infos[i].Major, Minor: infos[i].Minor, Root: root}, true
+			return VolumeMount{Major: infos[i].Major, Minor: infos[i].Minor, Root: root, FSType: infos[i].FsType}, true
 		}
 	}
 	return VolumeMount{}, false

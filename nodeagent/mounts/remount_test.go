@@ -291,3 +291,18 @@ func TestWithinIgnoresDeletedMark(t *testing.T) {
 		}
 	}
 }
+
+func TestWithinChecksTheFileSystemTypeWhenKnown(t *testing.T) {
+	fuse := mount.MountInfo{Major: 0, Minor: 42, Root: "/", FsType: "fuse.gocryptfs"}
+	tmpfs := mount.MountInfo{Major: 0, Minor: 42, Root: "/", FsType: "tmpfs"} // the number, given again
+	recorded := VolumeMount{Major: 0, Minor: 42, Root: "/", FSType: "fuse.gocryptfs"}
+	if _, ok := recorded.within(fuse); !ok {
+		t.Error("a mount of the recorded file system is not within it")
+	}
+	if _, ok := recorded.within(tmpfs); ok {
+		t.Error("a tmpfs that got the recorded FUSE volume's device number is taken for it")
+	}
+	if _, ok := (VolumeMount{Major: 0, Minor: 42, Root: "/"}).within(tmpfs); !ok {
+		t.Error("without a recorded type, the device numbers and root decide")
+	}
+}

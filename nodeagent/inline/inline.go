@@ -1,7 +1,9 @@
-// CSI inline ephemeral volumes: created before their staging and deleted
-// after their unstaging, by the node plugin of the pod's node.
-
-package nodeagent
+// Package inline is the node plugin's CSI inline ephemeral volumes:
+// created before their staging and deleted after their unstaging, by the
+// node plugin of the pod's node, with creation and deletion pods on it
+// (package nodepods). Staging them is the node plugin's, on the made-up
+// PersistentVolume Publish returns.
+package inline
 
 import (
 	"context"
@@ -21,26 +23,62 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
+	pavlisters "github.com/albertofaria/pav/crds/generated/listers/crds/v1alpha1"
 	"github.com/albertofaria/pav/crds/v1alpha1"
 	pavcsi "github.com/albertofaria/pav/csi"
+	"github.com/albertofaria/pav/kubeclient"
+	"github.com/albertofaria/pav/nodeagent/nodepods"
 	"github.com/albertofaria/pav/protocol"
 	"github.com/albertofaria/pav/templating"
 )
 
-// inlineVolume makes sure the inline volume kubelet publishes exists and
-// returns the PersistentVolume staging sees for it (protocol.InlinePV). The
-// pod's attributes are a tenant's: admitInline checks them, and who may ask,
-// before anything is evaluated. For a provisioner with provisioningModes
-// Dynamic it evaluates volumeCreation and runs its creation pod on this
-// node, once: the pod, kept with its collected results until the volume is
-// deleted, is the volume's record (with the admitted attributes). A failed
-// creation is reverted (deleteInline) before the error goes back to
-// kubelet, which calls again.
-func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx map[string]string) (*corev1.PersistentVolume, error) {
-	p, err := s.provisioner(driver)
-	if err != nil {
-		return nil, err
-	}
+// Engine is what inline volumes need from PavProvisioner evaluation.
+type Engine interface {
+	// InlineValidation evaluates spec.volumeValidation's fields for a CSI
+	// inline ephemeral volume (r.Inline).
+	InlineValidation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.ValidationConfig, error)
+	// Creation and Deletion evaluate spec.volumeCreation and
+	// spec.volumeDeletion for a CSI inline ephemeral volume (r.Inline).
+	Creation(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*templating.CreationConfig, error)
+	Deletion(ctx context.Context, p *v1alpha1.PavProvisioner, r templating.DynamicRequest) (*corev1.PodTemplateSpec, error)
+}
+
+// Config wires Volumes.
+type Config struct {
+	Kube         kubeclient.Interface
+	Engine       Engine
+	Pods         *nodepods.Pods // PaV's pods on this node
+	Provisioners pavlisters.PavProvisionerLister
+	NodeName     string
+	PodDirRoot   string // where PaV pods' /pav directories live
+}
+
+// Volumes are the inline volumes of the pods on one node.
+type Volumes struct {
+	kube         kubeclient.Interface
+	engine       Engine
+	pods         *nodepods.Pods
+	provisioners pavlisters.PavProvisionerLister
+	node         string
+	root         string
+}
+
+// New returns the inline volumes of cfg's node.
+func New(cfg Config) *Volumes {
+	return &Volumes{kube: cfg.Kube, engine: cfg.Engine, pods: cfg.Pods, provisioners: cfg.Provisioners, node: cfg.NodeName, root: cfg.PodDirRoot}
+}
+
+// Publish makes sure the inline volume of provisioner p that kubelet
+// publishes exists and returns the PersistentVolume staging sees for it
+// (protocol.InlinePV). The pod's attributes are a tenant's: admitInline
+// checks them, and who may ask, before anything is evaluated. For a
+// provisioner with provisioningModes Dynamic it evaluates volumeCreation
+// and runs its creation pod on this node, once: the pod, kept with its
+// collected results until the volume is deleted, is the volume's record
+// (with the admitted attributes). A failed creation is reverted (Delete)
+// before the error goes back to kubelet, which calls again.
+func (vs *Volumes) Publish(ctx context.Context, p *v1alpha1.PavProvisioner, volumeID string, vctx map[string]string) (*corev1.PersistentVolume, error) {
+	driver := p.Name
 	if !p.Spec.InlineVolumes {
 		return nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s does not serve inline volumes (spec.inlineVolumes is not true)", driver)
 	}
@@ -48,17 +86,17 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	if v.PodUID == "" || v.PodNamespace == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "the request for inline volume %s does not name its pod (the CSIDriver's podInfoOnMount)", volumeID)
 	}
-	pod, err := s.inlineRecord(ctx, driver, volumeID, true)
+	pod, err := vs.inlineRecord(ctx, driver, volumeID, true)
 	if err != nil {
 		return nil, err
 	}
 	if pod != nil {
 		// Admitted when it was created: its record holds what was admitted.
 		v, _ = protocol.InlineOf(pod)
-	} else if err := s.admitInline(ctx, p, &v); err != nil {
+	} else if err := vs.admitInline(ctx, p, &v); err != nil {
 		return nil, err
 	}
-	validation, err := s.engine.InlineValidation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node})
+	validation, err := vs.engine.InlineValidation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: vs.node})
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeValidation of PavProvisioner %s for the inline volume of pod %s/%s: %v",
 			driver, v.PodNamespace, v.PodName, err)
@@ -71,7 +109,7 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	}
 	if pod == nil {
 		var pv *corev1.PersistentVolume
-		if pod, pv, err = s.createInline(ctx, p, v, validation); err != nil || pod == nil {
+		if pod, pv, err = vs.createInline(ctx, p, v, validation); err != nil || pod == nil {
 			return pv, err
 		}
 		klog.FromContext(ctx).V(2).Info("Created inline volume's creation pod", "pod", klog.KObj(pod), "volume", volumeID)
@@ -79,16 +117,16 @@ func (s *Stager) inlineVolume(ctx context.Context, driver, volumeID string, vctx
 	if pod.DeletionTimestamp != nil {
 		return nil, status.Errorf(codes.Unavailable, "inline volume %s is being deleted (creation pod %s/%s); kubelet will call again", volumeID, pod.Namespace, pod.Name)
 	}
-	return s.inlineCreated(ctx, driver, volumeID, v, pod, validation)
+	return vs.inlineCreated(ctx, driver, volumeID, v, pod, validation)
 }
 
 // createInline starts creating inline volume v: its creation pod, or (a
 // volume that is just a name, nothing to record or revert) its PV at once.
-func (s *Stager) createInline(ctx context.Context, p *v1alpha1.PavProvisioner, v protocol.InlineVolume, validation *templating.ValidationConfig) (*corev1.Pod, *corev1.PersistentVolume, error) {
+func (vs *Volumes) createInline(ctx context.Context, p *v1alpha1.PavProvisioner, v protocol.InlineVolume, validation *templating.ValidationConfig) (*corev1.Pod, *corev1.PersistentVolume, error) {
 	if p.DeletionTimestamp != nil {
 		return nil, nil, status.Errorf(codes.FailedPrecondition, "PavProvisioner %s is being deleted: no new volume is created", p.Name)
 	}
-	cfg, err := s.engine.Creation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node})
+	cfg, err := vs.engine.Creation(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: vs.node})
 	if err != nil {
 		return nil, nil, status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeCreation of PavProvisioner %s for the inline volume of pod %s/%s: %v",
 			p.Name, v.PodNamespace, v.PodName, err)
@@ -104,14 +142,14 @@ func (s *Stager) createInline(ctx context.Context, p *v1alpha1.PavProvisioner, v
 		pv, err := inlinePV(p.Name, v, capacity, nil)
 		return nil, pv, err
 	}
-	pod, err := s.createInlinePod(ctx, p.Name, protocol.PhaseInlineCreation, cfg.PodTemplate, v, cfg)
+	pod, err := vs.createInlinePod(ctx, p.Name, protocol.PhaseInlineCreation, cfg.PodTemplate, v, cfg)
 	return pod, nil, err
 }
 
 // inlineCreated waits for inline volume v's creation pod and returns the
 // volume's PV; a failed creation is reverted.
-func (s *Stager) inlineCreated(ctx context.Context, driver, volumeID string, v protocol.InlineVolume, pod *corev1.Pod, validation *templating.ValidationConfig) (*corev1.PersistentVolume, error) {
-	last, err := s.waitCollected(ctx, pod)
+func (vs *Volumes) inlineCreated(ctx context.Context, driver, volumeID string, v protocol.InlineVolume, pod *corev1.Pod, validation *templating.ValidationConfig) (*corev1.PersistentVolume, error) {
+	last, err := vs.waitCollected(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +162,7 @@ func (s *Stager) inlineCreated(ctx context.Context, driver, volumeID string, v p
 	}
 	if err != nil {
 		problem := fmt.Sprintf("creation pod %s/%s: %v", last.Namespace, last.Name, err)
-		if err := s.deleteInline(ctx, driver, volumeID); err != nil {
+		if err := vs.Delete(ctx, driver, volumeID); err != nil {
 			problem += fmt.Sprintf("; reverting it did not complete yet: %v", err)
 		}
 		return nil, status.Error(codes.Internal, problem)
@@ -136,7 +174,7 @@ func (s *Stager) inlineCreated(ctx context.Context, driver, volumeID string, v p
 // its attributes (templating.InlineAttributes: declared, fitting, defaults
 // added; v gets them), that its namespace may use the provisioner's inline
 // volumes, and the limits per pod and per namespace.
-func (s *Stager) admitInline(ctx context.Context, p *v1alpha1.PavProvisioner, v *protocol.InlineVolume) error {
+func (vs *Volumes) admitInline(ctx context.Context, p *v1alpha1.PavProvisioner, v *protocol.InlineVolume) error {
 	pol := p.Spec.InlineVolumePolicy
 	attrs, err := templating.InlineAttributes(pol, v.Attributes)
 	if err != nil {
@@ -151,7 +189,7 @@ func (s *Stager) admitInline(ctx context.Context, p *v1alpha1.PavProvisioner, v 
 		if err != nil {
 			return status.Errorf(codes.FailedPrecondition, "PavProvisioner %s: spec.inlineVolumePolicy.namespaceSelector: %v", p.Name, err)
 		}
-		ns, err := s.kube.CoreV1().Namespaces().Get(ctx, v.PodNamespace, metav1.GetOptions{})
+		ns, err := vs.kube.CoreV1().Namespaces().Get(ctx, v.PodNamespace, metav1.GetOptions{})
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "getting namespace %s: %v", v.PodNamespace, err)
 		}
@@ -162,7 +200,7 @@ func (s *Stager) admitInline(ctx context.Context, p *v1alpha1.PavProvisioner, v 
 	if pol.MaxVolumesPerPod == nil && pol.MaxVolumesPerNamespace == nil {
 		return nil
 	}
-	pods, err := s.kube.CoreV1().Pods(v.PodNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	pods, err := vs.kube.CoreV1().Pods(v.PodNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "listing the pods of namespace %s: %v", v.PodNamespace, err)
 	}
@@ -249,8 +287,8 @@ func inlineOutcome(pod *corev1.Pod) (resource.Quantity, map[string]string, error
 
 // createInlinePod creates an inline volume's creation or deletion pod on
 // this node (the creation pod records the evaluated volumeCreation, cfg).
-func (s *Stager) createInlinePod(ctx context.Context, provisioner string, phase protocol.Phase, tmpl *corev1.PodTemplateSpec, v protocol.InlineVolume, cfg *templating.CreationConfig) (*corev1.Pod, error) {
-	built, err := protocol.InlinePod(tmpl, provisioner, s.root, s.node, phase, v)
+func (vs *Volumes) createInlinePod(ctx context.Context, provisioner string, phase protocol.Phase, tmpl *corev1.PodTemplateSpec, v protocol.InlineVolume, cfg *templating.CreationConfig) (*corev1.Pod, error) {
+	built, err := protocol.InlinePod(tmpl, provisioner, vs.root, vs.node, phase, v)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
@@ -261,35 +299,35 @@ func (s *Stager) createInlinePod(ctx context.Context, provisioner string, phase 
 		}
 		maps.Copy(built.Annotations, recorded)
 	}
-	dir, err := protocol.PodHostDir(built, s.root)
+	dir, err := protocol.PodHostDir(built, vs.root)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%v", err)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating %s: %v", dir, err)
 	}
-	return s.createPod(ctx, built, dir)
+	return vs.pods.Create(ctx, built, dir)
 }
 
 // waitCollected waits until a run-to-completion inline pod terminated and
 // the collector copied its /pav results onto it.
-func (s *Stager) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	waitCtx, cancel := beforeDeadline(ctx, 3*time.Second)
+func (vs *Volumes) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	waitCtx, cancel := nodepods.BeforeDeadline(ctx, 3*time.Second)
 	defer cancel()
-	last, err := s.wait(waitCtx, pod, "", func(p *corev1.Pod) bool {
+	last, err := vs.pods.Wait(waitCtx, pod, "", func(p *corev1.Pod) bool {
 		return p == nil || protocol.Terminated(p) && p.Annotations[protocol.AnnotationResultsCollected] == "true"
 	})
 	switch {
 	case err != nil:
 		return nil, status.Errorf(codes.DeadlineExceeded, "%s pod %s/%s is not done yet (kubelet will call again): %s",
-			pod.Labels[protocol.LabelPhase], pod.Namespace, pod.Name, describePod(last))
+			pod.Labels[protocol.LabelPhase], pod.Namespace, pod.Name, nodepods.Describe(last))
 	case last == nil:
 		return nil, status.Errorf(codes.Aborted, "%s pod %s/%s was removed before it completed", pod.Labels[protocol.LabelPhase], pod.Namespace, pod.Name)
 	}
 	return last, nil
 }
 
-// deleteInline deletes an inline volume once it is unstaged (or its
+// Delete deletes an inline volume once it is unstaged (or its
 // creation failed or was abandoned): it stops a creation pod still running,
 // runs the deletion pod (volumeDeletion, with pv and handle), then removes
 // both pods: the creation pod, the record that the volume exists, first,
@@ -299,24 +337,24 @@ func (s *Stager) waitCollected(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 // deleted already) has nothing to delete but a deletion pod left over.
 // It looks in the pod cache only (Unpublish calls it for every volume): a
 // creation pod is never this young.
-func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) error {
-	created, err := s.inlineRecord(ctx, driver, volumeID, false)
+func (vs *Volumes) Delete(ctx context.Context, driver, volumeID string) error {
+	created, err := vs.inlineRecord(ctx, driver, volumeID, false)
 	if err != nil {
 		return err
 	}
 	if created == nil {
-		return s.releaseDeletionPods(ctx, driver, volumeID)
+		return vs.releaseDeletionPods(ctx, driver, volumeID)
 	}
 	v, _ := protocol.InlineOf(created)
 	logger := klog.FromContext(ctx).WithValues("driver", driver, "volume", volumeID)
-	if err := s.stopCreation(ctx, created); err != nil {
+	if err := vs.stopCreation(ctx, created); err != nil {
 		return err
 	}
-	p, err := s.provisioners.Get(driver)
+	p, err := vs.provisioners.Get(driver)
 	if apierrors.IsNotFound(err) {
 		// Nothing can evaluate its deletion any more: let the record go.
 		logger.Info("PavProvisioner is gone: the inline volume is forgotten without its deletion pod")
-		return s.releasePod(ctx, created)
+		return vs.releasePod(ctx, created)
 	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "looking up PavProvisioner %s: %v", driver, err)
@@ -325,20 +363,20 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 	if err != nil {
 		return err
 	}
-	tmpl, err := s.engine.Deletion(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: s.node, PV: pv, Handle: volumeID})
+	tmpl, err := vs.engine.Deletion(ctx, p, templating.DynamicRequest{Inline: &v, SelectedNodeName: vs.node, PV: pv, Handle: volumeID})
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "evaluating spec.volumeDeletion of PavProvisioner %s for the inline volume of pod %s/%s: %v",
 			driver, v.PodNamespace, v.PodName, err)
 	}
 	if tmpl != nil {
-		if err := s.runInlineDeletion(ctx, p.Name, volumeID, v, tmpl); err != nil {
+		if err := vs.runInlineDeletion(ctx, p.Name, volumeID, v, tmpl); err != nil {
 			return err
 		}
 	}
-	if err := s.releasePod(ctx, created); err != nil {
+	if err := vs.releasePod(ctx, created); err != nil {
 		return err
 	}
-	if err := s.releaseDeletionPods(ctx, driver, volumeID); err != nil {
+	if err := vs.releaseDeletionPods(ctx, driver, volumeID); err != nil {
 		return err
 	}
 	logger.V(1).Info("Inline volume deleted")
@@ -347,19 +385,19 @@ func (s *Stager) deleteInline(ctx context.Context, driver, volumeID string) erro
 
 // stopCreation stops a creation pod abandoned mid-creation (its finalizer
 // keeps the record) and waits until it stopped.
-func (s *Stager) stopCreation(ctx context.Context, created *corev1.Pod) error {
+func (vs *Volumes) stopCreation(ctx context.Context, created *corev1.Pod) error {
 	if protocol.Terminated(created) {
 		return nil
 	}
 	if created.DeletionTimestamp == nil {
-		if err := s.kube.CoreV1().Pods(created.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+		if err := vs.kube.CoreV1().Pods(created.Namespace).Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
 			return status.Errorf(codes.Unavailable, "stopping creation pod %s/%s: %v", created.Namespace, created.Name, err)
 		}
 	}
-	waitCtx, cancel := beforeDeadline(ctx, 2*time.Second)
+	waitCtx, cancel := nodepods.BeforeDeadline(ctx, 2*time.Second)
 	defer cancel()
-	if last, err := s.wait(waitCtx, created, "", func(p *corev1.Pod) bool { return p == nil || stopped(p) }); err != nil {
-		return status.Errorf(codes.DeadlineExceeded, "waiting for creation pod %s/%s to stop: %s", created.Namespace, created.Name, describePod(last))
+	if last, err := vs.pods.Wait(waitCtx, created, "", func(p *corev1.Pod) bool { return p == nil || nodepods.Stopped(p) }); err != nil {
+		return status.Errorf(codes.DeadlineExceeded, "waiting for creation pod %s/%s to stop: %s", created.Namespace, created.Name, nodepods.Describe(last))
 	}
 	return nil
 }
@@ -367,25 +405,25 @@ func (s *Stager) stopCreation(ctx context.Context, created *corev1.Pod) error {
 // runInlineDeletion runs inline volume v's deletion pod (the one found, or
 // a new one from tmpl) to success; a failed one is removed, so that the
 // next call (kubelet retries) runs a new one.
-func (s *Stager) runInlineDeletion(ctx context.Context, provisioner, volumeID string, v protocol.InlineVolume, tmpl *corev1.PodTemplateSpec) error {
-	deletion, err := s.findPod(ctx, protocol.PhaseInlineDeletion, protocol.InlineID(volumeID))
+func (vs *Volumes) runInlineDeletion(ctx context.Context, provisioner, volumeID string, v protocol.InlineVolume, tmpl *corev1.PodTemplateSpec) error {
+	deletion, err := vs.pods.Find(ctx, protocol.PhaseInlineDeletion, protocol.InlineID(volumeID))
 	if err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx).WithValues("driver", provisioner, "volume", volumeID)
 	if deletion == nil {
-		if deletion, err = s.createInlinePod(ctx, provisioner, protocol.PhaseInlineDeletion, tmpl, v, nil); err != nil {
+		if deletion, err = vs.createInlinePod(ctx, provisioner, protocol.PhaseInlineDeletion, tmpl, v, nil); err != nil {
 			return err
 		}
 		logger.V(2).Info("Created inline volume's deletion pod", "pod", klog.KObj(deletion))
 	}
-	last, err := s.waitCollected(ctx, deletion)
+	last, err := vs.waitCollected(ctx, deletion)
 	if err != nil {
 		return err
 	}
 	if !protocol.Succeeded(last) {
 		msg := protocol.FailureMessage(last, last.Annotations[protocol.AnnotationResultError], nil)
-		if err := s.releasePod(ctx, last); err != nil {
+		if err := vs.releasePod(ctx, last); err != nil {
 			logger.Error(err, "Deleting failed deletion pod")
 		}
 		return status.Errorf(codes.Internal, "deletion pod %s/%s of inline volume %s failed: %s", last.Namespace, last.Name, volumeID, msg)
@@ -396,14 +434,14 @@ func (s *Stager) runInlineDeletion(ctx context.Context, provisioner, volumeID st
 // releaseDeletionPods releases the deletion pods of inline volume volumeID
 // of driver once its creation pod is gone: the deletion succeeded (a
 // creation pod is released only then, or with no deletion pod at all).
-func (s *Stager) releaseDeletionPods(ctx context.Context, driver, volumeID string) error {
-	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineDeletion)+"/"+protocol.InlineID(volumeID))
+func (vs *Volumes) releaseDeletionPods(ctx context.Context, driver, volumeID string) error {
+	pods, err := vs.pods.Cached(protocol.PhaseInlineDeletion, protocol.InlineID(volumeID))
 	if err != nil {
-		return status.Errorf(codes.Internal, "%v", err)
+		return err
 	}
-	for _, obj := range objs {
-		if pod := obj.(*corev1.Pod); isRecordOf(pod, driver, volumeID) {
-			if err := s.releasePod(ctx, pod); err != nil {
+	for _, pod := range pods {
+		if isRecordOf(pod, driver, volumeID) {
+			if err := vs.releasePod(ctx, pod); err != nil {
 				return err
 			}
 		}
@@ -414,13 +452,13 @@ func (s *Stager) releaseDeletionPods(ctx context.Context, driver, volumeID strin
 // releasePod removes FinalizerResult from an inline volume's pod and
 // deletes it, reading it afresh for each try: the collector may have
 // annotated it since the cache's copy.
-func (s *Stager) releasePod(ctx context.Context, pod *corev1.Pod) error {
+func (vs *Volumes) releasePod(ctx context.Context, pod *corev1.Pod) error {
 	for attempt := 0; ; attempt++ {
-		live, err := s.livePod(ctx, pod.Namespace, pod.Name)
+		live, err := vs.pods.Live(ctx, pod.Namespace, pod.Name)
 		if err != nil || live == nil || live.UID != pod.UID {
 			return err
 		}
-		err = protocol.DeletePod(ctx, s.kube.CoreV1().Pods(pod.Namespace), live)
+		err = protocol.DeletePod(ctx, vs.kube.CoreV1().Pods(pod.Namespace), live)
 		if err == nil {
 			return nil
 		}
@@ -444,12 +482,12 @@ func inlinePVOf(driver string, v protocol.InlineVolume, created *corev1.Pod) (*c
 // also from the API (the cache may lag behind a create). A creation pod of
 // that name recording another driver's or volume's is none of this one's:
 // publishing it fails, unpublishing leaves it alone.
-func (s *Stager) inlineRecord(ctx context.Context, driver, volumeID string, fromAPI bool) (*corev1.Pod, error) {
+func (vs *Volumes) inlineRecord(ctx context.Context, driver, volumeID string, fromAPI bool) (*corev1.Pod, error) {
 	id := protocol.InlineID(volumeID)
 	var pod *corev1.Pod
 	if fromAPI {
 		var err error
-		if pod, err = s.findPod(ctx, protocol.PhaseInlineCreation, id); err != nil || pod == nil {
+		if pod, err = vs.pods.Find(ctx, protocol.PhaseInlineCreation, id); err != nil || pod == nil {
 			return nil, err
 		}
 		if isRecordOf(pod, driver, volumeID) {
@@ -457,12 +495,12 @@ func (s *Stager) inlineRecord(ctx context.Context, driver, volumeID string, from
 		}
 		return nil, status.Errorf(codes.FailedPrecondition, "creation pod %s/%s does not record inline volume %s of PavProvisioner %s", pod.Namespace, pod.Name, volumeID, driver)
 	}
-	objs, err := s.pods.ByIndex(podsByStaging, string(protocol.PhaseInlineCreation)+"/"+id)
+	pods, err := vs.pods.Cached(protocol.PhaseInlineCreation, id)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "%v", err)
+		return nil, err
 	}
-	for _, obj := range objs {
-		if pod = obj.(*corev1.Pod); isRecordOf(pod, driver, volumeID) {
+	for _, pod := range pods {
+		if isRecordOf(pod, driver, volumeID) {
 			return pod, nil
 		}
 	}
@@ -474,16 +512,16 @@ func isRecordOf(pod *corev1.Pod, driver, volumeID string) bool {
 	return ok && v.VolumeID == volumeID && pod.Labels[protocol.LabelProvisioner] == protocol.LabelValue(driver)
 }
 
-// stagedInlinePV is the made-up PersistentVolume of an inline volume staged
+// Staged is the made-up PersistentVolume of an inline volume staged
 // on this node (the one its staging pod recorded), for a republish that
 // does not come from kubelet (recovery, rollout); nil if there is none.
-func (s *Stager) stagedInlinePV(driver, volumeID string) *corev1.PersistentVolume {
+func (vs *Volumes) Staged(driver, volumeID string) *corev1.PersistentVolume {
 	sel := labels.SelectorFromSet(labels.Set{
 		protocol.LabelPhase:       string(protocol.PhaseStaging),
 		protocol.LabelProvisioner: protocol.LabelValue(driver),
 		protocol.LabelVolume:      protocol.LabelValue(volumeID),
 	})
-	pods, err := s.podLister.List(sel)
+	pods, err := vs.pods.List(sel)
 	if err != nil {
 		return nil
 	}
@@ -499,21 +537,21 @@ func (s *Stager) stagedInlinePV(driver, volumeID string) *corev1.PersistentVolum
 	return nil
 }
 
-// isInlineRequest: kubelet publishes a pod's inline volume.
-func isInlineRequest(vctx map[string]string) bool {
+// IsRequest: kubelet publishes a pod's inline volume.
+func IsRequest(vctx map[string]string) bool {
 	return vctx[pavcsi.ContextEphemeral] == "true"
 }
 
-// deleteAbandonedInline deletes an inline volume whose pod is gone, unless
+// DeleteAbandoned deletes an inline volume whose pod is gone, unless
 // a staging of it is left, which the sweep unpublishes (deleting the volume
 // then): kubelet unpublishes only what it published, so a volume whose
-// publish never succeeded before its pod went is this sweep's.
-func (s *Stager) deleteAbandonedInline(ctx context.Context, created *corev1.Pod) error {
+// publish never succeeded before its pod went is this sweep'vs.
+func (vs *Volumes) DeleteAbandoned(ctx context.Context, created *corev1.Pod) error {
 	v, _ := protocol.InlineOf(created)
 	driver := created.Labels[protocol.LabelProvisioner]
-	if s.stagedInlinePV(driver, v.VolumeID) != nil {
+	if vs.Staged(driver, v.VolumeID) != nil {
 		return nil
 	}
 	klog.FromContext(ctx).Info("Deleting an inline volume whose pod is gone", "driver", driver, "volume", v.VolumeID, "pod", v.PodNamespace+"/"+v.PodName)
-	return s.deleteInline(ctx, driver, v.VolumeID)
+	return vs.Delete(ctx, driver, v.VolumeID)
 }
