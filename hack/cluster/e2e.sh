@@ -27,13 +27,59 @@ go list -tags "$tags" -f '{{.Name}} {{.Dir}}' $pkgs | while read -r name dir; do
   if [ -e "$out/$name.test" ]; then echo "$dir" > "$out/$name.dir"; fi   # no binary if the package has no tests
 done
 
+run_binary() {
+  local t=$1 d
+  shift
+  d=$(cat "${t%.test}.dir")
+  (cd "$d" && "$REPO/hack/cluster/netns-exec" "$t" "$@")
+}
+
+# The examples' tests (build tag e2e), the longest package, run as three
+# processes unless the flags pick tests themselves: the multi-node ones first,
+# alone (one stops a node), then two processes at once, each running its tests
+# in turn. Tests that use one example's PavProvisioner and StorageClass must
+# stay in one process, so the lanes split by example: lane A runs the tests of
+# host-directory and of gocryptfs (which stacks on host-directory), lane B every
+# other example's. PAV_E2E_EXAMPLES tells each process its examples, and a test
+# that installs a PavProvisioner not named there fails at once (helpers_test.go),
+# so a test in the wrong lane is found on every run, not on an unlucky one. The
+# other packages' tests, and the slow ones, restart or stop PaV's components,
+# so they run alone.
+lane_a='TestHostDirectory|TestGocryptfs'
+lane_a_examples='host-directory gocryptfs'
+lane_b_examples='hello-world hello-world-psa loop-block sshfs s3-bucket'
+run_examples() {
+  local t=$1 rc=0 a b
+  shift
+  case " $* " in *" -test.run"*|*" -test.skip"*)
+    run_binary "$t" "$@"
+    return ;;
+  esac
+  if [ "$tags" != e2e ]; then
+    run_binary "$t" "$@"
+    return
+  fi
+  run_binary "$t" "$@" -test.run '^TestMultiNode' || rc=1
+  echo "=== $(basename "$t"): the tests of $lane_a_examples, beside every other example's (each output when both ended)"
+  PAV_E2E_EXAMPLES=$lane_a_examples run_binary "$t" "$@" -test.run "^($lane_a)" > "$out/lane-a.log" 2>&1 & a=$!
+  PAV_E2E_EXAMPLES=$lane_b_examples run_binary "$t" "$@" -test.skip "^(TestMultiNode|$lane_a)" > "$out/lane-b.log" 2>&1 & b=$!
+  wait $a || rc=1
+  wait $b || rc=1
+  echo "--- examples.test -test.run '^($lane_a)'"; cat "$out/lane-a.log"
+  echo "--- examples.test -test.skip '^(TestMultiNode|$lane_a)'"; cat "$out/lane-b.log"
+  return $rc
+}
+
 run() {
-  local rc=0 t d
+  local rc=0 t
   for t in "$out"/*.test; do
     [ -e "$t" ] || continue
-    d=$(cat "${t%.test}.dir")
-    echo "=== $(basename "$t") (in $d, flags $*)"
-    (cd "$d" && "$REPO/hack/cluster/netns-exec" "$t" "$@") || rc=1
+    echo "=== $(basename "$t") (in $(cat "${t%.test}.dir"), flags $*)"
+    if [ "$(basename "$t")" = examples.test ]; then
+      run_examples "$t" "$@" || rc=1
+    else
+      run_binary "$t" "$@" || rc=1
+    fi
   done
   return $rc
 }

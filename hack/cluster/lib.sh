@@ -131,7 +131,7 @@ node_number() {
 }
 
 # Debian packages the cluster needs on the host.
-HOST_PKGS="docker-registry containerd runc containernetworking-plugins etcd-server etcd-client busybox-static iptables conntrack openssl curl util-linux iproute2 kmod"
+HOST_PKGS="docker-registry containerd runc containernetworking-plugins etcd-server etcd-client busybox-static iptables conntrack openssl curl util-linux iproute2 kmod openssh-client"
 
 T0=${T0:-$(date +%s.%N)}; export T0   # scripts run by scripts count from the same start
 step() { printf '[%6.1fs] %s\n' "$(awk -v a="$(date +%s.%N)" -v b="$T0" 'BEGIN{print a-b}')" "$*"; }
@@ -200,9 +200,10 @@ waitfor() { # desc timeout-seconds cmd...
   echo "TIMEOUT waiting for $d; see $LOGS" >&2; return 1
 }
 
-# kube_source_hash: hash of the wrapper module's sources; the cached binary is rebuilt when it changes.
+# kube_source_hash: hash of the cluster binaries' sources (not cmd/e2e-storage, ensure_e2e's); the
+# cached binary is rebuilt when it changes.
 kube_source_hash() {
-  (cd "$KBUILD" && { find cmd -type f -name '*.go'; echo build.sh "versions/$KUBE_VERSION.mod" "versions/$KUBE_VERSION.sum"; } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  (cd "$KBUILD" && { find cmd/kube cmd/crilite -type f -name '*.go'; echo build.sh "versions/$KUBE_VERSION.mod" "versions/$KUBE_VERSION.sum"; } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 }
 
 # ensure_host_pkgs: install missing Debian packages (apt-get update first, once).
@@ -242,7 +243,7 @@ ensure_kube() {
 # cached (cold: ~10 min).
 ensure_e2e() {
   E2E_DIR=$PAV_CACHE/e2e-$KUBE_VERSION
-  local h; h=$(cd "$KBUILD" && cat build-e2e.sh "e2e/$KUBE_VERSION.mod" "e2e/$KUBE_VERSION.sum" ginkgo/go.mod ginkgo/go.sum | sha256sum | cut -c1-16)
+  local h; h=$(cd "$KBUILD" && cat build-e2e.sh cmd/e2e-storage/*.go "e2e/$KUBE_VERSION.mod" "e2e/$KUBE_VERSION.sum" ginkgo/go.mod ginkgo/go.sum | sha256sum | cut -c1-16)
   [ -x "$E2E_DIR/e2e.test" ] && [ -x "$E2E_DIR/agnhost" ] && [ -x "$E2E_DIR/ginkgo" ] && [ "$(cat "$E2E_DIR/.source-hash" 2>/dev/null)" = "$h" ] && return 0
   command -v go >/dev/null || { echo "go is needed to build Kubernetes' e2e.test" >&2; return 1; }
   step "building Kubernetes $KUBE_VERSION's e2e.test, agnhost and ginkgo into $E2E_DIR (cold: ~10 min)"

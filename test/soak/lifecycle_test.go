@@ -369,10 +369,11 @@ func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error
 	// "release" is the last writer's deletion: kubelet unpublishing and
 	// unstaging the volume, which the reader waits for.
 	t0 := time.Now()
+	killPending := c.Fault == faultKillStagingDaemon
 	for attempt := 1; ; attempt++ {
 		name := fmt.Sprintf("%s-w%d", c.Claim, attempt)
 		script := writeScript(c.Shape)
-		killing := c.Fault == faultKillStagingDaemon && attempt == 1
+		killing := killPending
 		if killing {
 			script = writeThroughRecoveryScript
 		}
@@ -380,9 +381,25 @@ func (s *soak) writeClients(ctx context.Context, c *cycle) (stop bool, err error
 			return false, err
 		}
 		if killing {
-			if err := s.killStagingDaemon(ctx, c, name); err != nil {
+			err := s.killStagingDaemon(ctx, c, name)
+			if errors.Is(err, errEndedBeforeRunning) {
+				// Another fault killed the daemon as the writer started:
+				// its container could not start on the dead mount, and
+				// the pod failed for good. It runs again, and its
+				// daemon is killed then.
+				if err := s.deletePod(ctx, name); err != nil {
+					return false, err
+				}
+				if attempt == maxClientAttempts {
+					return false, fmt.Errorf("the writer failed to start %d times", attempt)
+				}
+				c.Retries++
+				continue
+			}
+			if err != nil {
 				return false, err
 			}
+			killPending = false
 		}
 		if c.Fault == faultDeleteClientInStaging && attempt == 1 {
 			sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}
@@ -501,14 +518,21 @@ printf '%s\n' "$TOKEN" | dd of=/data/token conv=fsync 2>&1`
 // its volume, having failed, works again in its container.
 const volumeWorksAgain = "volume works again"
 
+// errEndedBeforeRunning: the writer's pod ended before it ran.
+var errEndedBeforeRunning = errors.New("the writer ended before it ran")
+
 // killStagingDaemon waits until the writer runs, then kills the FUSE daemon
 // of its volume's staging pod.
 func (s *soak) killStagingDaemon(ctx context.Context, c *cycle, writer string) error {
 	ns := s.f.Namespace
-	if _, err := framework.WaitFor(ctx, s.f.Client.CoreV1().Pods(ns), writer, stepBound, func(p *corev1.Pod) (bool, error) {
-		return p.Status.Phase == corev1.PodRunning, nil
-	}); err != nil {
+	pod, err := framework.WaitFor(ctx, s.f.Client.CoreV1().Pods(ns), writer, stepBound, func(p *corev1.Pod) (bool, error) {
+		return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded, nil
+	})
+	if err != nil {
 		return fmt.Errorf("%w: writer %s never ran: %v", errStuck, writer, err)
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return fmt.Errorf("%w: %s is %s", errEndedBeforeRunning, writer, pod.Status.Phase)
 	}
 	sel := labels.Set{protocol.LabelVolume: c.PV, protocol.LabelPhase: string(protocol.PhaseStaging)}.AsSelector().String()
 	// Retried, like every API call of the soak: a cluster fault may cut the

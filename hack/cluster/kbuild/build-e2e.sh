@@ -1,7 +1,7 @@
 #!/bin/bash
-# build-e2e.sh KUBE_VERSION OUTDIR - build Kubernetes' end-to-end test binary e2e.test
-# (`go test -c k8s.io/kubernetes/test/e2e`, which holds the storage suite run against CSI drivers:
-# test/e2e/storage/external) and agnhost (test/images/agnhost, the suite's utility image's
+# build-e2e.sh KUBE_VERSION OUTDIR - build Kubernetes' end-to-end test binary e2e.test with only
+# its storage suite for external CSI drivers (test/e2e/storage/external; cmd/e2e-storage says
+# how it differs from upstream's e2e.test) and agnhost (test/images/agnhost, the suite's utility image's
 # binary) of KUBE_VERSION into OUTDIR, with the module file e2e/KUBE_VERSION.mod: a copy of the
 # cluster's versions/KUBE_VERSION.mod whose .sum also has the test-only dependencies (both written
 # by gen-gomod.sh; kept apart, so the cluster's binary is not rebuilt when they change). And the
@@ -26,7 +26,12 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 export CGO_ENABLED=0
 # build to temporary names and rename, so a concurrent reader never sees a half-written binary
-go test -c -vet=off -modfile="$MF" -trimpath -ldflags "$LD" -o "$OUT/.e2e.test.tmp" k8s.io/kubernetes/test/e2e
+# cmd/e2e-storage, a package of this module, imports test-only modules the cluster's binaries do
+# not: a temporary copy of the module file gets their requirements (-mod=mod adds the modules the
+# graph already selects, at those versions), so MF stays the cluster's.
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+cp "$MF" "$TMP/e2e.mod"; cp "e2e/$KV.sum" "$TMP/e2e.sum"
+go test -c -vet=off -modfile="$TMP/e2e.mod" -mod=mod -trimpath -ldflags "$LD" -o "$OUT/.e2e.test.tmp" ./cmd/e2e-storage
 go build -modfile="$MF" -trimpath -ldflags "-s -w" -o "$OUT/.agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
 (cd ginkgo && go build -trimpath -ldflags "-s -w" -o "$OUT/.ginkgo.tmp" github.com/onsi/ginkgo/v2/ginkgo)
 mv -f "$OUT/.e2e.test.tmp" "$OUT/e2e.test"

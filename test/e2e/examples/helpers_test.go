@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -66,6 +67,10 @@ func kq(args ...string) string {
 // test ends (after everything registered later, e.g. the namespace, is gone).
 func installProvisioner(t *testing.T, file, name string) {
 	t.Helper()
+	if lane := os.Getenv("PAV_E2E_EXAMPLES"); lane != "" && !slices.Contains(strings.Fields(lane), name) {
+		t.Fatalf("this process runs the tests of the examples %q beside another process (hack/cluster/e2e.sh's lanes), "+
+			"but this test installs PavProvisioner %s: move the test to that example's lane", lane, name)
+	}
 	k(t, "apply", "-f", file)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
