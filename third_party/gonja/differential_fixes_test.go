@@ -362,6 +362,22 @@ func TestSliceOfNonSequenceIsUndefined(t *testing.T) {
 	})
 }
 
+// Jinja folds each constant expression from the leaves up, and only into
+// a value with a safe repr: a constant slice of what is not a sequence
+// beside an operand that is not constant runs at render time and raises,
+// while one inside a constant that folds is undefined (before: undefined
+// wherever it was constant).
+func TestConstantSliceFoldsFromTheLeavesUp(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 1 in (True)[1:] }}|{% set x = [none.x, 1 in (True)[1:]] %}{{ x|length }}|{% set y = 1 %}{{ y ~ ((True)[1:] is defined) }}": "False|2|1False",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{% set y = 1 %}{{ y in (True)[1:] }}":        "'bool' object is not subscriptable",
+		"{% set y = 1 %}{{ [y, (True)[1:]]|length }}": "'bool' object is not subscriptable",
+		"{{ (True)[1:] + 1 }}":                        "'bool' object is not subscriptable",
+	})
+}
+
 // striptags removes a tag or a comment without leaving a space, as
 // markupsafe's (upstream: a space for each, so '0<p>x</p>[1' was '0 x [1').
 func TestStriptagsLeavesNoSpace(t *testing.T) {

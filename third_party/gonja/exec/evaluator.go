@@ -25,12 +25,53 @@ type Evaluator struct {
 	Config      *config.Config
 	Environment *Environment
 	Loader      loaders.Loader
-	// unfolded: the expression runs as Jinja runs one it could not fold
-	// into a constant (PaV; Renderer.Eval).
-	unfolded bool
+	// folding: the expression is evaluated as Jinja's compiler folds a
+	// constant one (PaV; Eval).
+	folding bool
 }
 
+// Eval evaluates an expression (PaV: with Jinja's constant folding).
+// Jinja's optimizer folds each constant expression, from the leaves up,
+// into its value when that value has a safe repr; one holding an undefined
+// (a constant slice of what is not a sequence folds to undefined) or
+// failing runs at render time instead, its constant operands folded. The
+// two differ in one place: a slice at render time is Python's own
+// subscript, which raises a TypeError where folding took undefined.
 func (e *Evaluator) Eval(node nodes.Expression) *Value {
+	if e.folding || !jinjaConstant(node) {
+		return e.eval(node)
+	}
+	e.folding = true
+	v := e.eval(node)
+	e.folding = false
+	if v.IsError() || holdsUndefined(v, maxNesting) {
+		v = e.eval(node) // at render time: its operands are folded by Eval
+	}
+	return v
+}
+
+// maxNesting bounds holdsUndefined's walk (a constant's literals nest a
+// few levels).
+const maxNesting = 100
+
+// holdsUndefined: v is undefined or a container holding one (Python's
+// has_safe_repr is false for it).
+func holdsUndefined(v *Value, depth int) bool {
+	if v.IsUndefined() {
+		return true
+	}
+	if depth == 0 || !(v.IsList() || v.IsDict()) {
+		return false
+	}
+	found := false
+	v.Iterate(func(_, _ int, key, value *Value) bool {
+		found = holdsUndefined(key, depth-1) || v.IsDict() && holdsUndefined(value, depth-1)
+		return !found
+	}, func() {})
+	return found
+}
+
+func (e *Evaluator) eval(node nodes.Expression) *Value {
 	if err := e.Environment.interrupted(); err != nil {
 		return AsValue(err)
 	}
@@ -461,7 +502,7 @@ func (e *Evaluator) slice(node *nodes.GetSlice, value *Value) *Value {
 		// raises Python's TypeError; only a slice its compiler folds into a
 		// constant goes through the environment's getitem, which takes the
 		// error for undefined.
-		if jinjaConstant(node) && !e.unfolded {
+		if e.folding {
 			return Undefined(fmt.Sprintf("%s has no element slice(%s)", TypeName(value), strings.Join(bounds, ", ")))
 		}
 		if value.IsDict() {

@@ -84,21 +84,13 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 		_, err := io.WriteString(r.Output, output)
 		return nil, err
 	case *nodes.Output:
-		// Jinja folds an output's constant whatever its repr; finalize
-		// then decides (PaV's refuses undefined).
-		value := r.Evaluator().Eval(n.Expression)
-		// a constant Markup is printed as it is, whatever finalize makes of it (PaV)
-		constantSafe := r.Config.AutoEscape && value.Safe && jinjaConstant(n.Expression)
-		if h := r.Environment.Hooks; h != nil && h.Finalize != nil && !value.IsError() {
-			value = h.Finalize(value, n.Start)
-			if value.IsError() {
-				return nil, r.Evaluator().Raise(value.Unwrap()).Unwrap()
-			}
+		value, constantSafe, err := r.output(n)
+		if err != nil {
+			return nil, err
 		}
 		if value.IsError() {
 			return nil, errors.Wrapf(value, `Unable to render expression at line %d: %s`, n.Expression.Position().Line, n.Expression)
 		}
-		var err error
 		if r.Config.AutoEscape && value.IsString() && !value.Safe && !constantSafe {
 			_, err = io.WriteString(r.Output, value.Escaped())
 		} else {
@@ -116,6 +108,35 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 	default:
 		return r, nil
 	}
+}
+
+// output evaluates an output's expression and finalizes it: the value, whether it
+// is a constant Markup (printed as it is, whatever finalize makes of it:
+// PaV), and finalize's error. Jinja's compiler folds an output's constant
+// expression whatever its repr and lets finalize judge it; one finalize
+// refuses (PaV's refuses undefined) or that fails runs at render time
+// (Evaluator.Eval), where a constant slice of what is not a sequence
+// raises.
+func (r *Renderer) output(n *nodes.Output) (*Value, bool, error) {
+	finalize := func(v *Value) (*Value, error) {
+		if h := r.Environment.Hooks; h != nil && h.Finalize != nil && !v.IsError() {
+			if v = h.Finalize(v, n.Start); v.IsError() {
+				return v, r.Evaluator().Raise(v.Unwrap()).Unwrap()
+			}
+		}
+		return v, nil
+	}
+	e := r.Evaluator()
+	if jinjaConstant(n.Expression) {
+		e.folding = true
+		value := e.eval(n.Expression)
+		e.folding = false
+		if final, err := finalize(value); err == nil && !final.IsError() {
+			return final, r.Config.AutoEscape && value.Safe, nil
+		}
+	}
+	value, err := finalize(e.Eval(n.Expression))
+	return value, false, err
 }
 
 // ExecuteWrapper wraps the nodes.Wrapper execution logic
@@ -156,38 +177,7 @@ func (r *Renderer) Evaluator() *Evaluator {
 	}
 }
 
-// Eval evaluates the expression of a statement (PaV: with Jinja's
-// constant folding). Jinja folds a statement's constant expression at
-// compile time only if its value has a safe repr; one holding an undefined
-// (a constant slice of what is not a sequence folds to undefined) runs at
-// render time instead, where that slice raises Python's TypeError.
+// Eval evaluates the expression of a statement.
 func (r *Renderer) Eval(node nodes.Expression) *Value {
-	e := r.Evaluator()
-	v := e.Eval(node)
-	if !v.IsError() && jinjaConstant(node) && holdsUndefined(v, maxNesting) {
-		e.unfolded = true
-		v = e.Eval(node)
-	}
-	return v
-}
-
-// maxNesting bounds holdsUndefined's walk (a constant's literals nest a
-// few levels).
-const maxNesting = 100
-
-// holdsUndefined: v is undefined or a container holding one (Python's
-// has_safe_repr is false for it).
-func holdsUndefined(v *Value, depth int) bool {
-	if v.IsUndefined() {
-		return true
-	}
-	if depth == 0 || !(v.IsList() || v.IsDict()) {
-		return false
-	}
-	found := false
-	v.Iterate(func(_, _ int, key, value *Value) bool {
-		found = holdsUndefined(key, depth-1) || v.IsDict() && holdsUndefined(value, depth-1)
-		return !found
-	}, func() {})
-	return found
+	return r.Evaluator().Eval(node)
 }
