@@ -61,6 +61,9 @@ const (
 	featUnicode = "unicode" // non-ASCII text in strings
 	featBigInt  = "bigint"  // integers past 64 bits (PaV's are 64-bit: a deliberate divergence)
 	featStress  = "stress"  // constructs that approach or pass PaV's limits
+	// a method's repr, which names its object's address (never PaV's), maybe
+	// cut short by a filter or a slice: marked used, not drawn
+	featAddress = "address"
 )
 
 type macroSig struct {
@@ -696,6 +699,7 @@ func (g *gen) strExpr(d int) string {
 	case 26:
 		return fmt.Sprintf("%s|wordcount|string", s())
 	case 27:
+		g.used[featAddress] = true
 		return fmt.Sprintf("%s|attr(%s)|string", g.expr(kind(g.r.Intn(int(numKinds))), d-1), g.pick("'name'", "'upper'", "'a'", "'zz'"))
 	case 28:
 		return fmt.Sprintf("(%s|%s|list|join('/'))", g.expr(kList, d-1), g.pick("batch(2)|map('join')", "slice(2)|map('join')", "batch(2, 'x')|map('join')", "reverse", "unique", "sort(reverse=true)", "sort(case_sensitive=true)", "map('lower')", "select|map('string')", "reject('none')|map('string')", "select('odd')|map('string')", "select('string')", "reject('number')|map('string')", "select('ge', 2)|map('string')", "map('int')|map('string')"))
