@@ -18,6 +18,7 @@ import (
 	json "github.com/json-iterator/go"
 	"github.com/pkg/errors"
 
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/utils"
 )
@@ -186,7 +187,7 @@ func filterCapitalize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if in.Len() <= 0 {
 		return exec.AsValue("")
 	}
-	return exec.AsValue(exec.PyCapitalize(in.String()))
+	return exec.AsValue(pystring.Capitalize(in.String()))
 }
 
 func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1807,7 +1808,8 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 			bad = fmt.Errorf("invalid character in attribute name %s", exec.PyRepr(key))
 			return false
 		}
-		kv := fmt.Sprintf(`%s="%s"`, key.Escaped(), value.Escaped())
+		// markupsafe's escape: a Markup value (tojson's) as it is
+		kv := fmt.Sprintf(`%s="%s"`, exec.Escape(key).String(), exec.Escape(value).String())
 		kvs = append(kvs, kv)
 		return true
 	}, func() {})

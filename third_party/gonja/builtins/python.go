@@ -3,7 +3,6 @@ package builtins
 import (
 	"errors"
 	"fmt"
-	"html"
 	"math"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
@@ -33,7 +33,7 @@ func init() {
 		"defined": testPyDefined, "undefined": testPyUndefined, "none": testPyNone,
 		"sequence": testPySequence, "filter": testPyFilter, "test": testPyTest,
 		"true": testPyTrue, "false": testPyFalse, "escaped": testPyEscaped,
-		"upper": testPyCase(exec.PyUpper, exec.PyLower), "lower": testPyCase(exec.PyLower, exec.PyUpper),
+		"upper": testPyCase(pystring.IsUpper), "lower": testPyCase(pystring.IsLower),
 	} {
 		must(Tests.Replace(name, t))
 	}
@@ -362,17 +362,31 @@ func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 			}
 		}
 		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr {
-			var first *exec.Value
-			for _, v := range items {
-				if first == nil {
-					first = v
-				} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
-					return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
+			if len(items) < minMergeItems {
+				if err := sortFailure(items, sortReversed(params)); err != nil {
+					return raise(e, "filter sort: "+err.Error())
+				}
+			} else {
+				var first *exec.Value
+				for _, v := range items {
+					if first == nil {
+						first = v
+					} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
+						return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
+					}
 				}
 			}
 		}
 		return f(e, in, params)
 	}
+}
+
+// sortReversed is sort's reverse argument, by position or keyword.
+func sortReversed(params *exec.VarArgs) bool {
+	if v, ok := params.KwArgs["reverse"]; ok {
+		return v.IsTrue()
+	}
+	return len(params.Args) > 0 && params.Args[0].IsTrue()
 }
 
 // sortClass is the class of types whose values Python compares with each
@@ -868,7 +882,7 @@ func filterPyStriptags(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	if !out.IsString() {
 		return out
 	}
-	return exec.AsValue(html.UnescapeString(out.String()))
+	return exec.AsValue(pyHTMLUnescape(out.String()))
 }
 
 // pyWord is Python's \w+ (Unicode letters, digits, underscore).
@@ -935,11 +949,10 @@ func filterPyMinMax(isMax bool) exec.FilterFunction {
 	}
 }
 
-// testPyCase is Python's str.isupper (same, other: PyUpper, PyLower) or
-// islower: a string with a cased character, all of them in that case.
-func testPyCase(same, other func(string) string) exec.TestFunction {
+// testPyCase is Jinja's `lower` or `upper` test: Python's str.islower or
+// isupper (is) of str(value), for any value (PaV).
+func testPyCase(is func(string) bool) exec.TestFunction {
 	return func(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) (bool, error) {
-		s := softStr(in) // Jinja: str(value).islower(), for any value (PaV)
-		return same(s) == s && other(s) != s, nil
+		return is(softStr(in)), nil
 	}
 }

@@ -177,13 +177,13 @@ func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 	switch method {
 	case "replace", "ljust", "rjust", "center":
 		if len(out.Args) > 1 && out.Args[1].IsString() {
-			out.Args[1] = escapedValue(out.Args[1])
+			out.Args[1] = Escape(out.Args[1])
 		}
 	case "join": // of any iterable: a mapping's keys, a string's characters
 		if len(out.Args) == 1 && (out.Args[0].IsList() || out.Args[0].IsDict() || out.Args[0].IsString()) {
 			items := []any{}
 			out.Args[0].Iterate(func(_, _ int, key, _ *Value) bool {
-				items = append(items, escapedValue(key))
+				items = append(items, Escape(key))
 				return true
 			}, func() {})
 			out.Args[0] = AsValue(items)
@@ -191,12 +191,12 @@ func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 	case "format":
 		for i, v := range out.Args {
 			if v.IsString() {
-				out.Args[i] = escapedValue(v)
+				out.Args[i] = Escape(v)
 			}
 		}
 		for k, v := range out.KwArgs {
 			if v.IsString() {
-				out.KwArgs[k] = escapedValue(v)
+				out.KwArgs[k] = Escape(v)
 			}
 		}
 	}

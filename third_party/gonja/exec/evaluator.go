@@ -243,7 +243,7 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	markup := false
 	switch {
 	case op == "+" && left.IsString() && right.IsString() && (left.Safe || right.Safe):
-		left, right, markup = escapedValue(left), escapedValue(right), true
+		left, right, markup = Escape(left), Escape(right), true
 	case op == "*" && (left.IsString() && left.Safe || right.IsString() && right.Safe):
 		markup = true
 	case op == "%" && left.IsString() && left.Safe: // Markup % args escapes the args
@@ -261,8 +261,9 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	return AsValue(v)
 }
 
-// escapedValue is v as Markup: escaped unless it already is (PaV).
-func escapedValue(v *Value) *Value {
+// Escape is markupsafe's escape: v as Markup, escaped unless it already
+// is Markup (PaV).
+func Escape(v *Value) *Value {
 	if v.Safe {
 		return v
 	}
@@ -295,7 +296,7 @@ func (e *Evaluator) concat(node *nodes.BinaryExpression, left, right *Value) *Va
 			if v.IsUndefined() {
 				return ""
 			}
-			return escapedValue(v).String()
+			return Escape(v).String()
 		}
 	}
 	l, r := str(left), str(right)

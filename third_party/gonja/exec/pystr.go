@@ -34,10 +34,3 @@ func PyPad(how, s string, width int, fill string) string {
 	}
 	return strings.Repeat(fill, left) + s + strings.Repeat(fill, marg-left)
 }
-
-// PyCapitalize is Python's str.capitalize: the first character in title
-// case ('ß' is 'Ss'), the rest lower.
-func PyCapitalize(s string) string {
-	_, size := utf8.DecodeRuneInString(s)
-	return cases.Title(language.Und).String(s[:size]) + PyLower(s[size:])
-}

@@ -237,4 +237,3 @@ func setValue(cs *SetControlStructure, args *parser.Parser) (nodes.ControlStruct
 
 	return cs, nil
 }
-

@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
@@ -59,7 +60,7 @@ var pyStrMethods = map[string]exec.Method[string]{
 		if err := a.Take(); err != nil {
 			return nil, exec.ErrInvalidCall(err)
 		}
-		return exec.PyCapitalize(s), nil
+		return pystring.Capitalize(s), nil
 	},
 	"lower": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
 		if err := a.Take(); err != nil {

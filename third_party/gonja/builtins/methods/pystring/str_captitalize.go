@@ -1,25 +1,24 @@
 package pystring
 
-import (
-	"strings"
-	"unicode"
-)
+import "strings"
 
-// Capitalize returns a copy of the string with its first character capitalized and the rest lowercased.
+// Capitalize is Python's str.capitalize (PaV): the first character in
+// Unicode's full titlecase ('ß' is 'Ss', 'ﬁ' 'Fi'), the rest in its full
+// lowercase, a final capital sigma 'ς' (upstream: simple upper and
+// lower mappings).
 func Capitalize(s string) string {
-	var res strings.Builder
-	for idx, char := range s {
-		if idx == 0 {
-			res.WriteRune(unicode.To(unicode.UpperCase, char))
-		} else {
-			res.WriteRune(unicode.To(unicode.LowerCase, char))
-		}
+	runes := []rune(s)
+	if len(runes) == 0 {
+		return ""
 	}
-
+	var res strings.Builder
+	res.WriteString(toTitleFull(runes[0]))
+	for i := 1; i < len(runes); i++ {
+		res.WriteString(toLowerFull(runes, i))
+	}
 	return res.String()
 }
 
-// Capitalize returns a copy of the string with its first character capitalized and the rest lowercased.
 func (pys PyString) Capitalize() PyString {
 	return PyString(Capitalize(string(pys)))
 }

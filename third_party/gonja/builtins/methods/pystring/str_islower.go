@@ -6,9 +6,10 @@ import "unicode"
 func IsLower(s string) bool {
 	hasCased := false
 	for _, char := range s {
-		if unicode.IsUpper(char) {
+		// PaV: Python's properties; a titlecase letter is not lowercase
+		if isUppercase(char) || unicode.IsTitle(char) {
 			return false
-		} else if unicode.IsLower(char) {
+		} else if isLowercase(char) {
 			hasCased = true
 		}
 	}

@@ -12,12 +12,12 @@ func IsTitle(s string) bool {
 	cased, prevIsCased := false, false
 	for _, char := range s {
 		switch {
-		case unicode.IsUpper(char) || unicode.IsTitle(char):
+		case isUppercase(char) || unicode.IsTitle(char):
 			if prevIsCased {
 				return false
 			}
 			prevIsCased, cased = true, true
-		case unicode.IsLower(char):
+		case isLowercase(char):
 			if !prevIsCased {
 				return false
 			}

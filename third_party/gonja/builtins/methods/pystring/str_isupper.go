@@ -16,9 +16,10 @@ import "unicode"
 func IsUpper(s string) bool {
 	hasCased := false
 	for _, char := range s {
-		if unicode.IsLower(char) {
+		// PaV: Python's properties; a titlecase letter is not uppercase
+		if isLowercase(char) || unicode.IsTitle(char) {
 			return false
-		} else if unicode.IsUpper(char) {
+		} else if isUppercase(char) {
 			hasCased = true
 		}
 	}

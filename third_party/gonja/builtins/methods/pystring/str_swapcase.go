@@ -25,9 +25,9 @@ func SwapCase(s string) string {
 			} else {
 				res.WriteRune('σ')
 			}
-		case unicode.IsUpper(char):
+		case isUppercase(char):
 			res.WriteString(cases.Lower(language.Und).String(string(char)))
-		case unicode.IsLower(char):
+		case isLowercase(char):
 			res.WriteString(cases.Upper(language.Und).String(string(char)))
 		default:
 			res.WriteRune(char)
@@ -39,7 +39,6 @@ func SwapCase(s string) string {
 // finalSigma is Python's rule for a capital sigma at runes[i]: a cased
 // letter before it and none after it, case-ignorable characters skipped.
 func finalSigma(runes []rune, i int) bool {
-	cased := func(r rune) bool { return unicode.IsUpper(r) || unicode.IsLower(r) || unicode.IsTitle(r) }
 	ignorable := func(r rune) bool {
 		return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk) || strings.ContainsRune("'.:^`\u00b7\u2018\u2019\u2024\u2027", r)
 	}
@@ -47,14 +46,14 @@ func finalSigma(runes []rune, i int) bool {
 	for j >= 0 && ignorable(runes[j]) {
 		j--
 	}
-	if j < 0 || !cased(runes[j]) {
+	if j < 0 || !isCased(runes[j]) {
 		return false
 	}
 	k := i + 1
 	for k < len(runes) && ignorable(runes[k]) {
 		k++
 	}
-	return k == len(runes) || !cased(runes[k])
+	return k == len(runes) || !isCased(runes[k])
 }
 
 // SwapCase returns a copy of the string with uppercase characters converted to lowercase

@@ -1,13 +1,6 @@
 package pystring
 
-import (
-	"strings"
-	"unicode"
-
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
-)
-
+import "strings"
 
 // Title returns a titlecased version of the string where words start with an uppercase
 // character and the remaining characters are lowercase.
@@ -31,23 +24,20 @@ import (
 // words on spaces only.
 func Title(s string) string {
 	var res strings.Builder
-
-	// PaV: Unicode's full lowercase mapping, as Python's str.lower (a
-	// Caser is stateful: one per call)
-	lower := cases.Lower(language.Und)
+	runes := []rune(s)
 	prevIsCased := false
-	for _, char := range s {
+	for i, char := range runes {
+		// PaV: Unicode's full mappings, as Python's ('ﬁ' is 'Fi', 'İ'
+		// lowered 'i̇', a final 'Σ' 'ς')
 		if prevIsCased {
-			// PaV: Python's full lowercase mapping ('İ' is 'i̇', two runes)
-			res.WriteString(lower.String(string(char)))
+			res.WriteString(toLowerFull(runes, i))
 		} else {
-			res.WriteRune(unicode.ToTitle(char))
+			res.WriteString(toTitleFull(char))
 		}
 		// PaV: a word is a run of cased characters, as Python's (日 is a
 		// letter but not cased: '日本a'.title() is '日本A')
-		prevIsCased = unicode.IsUpper(char) || unicode.IsLower(char) || unicode.IsTitle(char)
+		prevIsCased = isCased(char)
 	}
-
 	return res.String()
 }
 
