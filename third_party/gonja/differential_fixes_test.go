@@ -667,3 +667,22 @@ func TestSortFailsWherePythonComparesTheUnorderable(t *testing.T) {
 		"{{ [{'a': 1}, {'a': 2}]|sort }}":                  "'<' not supported between instances of 'dict' and 'dict'",
 	})
 }
+
+// An int and a float compare by their exact values and NaN is ordered
+// with nothing, as in Python (exec.NumOrder, PyRichCompare; before: the
+// int rounded to a float, so 2**63-1 == 2.0**63, and 1 <= NaN was true).
+func TestNumbersCompareExactlyAsPython(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% set big = 9223372036854775807 %}{{ big == big|float }}|{{ big < big|float }}|{{ 9007199254740993 == 9007199254740992.0 }}|{{ [9007199254740993, 9007199254740992.0]|sort|string }}|{{ 9007199254740993 in [9007199254740992.0] }}|{{ 1 <= 'nan'|float }}|{{ [1, 'nan'|float] <= [1, 2] }}|{{ [9007199254740993, 9007199254740992.0]|max }}": "False|True|False|[9007199254740992.0, 9007199254740993]|False|False|False|9007199254740993",
+	}, nil)
+}
+
+// An item by a float, a bool or any other key finds a mapping's key equal
+// to it (1.0 finds 1) and True indexes 1; what finds nothing is undefined
+// (before: an error that printed the container); a tuple of hashable items
+// is hashable for the filter and test tests (before: unhashable).
+func TestItemByAnyKeyAndTupleHashesAsPython(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {1: 'a'}[1.0] }}|{{ {1: 'a', 1.5: 'b'}[1.5] }}|{{ {1: 'a'}[true] }}|{{ [1, 2][true] }}|{{ {1: 'a'}[2.0] is defined }}|{{ [1][1.0] is defined }}|{{ {1: 'a'}[none] is defined }}|{{ {1: 'a'}[[1]] is defined }}|{{ ('x',) is filter }}|{{ (2,) is test }}": "a|b|a|2|False|False|False|False|False|False",
+	}, nil)
+}

@@ -1,7 +1,6 @@
 package builtins
 
 import (
-	"cmp"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -141,19 +140,9 @@ func compareValues(left, right *exec.Value, caseSensitive bool) int {
 		return -1
 	case right == nil || right.IsNil():
 		return 1
-	case exec.IsInt(left) && exec.IsInt(right): // PaV: bools count, as in Python
-		return cmp.Compare(exec.AsInt(left), exec.AsInt(right))
-	case exec.IsNum(left) && exec.IsNum(right):
-		lf := exec.AsFloat(left)
-		rf := exec.AsFloat(right)
-		switch {
-		case lf < rf:
-			return -1
-		case lf > rf:
-			return 1
-		default:
-			return 0
-		}
+	case exec.IsNum(left) && exec.IsNum(right): // PaV: bools count, an int and a float exactly, as in Python
+		c, _ := exec.NumOrder(left, right) // NaN: neither before nor after
+		return c
 	default:
 		ls := stringifyFilterValue(left)
 		rs := stringifyFilterValue(right)

@@ -45,8 +45,7 @@ func keyLess(a, b *exec.Value) (bool, error) {
 	if a.EqualValueTo(b) {
 		return false, nil
 	}
-	c, err := exec.PyOrder("<", a, b)
-	return c < 0, err
+	return exec.PyRichCompare("<", a, b)
 }
 
 // countRun is CPython's count_run: the length of the run keys begin with,

@@ -471,8 +471,8 @@ func hashable(e *exec.Evaluator, in *exec.Value) error {
 	switch {
 	case in.IsError():
 		return in.Interface().(error)
-	case in.IsList() || in.IsDict():
-		err := fmt.Errorf("unhashable type: '%s'", exec.PyType(in))
+	case exec.Unhashable(in) != "": // a tuple of hashable items is hashable
+		err := fmt.Errorf("unhashable type: '%s'", exec.Unhashable(in))
 		e.Raise(err)
 		return err
 	}

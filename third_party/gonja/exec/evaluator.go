@@ -442,8 +442,23 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 		key = argument.Integer()
 	case argument.IsNil() && e.Config.StrictUndefined:
 		return AsValue(errors.Wrapf(value, `argument is undefined to access: %s`, node.Node))
+	case argument.IsError():
+		return argument
+	case argument.IsBool(): // PaV: Python's bool is an int, True indexes 1
+		key = int(AsInt(argument))
 	default:
-		return AsValue(errors.Wrapf(value, `argument %s does not evaluate to string or integer in: %s`, node.Arg, node.Node))
+		// PaV: another key finds a mapping's key equal to it, as Python
+		// hashes 1.0 as 1; what finds nothing, or indexes a sequence, is
+		// undefined, as Jinja's getitem takes the error for (upstream: an
+		// error that printed the value)
+		if d, ok := value.Interface().(*Dict); ok {
+			for _, pair := range d.Pairs {
+				if !pair.Key.IsString() && pair.Key.EqualValueTo(argument) {
+					return keepMarkupOf(value, pair.Value)
+				}
+			}
+		}
+		return Undefined(fmt.Sprintf("%s has no element %s", TypeName(value), PyRepr(argument)))
 	}
 
 	if value.IsNil() {

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
@@ -100,11 +101,7 @@ func PyArith(op string, l, r *Value, tuple bool, lim Limits) (interface{}, error
 	}
 	switch op {
 	case "<", "<=", ">", ">=":
-		c, err := PyOrder(op, l, r)
-		if err != nil {
-			return nil, err
-		}
-		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0, nil
+		return PyRichCompare(op, l, r)
 	case "+", "*":
 		if v, done, err := seqArith(op, l, r, lim); done {
 			return v, err
@@ -717,25 +714,67 @@ func PyRepr(v *Value) string {
 	return v.String()
 }
 
-// PyOrder orders l and r as Python's comparison operators do: numbers with
-// numbers (bools count), strings with strings, lists lexicographically;
-// anything else, none and undefined included, is an error (gonja compares
-// them somehow).
-func PyOrder(op string, l, r *Value) (int, error) {
-	if l.IsList() && r.IsList() {
+// PyRichCompare is Python's l op r for op <, <=, > or >=: numbers with
+// numbers (bools count, an int and a float by their exact values, NaN
+// ordered with nothing), strings with strings, lists by their first items
+// that differ (compared with op), then by their lengths; anything else,
+// none and undefined included, is an error (gonja compares them somehow).
+func PyRichCompare(op string, l, r *Value) (bool, error) {
+	holds := func(c int) bool {
+		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0
+	}
+	switch {
+	case l.IsList() && r.IsList():
 		for i := 0; i < l.Len() && i < r.Len(); i++ {
-			a, b := l.Index(i), r.Index(i)
-			if a.EqualValueTo(b) {
-				continue
+			if a, b := l.Index(i), r.Index(i); !a.EqualValueTo(b) {
+				return PyRichCompare(op, a, b)
 			}
-			return PyOrder(op, a, b)
 		}
-		return l.Len() - r.Len(), nil
+		return holds(cmp.Compare(l.Len(), r.Len())), nil
+	case IsNum(l) && IsNum(r):
+		c, ordered := NumOrder(l, r)
+		return ordered && holds(c), nil
+	case l.IsString() && r.IsString():
+		return holds(strings.Compare(l.String(), r.String())), nil
 	}
-	if (l.IsString() && r.IsString()) || (IsNum(l) && IsNum(r)) {
-		return PyCompare(l.Interface(), r.Interface(), true)
+	return false, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, PyType(l), PyType(r))
+}
+
+// NumOrder orders two numbers (bools count) as Python does: an int and a
+// float by their exact values, not by the int rounded to a float (PaV:
+// 2**63-1 == 2.0**63 was true). ordered is false when one is NaN.
+func NumOrder(a, b *Value) (c int, ordered bool) {
+	switch {
+	case IsInt(a) && IsInt(b):
+		return cmp.Compare(AsInt(a), AsInt(b)), true
+	case IsInt(a):
+		return intFloatOrder(AsInt(a), AsFloat(b))
+	case IsInt(b):
+		c, ordered := intFloatOrder(AsInt(b), AsFloat(a))
+		return -c, ordered
 	}
-	return 0, fmt.Errorf("'%s' not supported between instances of '%s' and '%s'", op, PyType(l), PyType(r))
+	x, y := AsFloat(a), AsFloat(b)
+	if math.IsNaN(x) || math.IsNaN(y) {
+		return 0, false
+	}
+	return cmp.Compare(x, y), true
+}
+
+// intFloatOrder orders i and f exactly.
+func intFloatOrder(i int64, f float64) (int, bool) {
+	switch {
+	case math.IsNaN(f):
+		return 0, false
+	case f >= 0x1p63: // +Inf too
+		return -1, true
+	case f < -0x1p63:
+		return 1, true
+	}
+	t := int64(f) // exact: f truncated toward zero, within int64
+	if c := cmp.Compare(i, t); c != 0 {
+		return c, true
+	}
+	return cmp.Compare(float64(t), f), true // i is f's integral part: f's fraction decides
 }
 
 // TypeName names a value's type as Jinja's messages do.
@@ -778,24 +817,8 @@ func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
 		}
 		return strings.Compare(x, y), nil
 	case IsNum(va) && IsNum(vb):
-		if IsInt(va) && IsInt(vb) {
-			x, y := AsInt(va), AsInt(vb)
-			switch {
-			case x < y:
-				return -1, nil
-			case x > y:
-				return 1, nil
-			}
-			return 0, nil
-		}
-		x, y := AsFloat(va), AsFloat(vb)
-		switch {
-		case x < y:
-			return -1, nil
-		case x > y:
-			return 1, nil
-		}
-		return 0, nil
+		c, _ := NumOrder(va, vb) // NaN: neither before nor after
+		return c, nil
 	}
 	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", PyType(va), PyType(vb))
 }

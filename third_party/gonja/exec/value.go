@@ -864,8 +864,9 @@ func (v *Value) EqualValueTo(other *Value) bool {
 		return AsInt(v) == AsInt(other)
 	}
 	// comparison of float with int also fails using .Interface()-comparison
-	if IsNum(v) && IsNum(other) {
-		return AsFloat(v) == AsFloat(other)
+	if IsNum(v) && IsNum(other) { // PaV: exactly, as Python (2**63-1 != 2.0**63)
+		c, ordered := NumOrder(v, other)
+		return ordered && c == 0
 	}
 
 	// Both nil: undefined equals only undefined, none only none (PaV).
