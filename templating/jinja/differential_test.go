@@ -345,6 +345,9 @@ func compare(jinja, pav result, g *gen) string {
 	case jinja.Error != "" && pav.Error != "":
 		return ""
 	case jinja.Error != "":
+		if d := deliberateInJinja(jinja.Error); d != "" {
+			return "deliberate: " + d
+		}
 		return "Jinja fails, PaV renders"
 	case pav.Error != "":
 		if d := deliberate(pav.Error, g, jinja); d != "" {
@@ -354,6 +357,9 @@ func compare(jinja, pav result, g *gen) string {
 	case !sameOutput(*jinja.Output, *pav.Output):
 		if floatsAnUlpApart(*jinja.Output, *pav.Output) {
 			return "deliberate: Last digit of `**`"
+		}
+		if d := deliberateInJinja(*jinja.Output); d != "" {
+			return "deliberate: " + d
 		}
 		if g.used[featAddress] && addressCutShort(*jinja.Output, *pav.Output) {
 			return "skip: an object's address cut short"
@@ -378,6 +384,19 @@ func deliberate(pavErr string, g *gen, jinja result) string {
 				return ""
 			}
 			return d.name
+		}
+	}
+	return ""
+}
+
+// deliberateInJinja names the deliberate divergence that Jinja's error or
+// output (where PaV's differs) shows, or "".
+func deliberateInJinja(jinja string) string {
+	for _, d := range deliberateDivergences {
+		for _, s := range d.jinjaContains {
+			if strings.Contains(jinja, s) {
+				return d.name
+			}
 		}
 	}
 	return ""

@@ -45,6 +45,9 @@ func testFunctions() *Functions {
 var deliberateDivergences = []struct {
 	name, reason string
 	errContains  []string
+	// jinjaContains: Jinja's error or output, where PaV renders otherwise,
+	// names one of these
+	jinjaContains []string
 	// limit: reached only by a construct built to reach it (the
 	// differential tester's stress probes)
 	limit bool
@@ -85,6 +88,12 @@ var deliberateDivergences = []struct {
 		reason: "sorting 64 items or more fails only when two of them are of different types (or unequal mappings), as Python's does; " +
 			"lists holding items Python cannot order ([1, 'a'] and [1, 3]) sort where Python's merge sort may compare them and fail. " +
 			"Shorter lists replay Python's own comparisons",
+	},
+	{
+		name: "Filters return lists",
+		reason: "map, select, reject, selectattr, rejectattr, batch, slice, unique, items and reverse (of a list) return lists, where Jinja's return generators or iterators: " +
+			"their length, items, last item and truth work as a list's, where Jinja's fail, or are true even when empty",
+		jinjaContains: []string{"'generator'", "<generator object", "_reverseiterator", "'reversed'", "<reversed object"},
 	},
 	{
 		name:   "`range()` is a list",
@@ -397,6 +406,25 @@ func TestRenderErrorKeepsTheCall(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Message != want {
 			t.Errorf("%s: error %v, want the message %q", src, err, want)
+		}
+	}
+}
+
+// TestFiltersReturnLists pins the deliberate divergence "Filters return
+// lists": PaV's map, select and reverse results are lists, where Jinja's
+// are generators and iterators.
+func TestFiltersReturnLists(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ [1, 2]|reverse|length }}":                     "2",
+		"{{ [1, 2]|map('string')|list|length }}":          "2",
+		"{{ [1, 2]|select('odd')|length }}":               "1",
+		"{{ [1, 2]|reverse|string }}":                     "[2, 1]",
+		"{% if []|select %}y{% else %}n{% endif %}":       "n",
+		"{{ [1, 2, 3]|reverse|last }}|{{ 'ab'|reverse }}": "1|ba",
+	} {
+		got, _, err := render(src, nil)
+		if err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", src, got, err, want)
 		}
 	}
 }
