@@ -686,3 +686,12 @@ func TestItemByAnyKeyAndTupleHashesAsPython(t *testing.T) {
 		"{{ {1: 'a'}[1.0] }}|{{ {1: 'a', 1.5: 'b'}[1.5] }}|{{ {1: 'a'}[true] }}|{{ [1, 2][true] }}|{{ {1: 'a'}[2.0] is defined }}|{{ [1][1.0] is defined }}|{{ {1: 'a'}[none] is defined }}|{{ {1: 'a'}[[1]] is defined }}|{{ ('x',) is filter }}|{{ (2,) is test }}": "a|b|a|2|False|False|False|False|False|False",
 	}, nil)
 }
+
+// last of a Markup string is Markup, as Jinja's reversed() takes Markup's
+// own items; first is a plain character, as iterating a str yields
+// (before: last was plain too).
+func TestLastOfMarkupIsMarkup(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'a<'|safe|last is escaped }}|{{ 'a<'|safe|first is escaped }}|{{ 'a<'|safe|last }}|{{ ('a<'|safe)[1] is escaped }}": "True|False|<|True",
+	}, nil)
+}

@@ -662,7 +662,11 @@ func filterLast(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return e.Raise(fmt.Errorf("'%s' object is not reversible", exec.PyTypeName(in)))
 	}
 	if in.CanSlice() && in.Len() > 0 {
-		return in.Index(in.Len() - 1)
+		last := in.Index(in.Len() - 1)
+		if in.Safe && in.IsString() { // PaV: Jinja's reversed() takes Markup's own items, Markup
+			return exec.AsSafeValue(last.String())
+		}
+		return last
 	}
 	if in.IsDict() {
 		var last *exec.Value
