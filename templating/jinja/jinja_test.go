@@ -84,12 +84,6 @@ var deliberateDivergences = []struct {
 		reason: "a float power is Go's math.Pow, correctly rounded for 6e-05 ** 2 (3.6e-09) where glibc's pow, which Python calls, is an ulp off (3.6000000000000004e-09); the differential tester takes floats an ulp apart for this divergence",
 	},
 	{
-		name: "Sorting 64 lists",
-		reason: "sorting 64 items or more fails only when two of them are of different types (or unequal mappings), as Python's does; " +
-			"lists holding items Python cannot order ([1, 'a'] and [1, 3]) sort where Python's merge sort may compare them and fail. " +
-			"Shorter lists replay Python's own comparisons",
-	},
-	{
 		name: "Filters return lists",
 		reason: "map, select, reject, selectattr, rejectattr, batch, slice, unique, items and reverse (of a list) return lists, where Jinja's return generators or iterators: " +
 			"their length, items, last item and truth work as a list's, where Jinja's fail, or are true even when empty",

@@ -654,16 +654,18 @@ func TestStriptagsUnescapesAndXmlattrEscapesAsPython(t *testing.T) {
 }
 
 // sort fails where Python's sorted() compares two items it cannot order,
-// which depends on its algorithm: lists of fewer than 64 items replay
-// CPython's comparisons (upstream: ordered somehow; before: only items of
+// which depends on its algorithm, CPython's list.sort replayed, merges of
+// long lists included (upstream: ordered somehow; before: only items of
 // different types failed).
 func TestSortFailsWherePythonComparesTheUnorderable(t *testing.T) {
 	checkJinja(t, map[string]string{
 		"{{ [[1, 'a'], [2, 3]]|sort|string }}|{{ [[2, 3], [1, 'a']]|sort(true)|string }}|{{ [{}, {}]|sort|length }}|{{ [1, True, 1.0]|sort|string }}": "[[1, 'a'], [2, 3]]|[[2, 3], [1, 'a']]|2|[1, True, 1.0]",
+		"{{ ([[2, 3]] * 70 + [[1, 'a']])|sort|length }}|{{ ([[1, 'a']] + [[2, 3]] * 40 + [[0, 1]] * 40)|sort|length }}":                               "71|81",
 	}, nil)
 	checkJinjaFails(t, map[string]string{
 		"{{ [[1, 'a'], [1, 3]]|sort }}":                    "'<' not supported between instances of 'int' and 'str'",
 		"{{ [[1, 3], [2], [1, 'a']]|sort(reverse=true) }}": "not supported between instances of",
+		"{{ ([[1, 3]] * 70 + [[1, 'a']])|sort }}":          "'<' not supported between instances of 'str' and 'int'",
 		"{{ [{'a': 1}, {'a': 2}]|sort }}":                  "'<' not supported between instances of 'dict' and 'dict'",
 	})
 }

@@ -337,10 +337,9 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	return acc
 }
 
-// filterSortChecked is gonja's sort, except that sorting items of types
-// Python cannot compare (numbers, strings, lists, none, dicts: any two of
-// them), or of dicts that differ, is an error, as in Python (gonja orders
-// them somehow).
+// filterSortChecked is gonja's sort, except that it fails where Python's
+// sorted() compares two items Python cannot order (sortFailure), as Jinja's
+// does (gonja orders them somehow).
 func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 		if in.IsError() {
@@ -362,19 +361,8 @@ func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
 			}
 		}
 		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr {
-			if len(items) < minMergeItems {
-				if err := sortFailure(items, sortReversed(params)); err != nil {
-					return raise(e, "filter sort: "+err.Error())
-				}
-			} else {
-				var first *exec.Value
-				for _, v := range items {
-					if first == nil {
-						first = v
-					} else if sortClass(v) != sortClass(first) || v.IsDict() && !v.EqualValueTo(first) { // dicts have no '<' (equal ones are never compared)
-						return raise(e, fmt.Sprintf("filter sort: '<' not supported between instances of '%s' and '%s'", exec.PyType(v), exec.PyType(first)))
-					}
-				}
+			if err := sortFailure(items, sortReversed(params)); err != nil {
+				return raise(e, "filter sort: "+err.Error())
 			}
 		}
 		return f(e, in, params)
@@ -387,24 +375,6 @@ func sortReversed(params *exec.VarArgs) bool {
 		return v.IsTrue()
 	}
 	return len(params.Args) > 0 && params.Args[0].IsTrue()
-}
-
-// sortClass is the class of types whose values Python compares with each
-// other with '<' ("" for the others).
-func sortClass(v *exec.Value) string {
-	switch {
-	case exec.IsNum(v):
-		return "number"
-	case v.IsString():
-		return "str"
-	case v.IsList():
-		return "list"
-	case v.IsDict():
-		return "dict"
-	case v.IsNil():
-		return "none"
-	}
-	return ""
 }
 
 // filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
