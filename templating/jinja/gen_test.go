@@ -653,7 +653,7 @@ func (g *gen) strExpr(d int) string {
 	case 3:
 		return fmt.Sprintf("(%s * %s)", s(), g.pick("0", "2", "3", "-1", i()))
 	case 4, 5, 6:
-		return s() + "|" + g.pick("upper", "lower", "capitalize", "title", "trim", "striptags", "e", "forceescape", "string", "reverse", "urlencode", "urlize", "trim('x')", "safe", "escape")
+		return s() + "|" + g.pick("upper", "lower", "capitalize", "title", "trim", "striptags", "e", "forceescape", "string", "reverse|join", "urlencode", "urlize", "trim('x')", "safe", "escape")
 	case 7:
 		return s() + "|" + g.pick("center", "center(9)", "center(10)", "center(3)", "indent", "indent(2)", "indent(2, true)", "indent(first=true, blank=true)", "indent('> ')")
 	case 8:

@@ -697,3 +697,13 @@ func TestLastOfMarkupIsMarkup(t *testing.T) {
 		"{{ 'a<'|safe|last is escaped }}|{{ 'a<'|safe|first is escaped }}|{{ 'a<'|safe|last }}|{{ ('a<'|safe)[1] is escaped }}": "True|False|<|True",
 	}, nil)
 }
+
+// sum of undefined is its start, as Jinja's Undefined iterates as empty
+// (before: not iterable); min and max compare lists by their first items
+// that differ, so two equal dicts in them are never ordered (before: dict
+// < dict failed).
+func TestSumOfUndefinedAndMinOfListsHoldingDicts(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ({})[1:-1]|sum }}|{{ nope|sum(start=3) }}|{{ [('a', {}), ('a', {})]|max|string }}|{{ [[1, {}], [1, {}]]|min|string }}": "0|3|('a', {})|[1, {}]",
+	}, nil)
+}

@@ -292,12 +292,15 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if err != nil {
 		return raise(e, "filter sum: "+err.Error())
 	}
-	if !in.IsList() && !in.IsDict() && !in.IsString() {
-		return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyType(in)))
-	}
 	acc := exec.AsValue(int64(0))
 	if p[1] != nil {
 		acc = p[1]
+	}
+	if in.IsUndefined() { // Jinja's Undefined iterates as empty
+		return acc
+	}
+	if !in.IsList() && !in.IsDict() && !in.IsString() {
+		return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyType(in)))
 	}
 	var failure string
 	var stop *exec.Value

@@ -803,11 +803,12 @@ func TypeName(v *Value) string {
 func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
 	va, vb := AsValue(a), AsValue(b)
 	switch {
-	case va.IsList() && vb.IsList(): // item by item, then the shorter first (PaV)
+	case va.IsList() && vb.IsList(): // by the first items that differ, then the shorter first (PaV)
 		for i := 0; i < va.Len() && i < vb.Len(); i++ {
-			if c, err := PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), caseSensitive); err != nil || c != 0 {
-				return c, err
+			if va.Index(i).EqualValueTo(vb.Index(i)) { // equal items are never ordered: two equal dicts pass
+				continue
 			}
+			return PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), caseSensitive)
 		}
 		return PyCompare(va.Len(), vb.Len(), true)
 	case va.IsString() && vb.IsString():
