@@ -707,3 +707,12 @@ func TestSumOfUndefinedAndMinOfListsHoldingDicts(t *testing.T) {
 		"{{ ({})[1:-1]|sum }}|{{ nope|sum(start=3) }}|{{ [('a', {}), ('a', {})]|max|string }}|{{ [[1, {}], [1, {}]]|min|string }}": "0|3|('a', {})|[1, {}]",
 	}, nil)
 }
+
+// A string a str method returns equals the same text, whatever its Go
+// type, as Python's str does (before: 'a'.removesuffix('x') == 'a' was
+// false, and so were title, swapcase and casefold's results).
+func TestStrMethodResultsEqualTheirText(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% set a = 'ab' %}{{ a.removesuffix('x') == a }}|{{ a.removeprefix('x') == a }}|{{ a.swapcase().swapcase() == a }}|{{ a.title() == 'Ab' }}|{{ a.casefold() == a }}|{{ a.removesuffix('x') in ['ab'] }}|{{ a.removesuffix('x') != a }}|{{ a.title() == 'Ab'|safe }}": "True|True|True|True|True|True|False|True",
+	}, nil)
+}

@@ -913,7 +913,13 @@ func (v *Value) EqualValueTo(other *Value) bool {
 		return true
 	}
 
-	// For strings and other comparable scalars, use reflect.DeepEqual which
+	// Strings by their text, whatever their Go type (PaV: str methods return
+	// pystring.PyString, Markup is a str: 'a'.removesuffix('x') == 'a').
+	if v.IsString() && other.IsString() {
+		return v.String() == other.String()
+	}
+
+	// For other comparable scalars, use reflect.DeepEqual which
 	// handles the "uncomparable" case safely.
 	ai := v.Interface()
 	bi := other.Interface()
