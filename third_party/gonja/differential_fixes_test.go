@@ -716,3 +716,12 @@ func TestStrMethodResultsEqualTheirText(t *testing.T) {
 		"{% set a = 'ab' %}{{ a.removesuffix('x') == a }}|{{ a.removeprefix('x') == a }}|{{ a.swapcase().swapcase() == a }}|{{ a.title() == 'Ab' }}|{{ a.casefold() == a }}|{{ a.removesuffix('x') in ['ab'] }}|{{ a.removesuffix('x') != a }}|{{ a.title() == 'Ab'|safe }}": "True|True|True|True|True|True|False|True",
 	}, nil)
 }
+
+// int takes Python's underscores between digits in any base ('c_d' in
+// base 16; before: base 0 only), and forceescape escapes str() of its
+// value (before: a list's None printed as nothing).
+func TestIntUnderscoresAndForceescapeOfNone(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'c_d'|int(base=16) }}|{{ '0x_ff'|int(base=16) }}|{{ '_ff'|int(base=16) }}|{{ 'f__f'|int(base=16) }}|{{ '1_0'|int(base=2) }}|{{ ['x', none]|forceescape }}|{{ none|forceescape }}": "205|255|0|0|2|[&#39;x&#39;, None]|None",
+	}, nil)
+}

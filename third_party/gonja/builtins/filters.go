@@ -387,7 +387,7 @@ func filterForceEscape(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsSafeValue(in.Escaped())
+	return exec.AsSafeValue(utils.Escape(exec.PyStr(in))) // PaV: escape(str(value)), None printed
 }
 
 func filterFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -564,6 +564,7 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	if raw[0] == '-' || raw[0] == '+' {
 		sign, raw = raw[:1], raw[1:]
 	}
+	prefixed := true
 	switch {
 	case base == 16 && strings.HasPrefix(strings.ToLower(raw), "0x"):
 		raw = raw[2:]
@@ -571,6 +572,19 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		raw = raw[2:]
 	case base == 2 && strings.HasPrefix(strings.ToLower(raw), "0b"):
 		raw = raw[2:]
+	default:
+		prefixed = false
+	}
+	// PaV: Python's int() takes single underscores between digits, and one
+	// after a base prefix, in any base ('c_d' in base 16); Go's only in base 0
+	if base != 0 && strings.Contains(raw, "_") {
+		body := raw
+		if prefixed {
+			body = strings.TrimPrefix(body, "_")
+		}
+		if body != "" && body[0] != '_' && body[len(body)-1] != '_' && !strings.Contains(body, "__") {
+			raw = strings.ReplaceAll(body, "_", "")
+		}
 	}
 	// PaV: Python's base 0 refuses a leading zero ('012'), which Go's reads
 	// as octal; Jinja then takes int(float(s))
