@@ -704,6 +704,7 @@ func TestLastOfMarkupIsMarkup(t *testing.T) {
 // < dict failed).
 func TestSumOfUndefinedAndMinOfListsHoldingDicts(t *testing.T) {
 	checkJinja(t, map[string]string{
+		"{{ ([['B'], ['a']]|min)[0] }}|{{ {'x': ['B'], 'y': ['a']}|dictsort(by='value')|first|first }}":                            "B|x", // a list's strings case-sensitively
 		"{{ ({})[1:-1]|sum }}|{{ nope|sum(start=3) }}|{{ [('a', {}), ('a', {})]|max|string }}|{{ [[1, {}], [1, {}]]|min|string }}": "0|3|('a', {})|[1, {}]",
 	}, nil)
 }

@@ -808,7 +808,8 @@ func PyCompare(a, b interface{}, caseSensitive bool) (int, error) {
 			if va.Index(i).EqualValueTo(vb.Index(i)) { // equal items are never ordered: two equal dicts pass
 				continue
 			}
-			return PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), caseSensitive)
+			// Jinja lowercases only a string key, never a list's items
+			return PyCompare(va.Index(i).Interface(), vb.Index(i).Interface(), true)
 		}
 		return PyCompare(va.Len(), vb.Len(), true)
 	case va.IsString() && vb.IsString():
