@@ -452,10 +452,8 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 		// undefined, as Jinja's getitem takes the error for (upstream: an
 		// error that printed the value)
 		if d, ok := value.Interface().(*Dict); ok {
-			for _, pair := range d.Pairs {
-				if !pair.Key.IsString() && pair.Key.EqualValueTo(argument) {
-					return keepMarkupOf(value, pair.Value)
-				}
+			if item, found := d.ItemByEqualKey(argument); found {
+				return keepMarkupOf(value, item)
 			}
 		}
 		return Undefined(fmt.Sprintf("%s has no element %s", TypeName(value), PyRepr(argument)))

@@ -1116,10 +1116,9 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 		switch val.Kind() {
 		case reflect.Struct: // PaV: a dict literal's number keys, as Python (upstream: none found)
 			if val.Type() == TypeDict {
-				for _, pair := range val.Interface().(Dict).Pairs {
-					if !pair.Key.IsString() && pair.Key.EqualValueTo(AsValue(t)) {
-						return pair.Value, true
-					}
+				d := val.Interface().(Dict)
+				if item, found := d.ItemByEqualKey(AsValue(t)); found {
+					return item, true
 				}
 			}
 		case reflect.String:
@@ -1260,6 +1259,17 @@ func (p *Pair) String() string {
 
 type Dict struct {
 	Pairs []*Pair
+}
+
+// ItemByEqualKey is the value of d's key that is not a string and equals
+// key, as Python finds 1, 1.0 and True alike (PaV).
+func (d *Dict) ItemByEqualKey(key *Value) (*Value, bool) {
+	for _, pair := range d.Pairs {
+		if !pair.Key.IsString() && pair.Key.EqualValueTo(key) {
+			return pair.Value, true
+		}
+	}
+	return nil, false
 }
 
 func NewDict() *Dict {
