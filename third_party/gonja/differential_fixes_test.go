@@ -726,3 +726,39 @@ func TestIntUnderscoresAndForceescapeOfNone(t *testing.T) {
 		"{{ 'c_d'|int(base=16) }}|{{ '0x_ff'|int(base=16) }}|{{ '_ff'|int(base=16) }}|{{ 'f__f'|int(base=16) }}|{{ '1_0'|int(base=2) }}|{{ ['x', none]|forceescape }}|{{ none|forceescape }}": "205|255|0|0|2|[&#39;x&#39;, None]|None",
 	}, nil)
 }
+
+// An operand that fails raises before its filters run, as in Python
+// (before: `(+s)|int(0)` with a string s was 0, int's default swallowing
+// the error).
+func TestOperandFailsBeforeItsFilters(t *testing.T) {
+	checkJinjaFails(t, map[string]string{
+		"{% set s = 'a' %}{{ +s|trim|int(0, 8) }}": "unary + takes a number",
+		"{{ (+'a')|default(1) }}":                  "unary + takes a number",
+	})
+}
+
+// striptags and forceescape take str() of their value as Jinja's soft_str:
+// 'None' for none, ” for undefined (before: striptags made none ” and
+// forceescape made undefined 'Undefined').
+func TestStriptagsAndForceescapeOfNoneAndUndefined(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ none|striptags }}|{{ nope|striptags }}|{{ nope|forceescape }}|{{ [1][5]|forceescape }}|{{ none|forceescape }}": "None||||None",
+	}, nil)
+}
+
+// reverse of a mapping is its keys, last first, as Python's reversed(dict)
+// (before: sorted, last first).
+func TestReverseOfMappingIsItsKeysLastFirst(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {'é': 1, 'b': 2, 'zz': 3}|reverse|join }}|{{ {'b': 1, 'a': 2}|reverse|join }}|{{ [1, 2]|reverse|join }}|{{ {}|reverse|join }}": "zzbé|ab|21|",
+	}, nil)
+}
+
+// x[a, b] is x[(a, b)], as Jinja's parse_subscript makes a tuple of its
+// arguments (before: "unbalanced bracket"); a trailing comma fails.
+func TestSubscriptWithCommasIsATuple(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ {(1, 2): 'a'}[1, 2] }}|{{ d[1, 2] is defined }}|{{ d['a', 'b'] is defined }}": "a|False|False",
+	}, map[string]any{"d": map[string]any{"a": 1}})
+	checkJinjaFails(t, map[string]string{"{{ [4, 5][1,] }}": "invalid expression"})
+}

@@ -387,7 +387,7 @@ func filterForceEscape(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	return exec.AsSafeValue(utils.Escape(exec.PyStr(in))) // PaV: escape(str(value)), None printed
+	return exec.AsSafeValue(utils.Escape(softStr(in))) // PaV: escape(str(value)): 'None' for none, '' for undefined
 }
 
 func filterFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1166,12 +1166,12 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return exec.AsValue(out)
 	}
 	out := make([]any, 0)
-	// PaV: a list is reversed as it is (upstream sorted it first); a
-	// mapping's keys in PaV's order of them, sorted
+	// PaV: a list is reversed as it is (upstream sorted it first), and so
+	// are a mapping's keys, as Python's reversed(dict)
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
 		out = append(out, key.Interface())
 		return true
-	}, func() {}, true, in.IsDict(), false)
+	}, func() {}, true, false, false)
 	return exec.AsValue(out)
 }
 
@@ -1387,7 +1387,7 @@ func filterStriptags(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *e
 	if err := params.Take(); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	s := in.String()
+	s := softStr(in) // PaV: str(value), 'None' for none
 	// PaV: a comment or a tag is removed, not made a space, as markupsafe's
 	// striptags does ('0<p>x</p>[1' is '0x[1').
 	s = reStripComments.ReplaceAllString(s, "")

@@ -14,7 +14,11 @@ type FilterFunction func(e *Evaluator, in *Value, params *VarArgs) *Value
 // EvaluateFiltered evaluates a filtered expression
 func (e *Evaluator) EvaluateFiltered(expr *nodes.FilteredExpression) *Value {
 	value := e.Eval(expr.Expression)
-
+	// PaV: an operand that fails raises before any filter sees it, as in
+	// Python (`+s|int(0)` with a string s fails, it is not 0).
+	if value.IsError() {
+		return value
+	}
 	for _, filter := range expr.Filters {
 		value = e.ExecuteFilter(filter, value)
 		if value.IsError() {

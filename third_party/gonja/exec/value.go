@@ -719,9 +719,7 @@ func (v *Value) IterateOrder(fn func(idx, count int, key, value *Value) bool, em
 	switch resolved.Kind() {
 	case reflect.Map:
 		keys := v.Keys()
-		if sorted {
-			sortOrdered(keys, reverse, caseSensitive)
-		}
+		orderKeys(keys, reverse, sorted, caseSensitive)
 		iterateKeys(keys, len(keys), func(key *Value) *Value {
 			value, _ := v.GetItem(key.Interface())
 			return value
@@ -753,15 +751,23 @@ func (v *Value) IterateOrder(fn func(idx, count int, key, value *Value) bool, em
 		}
 		dict := resolved.Interface().(Dict)
 		keys := dict.Keys()
-		if sorted {
-			sortOrdered(keys, reverse, caseSensitive)
-		}
+		orderKeys(keys, reverse, sorted, caseSensitive)
 		iterateKeys(keys, len(dict.Pairs), dict.Get, fn, empty)
 	default:
 		if logging.Enabled() {
 			log.Errorf("Value.Iterate() not available for type: %s\n", resolved.Kind().String())
 		}
 		empty()
+	}
+}
+
+// orderKeys puts a mapping's keys in the order IterateOrder asks for (PaV):
+// sorted or as they are, and then last first if reverse.
+func orderKeys(keys ValuesList, reverse, sorted, caseSensitive bool) {
+	if sorted {
+		sortOrdered(keys, reverse, caseSensitive)
+	} else if reverse {
+		slices.Reverse(keys)
 	}
 }
 
@@ -809,10 +815,8 @@ func iterateList(resolved reflect.Value, fn func(idx, count int, key, value *Val
 		sort.Sort(sort.Reverse(items))
 	case sorted && itemCount > 0:
 		sort.Sort(items)
-	case !sorted && itemCount > 2 && reverse:
-		for i := 0; i < itemCount/2; i++ {
-			items[i], items[itemCount-1-i] = items[itemCount-1-i], items[i]
-		}
+	case !sorted && reverse:
+		slices.Reverse(items)
 	}
 	for idx, item := range items {
 		if !fn(idx, itemCount, item, nil) {

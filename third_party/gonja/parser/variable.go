@@ -327,6 +327,18 @@ func (p *Parser) ParseGetter(accessor *tokens.Token, from nodes.Expression) (nod
 			}
 			argument = expression
 		}
+		// PaV: `x[a, b]` is x[(a, b)], as in Jinja's parse_subscript
+		if p.Current(tokens.Comma) != nil && argument != nil {
+			items := []nodes.Expression{argument.(nodes.Expression)}
+			for p.Match(tokens.Comma) != nil {
+				expression, err := p.ParseExpression()
+				if err != nil {
+					return nil, p.Error("invalid expression", p.Current())
+				}
+				items = append(items, expression)
+			}
+			argument = &nodes.Tuple{Location: accessor, Val: items}
+		}
 		if p.Match(tokens.RightBracket) != nil {
 			return &nodes.GetItem{
 				Location: accessor,
