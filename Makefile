@@ -10,10 +10,10 @@ E2E_FLAGS ?= -test.v -test.timeout=60m
 export IMAGE
 
 # Only one e2e run, PaV (re)install or cluster up/down/purge may touch the shared cluster at a
-# time. Targets take /tmp/pav-e2e.lock themselves; a caller already holding it sets
-# PAV_E2E_LOCKED=1.
+# time. Targets take /tmp/pav-e2e.lock themselves (/tmp/pav-e2e2.lock: the second local cluster's,
+# PAV_CLUSTER=2, hack/cluster/lib.sh); a caller already holding it sets PAV_E2E_LOCKED=1.
 # (-o: the command's children, e.g. the daemons up.sh starts, do not inherit the lock.)
-LOCK := $(if $(PAV_E2E_LOCKED),,flock -o /tmp/pav-e2e.lock env PAV_E2E_LOCKED=1)
+LOCK = $(if $(PAV_E2E_LOCKED),,flock -o /tmp/pav-e2e$(PAV_CLUSTER).lock env PAV_E2E_LOCKED=1)
 
 # packages whose tests carry a build tag
 tagged_pkgs = $(sort $(dir $(shell grep -rlE '^//go:build .*\b$(1)\b' --include='*_test.go' . 2>/dev/null | grep -v -e '^./hack/cluster/kbuild/' -e '^./third_party/')))
@@ -44,6 +44,8 @@ verify-chart: ## the Helm chart charts/pav with the real helm (hack/ensure-helm.
 # ---------------------------------------------------------------- local cluster
 # NODES: nodes of the local cluster (1-9). Node 1 shares the control plane's netns and this
 # machine's mount namespace; every other node has its own of both; node 3 has k0s's kubelet root.
+# PAV_CLUSTER=2: the cluster targets (and e2e, test-upstream, deploy-only) act on a second local
+# cluster, where no node is this machine (hack/cluster/lib.sh); `make test` runs test-upstream there.
 NODES ?= 3
 export NODES
 .PHONY: cluster-up cluster-down cluster-purge
@@ -110,31 +112,36 @@ MULTINODE = $(if $(filter-out 1 2,$(NODES)),PAV_E2E_MULTINODE=1)
 # tests run; `make test TEST_NODES=1` for a quicker single-node run without them.
 TEST_NODES ?= 3
 test: NODES = $(TEST_NODES)
-test: ## generated files up to date, the Helm chart (verify-chart), unit, integration, e2e, a subset of the storage conformance suite (test-conformance-quick), the Helm test, the original PaV's system tests, then a short chaos soak (brings the cluster up with TEST_NODES nodes, default 3, loads images, installs PaV)
+test: ## generated files up to date, the Helm chart (verify-chart), unit, integration, e2e, a subset of the storage conformance suite (test-conformance-quick), the Helm test, the original PaV's system tests (on a second, one-node cluster), then a short chaos soak (brings the clusters up, the main one with TEST_NODES nodes, default 3, loads images, installs PaV)
 	$(MAKE) verify-generated
 	$(MAKE) verify-chart
-	# On CI the cluster starts empty: a run must not inherit what an earlier one left.
+	# On CI the clusters start empty: a run must not inherit what an earlier one left.
 	$(if $(CI),$(LOCK) hack/cluster/down.sh --purge)
+	$(if $(CI),PAV_CLUSTER=2 $(MAKE) cluster-purge)
 	$(LOCK) env NODES=$(NODES) hack/cluster/up.sh
+	PAV_CLUSTER=2 $(MAKE) cluster-up NODES=1
 	$(MAKE) $(E2E_IMAGES)
 	$(MAKE) cluster-load
-	# The tests that install PaV themselves (the Helm test, then the original
-	# PaV's, which end with PaV installed) mostly wait, the original's 6 min
-	# in sleeps: the unit and integration tests run beside them, their
-	# output kept until both ended.
+	PAV_CLUSTER=2 $(MAKE) cluster-load
+	# Three at once, as they need different things: the unit and integration
+	# tests the CPU; the original PaV's system tests, which install and
+	# uninstall PaV and mostly wait (6 min in their own sleeps), a cluster of
+	# their own (the second); the Helm test, e2e and the conformance subset the
+	# main cluster. The first two's output is kept until all three ended.
 	mkdir -p _output
 	$(MAKE) test-unit test-integration > _output/test-unit.log 2>&1 & unit=$$!; \
-	  $(MAKE) test-helm REINSTALL=0 && $(MAKE) test-upstream; installs=$$?; \
-	  wait $$unit; rc=$$?; echo "==== make test-unit test-integration (ran beside the Helm and upstream tests)"; \
-	  cat _output/test-unit.log; [ $$rc = 0 ] && [ $$installs = 0 ]
-	$(MAKE) e2e $(MULTINODE)
-	$(MAKE) test-conformance-quick
+	  PAV_CLUSTER=2 $(MAKE) test-upstream > _output/test-upstream.log 2>&1 & upstream=$$!; \
+	  $(MAKE) test-helm && $(MAKE) e2e $(MULTINODE) && $(MAKE) test-conformance-quick; main=$$?; \
+	  wait $$unit; unit=$$?; wait $$upstream; upstream=$$?; \
+	  echo "==== make test-unit test-integration (ran beside the tests on the clusters)"; cat _output/test-unit.log; \
+	  echo "==== PAV_CLUSTER=2 make test-upstream (ran on the second cluster beside the main one's tests)"; cat _output/test-upstream.log; \
+	  [ $$main = 0 ] && [ $$unit = 0 ] && [ $$upstream = 0 ]
 	# Last: the soak crashes kube-apiserver, and clients that saw it refuse
 	# them meanwhile (RBAC not loaded yet) back off for up to 30 s (kube-proxy
 	# then routes new Services late).
 	$(MAKE) soak SOAK_CYCLES=$(TEST_SOAK_CYCLES)
 
-test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster, each with its own install and uninstall of PaV; PaV is installed again after
+test-upstream: ## the original PaV's system tests (test/upstream) on the local cluster (PAV_CLUSTER=2: the second), each with its own install and uninstall of PaV; PaV is installed again after
 	$(LOCK) sh -c '$(MAKE) undeploy && hack/cluster/upstream-tests.sh; rc=$$?; $(MAKE) deploy-only && exit $$rc'
 
 test-helm: ## the Helm chart on the local cluster (test/e2e/helm, tag helm): uninstall deployment.yaml, helm install, upgrade with volumes in use, uninstall; PaV is installed again after (REINSTALL=0: not)

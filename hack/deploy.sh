@@ -20,8 +20,9 @@ CRD=pavprovisioners.pav.albertofaria.github.io
 k() { $KUBECTL "$@"; }
 apply() { sed "s|image: pav:latest|image: $IMAGE|" "$REPO/deployment.yaml" | k apply -f -; }
 # (make passes KUBECTL relative to the repository)
-if [ -z "${WEBHOOK_CLIENT_CA+set}" ] && [ "$(realpath -m "$KUBECTL")" = "$REPO/hack/cluster/kubectl" ] && [ -f /var/lib/pav-cluster/pki/webhook-client-ca.crt ]; then
-  WEBHOOK_CLIENT_CA=/var/lib/pav-cluster/pki/webhook-client-ca.crt
+if [ -z "${WEBHOOK_CLIENT_CA+set}" ] && [ "$(realpath -m "$KUBECTL")" = "$REPO/hack/cluster/kubectl" ]; then
+  . "$REPO/hack/cluster/lib.sh"   # the local cluster's PKI (PAV_CLUSTER: which one)
+  [ ! -f "$PKI/webhook-client-ca.crt" ] || WEBHOOK_CLIENT_CA=$PKI/webhook-client-ca.crt
 fi
 
 apply

@@ -80,7 +80,7 @@ testdriver() {
 
 # the lock around one example (the image tag pav:latest and the cluster are shared)
 locked() {
-  if [ -n "${PAV_E2E_LOCKED:-}" ]; then "$@"; else flock /tmp/pav-e2e.lock env PAV_E2E_LOCKED=1 "$@"; fi
+  if [ -n "${PAV_E2E_LOCKED:-}" ]; then "$@"; else flock "$E2E_LOCK" env PAV_E2E_LOCKED=1 "$@"; fi
 }
 
 install_example() {

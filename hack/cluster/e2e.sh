@@ -4,13 +4,14 @@
 # The test binaries are built with `go test -c` outside the netns (building needs the module
 # proxy), into a directory of this run only (several people share one checkout), then run one
 # after the other inside the cluster's netns (hack/cluster/netns-exec), each in its package
-# directory as go test does, holding /tmp/pav-e2e.lock (unless PAV_E2E_LOCKED=1 says the
-# caller holds it). Flags are passed to every test binary, e.g. -test.run Smoke -test.v.
+# directory as go test does, holding the cluster's lock (lib.sh's E2E_LOCK, /tmp/pav-e2e.lock)
+# unless PAV_E2E_LOCKED=1 says the caller holds it. Flags are passed to every test binary, e.g. -test.run Smoke -test.v.
 # E2E_PKGS overrides which packages run (default: every package with e2e-tagged tests), E2E_TAGS
 # the build tags (default: e2e; make test-helm runs ./test/e2e/helm with tag helm, make e2e-slow
 # the packages with tag e2e_slow).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$REPO/hack/cluster/lib.sh"
 cd "$REPO"
 [ $# -gt 0 ] || set -- -test.v -test.timeout=60m
 tags=${E2E_TAGS:-e2e}
@@ -84,8 +85,8 @@ run() {
   return $rc
 }
 if [ -z "${PAV_E2E_LOCKED:-}" ]; then
-  echo "waiting for /tmp/pav-e2e.lock"
-  exec 9>/tmp/pav-e2e.lock
+  echo "waiting for $E2E_LOCK"
+  exec 9>"$E2E_LOCK"
   flock 9
   export PAV_E2E_LOCKED=1
 fi

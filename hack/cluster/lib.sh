@@ -28,6 +28,13 @@
 #   /var/lib/kubelet                 node 1's kubelet root dir (the standard one, the host's)
 #   netns pavcluster                 control plane and node 1, bridge pavbr0 (10.201.0.1/24) that
 #                                    every other node's eth0 (a veth) is plugged into
+# PAV_CLUSTER=2 selects a second local cluster, made like the first under its own names:
+#   /var/lib/pav-cluster2, netns pavcluster2 and pav2node<i>, cgroups pav2-node<i>,
+#   /run/pav-cluster2/mntns, lock /tmp/pav-e2e2.lock.
+# No node of it is this machine: node 1 too has its own mount namespace, cgroup and containerd,
+# as nodes >= 2 have. Its addresses are the first's: each cluster is its own network namespace.
+# `make test` runs the original PaV's system tests, which install and uninstall PaV, on a
+# one-node second cluster while the main one runs the e2e tests.
 # Inside node i's mount namespace (i >= 2) /var/lib is var-lib/ above (with the host's
 # /var/lib/pav-cluster bound back in) and /run/containerd is its own: every node has its own
 # /var/lib/kubelet, /var/lib/cni and e.g. /var/lib/pav-examples. Enter a node with
@@ -46,7 +53,15 @@ case " $KUBE_VERSIONS " in *" $KUBE_VERSION "*) ;; *) echo "KUBE_VERSION=$KUBE_V
 KUBE_DIR=$PAV_CACHE/kube-$KUBE_VERSION
 KUBE_BIN=$KUBE_DIR/kube
 
-STATE=/var/lib/pav-cluster
+case ${PAV_CLUSTER:-} in ""|2) ;; *) echo "PAV_CLUSTER=$PAV_CLUSTER: the local clusters are the main one (unset) and 2" >&2; exit 1 ;; esac
+CLUSTER_SUFFIX=${PAV_CLUSTER:-}
+# HOST_NODE: the node that is this machine (its mount namespace, /var/lib/kubelet, the machine's
+# containerd socket and /kubepods cgroup): node 1 of the main cluster, none of the second.
+HOST_NODE=1
+[ -z "$CLUSTER_SUFFIX" ] || HOST_NODE=""
+STATE=/var/lib/pav-cluster$CLUSTER_SUFFIX
+# E2E_LOCK: held by whatever uses the cluster (tests, loading images, bringing it up or down)
+E2E_LOCK=/tmp/pav-e2e$CLUSTER_SUFFIX.lock
 # use_running_kube_version: unless the caller set KUBE_VERSION, use the release the running
 # cluster was made with (a v1.35 cluster's kubelet must not come back as v1.37's).
 use_running_kube_version() {
@@ -64,7 +79,7 @@ KUBELET_ROOT=/var/lib/kubelet
 # containerd 1.6 hardcodes its shim sockets under /run/containerd/s whatever its state dir
 SHIM_DIR=/run/containerd
 
-NETNS=pavcluster
+NETNS=pavcluster$CLUSTER_SUFFIX
 NSPATH=/run/netns/$NETNS
 BRIDGE=pavbr0               # in netns pavcluster: node 1's address, every other node's veth
 API_IP=10.201.0.1           # node 1's IP, on $BRIDGE
@@ -87,7 +102,7 @@ NODES=${NODES:-3}
 case $NODES in [1-9]) ;; *) echo "NODES=$NODES: the local cluster has 1 to 9 nodes" >&2; exit 1 ;; esac
 NODES_TSV=$STATE/nodes.tsv
 NODES_DIR=$STATE/nodes
-MNTNS_DIR=/run/pav-cluster/mntns
+MNTNS_DIR=/run/pav-cluster$CLUSTER_SUFFIX/mntns
 # Node 3 runs its kubelet with k0s's root dir, so that PaV's --kubelet-dir is exercised; the
 # label and NoSchedule taint (key=value) keep pods made for the default root off it.
 ALT_KUBELET_ROOT=/var/lib/k0s/kubelet
@@ -105,18 +120,24 @@ node_vars() {
   NODE_LOGS=$LOGS/node$i
   NODE_PIDS=$PIDS/node$i
   NODE_SOCK=$NODE_DIR/run/containerd/containerd.sock
-  # node 1: where a machine's containerd listens, unless another containerd does (up.sh node1_socket)
-  [ "$i" = 1 ] && [ ! -e "$NODE_DIR/private-socket" ] && NODE_SOCK=$SHIM_DIR/containerd.sock
+  # the host node: where a machine's containerd listens, unless another containerd does (up.sh node1_socket)
+  [ "$i" = "$HOST_NODE" ] && [ ! -e "$NODE_DIR/private-socket" ] && NODE_SOCK=$SHIM_DIR/containerd.sock
   NODE_KUBELET_ROOT=$KUBELET_ROOT
   [ "$i" = "$ALT_ROOT_NODE" ] && NODE_KUBELET_ROOT=$ALT_KUBELET_ROOT
-  if [ "$i" = 1 ]; then
-    NODE_NETNS=$NETNS NODE_MNTNS=- NODE_VAR_LIB=/var/lib
+  # node 1 shares the control plane's netns
+  NODE_NETNS=pav${CLUSTER_SUFFIX}node$i
+  [ "$i" = 1 ] && NODE_NETNS=$NETNS
+  # NODE_CGROUP: the cgroup its kubelet puts its pods under ("" for the host node's /kubepods)
+  if [ "$i" = "$HOST_NODE" ]; then
+    NODE_MNTNS=- NODE_VAR_LIB=/var/lib NODE_CGROUP=""
   else
-    NODE_NETNS=pavnode$i NODE_MNTNS=$MNTNS_DIR/node$i NODE_VAR_LIB=$NODE_DIR/var-lib
+    NODE_MNTNS=$MNTNS_DIR/node$i NODE_VAR_LIB=$NODE_DIR/var-lib NODE_CGROUP=pav$CLUSTER_SUFFIX-node$i
   fi
   NODE_NSENTER=(nsenter --net="/run/netns/$NODE_NETNS")
-  [ "$i" = 1 ] || NODE_NSENTER+=(--mount="$NODE_MNTNS")
+  [ "$NODE_MNTNS" = - ] || NODE_NSENTER+=(--mount="$NODE_MNTNS")
 }
+# node_is_host: the node of node_vars is this machine (HOST_NODE)
+node_is_host() { [ "$NODE_MNTNS" = - ]; }
 # nodex CMD...: run CMD in the namespaces of the node of node_vars (cwd: / for nodes >= 2)
 nodex() { "${NODE_NSENTER[@]}" "$@"; }
 
@@ -163,7 +184,7 @@ start_proc() {
   if running "$pidf"; then echo "  $name already running (pid $(cat "$pidf"))"; return 0; fi
   rm -f "$pidf"
   mkdir -p "${pidf%/*}" "${log%/*}"
-  # Descriptors 3-9 are closed: a daemon must not keep a caller's lock (/tmp/pav-e2e.lock) held.
+  # Descriptors 3-9 are closed: a daemon must not keep a caller's lock ($E2E_LOCK) held.
   setsid -f sh -c 'echo $$ > "$0"; exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- "$@"' "$pidf" "$@" >>"$log" 2>&1 </dev/null
   local i; for i in $(seq 50); do [ -s "$pidf" ] && break; sleep 0.1; done
   echo "  started $name pid $(cat "$pidf")"

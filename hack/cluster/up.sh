@@ -11,7 +11,8 @@
 # directories are not the other nodes'. The nodes' eth0 are plugged into bridge pavbr0 of
 # pavcluster; each netns routes the other nodes' pod CIDRs to them. Node 3 runs its kubelet
 # with k0s's root dir (/var/lib/k0s/kubelet), label and taint $ALT_ROOT_LABEL. The layout is in
-# lib.sh; nodes.tsv lists the nodes.
+# lib.sh; nodes.tsv lists the nodes. PAV_CLUSTER=2 brings up the second cluster (lib.sh), whose
+# node 1 has its own mount namespace too.
 #
 # Idempotent: what exists or runs already is kept (a stopped kubelet is started again). Host
 # packages come from Debian; the Kubernetes binary is built from the Go module proxy once per
@@ -91,7 +92,8 @@ nsfs() { [ "$(findmnt -n -o FSTYPE --mountpoint "$1" 2>/dev/null | tail -1)" = n
 
 # ---------------------------------------------------------------- the cluster's state
 mkdirs() {
-  mkdir -p "$STATE" "$PKI" "$LOGS" "$PIDS" "$NODES_DIR" "$KUBELET_ROOT"
+  mkdir -p "$STATE" "$PKI" "$LOGS" "$PIDS" "$NODES_DIR"
+  [ -z "$HOST_NODE" ] || mkdir -p "$KUBELET_ROOT"
   chmod 700 "$STATE"
 }
 # purge WHY: this is a disposable test cluster: state that cannot be reused is wiped.
@@ -175,8 +177,8 @@ EOF
 # the node, not only under its kubelet root (which its kubelet makes rshared anyway). (Node 1 is
 # this machine, whatever its root's propagation is.)
 node_mntns() {
-  [ "$NODE_I" = 1 ] && return 0
-  mkdir -p "$NODE_VAR_LIB/pav-cluster" "$NODE_DIR/run/containerd" "$SHIM_DIR"
+  node_is_host && return 0
+  mkdir -p "$NODE_VAR_LIB/${STATE#/var/lib/}" "$NODE_DIR/run/containerd" "$SHIM_DIR"
   if nsfs "$NODE_MNTNS" && nodex sh -c "findmnt -n -o SOURCE --mountpoint /var/lib | grep -q '$NODE_VAR_LIB'"; then
     return 0
   fi
@@ -186,7 +188,7 @@ node_mntns() {
   unshare --mount="$NODE_MNTNS" --propagation private sh -euc '
     awk '\''$5 ~ "^/(var/lib|run|tmp)/" { print length($5), $5 }'\'' /proc/self/mountinfo | sort -rn | cut -d" " -f2- |
       while IFS= read -r m; do umount -l "$(printf "%b" "$m")" 2>/dev/null || true; done
-    mount --bind "$1" "$2/pav-cluster"
+    mount --bind "$1" "$2/${1#/var/lib/}"
     mount --rbind "$2" /var/lib
     mount --bind "$3" "$4"
     mount --make-rshared /
@@ -203,18 +205,18 @@ mntns_dir() {
   mount --make-private "$MNTNS_DIR"
 }
 
-# ---------------------------------------------------------------- cgroups (nodes >= 2)
-# The kubelets must not share /kubepods: node i's pods go under /pav-node<i>/kubepods (the
+# ---------------------------------------------------------------- cgroups (all but the host node)
+# The kubelets must not share /kubepods: node i's pods go under /$NODE_CGROUP/kubepods (the
 # kubelet wants its cgroupRoot to exist in every hierarchy). cgroup v1: a new cpuset is empty.
 node_cgroup() {
-  [ "$NODE_I" = 1 ] && return 0
+  node_is_host && return 0
   local h v
   for h in /sys/fs/cgroup/*/; do
-    [ -e "$h/cgroup.procs" ] && [ ! -d "$h$NODE_NAME" ] || continue
-    mkdir "$h$NODE_NAME"
+    [ -e "$h/cgroup.procs" ] && [ ! -d "$h$NODE_CGROUP" ] || continue
+    mkdir "$h$NODE_CGROUP"
     if [ -e "$h/cpuset.cpus" ]; then
-      read -r v < "$h/cpuset.cpus"; echo "$v" > "$h$NODE_NAME/cpuset.cpus"
-      read -r v < "$h/cpuset.mems"; echo "$v" > "$h$NODE_NAME/cpuset.mems"
+      read -r v < "$h/cpuset.cpus"; echo "$v" > "$h$NODE_CGROUP/cpuset.cpus"
+      read -r v < "$h/cpuset.mems"; echo "$v" > "$h$NODE_CGROUP/cpuset.mems"
     fi
   done
 }
@@ -470,7 +472,7 @@ node_pause() {
 node_kubelet() {
   local extra=() cgroup_root=/
   mkdir -p "$NODE_LOGS/pods"
-  [ "$NODE_I" = 1 ] || cgroup_root=/$NODE_NAME
+  node_is_host || cgroup_root=/$NODE_CGROUP
   if [ "$NODE_KUBELET_ROOT" = "$ALT_KUBELET_ROOT" ]; then
     extra=(--node-labels="$ALT_ROOT_LABEL" --register-with-taints="$ALT_ROOT_LABEL:NoSchedule")
   fi
@@ -528,8 +530,8 @@ EOF
 node_up() {
   node_vars "$1"
   mkdir -p "$NODE_DIR" "$NODE_LOGS" "$NODE_PIDS"
-  # nodes >= 2: /var/lib/kubelet exists (empty on node 3: hostPath volumes of it are node 3's own)
-  [ "$1" = 1 ] || mkdir -p "$NODE_VAR_LIB/kubelet" "$NODE_VAR_LIB/${NODE_KUBELET_ROOT#/var/lib/}"
+  # all but the host node: /var/lib/kubelet exists (empty on node 3: hostPath volumes of it are node 3's own)
+  node_is_host || mkdir -p "$NODE_VAR_LIB/kubelet" "$NODE_VAR_LIB/${NODE_KUBELET_ROOT#/var/lib/}"
   node_network
   node_mntns
   node_cgroup

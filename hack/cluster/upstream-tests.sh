@@ -28,8 +28,8 @@ ln -s "$YQ" "$bin/yq"
 export PATH=$bin:$PATH PAV_REPO_ROOT=$REPO IMAGE
 
 if [ -z "${PAV_E2E_LOCKED:-}" ]; then
-  echo "waiting for /tmp/pav-e2e.lock"
-  exec 9>/tmp/pav-e2e.lock
+  echo "waiting for $E2E_LOCK"
+  exec 9>"$E2E_LOCK"
   flock 9
 fi
 if kubectl get crd pavprovisioners.pav.albertofaria.github.io >/dev/null 2>&1 || kubectl get namespace pav >/dev/null 2>&1; then
