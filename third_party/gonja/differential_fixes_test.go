@@ -762,3 +762,15 @@ func TestSubscriptWithCommasIsATuple(t *testing.T) {
 	}, map[string]any{"d": map[string]any{"a": 1}})
 	checkJinjaFails(t, map[string]string{"{{ [4, 5][1,] }}": "invalid expression"})
 }
+
+// Markup's str methods return Markup, as markupsafe's: the str methods of
+// the pystring package returned their own string type, which the rule
+// missed (only capitalize's plain string was kept Markup), and a method
+// call on a variable wrote the variable back without its Markup; format_map
+// escapes the mapping's values (before: str).
+func TestMarkupMethodsReturnMarkup(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{% set m = 'aB <c'|safe %}{{ m.upper() is escaped }}|{{ m.casefold() is escaped }}|{{ m.swapcase() is escaped }}|{{ m.title() is escaped }}|{{ m.removeprefix('a') is escaped }}|{{ m.split()[0] is escaped }}|{{ '<' + m.casefold() }}|{{ m is escaped }}": "True|True|True|True|True|True|&lt;ab <c|True",
+		"{% set m = '{a}:{b}'|safe %}{{ m.format_map({'a': '<', 'b': 1}) }}|{{ m.format_map({'a': '<', 'b': 2}) is escaped }}":                                                                                                                                       "&lt;:1|True",
+	}, nil)
+}

@@ -117,14 +117,10 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 		}
 		parameters.KwArgs[key] = value
 	}
-	result := e.callMethod(parent, method, parameters)
-	if result.IsError() {
-		return result
-	}
-	if n, ok := parentNode.(*nodes.Name); ok && e.Environment.Context.Has(n.Name.Val) {
-		e.Environment.Context.Set(n.Name.Val, parent.Interface())
-	}
-	return result
+	// PaV: no write-back of the receiver (upstream's, for methods that
+	// change it): the sandbox has no such method, and the write-back made a
+	// Markup variable plain.
+	return e.callMethod(parent, method, parameters)
 }
 
 // mutatingMethods are the methods of lists and dicts that change them,
@@ -162,13 +158,14 @@ func (e *Evaluator) HasMethod(v *Value, name string) bool {
 // return what str's do.
 var markupMethods = map[string]bool{"capitalize": true, "casefold": true, "center": true, "expandtabs": true,
 	"format": true, "join": true, "ljust": true, "lower": true, "lstrip": true, "partition": true,
-	"removeprefix": true, "removesuffix": true, "replace": true, "rjust": true, "rpartition": true,
+	"format_map": true, "removeprefix": true, "removesuffix": true, "replace": true, "rjust": true, "rpartition": true,
 	"rsplit": true, "rstrip": true, "split": true, "splitlines": true, "strip": true, "swapcase": true,
 	"title": true, "translate": true, "upper": true, "zfill": true}
 
 // escapeMarkupArguments escapes what markupsafe's Markup method escapes
 // before str's runs: replace's new, the fill character of ljust, rjust and
-// center, join's items (any value, as its str) and format's arguments.
+// center, join's items (any value, as its str) and format's arguments, and
+// the mapping's values of format_map.
 func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 	out := &VarArgs{Args: append([]*Value(nil), params.Args...), KwArgs: map[string]*Value{}, KwOrder: params.KwOrder}
 	for k, v := range params.KwArgs {
@@ -199,21 +196,28 @@ func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 				out.KwArgs[k] = Escape(v)
 			}
 		}
+	case "format_map":
+		if len(out.Args) == 1 && out.Args[0].IsDict() {
+			escaped := Dict{}
+			out.Args[0].Iterate(func(_, _ int, key, value *Value) bool {
+				if value.IsString() {
+					value = Escape(value)
+				}
+				escaped.Pairs = append(escaped.Pairs, &Pair{Key: key, Value: value})
+				return true
+			}, func() {})
+			out.Args[0] = AsValue(escaped)
+		}
 	}
 	return out
 }
 
-// asMarkup is a Markup method's result: its strings Markup.
+// asMarkup is a Markup method's result: its strings Markup, whatever their
+// Go string type (pystring.PyString's methods return their own).
 func asMarkup(result any) any {
 	switch r := result.(type) {
 	case string:
 		return AsSafeValue(r)
-	case []string:
-		out := make([]any, len(r))
-		for i, s := range r {
-			out[i] = AsSafeValue(s)
-		}
-		return out
 	case []any:
 		out := make([]any, len(r))
 		for i, x := range r {
@@ -226,6 +230,18 @@ func asMarkup(result any) any {
 			out[i] = asMarkup(x)
 		}
 		return out
+	}
+	switch rv := reflect.ValueOf(result); rv.Kind() {
+	case reflect.String:
+		return AsSafeValue(rv.String())
+	case reflect.Slice:
+		if rv.Type().Elem().Kind() == reflect.String {
+			out := make([]any, rv.Len())
+			for i := range out {
+				out[i] = AsSafeValue(rv.Index(i).String())
+			}
+			return out
+		}
 	}
 	return result
 }
