@@ -774,3 +774,24 @@ func TestMarkupMethodsReturnMarkup(t *testing.T) {
 		"{% set m = '{a}:{b}'|safe %}{{ m.format_map({'a': '<', 'b': 1}) }}|{{ m.format_map({'a': '<', 'b': 2}) is escaped }}":                                                                                                                                       "&lt;:1|True",
 	}, nil)
 }
+
+// A call's arguments are parsed as Jinja's parse_call_args, for functions,
+// methods, filters and tests alike: a trailing comma is allowed, commas are
+// required between arguments, no positional argument follows a keyword one;
+// a test's arguments in parentheses are a call's, and divisibleby, sameas
+// and in take theirs by name; a mapping literal takes a trailing comma
+// (before: a trailing comma was a syntax error, `f(1 2)` two arguments and
+// `is divisibleby(2,)` a test by a tuple).
+func TestCallArgumentsAsJinjaParsesThem(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ range(3,)|list|length }}|{{ [1, 2]|join(',',) }}|{{ 'ab'.replace('a', 'b',) }}|{{ dict(a=1,)|length }}|{{ {'a': 1,}|length }}":                              "3|1,2|bb|1|1",
+		"{{ 4 is divisibleby(2,) }}|{{ 4 is divisibleby(num=3) }}|{{ 1 is sameas(other=1) }}|{{ 1 is in(seq=[1]) }}|{{ [4]|select('divisibleby', num=2)|list|length }}": "True|False|True|True|1",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ range(1 2) }}":            "expected ',' or ')'",
+		"{{ range(a=1, 2) }}":         "a positional argument after a keyword argument",
+		"{{ 4 is divisibleby(n=3) }}": "unexpected keyword argument 'n'",
+		"{{ 4 is eq(b=3) }}":          "unexpected keyword argument 'b'",
+		"{{ 2 is in (1, 2) }}":        "",
+	})
+}

@@ -49,6 +49,30 @@ func (e *Evaluator) ExecuteTest(tc *nodes.TestCall, v *Value) *Value {
 	return e.ExecuteTestByName(tc.Name, v, params)
 }
 
+// testArgumentNames are the names Jinja's tests give their one argument
+// (PaV): `is divisibleby(num=3)` is `is divisibleby(3)`. Its other tests
+// with an argument are operator functions, which take none by keyword.
+var testArgumentNames = map[string]string{"divisibleby": "num", "sameas": "other", "in": "seq"}
+
+// positionalTestArguments are params with a test's argument given by its
+// keyword made positional, as the tests take theirs, or an error for any
+// other keyword argument.
+func positionalTestArguments(test string, params *VarArgs) (*VarArgs, error) {
+	if len(params.KwArgs) == 0 {
+		return params, nil
+	}
+	name := testArgumentNames[test]
+	value, given := params.KwArgs[name]
+	if !given || len(params.KwArgs) > 1 || len(params.Args) > 0 {
+		for k := range params.KwArgs {
+			if k != name || len(params.Args) > 0 {
+				return nil, fmt.Errorf("test '%s' got an unexpected keyword argument '%s'", test, k)
+			}
+		}
+	}
+	return &VarArgs{Args: []*Value{value}, KwArgs: map[string]*Value{}}, nil
+}
+
 func (e *Evaluator) ExecuteTestByName(name string, in *Value, params *VarArgs) *Value {
 	test, ok := e.Environment.Tests.Get(name)
 	if !e.Environment.Tests.Exists(name) || !ok {
@@ -57,6 +81,10 @@ func (e *Evaluator) ExecuteTestByName(name string, in *Value, params *VarArgs) *
 
 	if err := e.Environment.Tests.validate(name, test); err != nil {
 		return AsValue(fmt.Errorf("test '%s' is invalid: %q", name, err))
+	}
+	params, err := positionalTestArguments(name, params)
+	if err != nil {
+		return AsValue(err)
 	}
 
 	testFn := reflect.ValueOf(test)
@@ -71,7 +99,6 @@ func (e *Evaluator) ExecuteTestByName(name string, in *Value, params *VarArgs) *
 	}
 	results := testFn.Call(arguments)
 	result := results[0].Bool()
-	var err error
 	if !results[1].IsNil() {
 		err = results[1].Interface().(error)
 	}

@@ -24,24 +24,11 @@ func (p *Parser) ParseFilter() (*nodes.FilterCall, error) {
 			return nil, p.Error("filter parameter required after '('", p.stream.Current())
 		}
 
-		for p.Match(tokens.Comma) != nil || p.Match(tokens.RightParenthesis) == nil {
-			// TODO: Handle multiple args and kwargs
-			v, err := p.ParseExpression()
-			if err != nil {
-				return nil, err
-			}
-
-			if p.Match(tokens.Assign) != nil {
-				key := v.Position().Val
-				value, errValue := p.ParseExpression()
-				if errValue != nil {
-					return nil, errValue
-				}
-				filter.Kwargs[key] = value
-			} else {
-				filter.Args = append(filter.Args, v)
-			}
+		args, err := p.parseCallArgs()
+		if err != nil {
+			return nil, err
 		}
+		filter.Args, filter.Kwargs = args.Args, args.Kwargs
 	}
 
 	return filter, nil

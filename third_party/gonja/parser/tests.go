@@ -110,8 +110,16 @@ func (p *Parser) parseIsTest(expr nodes.Expression) (nodes.Expression, error) {
 		Args:   []nodes.Expression{},
 		Kwargs: map[string]nodes.Expression{},
 	}
-	// an argument without parentheses only where Jinja takes one
-	if p.Current(tokens.Name, tokens.String, tokens.Integer, tokens.Float, tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace) != nil &&
+	// arguments in parentheses are a call's, as in Jinja's parse_test
+	// (`is divisibleby(3,)`, `is divisibleby(num=3)`); one without only where
+	// Jinja takes one
+	if p.Match(tokens.LeftParenthesis) != nil {
+		args, err := p.parseCallArgs()
+		if err != nil {
+			return nil, err
+		}
+		test.Args, test.Kwargs = args.Args, args.Kwargs
+	} else if p.Current(tokens.Name, tokens.String, tokens.Integer, tokens.Float, tokens.LeftBracket, tokens.LeftBrace) != nil &&
 		p.CurrentName("else") == nil {
 		arg, err := p.ParseVariableOrLiteral()
 		if err == nil && arg != nil {

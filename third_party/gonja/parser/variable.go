@@ -245,7 +245,8 @@ func (p *Parser) parseDict() (nodes.Expression, error) {
 		dict.Pairs = append(dict.Pairs, pair)
 	}
 
-	for p.Match(tokens.Comma) != nil {
+	// PaV: a trailing comma, as in Jinja's parse_dict
+	for p.Match(tokens.Comma) != nil && p.Current(tokens.RightBrace) == nil {
 		pair, err := p.parsePair()
 		if err != nil {
 			return nil, err
@@ -433,39 +434,67 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 			ident = getter
 			continue
 		} else if leftParenthesis := p.Match(tokens.LeftParenthesis); leftParenthesis != nil {
-			call := &nodes.Call{
-				Location: leftParenthesis,
-				Func:     ident,
-				Args:     []nodes.Expression{},
-				Kwargs:   map[string]nodes.Expression{},
-				Parent:   parent,
+			args, err := p.parseCallArgs()
+			if err != nil {
+				return nil, err
 			}
-
-			for p.Match(tokens.Comma) != nil || p.Match(tokens.RightParenthesis) == nil {
-				v, err := p.ParseExpression()
-				if err != nil {
-					return nil, err
-				}
-
-				if p.Match(tokens.Assign) != nil {
-					key := v.Position().Val
-					value, errValue := p.ParseExpression()
-					if errValue != nil {
-						return nil, errValue
-					}
-					if _, repeated := call.Kwargs[key]; !repeated {
-						call.KwargOrder = append(call.KwargOrder, key)
-					}
-					call.Kwargs[key] = value
-				} else {
-					call.Args = append(call.Args, v)
-				}
+			ident = &nodes.Call{
+				Location:   leftParenthesis,
+				Func:       ident,
+				Args:       args.Args,
+				Kwargs:     args.Kwargs,
+				KwargOrder: args.KwargOrder,
+				Parent:     parent,
 			}
-			ident = call
 			continue
 		}
 		break
 	}
 
 	return ident, nil
+}
+
+// callArgs are the arguments of a call, a filter or a test.
+type callArgs struct {
+	Args       []nodes.Expression
+	Kwargs     map[string]nodes.Expression
+	KwargOrder []string
+}
+
+// parseCallArgs parses a call's arguments after its '(', up to and with its
+// ')', as Jinja's parse_call_args (PaV): positional arguments, then keyword
+// ones, separated by commas, a trailing comma allowed.
+func (p *Parser) parseCallArgs() (*callArgs, error) {
+	args := &callArgs{Args: []nodes.Expression{}, Kwargs: map[string]nodes.Expression{}}
+	for p.Match(tokens.RightParenthesis) == nil {
+		if len(args.Args)+len(args.Kwargs) > 0 {
+			if p.Match(tokens.Comma) == nil {
+				return nil, p.Error("expected ',' or ')' between arguments", p.Current())
+			}
+			if p.Match(tokens.RightParenthesis) != nil {
+				break
+			}
+		}
+		v, err := p.ParseExpression()
+		if err != nil {
+			return nil, err
+		}
+		if p.Match(tokens.Assign) == nil {
+			if len(args.Kwargs) > 0 {
+				return nil, p.Error("a positional argument after a keyword argument", v.Position())
+			}
+			args.Args = append(args.Args, v)
+			continue
+		}
+		key := v.Position().Val
+		value, err := p.ParseExpression()
+		if err != nil {
+			return nil, err
+		}
+		if _, repeated := args.Kwargs[key]; !repeated {
+			args.KwargOrder = append(args.KwargOrder, key)
+		}
+		args.Kwargs[key] = value
+	}
+	return args, nil
 }
