@@ -22,7 +22,16 @@ YQ=$(ensure_yq)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 # (a wrapper, not a symlink: hack/cluster/kubectl finds lib.sh next to itself)
-printf '#!/bin/sh\nexec %q "$@"\n' "$REPO/hack/cluster/kubectl" > "$bin/kubectl"
+# deletion.bash ends with `kubectl delete pav my-provisioner --timeout=60s`, "only here to wait
+# until actually deleted": against PaV-Go the provisioner can be gone before that call (its last
+# volume's deletion pod done within 2 s of the claim's deletion), which the original's slower
+# PaV never was, and kubectl then fails with NotFound. So a PavProvisioner's delete takes
+# --ignore-not-found: it still waits, up to its timeout, for one that exists.
+cat > "$bin/kubectl" <<EOF
+#!/bin/sh
+case "\$1 \$2" in "delete pav"|"delete pavprovisioner"|"delete pavprovisioners") set -- "\$@" --ignore-not-found ;; esac
+exec $(printf %q "$REPO/hack/cluster/kubectl") "\$@"
+EOF
 chmod +x "$bin/kubectl"
 ln -s "$YQ" "$bin/yq"
 export PATH=$bin:$PATH PAV_REPO_ROOT=$REPO IMAGE
