@@ -44,6 +44,7 @@ var attacks = map[string]string{
 	"long concatenation":      "{{ 'a'" + strings.Repeat("~'a'", 60000) + " }}",
 	"many statements":         strings.Repeat("{% set s = ('x' * 4000000)|upper %}", 600),
 	"many method calls":       "{% set s = 'x' * 4000000 %}{{ (" + strings.Repeat("s.upper()|length + ", 1200) + "0) }}",
+	"slow filters":            "{% for i in range(1000) %}{{ range(100000)|map('string')|sort|join|length }}{% endfor %}",
 	// a 4 MiB string is 4 million items to the filters that list them
 	"list of a long string":    "{{ ('x' * 4000000)|list|length }}",
 	"sort of a long string":    "{{ ('x' * 4000000)|sort|length }}",
@@ -78,7 +79,7 @@ func TestAttacksFailCleanly(t *testing.T) {
 // operations, no output; a thousand statements, or thousands of calls in one
 // expression, each bounded) still ends at the render's deadline.
 func TestRenderDeadline(t *testing.T) {
-	for _, name := range []string{"slow loop", "slow recursive loop", "many statements", "many method calls"} {
+	for _, name := range []string{"slow loop", "slow recursive loop", "many statements", "many method calls", "slow filters"} {
 		t.Run(name, func(t *testing.T) {
 			tpl, err := Compile(attacks[name])
 			if err != nil {

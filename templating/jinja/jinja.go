@@ -301,6 +301,11 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 	}
 	buf := &limitedWriter{state: state}
 	renderErr := exec.NewRenderer(env, buf, pavConfig, t.loader, t.tpl).Execute()
+	// A limit reached is the cause of whatever failed after it (a filter
+	// that stopped at the deadline raises the deadline as its own error).
+	if state.fatal != nil {
+		return "", false, state.fatal
+	}
 	if err := hooks.Raised(); err != nil {
 		raised := asError(err)
 		// The raising call knows no position; the node it failed surfaces
@@ -310,9 +315,6 @@ func (t *Template) Render(vars map[string]interface{}, fns *Functions) (out stri
 			raised = &Error{Line: atNode.Line, Column: raised.Column, Message: raised.Message, cause: raised.cause}
 		}
 		return "", false, raised
-	}
-	if state.fatal != nil {
-		return "", false, state.fatal
 	}
 	if renderErr != nil {
 		return "", false, renderError(renderErr)
