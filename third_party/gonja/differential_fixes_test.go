@@ -795,3 +795,13 @@ func TestCallArgumentsAsJinjaParsesThem(t *testing.T) {
 		"{{ 2 is in (1, 2) }}":        "",
 	})
 }
+
+// A str's repr escapes what Python does not print: ASCII controls as \xhh,
+// and beyond ASCII separators but the space, format, private-use and
+// unassigned characters as \xhh, \uhhhh or \Uhhhhhhhh (before: only
+// backslash, quote, tab, newline and carriage return were escaped).
+func TestStrReprEscapesWhatPythonDoesNotPrint(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ['a\x03\x7f\u00a0é\u200b\u2028😀\ue000\t']|string }}|{{ {'k': ('%c' % 3)}|string }}|{{ ('%c' % 3)|safe|pprint }}|{{ ['a\u3000b', '\u0378']|string }}": `['a\x03\x7f\xa0é\u200b\u2028😀\ue000\t']|{'k': '\x03'}|Markup('\x03')|['a\u3000b', '\u0378']`,
+	}, nil)
+}

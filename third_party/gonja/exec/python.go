@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	u "github.com/nikolalohinski/gonja/v2/utils"
@@ -619,6 +620,46 @@ func Item(v *Value) any {
 	return v.Interface()
 }
 
+// pyStrRepr is Python's repr of a str: in single quotes unless it holds
+// one and no double quote; backslash, the quote, tab, newline and carriage
+// return escaped, and every other character Python does not print as
+// \xhh, \uhhhh or \Uhhhhhhhh (ASCII controls, and beyond ASCII what is not a
+// letter, mark, number, punctuation or symbol: separators but the space,
+// format and private-use characters).
+func pyStrRepr(s string) string {
+	q := '\''
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteRune(q)
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == q:
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < ' ' || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x7f || unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S):
+			b.WriteRune(r)
+		case r <= 0xff:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteRune(q)
+	return b.String()
+}
+
 // PyStr is Python's str() of a JSON-like value.
 func PyStr(v *Value) string {
 	if v.IsString() {
@@ -666,16 +707,10 @@ func PyRepr(v *Value) string {
 	case v.IsFloat():
 		return PyFloatString(v.Float())
 	case v.IsString():
-		s := v.String()
-		q := "'"
-		if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-			q = `"`
-		}
-		r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`, q, `\`+q)
 		if v.Safe {
-			return "Markup(" + q + r.Replace(s) + q + ")" // markupsafe's repr
+			return "Markup(" + pyStrRepr(v.String()) + ")" // markupsafe's repr
 		}
-		return q + r.Replace(s) + q
+		return pyStrRepr(v.String())
 	case v.IsList():
 		parts := make([]string, v.Len())
 		for i := range parts {
