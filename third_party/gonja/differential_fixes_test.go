@@ -805,3 +805,11 @@ func TestStrReprEscapesWhatPythonDoesNotPrint(t *testing.T) {
 		"{{ ['a\x03\x7f\u00a0é\u200b\u2028😀\ue000\t']|string }}|{{ {'k': ('%c' % 3)}|string }}|{{ ('%c' % 3)|safe|pprint }}|{{ ['a\u3000b', '\u0378']|string }}": `['a\x03\x7f\xa0é\u200b\u2028😀\ue000\t']|{'k': '\x03'}|Markup('\x03')|['a\u3000b', '\u0378']`,
 	}, nil)
 }
+
+// [-1] of a one-item sequence is its item, as in Python (before: no item,
+// so `'db'.split('-')[-1]` was undefined).
+func TestLastIndexOfOneItem(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'db'.split('-')[-1] }}|{{ ['a'][-1] }}|{{ [[5, 1]][-1]|length }}|{{ [1][-2] is defined }}|{{ [1, 2][-2] }}": "db|a|2|False|1",
+	}, nil)
+}

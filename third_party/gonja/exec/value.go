@@ -1139,7 +1139,7 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 				if atIndex.IsValid() {
 					return ToValue(atIndex), true
 				}
-			} else if t < 0 && val.Len() > -t {
+			} else if t < 0 && val.Len() >= -t { // PaV: [-1] of one item is it (upstream: none)
 				atIndex := val.Index(val.Len() + t)
 				if atIndex.IsValid() {
 					return ToValue(atIndex), true
