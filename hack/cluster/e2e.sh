@@ -5,7 +5,8 @@
 # proxy), into a directory of this run only (several people share one checkout), then run one
 # after the other inside the cluster's netns (hack/cluster/netns-exec), each in its package
 # directory as go test does, holding the cluster's lock (lib.sh's E2E_LOCK, /tmp/pav-e2e.lock)
-# unless PAV_E2E_LOCKED=1 says the caller holds it. Flags are passed to every test binary, e.g. -test.run Smoke -test.v.
+# unless PAV_E2E_LOCKED=1 says the caller holds it. Flags are passed to every test binary, e.g.
+# -test.run Smoke -test.v.
 # E2E_PKGS overrides which packages run (default: every package with e2e-tagged tests), E2E_TAGS
 # the build tags (default: e2e; make test-helm runs ./test/e2e/helm with tag helm, make e2e-slow
 # the packages with tag e2e_slow).

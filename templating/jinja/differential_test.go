@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	gonjaexec "github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/tokens"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
@@ -292,7 +293,7 @@ func sameOutput(jinja, pav string) bool {
 }
 
 // addressCutShort: the outputs differ only where PaV's holds its made-up
-// address (0x7f0000000000), at least two of its characters in a row, and
+// address (exec.MadeUpAddress), at least two of its characters in a row, and
 // Jinja's hex digits, as when a slice or a filter kept only part of a
 // method's repr.
 func addressCutShort(jinja, pav string) bool {
@@ -312,9 +313,6 @@ func addressCutShort(jinja, pav string) bool {
 	return true
 }
 
-// madeUpAddress is the address PaV prints in an object's repr.
-const madeUpAddress = "0x7f0000000000"
-
 // addressSpread: the outputs differ only where PaV's holds its made-up
 // address whole, its characters at a fixed stride (a method's repr
 // iterated with something between its characters), and Jinja's hex digits.
@@ -329,15 +327,15 @@ func addressSpread(jinja, pav string) bool {
 		if p[start] != '0' || j[start] != '0' {
 			continue
 		}
-		for stride := 1; stride <= 8 && start+(len(madeUpAddress)-1)*stride < len(p); stride++ {
+		for stride := 1; stride <= 8 && start+(len(gonjaexec.MadeUpAddress)-1)*stride < len(p); stride++ {
 			k := 0
-			for ; k < len(madeUpAddress); k++ {
-				if i := start + k*stride; p[i] != rune(madeUpAddress[k]) || !isHex(j[i]) {
+			for ; k < len(gonjaexec.MadeUpAddress); k++ {
+				if i := start + k*stride; p[i] != rune(gonjaexec.MadeUpAddress[k]) || !isHex(j[i]) {
 					break
 				}
 			}
-			if k == len(madeUpAddress) {
-				for k := range len(madeUpAddress) {
+			if k == len(gonjaexec.MadeUpAddress) {
+				for k := range len(gonjaexec.MadeUpAddress) {
 					covered[start+k*stride] = true
 				}
 			}

@@ -157,8 +157,8 @@ func (e *Evaluator) HasMethod(v *Value, name string) bool {
 // lists and tuples of it) where str's return str; Markup's other methods
 // return what str's do.
 var markupMethods = map[string]bool{"capitalize": true, "casefold": true, "center": true, "expandtabs": true,
-	"format": true, "join": true, "ljust": true, "lower": true, "lstrip": true, "partition": true,
-	"format_map": true, "removeprefix": true, "removesuffix": true, "replace": true, "rjust": true, "rpartition": true,
+	"format": true, "format_map": true, "join": true, "ljust": true, "lower": true, "lstrip": true, "partition": true,
+	"removeprefix": true, "removesuffix": true, "replace": true, "rjust": true, "rpartition": true,
 	"rsplit": true, "rstrip": true, "split": true, "splitlines": true, "strip": true, "swapcase": true,
 	"title": true, "translate": true, "upper": true, "zfill": true}
 
@@ -216,8 +216,6 @@ func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 // Go string type (pystring.PyString's methods return their own).
 func asMarkup(result any) any {
 	switch r := result.(type) {
-	case string:
-		return AsSafeValue(r)
 	case []any:
 		out := make([]any, len(r))
 		for i, x := range r {
@@ -245,6 +243,10 @@ func asMarkup(result any) any {
 	}
 	return result
 }
+
+// MadeUpAddress is the object address in a method's repr (PaV): Python's
+// differs from run to run, so a template cannot count on one.
+const MadeUpAddress = "0x7f0000000000"
 
 // BoundMethod is a Python method of a value named without a call (PaV):
 // `x.upper`, `x|attr('upper')`. As in Jinja, it is defined and callable,
@@ -274,11 +276,11 @@ func (m *BoundMethod) String() string {
 	}
 	switch {
 	case m.recv.IsString() && (m.name == "format" || m.name == "format_map"):
-		return fmt.Sprintf("<function %s.%s at 0x7f0000000000>", typ, m.name)
+		return fmt.Sprintf("<function %s.%s at %s>", typ, m.name, MadeUpAddress)
 	case markup && markupMethods[m.name]:
 		return fmt.Sprintf("<bound method Markup.%s of %s>", m.name, PyRepr(m.recv))
 	}
-	return fmt.Sprintf("<built-in method %s of %s object at 0x7f0000000000>", m.name, typ)
+	return fmt.Sprintf("<built-in method %s of %s object at %s>", m.name, typ, MadeUpAddress)
 }
 
 // callMethod calls method of parent with parameters.

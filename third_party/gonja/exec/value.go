@@ -1134,14 +1134,11 @@ func (v *Value) GetItem(key any) (*Value, bool) {
 				return ToValue(string(runes[t])), true
 			}
 		case reflect.Array, reflect.Slice:
-			if t >= 0 && val.Len() > t {
-				atIndex := val.Index(t)
-				if atIndex.IsValid() {
-					return ToValue(atIndex), true
-				}
-			} else if t < 0 && val.Len() >= -t { // PaV: [-1] of one item is it (upstream: none)
-				atIndex := val.Index(val.Len() + t)
-				if atIndex.IsValid() {
+			if t < 0 { // PaV: counted from the end, [-1] of one item too (upstream: none)
+				t += val.Len()
+			}
+			if t >= 0 && t < val.Len() {
+				if atIndex := val.Index(t); atIndex.IsValid() {
 					return ToValue(atIndex), true
 				}
 			}
