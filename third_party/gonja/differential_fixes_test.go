@@ -813,3 +813,36 @@ func TestLastIndexOfOneItem(t *testing.T) {
 		"{{ 'db'.split('-')[-1] }}|{{ ['a'][-1] }}|{{ [[5, 1]][-1]|length }}|{{ [1][-2] is defined }}|{{ [1, 2][-2] }}": "db|a|2|False|1",
 	}, nil)
 }
+
+// The attribute filters (map, join, sort, groupby, unique, min, max, sum,
+// selectattr, rejectattr) take an attribute as Jinja's attrgetter does,
+// one getter for all: a part of an undefined raises, a missing attribute
+// is undefined (kept, not dropped or none), a default replaces it after
+// each part, only a path part of digits is an index, and sort, groupby,
+// min and max fail where Python compares an undefined (before: each filter
+// had its own rule, an undefined item was passed over).
+func TestAttributeGetterAsJinja(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [{'x': 1}, {}]|map(attribute='x')|map('default', 'U')|join(',') }}|{{ [{'a': none}]|map(attribute='a.b')|select('defined')|list|length }}|{{ [{'x': 1}]|map(attribute='a.b', default=3)|join }}":         "1,U|0|3",
+		"{{ [{'': 5}]|map(attribute='')|join }}|{{ [[1, 2]]|map(attribute='-1')|select('defined')|list|length }}|{{ [[1, 2]]|map(attribute='1')|join }}|{{ [[1, 2]]|map(attribute=true)|join }}":                     "5|0|2|2",
+		"{{ [{'a': none}, {}]|unique(attribute='a')|list|length }}|{{ [{}, {}, {'a': 1}]|unique(attribute='a')|list|length }}|{{ [{'a': 1}, {}]|selectattr('a', 'none')|list|length }}":                              "2|2|0",
+		"{{ [{'b': 1}, {'c': 2}]|sort(attribute='a')|length }}|{{ [{'a': 'B', 'b': 1}, {'a': 'b', 'b': 0}]|sort(attribute='a,b')|map(attribute='b')|join }}|{{ [{'a': {}}, {'a': {}}]|sort(attribute='a')|length }}": "2|01|2",
+		"{{ [{'a': 'B'}, {'a': 'b'}]|groupby('a')|map('first')|join(',') }}|{{ [{'a': 'B'}, {'a': 'b'}]|groupby('a', case_sensitive=true)|map('first')|join(',') }}|{{ [{'b': 1}]|groupby('a')|length }}":            "B|B,b|1",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [x]|map(attribute='name')|list }}":                "'x' is undefined",
+		"{{ [x]|map(attribute='name', default=1)|list }}":     "'x' is undefined",
+		"{{ [{'x': 1}]|map(attribute='a.b')|list }}":          "has no attribute 'a'",
+		"{{ [x]|join(attribute='a') }}":                       "'x' is undefined",
+		"{{ [x]|selectattr('a')|list }}":                      "'x' is undefined",
+		"{{ [{'a': 1}]|rejectattr('b.c')|list }}":             "has no attribute 'b'",
+		"{{ [x]|unique(attribute='a')|list }}":                "'x' is undefined",
+		"{{ [x]|groupby('a')|list }}":                         "'x' is undefined",
+		"{{ [{'b': 1}, {'c': 2}]|groupby('a')|list }}":        "has no attribute 'a'",
+		"{{ [{'b': 1}, {'a': 2}]|sort(attribute='a')|list }}": "has no attribute 'a'",
+		"{{ [{}, {}]|max(attribute='a') }}":                   "has no attribute 'a'",
+		"{{ [x]|min(attribute='a') }}":                        "'x' is undefined",
+		"{{ [{'a': 1}, {}]|sum(attribute='a') }}":             "has no attribute 'a'",
+		"{{ [{'a': {}}, {'a': {}}]|groupby('a')|list }}":      "'<' not supported",
+	})
+}

@@ -65,70 +65,89 @@ func escapeFilterValue(value *exec.Value) string {
 	return utils.Escape(value.String())
 }
 
-func resolveAttributeValue(value *exec.Value, attribute *exec.Value, defaultValue *exec.Value) (*exec.Value, bool) {
-	if attribute == nil || attribute.IsNil() {
-		return value, true
-	}
-	if attribute.IsInteger() {
-		return resolveAttributeIndex(value, attribute.Integer(), defaultValue)
-	}
-	return resolveAttributePath(value, attribute.String(), defaultValue)
+// attributeGetter is Jinja's make_attrgetter (PaV): the attribute filters'
+// argument, a dotted path whose all-digit parts are indexes, or one key of
+// another type, or none for the item itself. Each part is x[part]
+// (exec.Subscript); a default replaces an undefined after each part; a part
+// of an undefined is an error, as Jinja's Undefined raises. Upstream took a
+// path of digits with a sign as an index, and a missing item as a reason to
+// drop it or to give none.
+type attributeGetter struct {
+	parts        []*exec.Value
+	defaultValue *exec.Value // nil: no default
 }
 
-func resolveAttributePath(value *exec.Value, path string, defaultValue *exec.Value) (*exec.Value, bool) {
-	current := value
-	if path == "" {
-		return current, true
+func newAttributeGetter(attribute, defaultValue *exec.Value) attributeGetter {
+	g := attributeGetter{defaultValue: defaultValue}
+	if isNone(defaultValue) { // Jinja's default=None is no default
+		g.defaultValue = nil
 	}
-
-	for _, part := range strings.Split(path, ".") {
-		if current == nil || current.IsNil() {
-			if defaultValue != nil {
-				return defaultValue, true
+	switch {
+	case isNone(attribute):
+	case attribute.IsString():
+		for _, part := range strings.Split(attribute.String(), ".") {
+			if index, err := strconv.Atoi(part); err == nil && isDigits(part) {
+				g.parts = append(g.parts, exec.AsValue(index))
+			} else {
+				g.parts = append(g.parts, exec.AsValue(part))
 			}
-			return exec.AsValue(nil), false
 		}
-
-		if index, err := strconv.Atoi(part); err == nil {
-			next, found := current.GetItem(index)
-			if !found {
-				if defaultValue != nil {
-					return defaultValue, true
-				}
-				return exec.AsValue(nil), false
-			}
-			current = next
-			continue
-		}
-
-		next, found := current.Get(part)
-		if !found {
-			if defaultValue != nil {
-				return defaultValue, true
-			}
-			return exec.AsValue(nil), false
-		}
-		current = next
+	default:
+		g.parts = []*exec.Value{attribute}
 	}
-
-	return current, true
+	return g
 }
 
-func resolveAttributeIndex(value *exec.Value, index int, defaultValue *exec.Value) (*exec.Value, bool) {
-	if value == nil || value.IsNil() {
-		if defaultValue != nil {
-			return defaultValue, true
+// get is item's attribute, or the error of a part taken of an undefined.
+func (g attributeGetter) get(item *exec.Value) (*exec.Value, error) {
+	for _, part := range g.parts {
+		if item.IsUndefined() {
+			return nil, errors.New(item.UndefinedReason())
 		}
-		return exec.AsValue(nil), false
-	}
-	next, found := value.GetItem(index)
-	if !found {
-		if defaultValue != nil {
-			return defaultValue, true
+		if item = exec.Subscript(item, part); item.IsError() {
+			return nil, item
 		}
-		return exec.AsValue(nil), false
+		if g.defaultValue != nil && item.IsUndefined() {
+			item = g.defaultValue
+		}
 	}
-	return next, true
+	return item, nil
+}
+
+// attributeGetters is Jinja's make_multi_attrgetter, sort's attribute: a
+// getter for each of its comma-separated paths, without defaults.
+func attributeGetters(attribute *exec.Value) []attributeGetter {
+	if isNone(attribute) || !attribute.IsString() {
+		return []attributeGetter{newAttributeGetter(attribute, nil)}
+	}
+	var getters []attributeGetter
+	for _, path := range strings.Split(attribute.String(), ",") {
+		getters = append(getters, newAttributeGetter(exec.AsValue(path), nil))
+	}
+	return getters
+}
+
+// isNone is Python's `v is None`: a missing argument or none, not undefined.
+func isNone(v *exec.Value) bool {
+	return v == nil || v.IsNil() && !v.IsUndefined()
+}
+
+// isDigits is Python's str.isdigit for ASCII: a path part that is an index.
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ignoreCase is Jinja's ignore_case: a string key lowercased.
+func ignoreCase(v *exec.Value) *exec.Value {
+	if v.IsString() {
+		return exec.AsValue(exec.PyLower(v.String()))
+	}
+	return v
 }
 
 func compareValues(left, right *exec.Value, caseSensitive bool) int {
@@ -311,12 +330,17 @@ func pyFixed(f float64, decimals int) string {
 // tupleKey is pyHashKey's key of a tuple: its items' keys, quoted.
 type tupleKey string
 
+// undefinedKey is pyHashKey's key of Jinja's undefined, none's is nil.
+type undefinedKey struct{}
+
 // pyHashKey is a map key that two values share when Python's dict would take
 // them for one key (PaV): true, 1 and 1.0 are one key; a tuple is its items;
 // a list or a dict is Python's "unhashable type". lower lowercases a string
 // (not one inside a tuple), as unique's case_sensitive=false does.
 func pyHashKey(val *exec.Value, lower bool) (any, error) {
 	switch {
+	case val.IsUndefined(): // Jinja's undefined equals only undefined
+		return undefinedKey{}, nil
 	case exec.IsInt(val):
 		return exec.AsInt(val), nil
 	case val.IsFloat():

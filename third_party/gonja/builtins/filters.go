@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,8 +52,8 @@ var Filters = exec.NewFilterSet(map[string]exec.FilterFunction{
 	"list":           filterList,
 	"lower":          filterLower,
 	"map":            filterMap,
-	"max":            filterMax,
-	"min":            filterMin,
+	"max":            filterPyMinMax(true),
+	"min":            filterPyMinMax(false),
 	"pprint":         filterPPrint,
 	"random":         filterRandom,
 	"rejectattr":     filterRejectAttr,
@@ -67,7 +68,7 @@ var Filters = exec.NewFilterSet(map[string]exec.FilterFunction{
 	"sort":           filterSort,
 	"string":         filterString,
 	"striptags":      filterStriptags,
-	"sum":            filterSum,
+	"sum":            filterPySum,
 	"title":          filterTitle,
 	"tojson":         filterToJSON,
 	"trim":           filterTrim,
@@ -418,57 +419,46 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 
-	items := make([]*exec.Value, 0)
-	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		items = append(items, key)
+	// PaV: as Jinja, sorted by the keys, which must order (an undefined
+	// does not), and grouped by equal keys; a case-insensitive group's key
+	// is its first item's
+	type keyed struct{ item, key, output *exec.Value }
+	getter := newAttributeGetter(attribute, defaultValue)
+	var items []keyed
+	var failure error
+	in.Iterate(func(idx, count int, item, value *exec.Value) bool {
+		key, err := getter.get(item)
+		if err != nil {
+			failure = err
+			return false
+		}
+		items = append(items, keyed{item, key, key})
+		if !caseSensitive {
+			items[len(items)-1].key = ignoreCase(key)
+		}
 		return true
 	}, func() {})
-
-	// PaV: Jinja's default=None is no default, and sorting by an attribute
-	// an item lacks compares undefined: an error once there are two items.
-	if defaultValue.IsNil() {
-		defaultValue = nil
+	if failure != nil {
+		return e.Raise(failure)
 	}
-	for _, item := range items {
-		if _, found := resolveAttributeValue(item, attribute, defaultValue); !found && len(items) > 1 {
-			if attribute.IsInteger() {
-				return exec.AsValue(fmt.Errorf("%s has no element %d", exec.TypeName(item), attribute.Integer()))
-			}
-			return exec.AsValue(fmt.Errorf("%s has no attribute '%s'", exec.TypeName(item), attribute.String()))
-		}
-	}
-
-	less, stopped := interruptible(e, func(i, j int) bool {
-		left, _ := resolveAttributeValue(items[i], attribute, defaultValue)
-		right, _ := resolveAttributeValue(items[j], attribute, defaultValue)
-		return compareValues(left, right, caseSensitive) < 0
-	})
-	sort.SliceStable(items, less)
-	if stop := stopped(); stop != nil {
-		return stop
+	if failed := pySort(e, items, func(x, y keyed) (bool, error) {
+		return exec.PyRichCompare("<", x.key, y.key)
+	}); failed != nil {
+		return failed
 	}
 
 	out := make([]groupTupleValue, 0)
-	for _, item := range items {
-		key, found := resolveAttributeValue(item, attribute, defaultValue)
-		if !found { // PaV: the lone item's key is undefined, as Jinja's
-			reason := fmt.Sprintf("%s has no attribute '%s'", exec.TypeName(item), attribute.String())
-			out = append(out, groupTupleValue{exec.Undefined(reason), []any{item.Interface()}})
+	for i, item := range items {
+		if i > 0 && pyEqual(items[i-1].key, item.key) {
+			last := out[len(out)-1]
+			last[1] = append(last[1].([]any), item.item.Interface())
 			continue
 		}
-		if len(out) == 0 {
-			out = append(out, groupTupleValue{key.Interface(), []any{item.Interface()}})
-			continue
+		var output any = item.output
+		if !item.output.IsUndefined() { // an undefined key stays undefined
+			output = item.output.Interface()
 		}
-
-		last := out[len(out)-1]
-		lastKey := exec.AsValue(last[0])
-		if compareValues(lastKey, key, caseSensitive) == 0 {
-			last[1] = append(last[1].([]any), item.Interface())
-			out[len(out)-1] = last
-			continue
-		}
-		out = append(out, groupTupleValue{key.Interface(), []any{item.Interface()}})
+		out = append(out, groupTupleValue{output, []any{item.item.Interface()}})
 	}
 	return exec.AsValue(out)
 }
@@ -635,16 +625,13 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 
 	parts := make([]string, 0)
+	getter := newAttributeGetter(attribute, nil)
+	var failure error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		item := key
-		if !attribute.IsNil() {
-			resolved, found := resolveAttributeValue(item, attribute, nil)
-			if found {
-				item = resolved
-			} else {
-				// PaV: Jinja's attribute getter gives undefined, written as nothing
-				item = exec.Undefined(fmt.Sprintf("%s has no attribute %s", exec.TypeName(item), exec.PyRepr(attribute)))
-			}
+		item, err := getter.get(key)
+		if err != nil {
+			failure = err
+			return false
 		}
 		if e.Config.AutoEscape {
 			if item.Safe {
@@ -657,6 +644,9 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		}
 		return true
 	}, func() {})
+	if failure != nil {
+		return e.Raise(failure)
+	}
 
 	joined := strings.Join(parts, delimiter)
 	if e.Config.AutoEscape {
@@ -825,15 +815,13 @@ func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 	}
 
 	out := make([]any, 0)
+	getter := newAttributeGetter(attribute, defaultVal)
+	var failure error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		val := key
-		if !attribute.IsNil() {
-			attr, found := resolveAttributeValue(val, attribute, defaultVal)
-			if found {
-				val = attr
-			} else {
-				return true
-			}
+		val, err := getter.get(key)
+		if err != nil {
+			failure = err
+			return false
 		}
 		if filterName != "" {
 			val = e.ExecuteFilterByName(filterName, val, filterArgs)
@@ -841,119 +829,10 @@ func filterMap(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Va
 		out = append(out, exec.Item(val))
 		return true
 	}, func() {})
+	if failure != nil {
+		return e.Raise(failure)
+	}
 	return exec.AsValue(out)
-}
-
-func filterMax(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	var (
-		caseSensitive bool
-		attribute     *exec.Value
-	)
-	if err := params.Take(
-		exec.KeywordArgument("case_sensitive", exec.AsValue(false), takeBoolArgument(&caseSensitive)),
-		exec.KeywordArgument("attribute", exec.AsValue(nil), takeValueArgument(&attribute)),
-	); err != nil {
-		return exec.AsValue(exec.ErrInvalidCall(err))
-	}
-
-	var max *exec.Value
-	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		val := key
-		if attribute != nil && !attribute.IsNil() {
-			attr, found := resolveAttributeValue(val, attribute, nil)
-			if found {
-				val = attr
-			} else {
-				val = nil
-			}
-		}
-		if max == nil {
-			max = val
-			return true
-		}
-		if val == nil || max == nil {
-			return true
-		}
-		switch {
-		case max.IsFloat() || max.IsInteger() && val.IsFloat() || val.IsInteger():
-			if val.Float() > max.Float() {
-				max = val
-			}
-		case max.IsString() && val.IsString():
-			if !caseSensitive && strings.ToLower(val.String()) > strings.ToLower(max.String()) {
-				max = val
-			} else if caseSensitive && val.String() > max.String() {
-				max = val
-			}
-		default:
-			max = exec.AsValue(errors.Errorf(`%s and %s are not comparable`, max.Val.Type(), val.Val.Type()))
-		}
-		return true
-	}, func() {})
-
-	if max == nil {
-		return exec.AsValue("")
-	}
-	return max
-}
-
-func filterMin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	var (
-		caseSensitive bool
-		attribute     *exec.Value
-	)
-	if err := params.Take(
-		exec.KeywordArgument("case_sensitive", exec.AsValue(false), takeBoolArgument(&caseSensitive)),
-		exec.KeywordArgument("attribute", exec.AsValue(nil), takeValueArgument(&attribute)),
-	); err != nil {
-		return exec.AsValue(exec.ErrInvalidCall(err))
-	}
-
-	var min *exec.Value
-	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		val := key
-		if attribute != nil && !attribute.IsNil() {
-			attr, found := resolveAttributeValue(val, attribute, nil)
-			if found {
-				val = attr
-			} else {
-				val = nil
-			}
-		}
-		if min == nil {
-			min = val
-			return true
-		}
-		if val == nil || min == nil {
-			return true
-		}
-		switch {
-		case min.IsFloat() || min.IsInteger() && val.IsFloat() || val.IsInteger():
-			if val.Float() < min.Float() {
-				min = val
-			}
-		case min.IsString() && val.IsString():
-			if !caseSensitive && strings.ToLower(val.String()) < strings.ToLower(min.String()) {
-				min = val
-			} else if caseSensitive && val.String() < min.String() {
-				min = val
-			}
-		default:
-			min = exec.AsValue(errors.Errorf(`%s and %s are not comparable`, min.Val.Type(), val.Val.Type()))
-		}
-		return true
-	}, func() {})
-
-	if min == nil {
-		return exec.AsValue("")
-	}
-	return min
 }
 
 func filterPPrint(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1052,13 +931,18 @@ func filterRejectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
+	getter := newAttributeGetter(attribute, nil)
 	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
-		attr, _ := resolveAttributeValue(item, attribute, nil)
+		attr, err := getter.get(item)
+		if err != nil {
+			failed = e.Raise(err)
+			return false
+		}
 		matched := attr.IsTrue()
 		if name != "" {
 			var err *exec.Value
@@ -1308,6 +1192,11 @@ func filterSlice(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	return exec.AsValue(output)
 }
 
+// filterSort is Jinja's sort (PaV): Python's sorted() of the items by
+// their keys, a list of one attribute per comma-separated path (the item
+// itself without one), strings lowercased unless case_sensitive; it fails
+// where Python compares two keys it cannot order (upstream ordered them
+// somehow).
 func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
@@ -1324,43 +1213,51 @@ func filterSort(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
-	items := make([]*exec.Value, 0)
-	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		items = append(items, key)
+	if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // Python's sorted()
+		return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyTypeName(in)))
+	}
+
+	type keyed struct {
+		item *exec.Value
+		keys []*exec.Value
+	}
+	getters := attributeGetters(attribute)
+	var items []keyed
+	var failure error
+	in.Iterate(func(idx, count int, item, value *exec.Value) bool {
+		keys := make([]*exec.Value, len(getters))
+		for i, getter := range getters {
+			key, err := getter.get(item)
+			if err != nil {
+				failure = err
+				return false
+			}
+			if !caseSensitive {
+				key = ignoreCase(key)
+			}
+			keys[i] = key
+		}
+		items = append(items, keyed{item, keys})
 		return true
 	}, func() {})
-
-	less, stopped := interruptible(e, func(i, j int) bool {
-		if attribute.IsNil() {
-			comparison := compareValues(items[i], items[j], caseSensitive)
-			if reverse {
-				return comparison > 0
-			}
-			return comparison < 0
-		}
-
-		for _, attr := range strings.Split(attribute.String(), ",") {
-			left, _ := resolveAttributePath(items[i], attr, nil)
-			right, _ := resolveAttributePath(items[j], attr, nil)
-			comparison := compareValues(left, right, caseSensitive)
-			if comparison == 0 {
-				continue
-			}
-			if reverse {
-				return comparison > 0
-			}
-			return comparison < 0
-		}
-		return false
-	})
-	sort.SliceStable(items, less)
-	if stop := stopped(); stop != nil {
-		return stop
+	if failure != nil {
+		return e.Raise(failure)
+	}
+	if reverse { // CPython sorts a reversed list forward, for stability
+		slices.Reverse(items)
+	}
+	if failed := pySort(e, items, func(x, y keyed) (bool, error) {
+		return keysLess(x.keys, y.keys)
+	}); failed != nil {
+		return failed
+	}
+	if reverse {
+		slices.Reverse(items)
 	}
 
 	out := make([]any, 0, len(items))
 	for _, item := range items {
-		out = append(out, exec.Item(item))
+		out = append(out, exec.Item(item.item))
 	}
 	return exec.AsValue(out)
 }
@@ -1396,43 +1293,6 @@ func filterStriptags(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *e
 	s = reStriptags.ReplaceAllString(s, "")
 
 	return exec.AsValue(strings.Join(strings.Fields(s), " "))
-}
-
-func filterSum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-	if in.IsError() {
-		return in
-	}
-	var (
-		attribute *exec.Value
-		start     float64
-	)
-	if err := params.Take(
-		exec.KeywordArgument("attribute", exec.AsValue(nil), takeValueArgument(&attribute)),
-		exec.KeywordArgument("start", exec.AsValue(0), takeFloatArgument(&start)),
-	); err != nil {
-		return exec.AsValue(exec.ErrInvalidCall(err))
-	}
-	sum := start
-
-	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		val := key
-		if attribute != nil && !attribute.IsNil() {
-			resolved, found := resolveAttributeValue(key, attribute, nil)
-			if !found {
-				return true
-			}
-			val = resolved
-		}
-		if val.IsNumber() {
-			sum += val.Float()
-		}
-		return true
-	}, func() {})
-
-	if sum == math.Trunc(sum) {
-		return exec.AsValue(int64(sum))
-	}
-	return exec.AsValue(sum)
 }
 
 func filterTitle(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
@@ -1623,6 +1483,7 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 
 	out := make([]any, 0)
 	tracker := map[any]bool{}
+	getter := newAttributeGetter(attribute, nil)
 	var err error
 	var stop *exec.Value
 
@@ -1630,13 +1491,9 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		if stop = e.Tick(idx); stop != nil {
 			return false
 		}
-		val := key
-		if !attribute.IsNil() {
-			nested, found := resolveAttributeValue(key, attribute, nil)
-			if !found {
-				return true
-			}
-			val = nested
+		var val *exec.Value
+		if val, err = getter.get(key); err != nil {
+			return false
 		}
 		var tracked any
 		if tracked, err = pyHashKey(val, !caseSensitive); err != nil {
@@ -1883,13 +1740,18 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}
 
 	out := make([]any, 0)
+	getter := newAttributeGetter(attribute, nil)
 	var failed *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item := key
 		if value != nil {
 			item = value
 		}
-		attr, _ := resolveAttributeValue(item, attribute, nil)
+		attr, err := getter.get(item)
+		if err != nil {
+			failed = e.Raise(err)
+			return false
+		}
 		matched := attr.IsTrue()
 		if name != "" {
 			var err *exec.Value

@@ -23,23 +23,3 @@ func boundItemFilters() {
 		}))
 	}
 }
-
-// interruptible is less, for a sort, asking e.Tick as it compares: once
-// interrupted, every comparison is false (the sort ends fast) and stopped
-// returns the interruption.
-func interruptible(e *exec.Evaluator, less func(i, j int) bool) (wrapped func(i, j int) bool, stopped func() *exec.Value) {
-	calls := 0
-	var stop *exec.Value
-	return func(i, j int) bool {
-			if stop != nil {
-				return false
-			}
-			calls++
-			if stop = e.Tick(calls); stop != nil {
-				return false
-			}
-			return less(i, j)
-		}, func() *exec.Value {
-			return stop
-		}
-}

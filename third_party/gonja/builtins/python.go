@@ -20,10 +20,10 @@ import (
 func init() {
 	for name, f := range map[string]exec.FilterFunction{
 		"default": filterPyDefault, "d": filterPyDefault, "dictsort": filterPyDictSort, "urlencode": filterPyURLEncode,
-		"round": filterPyRound, "string": filterPyString, "format": filterPyFormat, "sum": filterPySum,
-		"int": filterPyInt(filterInteger), "sort": filterSortChecked(filterSort), "pprint": filterPyPPrint,
+		"round": filterPyRound, "string": filterPyString, "format": filterPyFormat,
+		"int": filterPyInt(filterInteger), "pprint": filterPyPPrint,
 		"wordwrap": filterPyWordwrap, "items": filterPyItems, "float": filterPyFloat,
-		"striptags": filterPyStriptags, "wordcount": filterPyWordcount, "max": filterPyMinMax(true), "min": filterPyMinMax(false),
+		"striptags": filterPyStriptags, "wordcount": filterPyWordcount,
 		"select": filterSelectChecked("select", filterSelect), "reject": filterSelectChecked("reject", filterReject),
 		"selectattr": filterSelectChecked("selectattr", filterSelectAttr), "rejectattr": filterSelectChecked("rejectattr", filterRejectAttr),
 	} {
@@ -302,26 +302,20 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	if !in.IsList() && !in.IsDict() && !in.IsString() {
 		return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyType(in)))
 	}
+	getter := newAttributeGetter(p[0], nil)
 	var failure string
 	var stop *exec.Value
 	in.Iterate(func(i, _ int, item, _ *exec.Value) bool {
 		if stop = e.Tick(i); stop != nil {
 			return false
 		}
-		if p[0] != nil && !p[0].IsNil() {
-			for _, part := range strings.Split(p[0].String(), ".") {
-				v, found := exec.AsValue(nil), false
-				if item.IsDict() {
-					v, found = item.Get(part)
-				} else if i, err := strconv.Atoi(part); err == nil && item.IsList() && i >= 0 && i < item.Len() {
-					v, found = item.Index(i), true
-				}
-				if !found {
-					failure = fmt.Sprintf("'%s object' has no attribute '%s'", exec.TypeName(item), part)
-					return false
-				}
-				item = v
-			}
+		item, err := getter.get(item)
+		if err == nil && item.IsUndefined() { // Jinja's Undefined refuses +
+			err = errors.New(item.UndefinedReason())
+		}
+		if err != nil {
+			failure = err.Error()
+			return false
 		}
 		v, err := exec.PyArith("+", acc, item, false, e.Limits())
 		if err != nil {
@@ -338,46 +332,6 @@ func filterPySum(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		return stop
 	}
 	return acc
-}
-
-// filterSortChecked is gonja's sort, except that it fails where Python's
-// sorted() compares two items Python cannot order (sortFailure), as Jinja's
-// does (gonja orders them somehow).
-func filterSortChecked(f exec.FilterFunction) exec.FilterFunction {
-	return func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
-		if in.IsError() {
-			return in
-		}
-		if in.IsBool() || in.IsNumber() || in.IsNil() && !in.IsUndefined() { // Python's sorted()
-			return raise(e, fmt.Sprintf("'%s' object is not iterable", exec.PyTypeName(in)))
-		}
-		var items []*exec.Value
-		switch {
-		case in.IsList():
-			for i := 0; i < in.Len(); i++ {
-				items = append(items, in.Index(i))
-			}
-		case in.IsDict(): // its keys are sorted
-			pairs, _ := exec.PyPairs(in)
-			for _, kv := range pairs {
-				items = append(items, kv.Key)
-			}
-		}
-		if _, hasAttr := params.KwArgs["attribute"]; !hasAttr {
-			if err := sortFailure(items, sortReversed(params)); err != nil {
-				return raise(e, "filter sort: "+err.Error())
-			}
-		}
-		return f(e, in, params)
-	}
-}
-
-// sortReversed is sort's reverse argument, by position or keyword.
-func sortReversed(params *exec.VarArgs) bool {
-	if v, ok := params.KwArgs["reverse"]; ok {
-		return v.IsTrue()
-	}
-	return len(params.Args) > 0 && params.Args[0].IsTrue()
 }
 
 // filterSelectChecked is gonja's select/reject/selectattr/rejectattr,
@@ -891,16 +845,22 @@ func filterPyMinMax(isMax bool) exec.FilterFunction {
 		if in = pyIterable(e, in); in.IsError() { // PaV: max(5) is Python's TypeError
 			return in
 		}
+		getter := newAttributeGetter(p[1], nil)
 		var best, bestKey *exec.Value
 		var failure error
 		in.Iterate(func(_, _ int, item, _ *exec.Value) bool {
-			key := item
-			if p[1] != nil && !p[1].IsNil() {
-				key, _ = resolveAttributeValue(item, p[1], exec.Undefined("no such attribute"))
+			key, err := getter.get(item)
+			if err != nil {
+				failure = err
+				return false
 			}
 			if best == nil {
 				best, bestKey = item, key
 				return true
+			}
+			if _, err := exec.PyRichCompare("<", key, bestKey); err != nil { // an undefined key
+				failure = err
+				return false
 			}
 			c, err := exec.PyCompare(key.Interface(), bestKey.Interface(), caseSensitive)
 			if err != nil {

@@ -434,16 +434,32 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 	}
 
 	argument := e.Eval(node.Arg)
-	var key any
 	switch {
-	case argument != nil && argument.IsString():
-		key = argument.String()
-	case argument != nil && argument.IsInteger():
-		key = argument.Integer()
-	case argument.IsNil() && e.Config.StrictUndefined:
-		return AsValue(errors.Wrapf(value, `argument is undefined to access: %s`, node.Node))
 	case argument.IsError():
 		return argument
+	case argument.IsNil() && e.Config.StrictUndefined:
+		return AsValue(errors.Wrapf(value, `argument is undefined to access: %s`, node.Node))
+	}
+	item := Subscript(value, argument)
+	if item.IsError() {
+		return AsValue(errors.Wrapf(item, `unable to evaluate %s`, node))
+	}
+	if item.IsUndefined() && e.Config.StrictUndefined {
+		return AsValue(errors.Errorf(`unable to evaluate %s: item '%s' not found`, node, node.Arg))
+	}
+	return item
+}
+
+// Subscript is Jinja's environment.getitem, value[argument] (PaV): an item,
+// else an attribute of that name, else undefined saying what value lacks.
+// value must not be undefined, whose items Jinja refuses.
+func Subscript(value, argument *Value) *Value {
+	var key any
+	switch {
+	case argument.IsString():
+		key = argument.String()
+	case argument.IsInteger():
+		key = argument.Integer()
 	case argument.IsBool(): // PaV: Python's bool is an int, True indexes 1
 		key = int(AsInt(argument))
 	default:
@@ -468,10 +484,7 @@ func (e *Evaluator) evalGetItem(node *nodes.GetItem) *Value {
 	}
 	if !found {
 		if item.IsError() {
-			return AsValue(errors.Wrapf(item, `unable to evaluate %s`, node))
-		}
-		if e.Config.StrictUndefined {
-			return AsValue(errors.Errorf(`unable to evaluate %s: item '%s' not found`, node, node.Arg))
+			return item
 		}
 		return missing(value, key)
 	}

@@ -753,12 +753,17 @@ func PyRepr(v *Value) string {
 // numbers (bools count, an int and a float by their exact values, NaN
 // ordered with nothing), strings with strings, lists by their first items
 // that differ (compared with op), then by their lengths; anything else,
-// none and undefined included, is an error (gonja compares them somehow).
+// none included, is an error (gonja compares them somehow); undefined is
+// the error its reason says, as Jinja's Undefined raises.
 func PyRichCompare(op string, l, r *Value) (bool, error) {
 	holds := func(c int) bool {
 		return op == "<" && c < 0 || op == "<=" && c <= 0 || op == ">" && c > 0 || op == ">=" && c >= 0
 	}
 	switch {
+	case l.IsUndefined(): // Jinja's Undefined refuses to be ordered
+		return false, fmt.Errorf("%s", l.UndefinedReason())
+	case r.IsUndefined():
+		return false, fmt.Errorf("%s", r.UndefinedReason())
 	case l.IsList() && r.IsList():
 		for i := 0; i < l.Len() && i < r.Len(); i++ {
 			if a, b := l.Index(i), r.Index(i); !a.EqualValueTo(b) {
