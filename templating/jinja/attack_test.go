@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,39 @@ var attacks = map[string]string{
 	"reverse of a long string": "{{ ('x' * 4000000)|list|reverse|length }}",
 	"unique of a long string":  "{{ ('x' * 4000000)|unique|list|length }}",
 	"sum of a long list":       "{% set l = ('ab' * 130000)|list %}{{ l|sum(start='')|length }}",
+	// a list of one long string shared a thousand times is cheap to build,
+	// and 4 GB as text; so are a method's or a format's repeated fields
+	"shared items printed":      "{{ (['x' * 4000000] * 1000)|string|length }}",
+	"shared items pprinted":     "{{ (['x' * 4000000] * 1000)|pprint|length }}",
+	"shared items formatted":    "{{ '{}'.format(['x' * 4000000] * 1000)|length }}",
+	"shared items in Markup":    "{{ ('{}'|safe).format(['x' * 4000000] * 1000)|length }}",
+	"shared items concatenated": "{{ (['x' * 4000000] * 1000 ~ 'a')|length }}",
+	"format fields blow-up":     "{{ ('{0}' * 1000).format('x' * 4000000)|length }}",
+	"percent fields blow-up":    "{{ (('%s' * 1000) % (('x' * 4000000,) * 1000))|length }}",
+	"divisibleby formatting":    "{{ ('%s' * 1000) is divisibleby(('x' * 4000000,) * 1000) }}",
+	"even of a wide format":     "{{ ('%999999999d' * 2) is even }}",
+	"str join blow-up":          "{{ ('x' * 4000000).join(['a'] * 1000)|length }}",
+	"expandtabs blow-up":        "{{ ('a\t' * 2000000).expandtabs(1000)|length }}",
+}
+
+// sizeAttacks are the attacks a size limit stops, before they allocate
+// what they ask for: not the render's deadline, which comes too late.
+var sizeAttacks = []string{"shared items printed", "shared items pprinted", "shared items formatted",
+	"shared items in Markup", "shared items concatenated", "format fields blow-up", "percent fields blow-up",
+	"divisibleby formatting", "even of a wide format", "str join blow-up", "expandtabs blow-up"}
+
+func TestSizeAttacksFailOnSize(t *testing.T) {
+	for _, name := range sizeAttacks {
+		t.Run(name, func(t *testing.T) {
+			tpl, err := Compile(attacks[name])
+			if err == nil {
+				_, _, err = tpl.Render(map[string]interface{}{}, testFunctions())
+			}
+			if err == nil || errors.Is(err, ErrDeadline) || !regexp.MustCompile(`too (large|long)|longer than`).MatchString(err.Error()) {
+				t.Errorf("err = %v, want a size limit's", err)
+			}
+		})
+	}
 }
 
 func TestAttacksFailCleanly(t *testing.T) {

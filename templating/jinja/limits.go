@@ -39,6 +39,11 @@ const (
 	maxConcurrentWork = 4
 )
 
+// A value printed as text (str, repr, pprint, ~, format) is bounded as any
+// string built is: its items may be shared, so its text can be far longer
+// than the value.
+func init() { exec.ReprBytes = maxOutputBytes }
+
 // compileTimeLimit is maxCompileTime, but for tests.
 var compileTimeLimit = maxCompileTime
 
@@ -301,13 +306,38 @@ func unsafeMethod[T any](typ, name string) exec.Method[T] {
 	}
 }
 
-// replaceGrowth bounds what str.replace(old, new) adds to s.
-func replaceGrowth(s string, args *exec.VarArgs) int64 {
-	old, repl := args.Args[0], args.Args[1]
-	if !old.IsString() || !repl.IsString() {
-		return 0
+// methodGrowth bounds what a str method whose result can be far longer
+// than s and its arguments adds to s: replace(old, new) each old made new,
+// expandtabs(tabsize) each tab made tabsize spaces, join(items) s between
+// each two items.
+func methodGrowth(name, s string, args *exec.VarArgs) int64 {
+	switch {
+	case name == "replace" && len(args.Args) >= 2:
+		old, repl := args.Args[0], args.Args[1]
+		if !old.IsString() || !repl.IsString() {
+			return 0
+		}
+		return int64(strings.Count(s, old.String())) * int64(len(repl.String()))
+	case name == "expandtabs":
+		size := int64(8)
+		if len(args.Args) > 0 && exec.IsInt(args.Args[0]) {
+			size = exec.AsInt(args.Args[0])
+		} else if v, ok := args.KwArgs["tabsize"]; ok && exec.IsInt(v) {
+			size = exec.AsInt(v)
+		}
+		return int64(strings.Count(s, "\t")) * max(size, 0)
+	case name == "join" && len(args.Args) == 1:
+		var n int64
+		args.Args[0].Iterate(func(_, _ int, item, _ *exec.Value) bool {
+			n += int64(len(s))
+			if item.IsString() { // another item fails the join
+				n += int64(len(item.String()))
+			}
+			return n <= maxOutputBytes
+		}, func() {})
+		return n
 	}
-	return int64(strings.Count(s, old.String())) * int64(len(repl.String()))
+	return 0
 }
 
 func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
@@ -315,8 +345,8 @@ func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 		if (name == "format" || name == "format_map") && int64(len(self))+formatWidths(self) > maxOutputBytes {
 			return nil, fmt.Errorf("%s(): field widths too large", name)
 		}
-		if name == "replace" && len(args.Args) >= 2 && int64(len(self))+replaceGrowth(self, args) > maxOutputBytes {
-			return nil, fmt.Errorf("replace(): result too large")
+		if int64(len(self))+methodGrowth(name, self, args) > maxOutputBytes {
+			return nil, fmt.Errorf("%s(): result too large", name)
 		}
 		if (name == "format" || name == "format_map") && !nestedFormatField.MatchString(self) {
 			// its arguments are values, not widths (formatWidths bounded

@@ -846,3 +846,26 @@ func TestAttributeGetterAsJinja(t *testing.T) {
 		"{{ [{'a': {}}, {'a': {}}]|groupby('a')|list }}":      "'<' not supported",
 	})
 }
+
+// Markup.format and format_map escape each field once formatted, as
+// markupsafe's EscapeFormatter: any value (a list's repr too), after its
+// spec pads it and its conversion converts it; a Markup field is kept as
+// it is, and refuses a spec (before: only string arguments were escaped,
+// and before their spec).
+func TestMarkupFormatEscapesEachField(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ ('{}|{}|{:>5}'|safe).format(['<'], 1, '<') }}|{{ ('{0[0]}'|safe).format(['<']) }}|{{ ('{!r}'|safe).format('<') }}|{{ ('{!s}|{}'|safe).format('<b>'|safe, '<b>'|safe) }}|{{ ('{k}|{j}'|safe).format_map({'k': '<', 'j': [1, '&']}) }}": "[&#39;&lt;&#39;]|1|    &lt;|&lt;|&#39;&lt;&#39;|&lt;b&gt;|<b>|&lt;|[1, &#39;&amp;&#39;]",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ ('{:>5}'|safe).format('<b>'|safe) }}": "Unsupported format specification for Markup.",
+	})
+}
+
+// `%` formats a tuple's items whether the tuple is written or made
+// (`('a',) * 2`, `('a',) + ('b',)`, a groupby group), as in Python
+// (before: only a tuple literal; a made one was one argument).
+func TestPercentFormatsAMadeTuple(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ '%s-%s' % (('a',) * 2) }}|{{ '%s-%s' % (('a',) + ('b',)) }}|{% for g in [{'a': 1}]|groupby('a') %}{{ '%s:%s' % g }}{% endfor %}|{{ '%s' % [1, 2] }}": "a-a|a-b|1:[{'a': 1}]|[1, 2]",
+	}, nil)
+}

@@ -13,9 +13,12 @@ import (
 
 // filterPyPPrint is Jinja's pprint: Python's pprint.pformat (PaV; gonja's
 // dumped Go structures).
-func filterPyPPrint(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
+func filterPyPPrint(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
+	}
+	if err := exec.ReprSizeError(in); err != nil { // PaV: before its many reprs
+		return e.Raise(err)
 	}
 	var p pprinter
 	p.format(in, 0, 0, 0)

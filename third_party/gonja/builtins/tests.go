@@ -64,15 +64,15 @@ func testDefined(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, e
 	return !(in.IsError() || in.IsNil()), nil
 }
 
-func testDivisibleby(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return pyRemainderIs(in, params.First(), 0)
+func testDivisibleby(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+	return pyRemainderIs(e, in, params.First(), 0)
 }
 
 // pyRemainderIs reports whether in % by == want, with Python's modulo
 // (PaV: -1 is odd, 3.0 is odd, a remainder by zero is an error; upstream
-// used Go's on integers only).
-func pyRemainderIs(in, by *exec.Value, want float64) (bool, error) {
-	r, err := exec.PyArith("%", in, by, false, exec.Limits{})
+// used Go's on integers only). A string's % formats it, within e's limits.
+func pyRemainderIs(e *exec.Evaluator, in, by *exec.Value, want float64) (bool, error) {
+	r, err := exec.PyArith("%", in, by, false, e.Limits())
 	if err != nil {
 		return false, err
 	}
@@ -88,8 +88,8 @@ func testEqual(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, err
 	return in.EqualValueTo(param), nil
 }
 
-func testEven(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return pyRemainderIs(in, exec.AsValue(2), 0)
+func testEven(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+	return pyRemainderIs(e, in, exec.AsValue(2), 0)
 }
 
 func testFalse(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
@@ -193,8 +193,8 @@ func testNumber(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, er
 	return exec.IsNum(in), nil // a bool is a number, as in Python (PaV)
 }
 
-func testOdd(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {
-	return pyRemainderIs(in, exec.AsValue(2), 1)
+func testOdd(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) (bool, error) {
+	return pyRemainderIs(e, in, exec.AsValue(2), 1)
 }
 
 func testSameas(_ *exec.Context, in *exec.Value, params *exec.VarArgs) (bool, error) {

@@ -164,10 +164,10 @@ var markupMethods = map[string]bool{"capitalize": true, "casefold": true, "cente
 
 // escapeMarkupArguments escapes what markupsafe's Markup method escapes
 // before str's runs: replace's new, the fill character of ljust, rjust and
-// center, join's items (any value, as its str) and format's arguments, and
-// the mapping's values of format_map.
+// center, and join's items (any value, as its str); format and format_map
+// escape each field themselves (PyStrFormat).
 func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
-	out := &VarArgs{Args: append([]*Value(nil), params.Args...), KwArgs: map[string]*Value{}, KwOrder: params.KwOrder}
+	out := &VarArgs{Args: append([]*Value(nil), params.Args...), KwArgs: map[string]*Value{}, KwOrder: params.KwOrder, Limits: params.Limits}
 	for k, v := range params.KwArgs {
 		out.KwArgs[k] = v
 	}
@@ -184,29 +184,6 @@ func escapeMarkupArguments(method string, params *VarArgs) *VarArgs {
 				return true
 			}, func() {})
 			out.Args[0] = AsValue(items)
-		}
-	case "format":
-		for i, v := range out.Args {
-			if v.IsString() {
-				out.Args[i] = Escape(v)
-			}
-		}
-		for k, v := range out.KwArgs {
-			if v.IsString() {
-				out.KwArgs[k] = Escape(v)
-			}
-		}
-	case "format_map":
-		if len(out.Args) == 1 && out.Args[0].IsDict() {
-			escaped := Dict{}
-			out.Args[0].Iterate(func(_, _ int, key, value *Value) bool {
-				if value.IsString() {
-					value = Escape(value)
-				}
-				escaped.Pairs = append(escaped.Pairs, &Pair{Key: key, Value: value})
-				return true
-			}, func() {})
-			out.Args[0] = AsValue(escaped)
 		}
 	}
 	return out
@@ -285,6 +262,7 @@ func (m *BoundMethod) String() string {
 
 // callMethod calls method of parent with parameters.
 func (e *Evaluator) callMethod(parent *Value, method string, parameters *VarArgs) *Value {
+	parameters.Limits = e.Limits()
 	var result any
 	err := fmt.Errorf("unknown method '%s' for '%s'", method, parent.String())
 	switch {

@@ -249,8 +249,11 @@ func (e *Evaluator) operate(node *nodes.BinaryExpression, left, right *Value) *V
 	case op == "%" && left.IsString() && left.Safe: // Markup % args escapes the args
 		markup = true
 	}
-	// PaV: Python's semantics; `%` with a tuple literal formats its items.
-	_, tuple := node.Right.(*nodes.Tuple)
+	// PaV: Python's semantics; `%` with a tuple, written or made (('a',) * 2,
+	// a groupby group), formats its items.
+	_, literal := node.Right.(*nodes.Tuple)
+	_, made := right.Interface().(PyTuple)
+	tuple := literal || made
 	v, err := PyArith(op, left, right, tuple, e.Environment.limits())
 	if err != nil {
 		return e.Raise(err)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	u "github.com/nikolalohinski/gonja/v2/utils"
 )
 
 // Python's format-spec mini-language (PaV): format(value, spec) for str,
@@ -427,12 +429,22 @@ func pad(prefix, body string, f fmtSpec) string {
 // position (automatic or explicit) or keyword, then attributes and items
 // looked up as Jinja does (missing ones are undefined, names starting with
 // '_' unsafe), conversions !s !r !a, and format specs with nested fields.
-func PyStrFormat(format string, args []*Value, kwargs map[string]*Value, lim Limits) (string, error) {
-	auto := 0 // next automatic index, -1 once a field was numbered
-	return strFormat(format, args, kwargs, lim, &auto, 2)
+// escape makes it markupsafe's Markup.format: each field escaped once
+// formatted, a Markup field as it is (and refusing a spec).
+func PyStrFormat(format string, args []*Value, kwargs map[string]*Value, lim Limits, escape bool) (string, error) {
+	f := strFormatter{args: args, kwargs: kwargs, lim: lim, escape: escape}
+	return f.format(format, 2)
 }
 
-func strFormat(format string, args []*Value, kwargs map[string]*Value, lim Limits, auto *int, depth int) (string, error) {
+type strFormatter struct {
+	args   []*Value
+	kwargs map[string]*Value
+	lim    Limits
+	escape bool
+	auto   int // next automatic index, -1 once a field was numbered
+}
+
+func (f *strFormatter) format(format string, depth int) (string, error) {
 	if depth < 0 {
 		return "", fmt.Errorf("Max string recursion exceeded")
 	}
@@ -460,11 +472,11 @@ func strFormat(format string, args []*Value, kwargs map[string]*Value, lim Limit
 		if err != nil {
 			return "", err
 		}
-		s, err := formatField(format[i+1:end], args, kwargs, lim, auto, depth)
+		s, err := f.field(format[i+1:end], depth)
 		if err != nil {
 			return "", err
 		}
-		if exceeds(int64(b.Len()+len(s)), lim.StringBytes) {
+		if exceeds(int64(b.Len()+len(s)), f.lim.StringBytes) {
 			return "", fmt.Errorf("string too long")
 		}
 		b.WriteString(s)
@@ -501,7 +513,7 @@ func fieldEnd(format string, i int) (int, error) {
 	return 0, fmt.Errorf("expected '}' before end of string")
 }
 
-func formatField(field string, args []*Value, kwargs map[string]*Value, lim Limits, auto *int, depth int) (string, error) {
+func (f *strFormatter) field(field string, depth int) (string, error) {
 	name, conv, spec := field, "", ""
 	// the name ends at the first '!' or ':' outside brackets
 	for j, inBracket := 0, false; j < len(field); j++ {
@@ -526,7 +538,7 @@ func formatField(field string, args []*Value, kwargs map[string]*Value, lim Limi
 			break
 		}
 	}
-	v, err := fieldValue(name, args, kwargs, auto)
+	v, err := fieldValue(name, f.args, f.kwargs, &f.auto)
 	if err != nil {
 		return "", err
 	}
@@ -551,11 +563,21 @@ func formatField(field string, args []*Value, kwargs map[string]*Value, lim Limi
 		return "", fmt.Errorf("Unknown conversion specifier %s", conv)
 	}
 	if strings.Contains(spec, "{") {
-		if spec, err = strFormat(spec, args, kwargs, lim, auto, depth-1); err != nil {
+		if spec, err = f.format(spec, depth-1); err != nil {
 			return "", err
 		}
 	}
-	return PyFormatValue(v, spec, lim)
+	if f.escape && v.Safe && v.IsString() { // Markup's __html_format__
+		if spec != "" {
+			return "", fmt.Errorf("Unsupported format specification for Markup.")
+		}
+		return v.String(), nil
+	}
+	s, err := PyFormatValue(v, spec, f.lim)
+	if err != nil || !f.escape {
+		return s, err
+	}
+	return u.Escape(s), nil
 }
 
 // fieldValue looks up a field name: an argument, then .attributes and

@@ -411,6 +411,9 @@ func PyFormat(format string, r *Value, tuple, markup bool, lim Limits) (string, 
 		if err := formatOne(&b, spec, verb, a, markup); err != nil {
 			return "", err
 		}
+		if exceeds(int64(b.Len()), lim.StringBytes) {
+			return "", fmt.Errorf("string too long")
+		}
 	}
 	if !keyed && next < len(args) {
 		return "", fmt.Errorf("not all arguments converted during string formatting")
@@ -679,13 +682,80 @@ func (t Tuple) TupleItems() []any { return t }
 
 func (t Tuple) String() string { return PyRepr(AsValue(t)) }
 
-// PyRepr is Python's repr() of a JSON-like value.
+// ReprBytes bounds the text PyRepr and PyStr make of a container (PaV):
+// items are shared, so a list of a thousand 4 MiB strings, cheap to build,
+// prints as 4 GB. Past it they panic with a *ReprTooLong, which the
+// embedder's render recovers as its error; 0 is no bound.
+var ReprBytes int
+
+// ReprTooLong is the panic of a repr longer than ReprBytes.
+type ReprTooLong struct{ Limit int }
+
+func (e *ReprTooLong) Error() string {
+	return fmt.Sprintf("a value printed as text would be longer than %d bytes", e.Limit)
+}
+
+// ReprSizeError is a *ReprTooLong if v's repr passes ReprBytes, else nil.
+func ReprSizeError(v *Value) error {
+	if ReprBytes > 0 && reprLongerThan(v, int64(ReprBytes)) {
+		return &ReprTooLong{ReprBytes}
+	}
+	return nil
+}
+
+// reprLongerThan reports whether v's repr is longer than limit, from a
+// lower bound of its length: each item counts at least 2 bytes (its
+// separator), so the walk ends after limit/2 items, however deep the
+// sharing.
+func reprLongerThan(v *Value, limit int64) bool {
+	n := int64(0)
+	var over func(v *Value) bool
+	over = func(v *Value) bool {
+		switch t, isTuple := v.Interface().(PyTuple); {
+		case isTuple:
+			n += 2
+			for _, item := range t.TupleItems() {
+				if n += 2; over(ToValue(item)) {
+					return true
+				}
+			}
+		case v.IsString():
+			n += int64(len(v.String())) + 2
+		case v.IsList() || v.IsDict():
+			n += 2
+			v.Iterate(func(_, _ int, key, value *Value) bool {
+				n += 2
+				if over(key) {
+					return false
+				}
+				if v.IsDict() && value != nil {
+					n += 2
+					over(value)
+				}
+				return n <= limit
+			}, func() {})
+		default:
+			n++
+		}
+		return n > limit
+	}
+	return over(v)
+}
+
+// PyRepr is Python's repr() of a JSON-like value, bounded by ReprBytes.
 func PyRepr(v *Value) string {
+	if err := ReprSizeError(v); err != nil {
+		panic(err)
+	}
+	return pyRepr(v)
+}
+
+func pyRepr(v *Value) string {
 	if t, ok := v.Interface().(PyTuple); ok {
 		items := t.TupleItems()
 		parts := make([]string, len(items))
 		for i, item := range items {
-			parts[i] = PyRepr(ToValue(item))
+			parts[i] = pyRepr(ToValue(item))
 		}
 		if len(parts) == 1 {
 			return "(" + parts[0] + ",)"
@@ -714,7 +784,7 @@ func PyRepr(v *Value) string {
 	case v.IsList():
 		parts := make([]string, v.Len())
 		for i := range parts {
-			parts[i] = PyRepr(v.Index(i))
+			parts[i] = pyRepr(v.Index(i))
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case v.IsDict():
@@ -723,11 +793,11 @@ func PyRepr(v *Value) string {
 			var keys []string
 			values := map[string]string{}
 			for _, p := range d.Pairs {
-				k := PyRepr(p.Key)
+				k := pyRepr(p.Key)
 				if _, seen := values[k]; !seen {
 					keys = append(keys, k)
 				}
-				values[k] = PyRepr(p.Value)
+				values[k] = pyRepr(p.Value)
 			}
 			parts := make([]string, len(keys))
 			for i, k := range keys {
@@ -742,7 +812,7 @@ func PyRepr(v *Value) string {
 		keys := PyKeys(m, v)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
-			parts[i] = PyRepr(AsValue(k)) + ": " + PyRepr(AsValue(m[k]))
+			parts[i] = pyRepr(AsValue(k)) + ": " + pyRepr(AsValue(m[k]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}

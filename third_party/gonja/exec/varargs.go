@@ -18,6 +18,8 @@ type VarArgs struct {
 	// (PaV), when a template's call made them: dict() keeps it.
 	KwOrder []string
 	caller  Macro // a {% call %} block's body, for a macro (PaV), see CallWithCaller
+	// Limits are the render's, for a method that builds a string (PaV).
+	Limits Limits
 }
 
 func NewVarArgs() *VarArgs {

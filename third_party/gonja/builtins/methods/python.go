@@ -86,7 +86,7 @@ var pyStrMethods = map[string]exec.Method[string]{
 		}
 		return expandTabs(s, size), nil
 	},
-	"format_map": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	"format_map": func(s string, self *exec.Value, a *exec.VarArgs) (any, error) {
 		if len(a.Args) != 1 || len(a.KwArgs) != 0 || !a.Args[0].IsDict() {
 			return nil, fmt.Errorf("format_map() takes exactly one mapping")
 		}
@@ -95,7 +95,7 @@ var pyStrMethods = map[string]exec.Method[string]{
 			v, _ := a.Args[0].GetItem(k.Interface())
 			kwargs[k.String()] = v
 		}
-		return exec.PyStrFormat(s, nil, kwargs, exec.Limits{})
+		return exec.PyStrFormat(s, nil, kwargs, a.Limits, self.Safe)
 	},
 }
 
