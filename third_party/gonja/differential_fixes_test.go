@@ -869,3 +869,14 @@ func TestPercentFormatsAMadeTuple(t *testing.T) {
 		"{{ '%s-%s' % (('a',) * 2) }}|{{ '%s-%s' % (('a',) + ('b',)) }}|{% for g in [{'a': 1}]|groupby('a') %}{{ '%s:%s' % g }}{% endfor %}|{{ '%s' % [1, 2] }}": "a-a|a-b|1:[{'a': 1}]|[1, 2]",
 	}, nil)
 }
+
+// An undefined or Markup item stays so in the lists batch, slice, select,
+// reject, selectattr, rejectattr and groupby make, in a cycler, and as
+// what a function returns (exec.Item; before: an undefined item became
+// none, printed as None, and `is defined`).
+func TestUndefinedItemsStayUndefinedInFilterLists(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [1, 'ab'[5]]|batch(2)|map('join')|join('/') }}|{{ [1, 'ab'[5]]|slice(1)|first|last is defined }}|{{ [1, 'ab'[5]]|reject('none')|join(',') }}|{{ ['a', 'ab'[5]]|batch(3, 'ab'[7])|first|last is defined }}": "1|False|1,|False",
+		"{% set c = cycler('ab'[5], 1) %}{{ c.next() is defined }}|{{ c.current }}|{{ c.next() }}|{{ c.current is defined }}|{{ ['<'|safe, 1]|batch(2)|first|first is escaped }}":                                      "False|1|1|False|True",
+	}, nil)
+}

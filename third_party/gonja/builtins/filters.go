@@ -156,13 +156,13 @@ func filterBatch(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 			}
 			row = make([]any, 0)
 		}
-		row = append(row, key.Interface())
+		row = append(row, exec.Item(key))
 		return true
 	}, func() {})
 	if len(row) > 0 {
 		if !fillWith.IsNil() {
 			for len(row) < lineCount {
-				row = append(row, fillWith.Interface())
+				row = append(row, exec.Item(fillWith))
 			}
 		}
 		out = append(out, exec.AsValue(row).Interface())
@@ -451,14 +451,10 @@ func filterGroupBy(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	for i, item := range items {
 		if i > 0 && pyEqual(items[i-1].key, item.key) {
 			last := out[len(out)-1]
-			last[1] = append(last[1].([]any), item.item.Interface())
+			last[1] = append(last[1].([]any), exec.Item(item.item))
 			continue
 		}
-		var output any = item.output
-		if !item.output.IsUndefined() { // an undefined key stays undefined
-			output = item.output.Interface()
-		}
-		out = append(out, groupTupleValue{output, []any{item.item.Interface()}})
+		out = append(out, groupTupleValue{exec.Item(item.output), []any{exec.Item(item.item)}})
 	}
 	return exec.AsValue(out)
 }
@@ -899,7 +895,7 @@ func filterReject(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			return false
 		}
 		if !matched {
-			out = append(out, key.Interface())
+			out = append(out, exec.Item(key))
 		}
 		return true
 	}, func() {})
@@ -952,7 +948,7 @@ func filterRejectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 			}
 		}
 		if !matched {
-			out = append(out, item.Interface())
+			out = append(out, exec.Item(item))
 		}
 		return true
 	}, func() {})
@@ -1053,7 +1049,7 @@ func filterReverse(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	// PaV: a list is reversed as it is (upstream sorted it first), and so
 	// are a mapping's keys, as Python's reversed(dict)
 	in.IterateOrder(func(idx, count int, key, value *exec.Value) bool {
-		out = append(out, key.Interface())
+		out = append(out, exec.Item(key))
 		return true
 	}, func() {}, true, false, false)
 	return exec.AsValue(out)
@@ -1137,7 +1133,7 @@ func filterSelect(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			return false
 		}
 		if matched {
-			out = append(out, key.Interface())
+			out = append(out, exec.Item(key))
 		}
 		return true
 	}, func() {})
@@ -1169,7 +1165,7 @@ func filterSlice(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	}
 	seq := make([]any, 0, in.Len())
 	in.Iterate(func(index, _ int, value, _ *exec.Value) bool {
-		seq = append(seq, value.Interface())
+		seq = append(seq, exec.Item(value))
 		return true
 	}, func() {})
 
@@ -1761,7 +1757,7 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 			}
 		}
 		if matched {
-			out = append(out, item.Interface())
+			out = append(out, exec.Item(item))
 		}
 		return true
 	}, func() {})

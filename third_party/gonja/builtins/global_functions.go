@@ -97,13 +97,13 @@ func (c *cycler) Next() *exec.Value {
 	value := c.values[c.idx]
 	c.idx = (c.idx + 1) % len(c.values)
 	c.getters["current"] = c.values[c.idx]
-	return exec.AsValue(value)
+	return exec.ToValue(value)
 }
 
 func cyclerFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	c := &cycler{}
 	for _, arg := range params.Args {
-		c.values = append(c.values, arg.Interface())
+		c.values = append(c.values, exec.Item(arg))
 	}
 	if len(c.values) == 0 {
 		return exec.AsValue(errors.New("at least one item has to be provided"))

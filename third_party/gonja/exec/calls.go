@@ -79,8 +79,12 @@ func (e *Evaluator) evalCall(node *nodes.Call) *Value {
 		current = reflect.ValueOf(rv.Interface())
 	} else {
 		// Return the function call value
-		current = rv.Interface().(*Value).Val
-		isSafe = rv.Interface().(*Value).Safe
+		returned := rv.Interface().(*Value)
+		if returned.IsUndefined() { // PaV: undefined, not none
+			return returned
+		}
+		current = returned.Val
+		isSafe = returned.Safe
 	}
 
 	if !current.IsValid() {
