@@ -267,7 +267,7 @@ var methods = func() exec.Methods {
 		"expandtabs", "find", "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
 		"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip",
 		"partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill"} {
+		"rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"} {
 		if f, ok := m.Str.Get(name); ok {
 			str[name] = boundedMethod(name, f)
 		}

@@ -880,3 +880,17 @@ func TestUndefinedItemsStayUndefinedInFilterLists(t *testing.T) {
 		"{% set c = cycler('ab'[5], 1) %}{{ c.next() is defined }}|{{ c.current }}|{{ c.next() }}|{{ c.current is defined }}|{{ ['<'|safe, 1]|batch(2)|first|first is escaped }}":                                      "False|1|1|False|True",
 	}, nil)
 }
+
+// str.translate is Python's: each character's ordinal looked up in a
+// mapping or a sequence, made the str or the character of the int found,
+// dropped for none, kept when missing (before: no such method).
+func TestStrTranslate(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ 'abc'.translate({97: 'xy', 98: none, 99: 100}) }}|{{ 'abc'.translate('xyz' * 40) }}|{{ 'héllo'.translate({233: 'e'}) }}|{{ ('ab'|safe).translate({97: '<'}) is escaped }}": "xyd|yzx|hello|True",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ 'abc'.translate({97: 1.5}) }}":       "must return integer, None or str",
+		"{{ 'abc'.translate({97: 1114112}) }}":   "must be in range(0x110000)",
+		"{{ 'abc'.translate(table={97: 'q'}) }}": "takes no keyword arguments",
+	})
+}

@@ -70,6 +70,7 @@ var pyStrMethods = map[string]exec.Method[string]{
 	},
 	"count":      countMethod,
 	"format":     formatMethod,
+	"translate":  translateMethod,
 	"startswith": affixMethod("startswith", strings.HasPrefix),
 	"endswith":   affixMethod("endswith", strings.HasSuffix),
 	"expandtabs": func(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
@@ -477,4 +478,46 @@ var pyListMethods = map[string]exec.Method[[]any]{
 		}
 		return nil, fmt.Errorf("%s is not in list", exec.PyRepr(p[0]))
 	},
+}
+
+// translateMethod is Python's str.translate(table): each character's
+// ordinal looked up in table, a mapping or a sequence (table[ord(c)]), and
+// made the str found, the character of the int found, or nothing for none;
+// kept where table has no such item. Its result is bounded by the render's
+// string limit.
+func translateMethod(s string, _ *exec.Value, a *exec.VarArgs) (any, error) {
+	if len(a.KwArgs) > 0 {
+		return nil, fmt.Errorf("str.translate() takes no keyword arguments")
+	}
+	p, err := exec.MethodArgs("translate", a, 1, 1, "table")
+	if err != nil {
+		return nil, err
+	}
+	table := p[0]
+	if !table.IsDict() && !table.IsList() && !table.IsString() {
+		return nil, fmt.Errorf("'%s' object is not subscriptable", exec.PyType(table))
+	}
+	var b strings.Builder
+	for _, r := range s {
+		mapped := exec.Subscript(table, exec.AsValue(int(r)))
+		switch {
+		case mapped.IsUndefined(): // Python's LookupError: kept
+			b.WriteRune(r)
+		case mapped.IsNil():
+		case mapped.IsString():
+			b.WriteString(mapped.String())
+		case exec.IsInt(mapped):
+			n := exec.AsInt(mapped)
+			if n < 0 || n > unicode.MaxRune {
+				return nil, fmt.Errorf("character mapping must be in range(0x110000)")
+			}
+			b.WriteRune(rune(n))
+		default:
+			return nil, fmt.Errorf("character mapping must return integer, None or str")
+		}
+		if a.Limits.StringBytes > 0 && b.Len() > a.Limits.StringBytes {
+			return nil, fmt.Errorf("translate(): result too large")
+		}
+	}
+	return b.String(), nil
 }
