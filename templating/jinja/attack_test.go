@@ -65,6 +65,9 @@ var attacks = map[string]string{
 	"even of a wide format":     "{{ ('%999999999d' * 2) is even }}",
 	"str join blow-up":          "{{ ('x' * 4000000).join(['a'] * 1000)|length }}",
 	"expandtabs blow-up":        "{{ ('a\t' * 2000000).expandtabs(1000)|length }}",
+	"urlencode of shared pairs": "{{ ([('k', 'x' * 4000000)] * 1000)|urlencode|length }}",
+	"join of shared lists":      "{{ ([['x' * 2000000]] * 1000)|join|length }}",
+	"xmlattr of shared values":  "{{ dict(a='x' * 3000000, b='x' * 3000000)|xmlattr|length }}",
 	"translate blow-up":         "{{ ('a' * 4000000).translate({97: 'x' * 1000})|length }}",
 }
 
@@ -72,7 +75,8 @@ var attacks = map[string]string{
 // what they ask for: not the render's deadline, which comes too late.
 var sizeAttacks = []string{"shared items printed", "shared items pprinted", "shared items formatted",
 	"shared items in Markup", "shared items concatenated", "format fields blow-up", "percent fields blow-up",
-	"divisibleby formatting", "even of a wide format", "str join blow-up", "expandtabs blow-up", "translate blow-up"}
+	"divisibleby formatting", "even of a wide format", "str join blow-up", "expandtabs blow-up", "translate blow-up",
+	"urlencode of shared pairs", "join of shared lists", "xmlattr of shared values"}
 
 func TestSizeAttacksFailOnSize(t *testing.T) {
 	for _, name := range sizeAttacks {

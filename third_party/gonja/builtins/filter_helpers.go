@@ -65,6 +65,17 @@ func escapeFilterValue(value *exec.Value) string {
 	return utils.Escape(value.String())
 }
 
+// pastStringLimit is the error of a filter whose text, n bytes so far, is
+// past the render's string limit, or nil (PaV): checked as its parts add
+// up, so that a list of one long item shared many times fails before its
+// text is made.
+func pastStringLimit(e *exec.Evaluator, name string, n int) *exec.Value {
+	if limit := e.Limits().StringBytes; limit > 0 && n > limit {
+		return e.Raise(fmt.Errorf("filter %s: result longer than %d bytes", name, limit))
+	}
+	return nil
+}
+
 // attributeGetter is Jinja's make_attrgetter (PaV): the attribute filters'
 // argument, a dotted path whose all-digit parts are indexes, or one key of
 // another type, or none for the item itself. Each part is x[part]

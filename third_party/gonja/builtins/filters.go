@@ -621,6 +621,7 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	}
 
 	parts := make([]string, 0)
+	size := 0
 	getter := newAttributeGetter(attribute, nil)
 	var failure error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
@@ -638,10 +639,14 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		} else {
 			parts = append(parts, stringifyFilterValue(item))
 		}
-		return true
+		size += len(parts[len(parts)-1]) + len(delimiter)
+		return pastStringLimit(e, "join", size) == nil
 	}, func() {})
 	if failure != nil {
 		return e.Raise(failure)
+	}
+	if failed := pastStringLimit(e, "join", size); failed != nil {
+		return failed
 	}
 
 	joined := strings.Join(parts, delimiter)
@@ -1666,6 +1671,7 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		return exec.AsValue(fmt.Errorf("xmlattr takes a mapping, not a %s", exec.TypeName(in)))
 	}
 	kvs := []string{}
+	size := 0
 	var bad error
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		if value.IsNil() {
@@ -1682,10 +1688,14 @@ func filterXMLAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		// markupsafe's escape: a Markup value (tojson's) as it is
 		kv := fmt.Sprintf(`%s="%s"`, exec.Escape(key).String(), exec.Escape(value).String())
 		kvs = append(kvs, kv)
-		return true
+		size += len(kv) + 1
+		return pastStringLimit(e, "xmlattr", size) == nil
 	}, func() {})
 	if bad != nil {
 		return exec.AsValue(bad)
+	}
+	if failed := pastStringLimit(e, "xmlattr", size); failed != nil {
+		return failed
 	}
 	out := strings.Join(kvs, " ")
 	if autospace && out != "" {

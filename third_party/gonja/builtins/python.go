@@ -131,18 +131,28 @@ func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 			return raise(e, "filter urlencode: unsupported mapping")
 		}
 		parts := make([]string, len(pairs))
+		size := 0
 		for i, kv := range pairs {
 			parts[i] = urlQuote(exec.PyStr(kv.Key), true) + "=" + urlQuote(exec.PyStr(kv.Value), true)
+			size += len(parts[i]) + 1
+			if failed := pastStringLimit(e, "urlencode", size); failed != nil {
+				return failed
+			}
 		}
 		return exec.AsValue(strings.Join(parts, "&"))
 	case in.IsList():
 		parts := make([]string, in.Len())
+		size := 0
 		for i := range parts {
 			kv := in.Index(i)
 			if !kv.IsList() || kv.Len() != 2 {
 				return raise(e, "filter urlencode: a list must hold (key, value) pairs")
 			}
 			parts[i] = urlQuote(exec.PyStr(kv.Index(0)), true) + "=" + urlQuote(exec.PyStr(kv.Index(1)), true)
+			size += len(parts[i]) + 1
+			if failed := pastStringLimit(e, "urlencode", size); failed != nil {
+				return failed
+			}
 		}
 		return exec.AsValue(strings.Join(parts, "&"))
 	case in.IsUndefined(): // iterable, and empty
