@@ -315,10 +315,12 @@ func addressCutShort(jinja, pav string) bool {
 
 // addressSpread: the outputs differ only where PaV's holds its made-up
 // address whole, its characters at a fixed stride (a method's repr
-// iterated with something between its characters), and Jinja's hex digits.
+// iterated with something between its characters), in either case, and
+// Jinja's hex digits.
 func addressSpread(jinja, pav string) bool {
-	j, p := []rune(jinja), []rune(pav)
-	if len(j) != len(p) {
+	origJ, origP := []rune(jinja), []rune(pav)
+	j, p := []rune(strings.ToLower(jinja)), []rune(strings.ToLower(pav))
+	if len(j) != len(p) || len(j) != len(origJ) || len(p) != len(origP) {
 		return false
 	}
 	isHex := func(r rune) bool { return strings.ContainsRune("0123456789abcdefx", r) }
@@ -327,7 +329,7 @@ func addressSpread(jinja, pav string) bool {
 		if p[start] != '0' || j[start] != '0' {
 			continue
 		}
-		for stride := 1; stride <= 8 && start+(len(gonjaexec.MadeUpAddress)-1)*stride < len(p); stride++ {
+		for stride := 1; stride <= 64 && start+(len(gonjaexec.MadeUpAddress)-1)*stride < len(p); stride++ {
 			k := 0
 			for ; k < len(gonjaexec.MadeUpAddress); k++ {
 				if i := start + k*stride; p[i] != rune(gonjaexec.MadeUpAddress[k]) || !isHex(j[i]) {
@@ -341,8 +343,8 @@ func addressSpread(jinja, pav string) bool {
 			}
 		}
 	}
-	for i := range j {
-		if j[i] != p[i] && !covered[i] {
+	for i := range origJ {
+		if origJ[i] != origP[i] && !covered[i] {
 			return false
 		}
 	}
@@ -639,6 +641,7 @@ func TestCompareForgivesOnlyAddresses(t *testing.T) {
 	printedMethod := &gen{used: map[string]bool{featAddress: true}}
 	plain := &gen{used: map[string]bool{}}
 	spread := func(s string) string { return strings.Join(strings.Split(s, ""), "1") } // as |join('1')
+	wide := func(s string) string { return strings.Join(strings.Split(s, ""), "None5:1a2.5NoneTrue") }
 	for _, c := range []struct {
 		jinja, pav string
 		g          *gen
@@ -656,7 +659,9 @@ func TestCompareForgivesOnlyAddresses(t *testing.T) {
 		{spread("<at 0x7f35ecaa1890>") + "2", spread("<at 0x7f0000000000>") + "0", printedMethod, false}, // a 2 after the address
 		{spread("<at 0x7f35ecaa189>"), spread("<at 0x7f000000000>"), printedMethod, false},               // not all of it
 		{"0x7f3151e1c1a1", "0x7f0000000000", printedMethod, true},
-		{"0x7f3151e1c1ag", "0x7f0000000000", printedMethod, false}, // not a hex digit
+		{"0x7f3151e1c1ag", "0x7f0000000000", printedMethod, false},                                                        // not a hex digit
+		{strings.ToUpper(wide("<at 0x7f35ecaa1890>")), strings.ToUpper(wide("<at 0x7f0000000000>")), printedMethod, true}, // |upper, far apart
+		{wide("<at 0x7f35ecaa1890>") + "A", wide("<at 0x7f0000000000>") + "a", printedMethod, false},                      // case elsewhere
 	} {
 		verdict := compare(out(c.jinja), out(c.pav), c.g)
 		if same := verdict == "" || strings.HasPrefix(verdict, "skip:"); same != c.same {
