@@ -69,6 +69,9 @@ var attacks = map[string]string{
 	"join of shared lists":      "{{ ([['x' * 2000000]] * 1000)|join|length }}",
 	"xmlattr of shared values":  "{{ dict(a='x' * 3000000, b='x' * 3000000)|xmlattr|length }}",
 	"translate blow-up":         "{{ ('a' * 4000000).translate({97: 'x' * 1000})|length }}",
+	// pprint of a deep value: each level asks whether its repr fits, and
+	// its indents grow with the depth
+	"deep pprint": "{% set ns = namespace(l=[]) %}{% for i in range(20000) %}{% set ns.l = [ns.l, {'k': 'v'}] %}{% endfor %}{{ ns.l|pprint|length }}",
 }
 
 // sizeAttacks are the attacks a size limit stops, before they allocate

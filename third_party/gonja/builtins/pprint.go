@@ -20,8 +20,11 @@ func filterPyPPrint(e *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Va
 	if err := exec.ReprSizeError(in); err != nil { // PaV: before its many reprs
 		return e.Raise(err)
 	}
-	var p pprinter
+	p := pprinter{e: e}
 	p.format(in, 0, 0, 0)
+	if p.stop != nil {
+		return p.stop
+	}
 	return exec.AsValue(p.out.String())
 }
 
@@ -34,11 +37,31 @@ const pprintWidth = 80
 // line, and a str too long for it as adjacent literals, split at line
 // ends and then between words (Lib/pprint.py: _format, _pprint_dict,
 // _pprint_list, _pprint_tuple, _format_items, _pprint_str).
-type pprinter struct{ out strings.Builder }
+//
+// Each value it formats asks whether its one-line repr fits, as pprint
+// does; PaV's stops writing that repr once it cannot (pprintReprWithin),
+// or a deeply nested value took time quadratic in its depth, and asks
+// e.Tick and the string limit as it goes.
+type pprinter struct {
+	out   strings.Builder
+	e     *exec.Evaluator
+	calls int
+	stop  *exec.Value
+}
 
 func (p *pprinter) format(v *exec.Value, indent, allowance, level int) {
-	rep := pprintRepr(v)
-	if utf8.RuneCountInString(rep) > pprintWidth-indent-allowance {
+	if p.stop != nil {
+		return
+	}
+	p.calls++
+	if p.stop = p.e.Tick(p.calls); p.stop != nil {
+		return
+	}
+	if p.stop = pastStringLimit(p.e, "pprint", p.out.Len()); p.stop != nil { // its indents grow with depth
+		return
+	}
+	rep, fits := pprintReprWithin(v, pprintWidth-indent-allowance)
+	if !fits {
 		level++
 		switch {
 		case v.IsDict():
@@ -64,6 +87,7 @@ func (p *pprinter) format(v *exec.Value, indent, allowance, level int) {
 			p.str(v.String(), indent, allowance, level)
 			return
 		}
+		rep = pprintRepr(v) // a value pprint does not split
 	}
 	p.out.WriteString(rep)
 }
@@ -71,7 +95,7 @@ func (p *pprinter) format(v *exec.Value, indent, allowance, level int) {
 // items is _format_items: each item on a line of its own.
 func (p *pprinter) items(v *exec.Value, indent, allowance, level int) {
 	indent++
-	for i := 0; i < v.Len(); i++ {
+	for i := 0; i < v.Len() && p.stop == nil; i++ {
 		last := i == v.Len()-1
 		if i > 0 {
 			p.out.WriteString(",\n" + strings.Repeat(" ", indent))
@@ -84,6 +108,9 @@ func (p *pprinter) items(v *exec.Value, indent, allowance, level int) {
 func (p *pprinter) dictItems(pairs []*exec.Pair, indent, allowance, level int) {
 	indent++
 	for i, kv := range pairs {
+		if p.stop != nil {
+			return
+		}
 		last := i == len(pairs)-1
 		key := pprintRepr(kv.Key)
 		p.out.WriteString(key + ": ")
@@ -191,27 +218,64 @@ func isGroupTuple(v *exec.Value) bool {
 // dicts' items sorted by key (sort_dicts), keys Python cannot compare
 // ordered by their type's name (pprint's _safe_key).
 func pprintRepr(v *exec.Value) string {
+	var b strings.Builder
+	writePprintRepr(&b, v, -1)
+	return b.String()
+}
+
+// pprintReprWithin is pprintRepr(v) if it is at most width characters;
+// fits is false, and the repr cut short, once it cannot be.
+func pprintReprWithin(v *exec.Value, width int) (rep string, fits bool) {
+	if width < 0 {
+		return "", false
+	}
+	var b strings.Builder
+	if !writePprintRepr(&b, v, utf8.UTFMax*width) {
+		return "", false
+	}
+	rep = b.String()
+	return rep, utf8.RuneCountInString(rep) <= width
+}
+
+// writePprintRepr writes pprintRepr(v) to b, each container's items in
+// place, and stops, false, once b holds more than limit bytes (-1: none).
+func writePprintRepr(b *strings.Builder, v *exec.Value, limit int) bool {
+	within := func() bool { return limit < 0 || b.Len() <= limit }
 	switch {
 	case v.IsString() || !v.IsList() && !v.IsDict():
-		return exec.PyRepr(v)
+		b.WriteString(exec.PyRepr(v))
 	case v.IsList():
-		parts := make([]string, v.Len())
-		for i := range parts {
-			parts[i] = pprintRepr(v.Index(i))
+		open, end := "[", "]"
+		if isTuple(v) {
+			open, end = "(", ")"
+			if v.Len() == 1 {
+				end = ",)"
+			}
 		}
-		if !isTuple(v) {
-			return "[" + strings.Join(parts, ", ") + "]"
-		} else if len(parts) == 1 {
-			return "(" + parts[0] + ",)"
+		b.WriteString(open)
+		for i := 0; i < v.Len() && within(); i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePprintRepr(b, v.Index(i), limit)
 		}
-		return "(" + strings.Join(parts, ", ") + ")"
+		b.WriteString(end)
+	default:
+		b.WriteString("{")
+		for i, kv := range sortedPairs(v) {
+			if !within() {
+				break
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writePprintRepr(b, kv.Key, limit)
+			b.WriteString(": ")
+			writePprintRepr(b, kv.Value, limit)
+		}
+		b.WriteString("}")
 	}
-	pairs := sortedPairs(v)
-	parts := make([]string, len(pairs))
-	for i, kv := range pairs {
-		parts[i] = pprintRepr(kv.Key) + ": " + pprintRepr(kv.Value)
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	return within()
 }
 
 // sortedPairs are a mapping's items sorted by key as pprint sorts them.

@@ -751,72 +751,93 @@ func PyRepr(v *Value) string {
 }
 
 func pyRepr(v *Value) string {
+	var b strings.Builder
+	writeRepr(&b, v)
+	return b.String()
+}
+
+// writeRepr writes v's repr to b, each container's items in place: a
+// nested one is not made and then copied, which is quadratic in its depth.
+func writeRepr(b *strings.Builder, v *Value) {
 	if t, ok := v.Interface().(PyTuple); ok {
 		items := t.TupleItems()
-		parts := make([]string, len(items))
+		b.WriteByte('(')
 		for i, item := range items {
-			parts[i] = pyRepr(ToValue(item))
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeRepr(b, ToValue(item))
 		}
-		if len(parts) == 1 {
-			return "(" + parts[0] + ",)"
+		if len(items) == 1 {
+			b.WriteByte(',')
 		}
-		return "(" + strings.Join(parts, ", ") + ")"
+		b.WriteByte(')')
+		return
 	}
 	switch {
 	case v.IsUndefined(): // PaV: an undefined item of a container, as Jinja's Undefined repr
-		return "Undefined"
+		b.WriteString("Undefined")
 	case v.IsNil():
-		return "None"
+		b.WriteString("None")
 	case v.IsBool():
 		if v.Bool() {
-			return "True"
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
 		}
-		return "False"
 	case v.IsInteger():
-		return strconv.FormatInt(AsInt(v), 10)
+		b.WriteString(strconv.FormatInt(AsInt(v), 10))
 	case v.IsFloat():
-		return PyFloatString(v.Float())
+		b.WriteString(PyFloatString(v.Float()))
 	case v.IsString():
 		if v.Safe {
-			return "Markup(" + pyStrRepr(v.String()) + ")" // markupsafe's repr
+			b.WriteString("Markup(" + pyStrRepr(v.String()) + ")") // markupsafe's repr
+		} else {
+			b.WriteString(pyStrRepr(v.String()))
 		}
-		return pyStrRepr(v.String())
 	case v.IsList():
-		parts := make([]string, v.Len())
-		for i := range parts {
-			parts[i] = pyRepr(v.Index(i))
+		b.WriteByte('[')
+		for i := 0; i < v.Len(); i++ {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeRepr(b, v.Index(i))
 		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		b.WriteByte(']')
 	case v.IsDict():
+		var keys []string
+		values := map[string]*Value{}
 		if d, ok := dictLiteral(v); ok {
 			// A repeated key keeps its first place and takes its last value.
-			var keys []string
-			values := map[string]string{}
 			for _, p := range d.Pairs {
 				k := pyRepr(p.Key)
 				if _, seen := values[k]; !seen {
 					keys = append(keys, k)
 				}
-				values[k] = pyRepr(p.Value)
+				values[k] = p.Value
 			}
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = k + ": " + values[k]
+		} else if m, ok := v.Interface().(map[string]interface{}); ok {
+			for _, k := range PyKeys(m, v) {
+				key := pyRepr(AsValue(k))
+				keys = append(keys, key)
+				values[key] = AsValue(m[k])
 			}
-			return "{" + strings.Join(parts, ", ") + "}"
+		} else {
+			b.WriteString(v.String())
+			return
 		}
-		m, ok := v.Interface().(map[string]interface{})
-		if !ok {
-			return v.String()
-		}
-		keys := PyKeys(m, v)
-		parts := make([]string, len(keys))
+		b.WriteByte('{')
 		for i, k := range keys {
-			parts[i] = pyRepr(AsValue(k)) + ": " + pyRepr(AsValue(m[k]))
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k + ": ")
+			writeRepr(b, values[k])
 		}
-		return "{" + strings.Join(parts, ", ") + "}"
+		b.WriteByte('}')
+	default:
+		b.WriteString(v.String())
 	}
-	return v.String()
 }
 
 // PyRichCompare is Python's l op r for op <, <=, > or >=: numbers with
