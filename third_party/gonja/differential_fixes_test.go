@@ -894,3 +894,18 @@ func TestStrTranslate(t *testing.T) {
 		"{{ 'abc'.translate(table={97: 'q'}) }}": "takes no keyword arguments",
 	})
 }
+
+// Unpacking is Python's for set, for and urlencode alike (exec.PyUnpack):
+// any iterable, a mapping's keys and a string's characters included, into
+// exactly as many targets (before: set and for refused a mapping, and
+// urlencode a pair that was not a list).
+func TestUnpackAnyIterable(t *testing.T) {
+	checkJinja(t, map[string]string{
+		"{{ [{'a': 1, 'b': 2}, 'xy', ('k', 1)]|urlencode }}|{% for a, b in [{'x': 1, 'y': 2}, 'pq'] %}{{ a }}{{ b }}{% endfor %}|{% set a, b = {'x': 1, 'y': 2} %}{{ a }}{{ b }}": "a=b&x=y&k=1|xypq|xy",
+	}, nil)
+	checkJinjaFails(t, map[string]string{
+		"{{ [{'a': 1}]|urlencode }}":            "not enough values to unpack (expected 2, got 1)",
+		"{{ [5]|urlencode }}":                   "cannot unpack non-iterable int object",
+		"{% for a, b in ['abc'] %}{% endfor %}": "too many values to unpack (expected 2)",
+	})
+}

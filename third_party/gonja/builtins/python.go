@@ -144,11 +144,11 @@ func filterPyURLEncode(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) 
 		parts := make([]string, in.Len())
 		size := 0
 		for i := range parts {
-			kv := in.Index(i)
-			if !kv.IsList() || kv.Len() != 2 {
-				return raise(e, "filter urlencode: a list must hold (key, value) pairs")
+			kv, err := exec.PyUnpack(in.Index(i), 2) // Jinja's `for k, v in value`
+			if err != nil {
+				return raise(e, "filter urlencode: "+err.Error())
 			}
-			parts[i] = urlQuote(exec.PyStr(kv.Index(0)), true) + "=" + urlQuote(exec.PyStr(kv.Index(1)), true)
+			parts[i] = urlQuote(exec.PyStr(kv[0]), true) + "=" + urlQuote(exec.PyStr(kv[1]), true)
 			size += len(parts[i]) + 1
 			if failed := pastStringLimit(e, "urlencode", size); failed != nil {
 				return failed

@@ -840,6 +840,43 @@ func writeRepr(b *strings.Builder, v *Value) {
 	}
 }
 
+// PyUnpack is Python's unpacking of value into n targets (a, b = value):
+// the items of any iterable, a string's characters and a mapping's keys
+// included, exactly n of them (PaV: one rule for set, for and the filters
+// that unpack pairs).
+func PyUnpack(value *Value, n int) ([]*Value, error) {
+	var items []*Value
+	switch {
+	case value.IsDict():
+		pairs, _ := PyPairs(value)
+		for _, kv := range pairs {
+			if items = append(items, kv.Key); len(items) > n {
+				break
+			}
+		}
+	case value.IsString():
+		for _, r := range value.String() {
+			if items = append(items, AsValue(string(r))); len(items) > n {
+				break
+			}
+		}
+	case value.IsList():
+		for i := 0; i < value.Len() && len(items) <= n; i++ {
+			items = append(items, value.Index(i))
+		}
+	case value.IsUndefined(): // Jinja's Undefined iterates as empty
+	default:
+		return nil, fmt.Errorf("cannot unpack non-iterable %s object", PyType(value))
+	}
+	switch {
+	case len(items) < n:
+		return nil, fmt.Errorf("not enough values to unpack (expected %d, got %d)", n, len(items))
+	case len(items) > n:
+		return nil, fmt.Errorf("too many values to unpack (expected %d)", n)
+	}
+	return items, nil
+}
+
 // PyRichCompare is Python's l op r for op <, <=, > or >=: numbers with
 // numbers (bools count, an int and a float by their exact values, NaN
 // ordered with nothing), strings with strings, lists by their first items

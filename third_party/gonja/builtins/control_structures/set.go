@@ -105,24 +105,12 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 // Python does: there must be exactly as many items as names.
 func (scs *SetControlStructure) unpack(r *exec.Renderer, value *exec.Value) error {
 	names := append([]*nodes.Name{scs.target.(*nodes.Name)}, scs.more...)
-	if value.IsString() { // its characters, as in Python
-		var chars []any
-		for _, r := range value.String() {
-			chars = append(chars, string(r))
-		}
-		value = exec.AsValue(chars)
-	}
-	if !value.IsList() {
-		return errors.Errorf("cannot unpack a non-list value into %d names", len(names)) // not the value: it may be large
-	}
-	if n := value.Len(); n != len(names) {
-		if n < len(names) {
-			return errors.Errorf("not enough values to unpack (expected %d, got %d)", len(names), n)
-		}
-		return errors.Errorf("too many values to unpack (expected %d)", len(names))
+	items, err := exec.PyUnpack(value, len(names))
+	if err != nil {
+		return err
 	}
 	for i, name := range names {
-		r.Environment.Context.Set(name.Name.Val, exec.Item(value.Index(i)))
+		r.Environment.Context.Set(name.Name.Val, exec.Item(items[i]))
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ func TestSet(t *testing.T) {
 		{`{% set t = 1, 2 %}{{ t | length }}`, "2", ""},
 		{`{% set a, b = [1] %}`, "", "not enough values to unpack (expected 2, got 1)"},
 		{`{% set a, b = [1, 2, 3] %}`, "", "too many values to unpack (expected 2)"},
-		{`{% set a, b = 5 %}`, "", "cannot unpack a non-list value into 2 names"},
+		{`{% set a, b = 5 %}`, "", "cannot unpack non-iterable int object"},
 		{`{% set a, b.c = [1, 2] %}`, "", "Only names can be unpacked into"},
 		{`{% set x | trim | upper %} hi {% endset %}[{{ x }}]`, "[HI]", ""},
 	}

@@ -4,7 +4,6 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/parser"
 	"github.com/nikolalohinski/gonja/v2/tokens"
-	"github.com/pkg/errors"
 )
 
 // UnpackTarget is what a for loop assigns each item to (PaV): a name, or a
@@ -76,19 +75,9 @@ func (t *UnpackTarget) assign(ctx *exec.Context, value *exec.Value) error {
 		ctx.Set(t.Name, value)
 		return nil
 	}
-	if !value.IsList() && !value.IsString() {
-		return errors.Errorf("cannot unpack non-iterable %s object", exec.PyType(value))
-	}
-	var items []*exec.Value
-	value.Iterate(func(_, _ int, key, _ *exec.Value) bool {
-		items = append(items, key)
-		return len(items) <= len(t.Items)
-	}, func() {})
-	if n := len(items); n != len(t.Items) {
-		if n < len(t.Items) {
-			return errors.Errorf("not enough values to unpack (expected %d, got %d)", len(t.Items), n)
-		}
-		return errors.Errorf("too many values to unpack (expected %d)", len(t.Items))
+	items, err := exec.PyUnpack(value, len(t.Items))
+	if err != nil {
+		return err
 	}
 	for i, item := range t.Items {
 		if err := item.assign(ctx, items[i]); err != nil {
