@@ -69,10 +69,24 @@ var attacks = map[string]string{
 	"join of shared lists":      "{{ ([['x' * 2000000]] * 1000)|join|length }}",
 	"xmlattr of shared values":  "{{ dict(a='x' * 3000000, b='x' * 3000000)|xmlattr|length }}",
 	"translate blow-up":         "{{ ('a' * 4000000).translate({97: 'x' * 1000})|length }}",
+	// a tuple holding one tuple twice, 40 levels deep, is 2**40 items to
+	// walk: compared, hashed, sorted or converted (exec.ValueItems ends the
+	// walk; on a slow machine the render's deadline may be reported first)
+	"shared tuples compared": sharedTuples + "{{ ns.t == ns.u }}",
+	"shared tuples in":       sharedTuples + "{{ ns.t in [ns.u] }}",
+	"shared tuples unique":   sharedTuples + "{{ [ns.t]|unique|list|length }}",
+	"shared tuples sorted":   sharedTuples + "{{ [ns.t, ns.u]|sort|length }}",
+	"shared tuples grouped":  sharedTuples + "{{ [ns.t, ns.u]|groupby(0)|length }}",
+	"shared tuples as JSON":  sharedTuples + "{{ ns.t|tojson|length }}",
 	// pprint of a deep value: each level asks whether its repr fits, and
 	// its indents grow with the depth
 	"deep pprint": "{% set ns = namespace(l=[]) %}{% for i in range(20000) %}{% set ns.l = [ns.l, {'k': 'v'}] %}{% endfor %}{{ ns.l|pprint|length }}",
 }
+
+// sharedTuples builds ns.t and ns.u, equal and apart, each a tuple of one
+// tuple twice, 40 levels deep.
+const sharedTuples = "{% set ns = namespace(t=(1,), u=(1,)) %}{% for i in range(40) %}" +
+	"{% set ns.t = (ns.t, ns.t) %}{% set ns.u = (ns.u, ns.u) %}{% endfor %}"
 
 // sizeAttacks are the attacks a size limit stops, before they allocate
 // what they ask for: not the render's deadline, which comes too late.

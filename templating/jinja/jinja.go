@@ -506,6 +506,9 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if in.IsError() {
 		return in
 	}
+	if err := exec.ReprSizeError(in); err != nil { // its JSON is no shorter: refused before any walk
+		return fatal(e, "filter tojson: %v", err)
+	}
 	if reason := undefinedIn(in); reason != "" {
 		return fatal(e, "tojson: value is undefined (%s)", reason)
 	}

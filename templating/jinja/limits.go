@@ -25,6 +25,7 @@ const (
 	maxOutputBytes = 4 << 20 // rendered bytes, and size of any string or list built by * or filters
 	maxWidth       = 1 << 16 // width arguments of center, indent, ljust, ...
 	maxListItems   = 1 << 18 // items of a list built by + or *
+	maxWalkItems   = 1 << 20 // items one walk over a value visits, a shared one each time
 	// maxRenderTime bounds a render's wall-clock time, checked before every
 	// statement, expression and filter call (gonja's Interrupt) and output
 	// write: the other limits bound each step, this bounds their sum on a
@@ -40,9 +41,13 @@ const (
 )
 
 // A value printed as text (str, repr, pprint, ~, format) is bounded as any
-// string built is: its items may be shared, so its text can be far longer
-// than the value.
-func init() { exec.ReprBytes = maxOutputBytes }
+// string built is, and a walk over a value (==, unique's keys, a mapping's
+// conversion) by maxWalkItems: its items may be shared, so its text and its
+// items can be far more than what built it.
+func init() {
+	exec.ReprBytes = maxOutputBytes
+	exec.ValueItems = maxWalkItems
+}
 
 // compileTimeLimit is maxCompileTime, but for tests.
 var compileTimeLimit = maxCompileTime

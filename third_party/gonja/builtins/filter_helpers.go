@@ -338,17 +338,30 @@ func pyFixed(f float64, decimals int) string {
 	return strconv.FormatFloat(f, 'f', decimals, 64)
 }
 
-// tupleKey is pyHashKey's key of a tuple: its items' keys, quoted.
-type tupleKey string
+// tupleKey is hashKeys' key of a tuple: the number it gave the keys of
+// its items (a key holding them whole grows with the tuple's depth at
+// every level).
+type tupleKey int
 
-// undefinedKey is pyHashKey's key of Jinja's undefined, none's is nil.
+// undefinedKey is hashKeys' key of Jinja's undefined, none's is nil.
 type undefinedKey struct{}
 
-// pyHashKey is a map key that two values share when Python's dict would take
-// them for one key (PaV): true, 1 and 1.0 are one key; a tuple is its items;
-// a list or a dict is Python's "unhashable type". lower lowercases a string
-// (not one inside a tuple), as unique's case_sensitive=false does.
-func pyHashKey(val *exec.Value, lower bool) (any, error) {
+// hashKeys makes map keys that two values share when Python's dict would
+// take them for one key (PaV): true, 1 and 1.0 are one key; a tuple is its
+// items; a list or a dict is Python's "unhashable type". Each key's walk
+// is bounded (exec.ValueItems).
+type hashKeys struct{ tuples map[string]tupleKey }
+
+// key is val's key; lower lowercases a string (not one inside a tuple), as
+// unique's case_sensitive=false does.
+func (h *hashKeys) key(val *exec.Value, lower bool) (any, error) {
+	return h.walk(val, lower, exec.NewWalkBudget())
+}
+
+func (h *hashKeys) walk(val *exec.Value, lower bool, budget *exec.WalkBudget) (any, error) {
+	if err := budget.Spend(); err != nil {
+		return nil, err
+	}
 	switch {
 	case val.IsUndefined(): // Jinja's undefined equals only undefined
 		return undefinedKey{}, nil
@@ -366,15 +379,24 @@ func pyHashKey(val *exec.Value, lower bool) (any, error) {
 		return val.String(), nil
 	}
 	if t, ok := val.Interface().(exec.PyTuple); ok {
-		keys := make([]string, 0, len(t.TupleItems()))
+		var items strings.Builder
 		for _, item := range t.TupleItems() {
-			k, err := pyHashKey(exec.ToValue(item), false)
+			k, err := h.walk(exec.ToValue(item), false, budget)
 			if err != nil {
 				return nil, err
 			}
-			keys = append(keys, fmt.Sprintf("%T:%#v", k, k))
+			text := fmt.Sprint(k)
+			fmt.Fprintf(&items, "%T:%d:%s", k, len(text), text)
 		}
-		return tupleKey(strings.Join(keys, ",")), nil
+		if h.tuples == nil {
+			h.tuples = map[string]tupleKey{}
+		}
+		key, known := h.tuples[items.String()]
+		if !known {
+			key = tupleKey(len(h.tuples))
+			h.tuples[items.String()] = key
+		}
+		return key, nil
 	}
 	tracked := val.Interface()
 	if t := reflect.TypeOf(tracked); val.IsList() || val.IsDict() || t != nil && !t.Comparable() {

@@ -1484,6 +1484,7 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 
 	out := make([]any, 0)
 	tracker := map[any]bool{}
+	var keys hashKeys
 	getter := newAttributeGetter(attribute, nil)
 	var err error
 	var stop *exec.Value
@@ -1497,7 +1498,7 @@ func filterUnique(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 			return false
 		}
 		var tracked any
-		if tracked, err = pyHashKey(val, !caseSensitive); err != nil {
+		if tracked, err = keys.key(val, !caseSensitive); err != nil {
 			return false
 		}
 		if _, contains := tracker[tracked]; !contains {

@@ -682,6 +682,44 @@ func (t Tuple) TupleItems() []any { return t }
 
 func (t Tuple) String() string { return PyRepr(AsValue(t)) }
 
+// ValueItems bounds the items one walk over a value visits (PaV): an
+// equality, a hash, a conversion. A value may hold one list many times at
+// every level: one built in 40 steps holds 2**40 items, which no walk
+// ends. Past it, a walk fails with a *ValueTooLarge (an equality, which
+// has no error, panics with it, and the embedder's render recovers it);
+// 0 is no bound.
+var ValueItems int
+
+// ValueTooLarge is the error of a walk past ValueItems.
+type ValueTooLarge struct{ Limit int }
+
+func (e *ValueTooLarge) Error() string {
+	return fmt.Sprintf("a value holds more than %d items, counting a shared one each time it appears", e.Limit)
+}
+
+// WalkBudget is what one walk has left of ValueItems.
+type WalkBudget struct{ left int }
+
+// NewWalkBudget is a new walk's budget.
+func NewWalkBudget() *WalkBudget { return &WalkBudget{left: ValueItems} }
+
+// Spend counts one item, and fails once past ValueItems.
+func (b *WalkBudget) Spend() error {
+	if ValueItems <= 0 {
+		return nil
+	}
+	if b.left--; b.left < 0 {
+		return &ValueTooLarge{ValueItems}
+	}
+	return nil
+}
+
+func (b *WalkBudget) spendOrPanic() {
+	if err := b.Spend(); err != nil {
+		panic(err)
+	}
+}
+
 // ReprBytes bounds the text PyRepr and PyStr make of a container (PaV):
 // items are shared, so a list of a thousand 4 MiB strings, cheap to build,
 // prints as 4 GB. Past it they panic with a *ReprTooLong, which the

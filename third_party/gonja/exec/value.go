@@ -173,6 +173,13 @@ func (v *Value) Error() string {
 }
 
 func (v *Value) ToGoSimpleType(allowInterfaceKeys bool) any {
+	return v.toGoSimpleType(allowInterfaceKeys, NewWalkBudget())
+}
+
+func (v *Value) toGoSimpleType(allowInterfaceKeys bool, budget *WalkBudget) any {
+	if err := budget.Spend(); err != nil {
+		return err
+	}
 	switch {
 	case v.IsError():
 		return errors.New(v.Error())
@@ -190,7 +197,7 @@ func (v *Value) ToGoSimpleType(allowInterfaceKeys bool) any {
 		var err error
 		list := make([]any, 0)
 		v.Iterate(func(_, _ int, element, _ *Value) bool {
-			casted := element.ToGoSimpleType(allowInterfaceKeys)
+			casted := element.toGoSimpleType(allowInterfaceKeys, budget)
 			var isError bool
 			if err, isError = casted.(error); isError {
 				return false
@@ -207,11 +214,11 @@ func (v *Value) ToGoSimpleType(allowInterfaceKeys bool) any {
 		object := make(map[any]any)
 		v.Iterate(func(_, _ int, key, value *Value) bool {
 			var isError bool
-			castedKey := key.ToGoSimpleType(allowInterfaceKeys)
+			castedKey := key.toGoSimpleType(allowInterfaceKeys, budget)
 			if err, isError = castedKey.(error); isError {
 				return false
 			}
-			castedValue := value.ToGoSimpleType(allowInterfaceKeys)
+			castedValue := value.toGoSimpleType(allowInterfaceKeys, budget)
 			if err, isError = castedValue.(error); isError {
 				return false
 			}
@@ -227,7 +234,7 @@ func (v *Value) ToGoSimpleType(allowInterfaceKeys bool) any {
 		object := make(map[string]any)
 		v.Iterate(func(_, _ int, key, value *Value) bool {
 			var isError bool
-			castedValue := value.ToGoSimpleType(allowInterfaceKeys)
+			castedValue := value.toGoSimpleType(allowInterfaceKeys, budget)
 			if err, isError = castedValue.(error); isError {
 				return false
 			}
@@ -862,6 +869,26 @@ func (v *Value) Interface() any {
 
 // EqualValueTo checks whether two values are equal.
 func (v *Value) EqualValueTo(other *Value) bool {
+	return v.equal(other, NewWalkBudget())
+}
+
+// sameContainer reports whether a and b are the same list, tuple or
+// mapping, which Python's == takes as equal without looking at its items.
+func sameContainer(a, b *Value) bool {
+	x, y := a.Val, b.Val
+	if !x.IsValid() || !y.IsValid() || x.Type() != y.Type() {
+		return false
+	}
+	switch x.Kind() {
+	case reflect.Slice:
+		return x.Len() > 0 && x.Len() == y.Len() && x.Pointer() == y.Pointer()
+	case reflect.Map, reflect.Pointer:
+		return x.Pointer() == y.Pointer()
+	}
+	return false
+}
+
+func (v *Value) equal(other *Value, budget *WalkBudget) bool {
 	// comparison of uint with int fails using .Interface()-comparison (see issue #64)
 	// A bool is a number, as in Python: 1 == true (PaV).
 	if IsInt(v) && IsInt(other) {
@@ -881,6 +908,9 @@ func (v *Value) EqualValueTo(other *Value) bool {
 		return false
 	}
 
+	if (v.IsList() || v.IsDict()) && sameContainer(v, other) {
+		return true
+	}
 	// For lists, compare element by element.
 	if v.IsList() && other.IsList() {
 		_, tupleV := v.Interface().(PyTuple)
@@ -890,7 +920,8 @@ func (v *Value) EqualValueTo(other *Value) bool {
 		}
 		n := v.Len()
 		for i := 0; i < n; i++ {
-			if !v.Index(i).EqualValueTo(other.Index(i)) {
+			budget.spendOrPanic()
+			if !v.Index(i).equal(other.Index(i), budget) {
 				return false
 			}
 		}
@@ -910,7 +941,8 @@ func (v *Value) EqualValueTo(other *Value) bool {
 			if !foundA || !foundB {
 				return false
 			}
-			if !va.EqualValueTo(vb) {
+			budget.spendOrPanic()
+			if !va.equal(vb, budget) {
 				return false
 			}
 		}
