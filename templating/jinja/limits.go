@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -47,6 +48,7 @@ const (
 func init() {
 	exec.ReprBytes = maxOutputBytes
 	exec.ValueItems = maxWalkItems
+	exec.GoAttributes = false // templates see JSON-like data: attributes are Python's
 }
 
 // compileTimeLimit is maxCompileTime, but for tests.
@@ -345,8 +347,61 @@ func methodGrowth(name, s string, args *exec.VarArgs) int64 {
 	return 0
 }
 
+// methodItems bounds how many items a str method that makes a list makes:
+// split and rsplit one more than their separators (or words), at most
+// maxsplit + 1; splitlines one more than its line ends. 0 for the others.
+func methodItems(name, s string, args *exec.VarArgs) int64 {
+	switch name {
+	case "split", "rsplit":
+		var n int64
+		if len(args.Args) > 0 && args.Args[0].IsString() && args.Args[0].String() != "" {
+			n = int64(strings.Count(s, args.Args[0].String())) + 1
+		} else {
+			n = countWords(s)
+		}
+		maxsplit := args.KwArgs["maxsplit"]
+		if len(args.Args) > 1 {
+			maxsplit = args.Args[1]
+		}
+		if maxsplit != nil && exec.IsInt(maxsplit) && exec.AsInt(maxsplit) >= 0 {
+			n = min(n, exec.AsInt(maxsplit)+1)
+		}
+		return n
+	case "splitlines":
+		return countLineEnds(s) + 1
+	}
+	return 0
+}
+
+// countWords counts the runs of non-space in s: split()'s items.
+func countWords(s string) int64 {
+	var n int64
+	inWord := false
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !inWord {
+			n++
+		}
+		inWord = !unicode.IsSpace(r)
+	}
+	return n
+}
+
+// countLineEnds counts what splitlines() ends a line at (\r\n twice: a bound).
+func countLineEnds(s string) int64 {
+	var n int64
+	for _, r := range s {
+		if strings.ContainsRune("\n\r\v\f\x1c\x1d\x1e\u0085\u2028\u2029", r) {
+			n++
+		}
+	}
+	return n
+}
+
 func boundedMethod(name string, f exec.Method[string]) exec.Method[string] {
 	return func(self string, v *exec.Value, args *exec.VarArgs) (any, error) {
+		if len(self) > maxListItems && methodItems(name, self, args) > maxListItems {
+			return nil, fmt.Errorf("%s(): more than %d items", name, maxListItems)
+		}
 		if (name == "format" || name == "format_map") && int64(len(self))+formatWidths(self) > maxOutputBytes {
 			return nil, fmt.Errorf("%s(): field widths too large", name)
 		}

@@ -45,6 +45,13 @@ func (v *Value) UndefinedReason() string {
 	return v.undefined
 }
 
+// GoAttributes lets a template reach a Go value's exported methods and
+// fields by name, upstream's way to an embedder's Go structs. An embedder
+// whose templates see only JSON-like data turns it off (PaV), so that
+// gonja's own types are no attributes either (a mapping's Pairs, Keys and
+// Get, a str method's result's Go methods), as in Jinja.
+var GoAttributes = true
+
 type AttributeGetter interface {
 	GetAttribute(name string) (*Value, bool)
 }
@@ -1073,6 +1080,9 @@ func (v *Value) GetAttribute(name string) (*Value, bool) {
 	}
 	if getter, ok := v.Interface().(AttributeGetter); ok {
 		return getter.GetAttribute(name)
+	}
+	if !GoAttributes {
+		return AsValue(nil), false
 	}
 	var val reflect.Value
 	val = v.Val.MethodByName(name)
