@@ -356,7 +356,7 @@ var floatNumber = regexp.MustCompile(`-?[0-9]+\.[0-9]+(e[-+][0-9]+)?|-?[0-9]+e[-
 
 // floatsAnUlpApart: the outputs differ only in floats, each at most an ulp
 // from its counterpart (the deliberate divergence of a float power's last
-// digit).
+// digit): an ulp of the larger in magnitude.
 func floatsAnUlpApart(jinja, pav string) bool {
 	js, ps := floatNumber.FindAllString(jinja, -1), floatNumber.FindAllString(pav, -1)
 	if len(js) == 0 || len(js) != len(ps) || floatNumber.ReplaceAllString(jinja, "f") != floatNumber.ReplaceAllString(pav, "f") {
@@ -365,7 +365,10 @@ func floatsAnUlpApart(jinja, pav string) bool {
 	for i := range js {
 		a, errA := strconv.ParseFloat(js[i], 64)
 		b, errB := strconv.ParseFloat(ps[i], 64)
-		if errA != nil || errB != nil || a != b && math.Nextafter(a, b) != b {
+		// an ulp of the larger one: two of the smaller where a and b
+		// straddle a power of two (-2**-53 and the float above it)
+		larger := math.Max(math.Abs(a), math.Abs(b))
+		if errA != nil || errB != nil || math.Abs(a-b) > math.Nextafter(larger, math.Inf(1))-larger {
 			return false
 		}
 	}
@@ -666,6 +669,25 @@ func TestCompareForgivesOnlyAddresses(t *testing.T) {
 		verdict := compare(out(c.jinja), out(c.pav), c.g)
 		if same := verdict == "" || strings.HasPrefix(verdict, "skip:"); same != c.same {
 			t.Errorf("compare(%q, %q, address printed %v) = %q, want same=%v", c.jinja, c.pav, c.g.used[featAddress], verdict, c.same)
+		}
+	}
+}
+
+// TestFloatsAnUlpApart: a float power's last digit is forgiven up to an ulp
+// of the larger float, and nothing more.
+func TestFloatsAnUlpApart(t *testing.T) {
+	for _, c := range []struct {
+		jinja, pav string
+		same       bool
+	}{
+		{"x3.6000000000000004e-09", "x3.6e-09", true},
+		{"-1.1102230246251565e-16b", "-1.1102230246251563e-16b", true}, // -2**-53 and the float above it: 2 ulps of the smaller
+		{"0.1", "0.10000000000000003", false},                          // 2 ulps
+		{"1.5", "1.0", false},
+		{"1.5a", "1.5b", false},
+	} {
+		if got := floatsAnUlpApart(c.jinja, c.pav); got != c.same {
+			t.Errorf("floatsAnUlpApart(%q, %q) = %v, want %v", c.jinja, c.pav, got, c.same)
 		}
 	}
 }
