@@ -1348,7 +1348,11 @@ func TestOneEvaluationPerAttemptAndDeletionContext(t *testing.T) {
 // bind plays the PV controller: the claim is bound to its volume.
 func (e *env) bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
 	e.t.Helper()
-	if err := e.bindClaim(e.getClaim(pvc.Name), pv); err != nil {
+	// The controller may write the claim meanwhile (a clone's source gets
+	// its finalizer): as the PV controller, bind the claim as it is then.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return e.bindClaim(e.getClaim(pvc.Name), pv)
+	}); err != nil {
 		e.t.Fatal(err)
 	}
 }
