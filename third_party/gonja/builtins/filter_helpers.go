@@ -97,7 +97,7 @@ func newAttributeGetter(attribute, defaultValue *exec.Value) attributeGetter {
 	case isNone(attribute):
 	case attribute.IsString():
 		for _, part := range strings.Split(attribute.String(), ".") {
-			if index, err := strconv.Atoi(part); err == nil && isDigits(part) {
+			if index, err := strconv.Atoi(part); err == nil && exec.IsDigits(part) {
 				g.parts = append(g.parts, exec.AsValue(index))
 			} else {
 				g.parts = append(g.parts, exec.AsValue(part))
@@ -141,16 +141,6 @@ func attributeGetters(attribute *exec.Value) []attributeGetter {
 // isNone is Python's `v is None`: a missing argument or none, not undefined.
 func isNone(v *exec.Value) bool {
 	return v == nil || v.IsNil() && !v.IsUndefined()
-}
-
-// isDigits is Python's str.isdigit for ASCII: a path part that is an index.
-func isDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // ignoreCase is Jinja's ignore_case: a string key lowercased.

@@ -624,6 +624,7 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 	size := 0
 	getter := newAttributeGetter(attribute, nil)
 	var failure error
+	var tooLong *exec.Value
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
 		item, err := getter.get(key)
 		if err != nil {
@@ -640,13 +641,14 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 			parts = append(parts, stringifyFilterValue(item))
 		}
 		size += len(parts[len(parts)-1]) + len(delimiter)
-		return pastStringLimit(e, "join", size) == nil
+		tooLong = pastStringLimit(e, "join", size)
+		return tooLong == nil
 	}, func() {})
 	if failure != nil {
 		return e.Raise(failure)
 	}
-	if failed := pastStringLimit(e, "join", size); failed != nil {
-		return failed
+	if tooLong != nil {
+		return tooLong
 	}
 
 	joined := strings.Join(parts, delimiter)

@@ -595,13 +595,13 @@ func fieldValue(name string, args []*Value, kwargs map[string]*Value, auto *int)
 		}
 		first = strconv.Itoa(*auto)
 		*auto++
-	} else if isDigits(first) {
+	} else if IsDigits(first) {
 		if *auto > 0 {
 			return nil, fmt.Errorf("cannot switch from automatic field numbering to manual field specification")
 		}
 		*auto = -1
 	}
-	if isDigits(first) {
+	if IsDigits(first) {
 		n, err := strconv.Atoi(first)
 		if err != nil || n >= len(args) {
 			return nil, fmt.Errorf("Replacement index %s out of range for positional args tuple", first)
@@ -643,7 +643,7 @@ func fieldValue(name string, args []*Value, kwargs map[string]*Value, auto *int)
 			return nil, fmt.Errorf("%s", v.UndefinedReason())
 		}
 		var item any = key
-		if !isAttr && isDigits(key) {
+		if !isAttr && IsDigits(key) {
 			n, _ := strconv.Atoi(key)
 			item = n
 		}
@@ -666,7 +666,9 @@ func fieldValue(name string, args []*Value, kwargs map[string]*Value, auto *int)
 	return v, nil
 }
 
-func isDigits(s string) bool {
+// IsDigits is Python's str.isdigit for ASCII: a field name's index, an
+// attribute path's (PaV).
+func IsDigits(s string) bool {
 	if s == "" {
 		return false
 	}
